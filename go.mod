@@ -1,0 +1,3 @@
+module arenactl
+
+go 1.24

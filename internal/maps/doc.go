@@ -1,0 +1,5 @@
+// Package maps parses /proc/PID/maps, smaps and smaps_rollup and classifies
+// every mapping (main heap, arena heaps, stacks, executable, libraries, ...).
+// It works on text, so the same code serves a live /proc and a core file's
+// mapping list.
+package maps

@@ -9,6 +9,7 @@ type Mapping struct {
 	Dev        string
 	Inode      uint64
 	Path       string // file path, "[heap]", "[stack]", "[anon: name]", or ""
+	Deleted    bool   // Path is a file since unlinked: it ends in " (deleted)"
 
 	Rss, Pss                   uint64
 	SharedClean, SharedDirty   uint64

@@ -1,0 +1,162 @@
+package maps
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procDir is where the files of process pid live.
+func procDir(pid int) string { return "/proc/" + strconv.Itoa(pid) }
+
+// Read reads the mappings of a live process from /proc/PID/maps, or from
+// /proc/PID/smaps when smaps is set (slower: the kernel walks the page
+// tables, but the Rss/Pss/... counters get filled in).
+//
+// Errors wrap the underlying one, so errors.Is(err, os.ErrNotExist) tells
+// a gone process and errors.Is(err, os.ErrPermission) a missing ptrace
+// right.
+func Read(pid int, smaps bool) ([]Mapping, error) {
+	name, parse := "maps", ParseMaps
+	if smaps {
+		name, parse = "smaps", ParseSmaps
+	}
+	var ms []Mapping
+	err := readProc(pid, name, func(r io.Reader) (err error) {
+		ms, err = parse(r)
+		return err
+	})
+	return ms, err
+}
+
+// ReadRollup reads /proc/PID/smaps_rollup of a live process (Linux ≥ 4.14).
+func ReadRollup(pid int) (Rollup, error) {
+	var ru Rollup
+	err := readProc(pid, "smaps_rollup", func(r io.Reader) (err error) {
+		ru, err = ParseRollup(r)
+		return err
+	})
+	return ru, err
+}
+
+// readProc opens /proc/PID/name and hands it to parse. The file is parsed
+// as it streams in rather than read whole first: smaps of a big process
+// runs to megabytes.
+func readProc(pid int, name string, parse func(io.Reader) error) error {
+	path := filepath.Join(procDir(pid), name)
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	if err := parse(f); err != nil {
+		return fmt.Errorf("pid %d: %s: %w", pid, path, err)
+	}
+	return nil
+}
+
+// ExePath returns the path of the process's executable as maps names it,
+// for Hints.ExePath.
+func ExePath(pid int) (string, error) {
+	p, err := os.Readlink(filepath.Join(procDir(pid), "exe"))
+	if err != nil {
+		return "", fmt.Errorf("pid %d: %w", pid, err)
+	}
+	// For a deleted executable both this and Mapping.Path end in
+	// " (deleted)", so they still compare equal.
+	return p, nil
+}
+
+// ReadHints collects the Hints Classify uses for a live process.
+func ReadHints(pid int) (Hints, error) {
+	exe, err := ExePath(pid)
+	if err != nil {
+		return Hints{}, err
+	}
+	sps, err := StackPointers(pid)
+	if err != nil {
+		return Hints{}, err
+	}
+	return Hints{ExePath: exe, StackPointers: sps}, nil
+}
+
+// StackPointers returns the user stack pointer of every thread of pid that
+// is blocked (in a syscall or stopped), keyed by thread id, as the kernel
+// reports it in /proc/PID/task/TID/syscall. Running threads have no entry:
+// their registers are not saved anywhere the kernel can show. Reading the
+// syscall file needs ptrace rights over the process.
+func StackPointers(pid int) (map[int]uint64, error) {
+	taskDir := filepath.Join(procDir(pid), "task")
+	ents, err := os.ReadDir(taskDir)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	sps := make(map[int]uint64, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		path := filepath.Join(taskDir, e.Name(), "syscall")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			// The thread exited after the directory was listed.
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue
+			}
+			return nil, fmt.Errorf("pid %d: %w", pid, err)
+		}
+		sp, ok, err := parseSyscall(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("pid %d: %s: %w", pid, path, err)
+		}
+		if ok {
+			sps[tid] = sp
+		}
+	}
+	return sps, nil
+}
+
+// parseSyscall extracts the stack pointer from a task's syscall file,
+// which is one of
+//
+//	running
+//	nr a1 a2 a3 a4 a5 a6 sp pc   (blocked in syscall nr)
+//	-1 sp pc                     (blocked, but not in a syscall)
+//
+// The stack pointer is the next-to-last field either way. ok is false for
+// a running thread.
+func parseSyscall(s string) (sp uint64, ok bool, err error) {
+	f := strings.Fields(s)
+	if len(f) == 1 && f[0] == "running" {
+		return 0, false, nil
+	}
+	if len(f) == 0 {
+		return 0, false, errors.New("empty syscall file")
+	}
+	nr, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, false, fmt.Errorf("syscall number: %w", err)
+	}
+	want := 9
+	if nr < 0 {
+		want = 3
+	}
+	if len(f) != want {
+		return 0, false, fmt.Errorf("unexpected syscall text %q", s)
+	}
+	hex, found := strings.CutPrefix(f[len(f)-2], "0x")
+	if !found {
+		return 0, false, fmt.Errorf("stack pointer %q is not 0x-prefixed", f[len(f)-2])
+	}
+	sp, err = strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("stack pointer: %w", err)
+	}
+	return sp, true, nil
+}

@@ -1,0 +1,261 @@
+package maps
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startTarget builds testdata/maps_threads.c and runs it until it says
+// "ready": a main thread and 3 pthreads, each with malloced chunks, all
+// parked in pause().
+func startTarget(t *testing.T) *exec.Cmd {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found; cannot build the target process")
+	}
+	bin := filepath.Join(t.TempDir(), "maps_threads")
+	build := exec.Command(gcc, "-O1", "-g", "-pthread", "-o", bin, "../../testdata/maps_threads.c")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building target: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = errors.New("target said " + line)
+		}
+		ready <- err
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("waiting for target: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("target not ready after 10s")
+	}
+	return cmd
+}
+
+// parkedStackPointers polls StackPointers until all n threads are blocked:
+// "ready" is written before the threads have all reached pause().
+func parkedStackPointers(t *testing.T, pid, n int) map[int]uint64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sps, err := StackPointers(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sps) == n {
+			return sps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d threads blocked after 5s: %v", len(sps), n, sps)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLiveProcess(t *testing.T) {
+	cmd := startTarget(t)
+	pid := cmd.Process.Pid
+	// Unlinking the running executable checks the " (deleted)" handling
+	// on a real /proc too.
+	if err := os.Remove(cmd.Path); err != nil {
+		t.Fatal(err)
+	}
+	exePath := cmd.Path + deletedSuffix
+
+	sps := parkedStackPointers(t, pid, 4)
+	ms, err := Read(pid, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHints(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ExePath != exePath {
+		t.Errorf("ExePath = %q, want %q", h.ExePath, exePath)
+	}
+	h.StackPointers = sps
+	Classify(ms, h)
+	if testing.Verbose() {
+		for _, m := range ms {
+			t.Logf("%x-%x %s %10d %-12v %s", m.Start, m.End, m.Perms, m.Rss, m.Class, m.Path)
+		}
+	}
+
+	var mainHeaps, arenaHeaps int
+	var exe, libc, vdso bool
+	for _, m := range ms {
+		switch {
+		case m.Class == ClassMainHeap:
+			mainHeaps++
+		case m.Class == ClassArenaHeap && m.Perms == "rw-p" && m.Start%HeapMaxSize == 0:
+			arenaHeaps++
+		}
+		switch {
+		case m.Path == exePath:
+			exe = true
+			if m.Class != ClassExecutable || !m.Deleted {
+				t.Errorf("executable mapping %x-%x is %v, deleted %v", m.Start, m.End, m.Class, m.Deleted)
+			}
+		case strings.HasPrefix(filepath.Base(m.Path), "libc.so") || strings.HasPrefix(filepath.Base(m.Path), "libc-"):
+			libc = true
+			if m.Class != ClassSharedLib {
+				t.Errorf("libc mapping %x-%x %s is %v", m.Start, m.End, m.Path, m.Class)
+			}
+		case m.Path == "[vdso]":
+			vdso = true
+			if m.Class != ClassSpecial {
+				t.Errorf("[vdso] is %v", m.Class)
+			}
+		}
+	}
+	if mainHeaps != 1 {
+		t.Errorf("%d main heaps, want 1", mainHeaps)
+	}
+	if arenaHeaps < 3 {
+		t.Errorf("%d aligned rw arena heaps, want at least 3", arenaHeaps)
+	}
+	if !exe || !libc || !vdso {
+		t.Errorf("mappings seen: executable %v, libc %v, [vdso] %v; want all", exe, libc, vdso)
+	}
+
+	for tid, sp := range sps {
+		want := ClassThreadStack
+		if tid == pid {
+			want = ClassMainStack
+		}
+		m, ok := Find(ms, sp)
+		if !ok {
+			t.Errorf("thread %d: sp %#x in no mapping", tid, sp)
+		} else if m.Class != want {
+			t.Errorf("thread %d: sp %#x in %x-%x, a %v; want %v", tid, sp, m.Start, m.End, m.Class, want)
+		}
+	}
+
+	// The guard-page heuristic alone must find the same pthread stacks.
+	noSP := append([]Mapping(nil), ms...)
+	Classify(noSP, Hints{ExePath: h.ExePath})
+	for i := range ms {
+		if ms[i].Class != noSP[i].Class {
+			t.Errorf("%x-%x: %v with stack pointers, %v without", ms[i].Start, ms[i].End, ms[i].Class, noSP[i].Class)
+		}
+	}
+
+	var size, rss uint64
+	for _, m := range ms {
+		size += m.Size()
+		rss += m.Rss
+	}
+	var rowSize uint64
+	for _, r := range Summarize(ms) {
+		rowSize += r.Size
+	}
+	if rowSize != size {
+		t.Errorf("Summarize rows add up to %d bytes, mappings to %d", rowSize, size)
+	}
+
+	ru, err := ReadRollup(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The target is parked, but the kernel may still fault in or reclaim
+	// a page between the two reads.
+	t.Logf("smaps_rollup Rss %d, sum of smaps Rss %d", ru.Rss, rss)
+	diff := max(ru.Rss, rss) - min(ru.Rss, rss)
+	if diff*100 > rss {
+		t.Errorf("smaps_rollup Rss %d, sum of smaps Rss %d: more than 1%% apart", ru.Rss, rss)
+	}
+	if ru.Pss == 0 || ru.Anonymous == 0 {
+		t.Errorf("smaps_rollup has zero counters: %+v", ru)
+	}
+}
+
+func TestReadMissingProcess(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("cannot run true:", err)
+	}
+	pid := cmd.Process.Pid // reaped, so gone unless the pid was reused
+	if _, err := os.Stat(procDir(pid)); err == nil {
+		t.Skip("pid reused")
+	}
+	if _, err := Read(pid, false); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read: %v, want ErrNotExist", err)
+	}
+	if _, err := ReadRollup(pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadRollup: %v, want ErrNotExist", err)
+	}
+	if _, err := StackPointers(pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("StackPointers: %v, want ErrNotExist", err)
+	}
+}
+
+func TestReadSelf(t *testing.T) {
+	pid := os.Getpid()
+	plain, err := Read(pid, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain) == 0 {
+		t.Fatal("no mappings for this process")
+	}
+	for i := 1; i < len(plain); i++ {
+		if plain[i].Start < plain[i-1].End {
+			t.Errorf("mappings out of order or overlapping: %x-%x then %x-%x",
+				plain[i-1].Start, plain[i-1].End, plain[i].Start, plain[i].End)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := uint64(reflect.ValueOf(TestReadSelf).Pointer())
+	if m, ok := Find(plain, code); !ok || m.Path != exe || !m.Executable() {
+		t.Errorf("code address %#x in %+v, want an r-x mapping of %s", code, m, exe)
+	}
+}
+
+// TestReadDenied needs a process we may not ptrace; pid 1 is one when the
+// tests run unprivileged or in a container, and the test skips otherwise.
+func TestReadDenied(t *testing.T) {
+	_, err := StackPointers(1)
+	if err == nil {
+		t.Skip("allowed to read pid 1's syscall files")
+	}
+	if !errors.Is(err, os.ErrPermission) {
+		t.Errorf("StackPointers(1): %v, want ErrPermission", err)
+	}
+	if !strings.Contains(err.Error(), "pid 1") || !strings.Contains(err.Error(), "/syscall") {
+		t.Errorf("error %q does not name the pid and file", err)
+	}
+}

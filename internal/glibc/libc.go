@@ -1,0 +1,301 @@
+package glibc
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"arenactl/internal/maps"
+)
+
+// Symbol is a libc symbol as it lies in the target: Value has the load bias
+// applied. IFUNC symbols (memcpy, strlen...) carry their resolver's address.
+type Symbol struct{ Value, Size uint64 }
+
+// Libc is the target's libc: where it is mapped, which glibc it is, and its
+// exported symbols.
+type Libc struct {
+	Path     string // as /proc/PID/maps shows it
+	Base     uint64 // load bias: target address = Base + ELF virtual address
+	Version  Version
+	Banner   string // "GNU C Library (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36."
+	BuildID  string // hex of NT_GNU_BUILD_ID; "" when the file has none
+	Text     []maps.Mapping
+	Mappings []maps.Mapping
+
+	syms map[string]Symbol
+}
+
+// Lookup returns a defined function or object of libc's dynamic symbol table,
+// in target addresses. When a name has several versions it is the default
+// one (name@@GLIBC_x), the one a program linked today would bind to.
+func (l *Libc) Lookup(name string) (Symbol, bool) {
+	s, ok := l.syms[name]
+	return s, ok
+}
+
+// ErrNoLibc means no glibc libc.so.6 is mapped: the target is static, uses
+// musl, or is not a process at all.
+var ErrNoLibc = errors.New("no glibc libc.so.6 is mapped in the target")
+
+// libcName matches glibc's libc file: libc.so.6, or libc-2.NN.so up to 2.33
+// (where libc.so.6 was a symlink that maps show resolved).
+var libcName = regexp.MustCompile(`^(libc\.so\.6|libc-2\.[0-9]+\.so)$`)
+
+// loaderName matches glibc's dynamic loader on any architecture, installed
+// as ld-linux*.so.N or, up to 2.33, ld-2.NN.so. musl's ld-musl is not one.
+var loaderName = regexp.MustCompile(`^(ld-linux[a-z0-9_-]*\.so\.[0-9]+|ld-2\.[0-9]+\.so)$`)
+
+// baseName is a mapping's file name without directories and without the
+// " (deleted)" the kernel appends to unlinked files (e.g. after an upgrade).
+func baseName(path string) string {
+	return filepath.Base(strings.TrimSuffix(path, " (deleted)"))
+}
+
+func isFileMapping(m maps.Mapping) bool { return strings.HasPrefix(m.Path, "/") }
+
+func isLibc(m maps.Mapping) bool { return isFileMapping(m) && libcName.MatchString(baseName(m.Path)) }
+
+func isLoader(m maps.Mapping) bool {
+	return isFileMapping(m) && loaderName.MatchString(baseName(m.Path))
+}
+
+// FindLoader returns the executable mappings of glibc's dynamic loader
+// (ld-linux-x86-64.so.2), none for a static or musl process.
+func FindLoader(ms []maps.Mapping) []maps.Mapping {
+	var text []maps.Mapping
+	for _, m := range ms {
+		if isLoader(m) && m.Executable() {
+			text = append(text, m)
+		}
+	}
+	return text
+}
+
+// FindLibc finds glibc's libc among the target's mappings and reads what
+// arenactl needs from its file, opened through open: the load bias, the
+// dynamic symbols, the build-id and the version banner.
+func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
+	first := -1
+	for i, m := range ms {
+		if isLibc(m) && (first < 0 || m.Start < ms[first].Start) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return nil, ErrNoLibc
+	}
+	m0 := ms[first]
+	f, err := open(m0)
+	if err != nil {
+		return nil, fmt.Errorf("open libc %s: %w", m0.Path, err)
+	}
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	}
+	defer ef.Close()
+
+	l := &Libc{Path: m0.Path}
+	lo, hi, err := loadBias(ef, m0)
+	if err != nil {
+		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	}
+	l.Base = lo
+	// Only the mappings of this load of the file: a second copy loaded by
+	// dlmopen shows the same path at another address.
+	for _, m := range ms {
+		if m.Path == m0.Path && m.Start >= lo && m.Start < hi {
+			l.Mappings = append(l.Mappings, m)
+			if m.Executable() {
+				l.Text = append(l.Text, m)
+			}
+		}
+	}
+	if l.syms, err = dynamicSymbols(ef, l.Base); err != nil {
+		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	}
+	l.BuildID = buildID(ef)
+	if l.Banner, l.Version, err = banner(ef); err != nil {
+		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	}
+	return l, nil
+}
+
+// loadBias computes the load bias of the ELF file mapped at m, from the
+// PT_LOAD segment whose start m holds, and returns it with the end of the
+// object's image (bias + highest segment end) in the target.
+func loadBias(ef *elf.File, m maps.Mapping) (bias, end uint64, err error) {
+	var maxEnd uint64
+	found := false
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		maxEnd = max(maxEnd, p.Vaddr+p.Memsz)
+		// The kernel maps a segment from its file offset rounded down to a
+		// page, so the mapping's offset is at or just below p.Off, and the
+		// segment's first byte lies at m.Start + (p.Off - m.Offset).
+		if !found && m.Offset <= p.Off && p.Off-m.Offset < m.Size() {
+			bias = m.Start + (p.Off - m.Offset) - p.Vaddr
+			found = true
+		}
+	}
+	if !found {
+		return 0, 0, fmt.Errorf("no PT_LOAD segment starts in the mapping at %#x (file offset %#x)", m.Start, m.Offset)
+	}
+	return bias, bias + maxEnd, nil
+}
+
+// dynamicSymbols returns the defined functions and objects of .dynsym at
+// their target addresses, preferring each name's default version.
+func dynamicSymbols(ef *elf.File, bias uint64) (map[string]Symbol, error) {
+	dyn, err := ef.DynamicSymbols()
+	if err != nil {
+		return nil, fmt.Errorf("read .dynsym: %w", err)
+	}
+	syms := make(map[string]Symbol, len(dyn))
+	isDefault := make(map[string]bool, len(dyn))
+	for _, s := range dyn {
+		if !defines(s, elf.STT_FUNC, elf.STT_GNU_IFUNC, elf.STT_OBJECT) {
+			continue
+		}
+		// A name without version info, or with a non-hidden one, is what
+		// the linker binds new references to; hidden ones (name@GLIBC_x)
+		// are kept for old binaries and only used if nothing else exists.
+		def := !s.HasVersion || !s.VersionIndex.IsHidden()
+		if _, seen := syms[s.Name]; seen && (isDefault[s.Name] || !def) {
+			continue
+		}
+		syms[s.Name] = Symbol{Value: bias + s.Value, Size: s.Size}
+		isDefault[s.Name] = def
+	}
+	return syms, nil
+}
+
+// defines reports whether s is a symbol of one of the given types that its
+// object defines rather than imports.
+func defines(s elf.Symbol, types ...elf.SymType) bool {
+	if s.Section == elf.SHN_UNDEF || s.Name == "" {
+		return false
+	}
+	for _, t := range types {
+		if elf.ST_TYPE(s.Info) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// buildID returns the hex NT_GNU_BUILD_ID of ef, or "" when it has none.
+func buildID(ef *elf.File) string {
+	var notes [][]byte
+	if s := ef.Section(".note.gnu.build-id"); s != nil {
+		if b, err := s.Data(); err == nil {
+			notes = append(notes, b)
+		}
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_NOTE {
+			if b, err := io.ReadAll(io.LimitReader(p.Open(), 1<<16)); err == nil {
+				notes = append(notes, b)
+			}
+		}
+	}
+	for _, b := range notes {
+		if id := findNote(b, ef.ByteOrder, "GNU", 3); id != nil {
+			return hex.EncodeToString(id)
+		}
+	}
+	return ""
+}
+
+// findNote walks ELF notes (namesz, descsz, type, then name and desc, each
+// padded to 4 bytes) and returns the descriptor of the first note with the
+// given name and type.
+func findNote(b []byte, bo binary.ByteOrder, name string, typ uint32) []byte {
+	pad := func(n uint64) uint64 { return (n + 3) &^ 3 }
+	for len(b) >= 12 {
+		namesz, descsz, t := uint64(bo.Uint32(b)), uint64(bo.Uint32(b[4:])), bo.Uint32(b[8:])
+		b = b[12:]
+		if pad(namesz) > uint64(len(b)) {
+			return nil
+		}
+		n := bytes.TrimRight(b[:namesz], "\x00")
+		b = b[pad(namesz):]
+		if descsz > uint64(len(b)) {
+			return nil
+		}
+		if t == typ && string(n) == name {
+			return b[:descsz]
+		}
+		if pad(descsz) >= uint64(len(b)) {
+			return nil
+		}
+		b = b[pad(descsz):]
+	}
+	return nil
+}
+
+var releaseVersion = regexp.MustCompile(`release version ([0-9]+)\.([0-9]+)`)
+
+// banner finds csu/version.c's "GNU C Library ... release version 2.NN"
+// in libc's read-only data and returns its first line and the version.
+func banner(ef *elf.File) (string, Version, error) {
+	var data [][]byte
+	if s := ef.Section(".rodata"); s != nil && s.Type != elf.SHT_NOBITS {
+		if b, err := s.Data(); err == nil {
+			data = append(data, b)
+		}
+	}
+	if len(data) == 0 {
+		// A libc without section headers: search the read-only segments.
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
+				if b, err := io.ReadAll(p.Open()); err == nil {
+					data = append(data, b)
+				}
+			}
+		}
+	}
+	for _, b := range data {
+		if line, v, ok := findBanner(b); ok {
+			return line, v, nil
+		}
+	}
+	return "", Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
+}
+
+// findBanner returns the first "GNU C Library" line of b that carries a
+// release version.
+func findBanner(b []byte) (string, Version, bool) {
+	for {
+		i := bytes.Index(b, []byte("GNU C Library"))
+		if i < 0 {
+			return "", Version{}, false
+		}
+		b = b[i:]
+		end := bytes.IndexAny(b, "\n\x00")
+		if end < 0 {
+			end = len(b)
+		}
+		line := string(b[:end])
+		if m := releaseVersion.FindStringSubmatch(line); m != nil {
+			major, err1 := strconv.Atoi(m[1])
+			minor, err2 := strconv.Atoi(m[2])
+			if err1 == nil && err2 == nil {
+				return line, Version{major, minor}, true
+			}
+		}
+		b = b[len("GNU C Library"):]
+	}
+}

@@ -1,0 +1,64 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNoProcess: the process or thread does not exist (any more).
+	ErrNoProcess = errors.New("no such process")
+	// ErrPermission: the kernel refused to let us trace the process.
+	ErrPermission = errors.New("permission denied")
+	// ErrGone: the target exited or was killed while we worked on it.
+	ErrGone = errors.New("target exited")
+)
+
+// TracedError: another tracer (a debugger) already holds the process.
+type TracedError struct {
+	Pid, TracerPid int
+	TracerName     string
+}
+
+func (e *TracedError) Error() string {
+	return fmt.Sprintf("process %d is already traced by process %d (%s)", e.Pid, e.TracerPid, e.TracerName)
+}
+
+// FaultError: the injected function itself raised a fatal signal. The signal
+// was not passed to the target and its registers were restored.
+type FaultError struct {
+	Signal string
+	PC     uint64
+	Addr   uint64
+}
+
+func (e *FaultError) Error() string {
+	return fmt.Sprintf("injected call faulted with %s at pc=%#x (fault address %#x); the signal was not delivered to the target", e.Signal, e.PC, e.Addr)
+}
+
+// TimeoutError: the injected call did not return in time and was abandoned.
+// Blocked tells whether the thread sat in a blocking syscall when we took it
+// back (the safe case: it held nothing it had taken during the call) or was
+// still executing code.
+// Cancelled tells that we gave up because arenactl was asked to stop rather
+// than because the time ran out.
+type TimeoutError struct {
+	Blocked   bool
+	Syscall   int64
+	PC        uint64
+	Cancelled bool
+}
+
+func (e *TimeoutError) Error() string {
+	why := "did not return in time"
+	if e.Cancelled {
+		why = "was interrupted by a signal to arenactl"
+	}
+	if e.Blocked && e.Syscall == 202 {
+		return fmt.Sprintf("injected call %s while waiting in futex (pc=%#x) for a lock another thread holds; it was abandoned and the thread's registers restored", why, e.PC)
+	}
+	if e.Blocked {
+		return fmt.Sprintf("injected call %s while blocked in syscall %d (pc=%#x); it was abandoned and the thread's registers restored", why, e.Syscall, e.PC)
+	}
+	return fmt.Sprintf("injected call %s and was still running at pc=%#x after the hard limit; it was abandoned and the thread's registers restored", why, e.PC)
+}

@@ -1,0 +1,5 @@
+package ptrace
+
+import "unsafe"
+
+func ptr(b *byte) unsafe.Pointer { return unsafe.Pointer(b) }

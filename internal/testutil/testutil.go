@@ -104,7 +104,7 @@ func BuildCWith(t testing.TB, cc, src string, flags ...string) string {
 	}
 	// Each build gets a directory of its own, so that the executable keeps
 	// the source's name: tests check names derived from it (an interposer
-	// named after its file, the process's comm).
+	// named after its file, a program that is its own allocator).
 	sub, err := os.MkdirTemp(Dir(t), "build-")
 	if err == nil {
 		err = os.Chmod(sub, 0o755)

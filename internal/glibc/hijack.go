@@ -1,0 +1,195 @@
+package glibc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"arenactl/internal/maps"
+)
+
+// ThreadState is what the hijack policy needs to know of a stopped thread.
+type ThreadState struct {
+	Tid     int
+	PC, SP  uint64
+	Syscall int64 // syscall the thread is blocked in, or -1 when it runs code
+	Args    [6]uint64
+}
+
+// Linux x86_64 syscall numbers of the blocking calls that glibc's allocator
+// never makes while it holds a lock (glibc-malloc.md §12.3). The allocator's
+// own syscalls (mmap, munmap, mprotect, madvise, brk, prctl, getrandom,
+// open/read of /sys) and write (malloc_stats prints under an arena lock)
+// are deliberately absent: a thread blocked in one of them may be inside
+// malloc.
+var safeSyscalls = map[int64]string{
+	0: "read", 7: "poll", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
+	35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4",
+	64: "semget", 65: "semop", 69: "msgsnd", 70: "msgrcv", 130: "rt_sigsuspend",
+	128: "rt_sigtimedwait", 202: "futex", 208: "io_getevents", 219: "restart_syscall",
+	220: "semtimedop", 230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid",
+	270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4",
+	299: "recvmmsg", 441: "epoll_pwait2", 426: "io_uring_enter",
+}
+
+const sysFutex = 202
+
+// allocatorEntryPoints are the exported functions that take or hold an arena
+// lock. A return address into any of them on a thread's stack means the
+// thread is inside the allocator, whatever syscall it sits in.
+var allocatorEntryPoints = []string{
+	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
+	"aligned_alloc", "posix_memalign", "valloc", "pvalloc", "cfree",
+	"malloc_trim", "malloc_info", "malloc_stats", "mallinfo", "mallinfo2",
+	"mallopt", "malloc_usable_size", "__libc_malloc", "__libc_free",
+	"__libc_calloc", "__libc_realloc", "__libc_memalign", "fork", "_Fork",
+}
+
+// maxStackScan bounds how much of a thread's stack the policy reads.
+const maxStackScan = 256 << 10
+
+// restoreRT is the body of glibc's __restore_rt, the signal trampoline:
+// mov $15,%rax; syscall. Its address on a stack means a signal handler runs.
+var restoreRT = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
+
+type span struct {
+	lo, hi uint64
+	name   string
+}
+
+// HijackPolicy decides whether a stopped thread may run allocator code. It
+// errs on the side of refusing: a refused thread is let go untouched and
+// another one (or a later moment) is tried.
+type HijackPolicy struct {
+	allocFns   []span
+	ownText    []span // libc and ld.so code: a thread running there may hold any lock
+	lockData   []span // libc/ld.so writable data: main_arena, list_lock, stdio locks live here
+	arenaHeaps []maps.Mapping
+	sigreturn  uint64
+	stackOf    []maps.Mapping
+}
+
+// NewHijackPolicy prepares the policy for one process. It reads libc's text
+// from mem once to find the signal trampoline.
+func NewHijackPolicy(l *Libc, ms []maps.Mapping, mem Memory) *HijackPolicy {
+	p := &HijackPolicy{stackOf: ms}
+	for _, name := range allocatorEntryPoints {
+		if s, ok := l.Lookup(name); ok && s.Size > 0 {
+			p.allocFns = append(p.allocFns, span{s.Value, s.Value + s.Size, name})
+		}
+	}
+	for _, m := range ms {
+		base := baseName(m.Path)
+		own := isLibc(m) || isLoader(m)
+		switch {
+		case own && m.Executable():
+			p.ownText = append(p.ownText, span{m.Start, m.End, base})
+		case own && m.Writable():
+			p.lockData = append(p.lockData, span{m.Start, m.End, base})
+		case m.Class == maps.ClassArenaHeap && m.Writable():
+			p.arenaHeaps = append(p.arenaHeaps, m)
+		}
+	}
+	for _, m := range l.Text {
+		buf := make([]byte, m.Size())
+		if n, _ := mem.ReadAt(buf, m.Start); n > 0 {
+			if i := bytes.Index(buf[:n], restoreRT); i >= 0 {
+				p.sigreturn = m.Start + uint64(i)
+				break
+			}
+		}
+	}
+	return p
+}
+
+// Check returns nil when the thread may be borrowed, or an error that says
+// why not.
+func (p *HijackPolicy) Check(ts ThreadState, mem Memory) error {
+	if ts.Syscall >= 0 {
+		if _, ok := safeSyscalls[ts.Syscall]; !ok {
+			return fmt.Errorf("blocked in syscall %d, which the allocator itself may issue", ts.Syscall)
+		}
+		if ts.Syscall == sysFutex {
+			if why := p.allocatorLock(ts.Args[0]); why != "" {
+				return fmt.Errorf("waiting on %s", why)
+			}
+		}
+	} else if s, ok := find(p.ownText, ts.PC); ok {
+		return fmt.Errorf("running code inside %s (pc %#x)", s.name, ts.PC)
+	}
+	return p.scanStack(ts, mem)
+}
+
+// allocatorLock names the lock a futex address belongs to, if it is one the
+// allocator or stdio may hold: anything in libc's or ld.so's writable data
+// (main_arena, list_lock, free_list_lock, stdout's lock), or the mutex at the
+// head of a non-main arena (just after heap_info: +0x20, or +0x30 from 2.35).
+func (p *HijackPolicy) allocatorLock(addr uint64) string {
+	if s, ok := find(p.lockData, addr); ok {
+		return fmt.Sprintf("a lock in %s's data (%#x)", s.name, addr)
+	}
+	for _, h := range p.arenaHeaps {
+		if addr >= h.Start && addr < h.Start+0x40 {
+			return fmt.Sprintf("an arena lock (%#x)", addr)
+		}
+	}
+	return ""
+}
+
+// scanStack looks at the words above the stack pointer (the live frames) for
+// a return address into an allocator entry point or the signal trampoline.
+// Stale words in uninitialised locals can make this refuse a thread that
+// was safe; it never makes it accept one that was not, as long as frames
+// keep return addresses on the stack.
+func (p *HijackPolicy) scanStack(ts ThreadState, mem Memory) error {
+	m, ok := maps.Find(p.stackOf, ts.SP)
+	if !ok {
+		return fmt.Errorf("stack pointer %#x is in no mapping", ts.SP)
+	}
+	n := m.End - ts.SP
+	if n > maxStackScan {
+		n = maxStackScan
+	}
+	buf := make([]byte, n&^7)
+	got, err := mem.ReadAt(buf, ts.SP)
+	if err != nil && got == 0 {
+		return fmt.Errorf("reading its stack at %#x: %v", ts.SP, err)
+	}
+	for off := 0; off+8 <= got; off += 8 {
+		w := binary.LittleEndian.Uint64(buf[off:])
+		if w == 0 {
+			continue
+		}
+		if p.sigreturn != 0 && w == p.sigreturn {
+			return fmt.Errorf("running a signal handler (sigreturn frame at sp+%#x)", off)
+		}
+		if s, ok := find(p.allocFns, w); ok && w != s.lo {
+			return fmt.Errorf("inside the allocator (return address into %s at sp+%#x)", s.name, off)
+		}
+	}
+	return nil
+}
+
+func find(ss []span, addr uint64) (span, bool) {
+	for _, s := range ss {
+		if addr >= s.lo && addr < s.hi {
+			return s, true
+		}
+	}
+	return span{}, false
+}
+
+// SyscallName names a syscall of the safe list, for messages.
+func SyscallName(nr int64) string {
+	if n, ok := safeSyscalls[nr]; ok {
+		return n
+	}
+	return fmt.Sprintf("syscall %d", nr)
+}
+
+// SafeSyscall reports whether nr is on the list of blocking syscalls the
+// allocator never issues while holding a lock.
+func SafeSyscall(nr int64) bool {
+	_, ok := safeSyscalls[nr]
+	return ok
+}

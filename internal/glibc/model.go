@@ -1,0 +1,66 @@
+package glibc
+
+import (
+	"time"
+
+	"arenactl/internal/maps"
+)
+
+// Report is what `arenactl info` learned about a target. Every renderer
+// (table, JSON, XML) reads this one value, so they cannot disagree.
+type Report struct {
+	Pid     int
+	Exe     string
+	Libc    LibcInfo
+	Threads int
+	Malloc  *MallocInfo
+	Maps    MapsSummary
+	// Injection says which thread ran malloc_info and for how long it was
+	// held; nil when nothing ran in the target.
+	Injection *Injection
+}
+
+// LibcInfo identifies the target's libc.
+type LibcInfo struct {
+	Path    string
+	Version Version
+	Banner  string
+	BuildID string
+}
+
+// Info extracts the identifying part of a Libc.
+func (l *Libc) Info() LibcInfo {
+	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID}
+}
+
+// MapsSummary is the memory-map side of a report: per-class totals and the
+// process-wide counters of smaps_rollup.
+type MapsSummary struct {
+	Classes []maps.ClassSummary
+	Rollup  maps.Rollup
+}
+
+// Injection records one borrowed thread.
+type Injection struct {
+	Tid      int
+	Blocked  string        // the syscall it was parked in, or "running"
+	Refusals int           // threads examined and found unsafe before this one
+	Stopped  time.Duration // from the interrupt to the release
+	Call     time.Duration // time spent inside the injected calls
+}
+
+// TrimReport is what `arenactl trim` did and measured.
+type TrimReport struct {
+	Pid       int
+	Libc      LibcInfo
+	Pad       uint64
+	Result    int // malloc_trim's return: 1 if memory was given back
+	Injection Injection
+	Before    MapsSummary
+	After     MapsSummary
+}
+
+// Released is the drop in resident memory across the trim, process-wide.
+func (t *TrimReport) Released() int64 {
+	return int64(t.Before.Rollup.Rss) - int64(t.After.Rollup.Rss)
+}

@@ -1,0 +1,198 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/ptrace"
+)
+
+// HijackOptions say how long to look for a safe thread and how long a call
+// may run.
+type HijackOptions struct {
+	Timeout time.Duration // for finding a thread, and the soft limit of each call
+	Tid     int           // borrow only this thread (0: choose)
+}
+
+// NoSafeThreadError: no thread qualified before the timeout. Reasons holds,
+// per thread id, why it was last refused.
+type NoSafeThreadError struct {
+	Pid     int
+	Waited  time.Duration
+	Reasons map[int]string
+}
+
+func (e *NoSafeThreadError) Error() string {
+	tids := make([]int, 0, len(e.Reasons))
+	for tid := range e.Reasons {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	var parts []string
+	for i, tid := range tids {
+		if i == 4 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(tids)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("thread %d: %s", tid, e.Reasons[tid]))
+	}
+	return fmt.Sprintf("no thread of process %d was safe to borrow within %s (%s)", e.Pid, e.Waited.Round(time.Millisecond), strings.Join(parts, "; "))
+}
+
+// Session is one borrowed thread. It implements glibc.Caller. Release must
+// be called: it restores the thread and lets it go.
+type Session struct {
+	t        *Target
+	th       *ptrace.Thread
+	lim      ptrace.CallLimits
+	Tid      int
+	Syscall  int64 // what the thread was blocked in when we took it, -1 if running
+	Refusals int   // threads stopped, examined and let go before this one
+	start    time.Time
+	released bool
+	stopped  time.Duration
+}
+
+// Hijack finds a thread that may run allocator code and stops it. Threads are
+// tried one at a time, each stopped only while it is examined; the others
+// never stop. It retries until opts.Timeout, or until ctx is done.
+func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, error) {
+	policy := glibc.NewHijackPolicy(t.Libc, t.Mappings, t)
+	start := time.Now()
+	deadline := start.Add(opts.Timeout)
+	reasons := map[int]string{}
+	refusals := 0
+	pause := 2 * time.Millisecond
+	for {
+		tids, err := t.candidates(opts.Tid, reasons)
+		if err != nil {
+			return nil, err
+		}
+		for _, tid := range tids {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			s, why, err := t.try(ctx, tid, policy, opts)
+			if err != nil {
+				return nil, err
+			}
+			if s != nil {
+				s.Refusals = refusals
+				return s, nil
+			}
+			reasons[tid] = why
+			refusals++
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return nil, &NoSafeThreadError{Pid: t.Pid, Waited: time.Since(start), Reasons: reasons}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		if pause < 100*time.Millisecond {
+			pause *= 2
+		}
+	}
+}
+
+// candidates orders the threads worth stopping: those /proc shows blocked in
+// a syscall of the safe list first, then running ones. Threads blocked in an
+// unsafe syscall are refused without being stopped.
+func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
+	tids := []int{only}
+	if only == 0 {
+		var err error
+		if tids, err = ptrace.Tasks(t.Pid); err != nil {
+			return nil, err
+		}
+	}
+	var blocked, running []int
+	for _, tid := range tids {
+		st, err := ptrace.ReadSyscall(t.Pid, tid)
+		if err != nil {
+			if only != 0 {
+				return nil, fmt.Errorf("thread %d of process %d: %w", tid, t.Pid, err)
+			}
+			continue // exited meanwhile
+		}
+		switch {
+		case st.Running:
+			running = append(running, tid)
+		case st.InSyscall && glibc.SafeSyscall(st.Nr):
+			blocked = append(blocked, tid)
+		case st.InSyscall:
+			reasons[tid] = fmt.Sprintf("blocked in syscall %d, which the allocator itself may issue", st.Nr)
+		default:
+			running = append(running, tid) // blocked outside a syscall: look closer
+		}
+	}
+	return append(blocked, running...), nil
+}
+
+// try stops one thread and asks the policy. A refused thread is let go at
+// once with its registers untouched.
+func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, opts HijackOptions) (*Session, string, error) {
+	th, err := t.proc.Seize(tid)
+	if err != nil {
+		if errors.Is(err, ptrace.ErrNoProcess) && tid != t.Pid {
+			return nil, "exited", nil
+		}
+		return nil, "", err
+	}
+	start := time.Now()
+	if err := th.Stop(time.Second); err != nil {
+		th.Detach()
+		if errors.Is(err, ptrace.ErrGone) && tid != t.Pid {
+			return nil, "exited", nil
+		}
+		return nil, "", err
+	}
+	r := th.Regs()
+	ts := glibc.ThreadState{Tid: tid, PC: r.Rip, SP: r.Rsp, Syscall: -1}
+	if nr, ok := ptrace.InSyscall(&r); ok {
+		ts.Syscall = nr
+		ts.Args = [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}
+	}
+	if err := policy.Check(ts, t); err != nil {
+		if derr := th.Detach(); derr != nil {
+			return nil, "", derr
+		}
+		return nil, err.Error(), nil
+	}
+	soft := opts.Timeout
+	hard := 10 * soft
+	if hard < 30*time.Second {
+		hard = 30 * time.Second
+	}
+	return &Session{t: t, th: th, Tid: tid, Syscall: ts.Syscall, start: start, lim: ptrace.CallLimits{Soft: soft, Hard: hard, Cancel: ctx.Done()}}, "", nil
+}
+
+// Call runs fn in the borrowed thread.
+func (s *Session) Call(fn uint64, args ...uint64) (uint64, error) {
+	return s.th.Call(s.lim, fn, args...)
+}
+
+// ReadAt reads target memory.
+func (s *Session) ReadAt(b []byte, addr uint64) (int, error) { return s.t.proc.ReadAt(b, addr) }
+
+// WriteAt writes target memory.
+func (s *Session) WriteAt(b []byte, addr uint64) (int, error) { return s.t.proc.WriteAt(b, addr) }
+
+// Release restores the thread's registers and lets it run. It returns how
+// long the thread was held.
+func (s *Session) Release() (time.Duration, error) {
+	if s.released {
+		return s.stopped, nil
+	}
+	err := s.th.Detach()
+	s.stopped = time.Since(s.start)
+	s.released = true
+	return s.stopped, err
+}

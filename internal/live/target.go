@@ -1,0 +1,113 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/maps"
+	"arenactl/internal/ptrace"
+)
+
+// Target is a live process opened for inspection. Opening it stops nothing.
+type Target struct {
+	Pid       int
+	Exe       string
+	Mappings  []maps.Mapping
+	Libc      *glibc.Libc
+	Allocator glibc.Allocator
+	proc      *ptrace.Process
+}
+
+// NotGlibcError: the process does not allocate with glibc's malloc.
+type NotGlibcError struct {
+	Pid       int
+	Allocator glibc.Allocator
+}
+
+func (e *NotGlibcError) Error() string {
+	switch e.Allocator.Kind {
+	case glibc.AllocInterposed:
+		return fmt.Sprintf("process %d allocates with %s, not glibc malloc", e.Pid, e.Allocator.Name)
+	case glibc.AllocMusl:
+		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
+	case glibc.AllocStatic:
+		return fmt.Sprintf("process %d is statically linked: there is no libc to call into", e.Pid)
+	}
+	return fmt.Sprintf("process %d: no glibc found in its mappings", e.Pid)
+}
+
+// Open reads the process's mappings, checks it runs glibc's allocator, and
+// finds its libc. It refuses zombies, kernel threads and traced processes.
+func Open(pid int) (*Target, error) {
+	proc, err := ptrace.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Pid: pid, proc: proc}
+	if err := t.load(); err != nil {
+		proc.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Target) load() error {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.Pid))
+	if err != nil {
+		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
+	}
+	t.Exe = exe
+	if err := t.Refresh(); err != nil {
+		return err
+	}
+	t.Allocator, err = glibc.DetectAllocator(t.Mappings, t.Exe, t.OpenFile)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	if t.Allocator.Kind != glibc.AllocGlibc {
+		return &NotGlibcError{Pid: t.Pid, Allocator: t.Allocator}
+	}
+	t.Libc, err = glibc.FindLibc(t.Mappings, t.OpenFile)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	return nil
+}
+
+// Refresh re-reads the mappings with their smaps counters and classifies them.
+func (t *Target) Refresh() error {
+	ms, err := maps.Read(t.Pid, true)
+	if err != nil {
+		return err
+	}
+	sps, _ := maps.StackPointers(t.Pid)
+	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
+	t.Mappings = ms
+	return nil
+}
+
+// OpenFile opens the file behind a mapping through /proc/PID/map_files, which
+// reaches it even when the target lives in another mount namespace.
+func (t *Target) OpenFile(m maps.Mapping) (*os.File, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", t.Pid, m.Start, m.End))
+	if err == nil {
+		return f, nil
+	}
+	if f2, err2 := os.Open(fmt.Sprintf("/proc/%d/root%s", t.Pid, m.Path)); err2 == nil {
+		return f2, nil
+	}
+	return nil, err
+}
+
+// ReadAt reads the target's memory without stopping it.
+func (t *Target) ReadAt(b []byte, addr uint64) (int, error) { return t.proc.ReadAt(b, addr) }
+
+// Close gives back every thread still held and releases the tracer.
+func (t *Target) Close() error { return t.proc.Close() }
+
+// IsGone reports whether err means the target went away under us.
+func IsGone(err error) bool {
+	return errors.Is(err, ptrace.ErrGone) || errors.Is(err, ptrace.ErrNoProcess)
+}

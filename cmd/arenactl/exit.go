@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/live"
+	"arenactl/internal/ptrace"
+)
+
+// Exit codes. They are documented in README.md; keep the two in step.
+const (
+	exitOK          = 0
+	exitError       = 1  // anything not listed below
+	exitUsage       = 2  // bad command line
+	exitNoProcess   = 3  // no such process
+	exitPermission  = 4  // not allowed to trace it
+	exitTraced      = 5  // already traced by another debugger
+	exitState       = 6  // a zombie or a kernel thread
+	exitNotGlibc    = 7  // static, musl, or another allocator
+	exitNoSafe      = 8  // no thread was safe to borrow in time
+	exitCallFailed  = 9  // the injected call failed, faulted or timed out; target restored
+	exitGone        = 10 // the target exited while we worked
+	exitInterrupted = 130
+)
+
+var errInterrupted = errors.New("interrupted: the target was restored and released")
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// exitCode maps an error to its documented exit code; the one place that does.
+func exitCode(err error) int {
+	var (
+		traced   *ptrace.TracedError
+		state    *ptrace.StateError
+		notGlibc *live.NotGlibcError
+		noSafe   *live.NoSafeThreadError
+		inject   *glibc.InjectError
+		fault    *ptrace.FaultError
+		timeout  *ptrace.TimeoutError
+		usage    *usageError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &timeout) && timeout.Cancelled:
+		return exitInterrupted
+	case errors.As(err, &usage):
+		return exitUsage
+	case errors.As(err, &traced):
+		return exitTraced
+	case errors.As(err, &state):
+		return exitState
+	case errors.Is(err, ptrace.ErrNoProcess):
+		return exitNoProcess
+	case errors.Is(err, ptrace.ErrPermission):
+		return exitPermission
+	case errors.As(err, &notGlibc):
+		return exitNotGlibc
+	case errors.As(err, &noSafe):
+		return exitNoSafe
+	case errors.Is(err, ptrace.ErrGone):
+		return exitGone
+	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject):
+		return exitCallFailed
+	case strings.HasPrefix(err.Error(), "unknown command"):
+		return exitUsage // cobra's own error for a mistyped subcommand
+	}
+	return exitError
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/live"
+	"arenactl/internal/maps"
+	"arenactl/internal/ptrace"
+)
+
+func newInfoCmd() *cobra.Command {
+	var f injectFlags
+	var xml bool
+	c := &cobra.Command{
+		Use:   "info PID",
+		Short: "Per-arena malloc statistics from glibc's own malloc_info(), plus a memory-map summary",
+		Long: `info borrows one thread of the process that is parked in a safe syscall
+(or running outside libc with no allocator frame on its stack), makes it run
+glibc's malloc_info() into a buffer arenactl maps in the target, reads the
+XML, removes everything it created and lets the thread go. No other thread
+stops, and nothing is written to the target's own output.`,
+		Args: pidArg,
+		RunE: func(c *cobra.Command, args []string) error {
+			if xml && f.json {
+				return &usageError{msg: "--xml and --json are mutually exclusive"}
+			}
+			rep, err := collectInfo(c.Context(), parsePid(args), f)
+			if err != nil {
+				return err
+			}
+			switch {
+			case xml:
+				_, err = os.Stdout.Write(rep.Malloc.Raw)
+			case f.json:
+				err = writeJSON(os.Stdout, infoJSON(rep))
+			default:
+				err = renderInfo(os.Stdout, rep)
+			}
+			return err
+		},
+	}
+	f.register(c)
+	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim")
+	return c
+}
+
+// collectInfo runs malloc_info in the target and builds the report. The maps
+// are read after the thread is released, so that reading them adds nothing
+// to the time the thread is held.
+func collectInfo(ctx context.Context, pid int, f injectFlags) (*glibc.Report, error) {
+	t, err := live.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: f.timeout, Tid: f.tid})
+	if err != nil {
+		return nil, err
+	}
+	callStart := time.Now()
+	raw, callErr := glibc.RunMallocInfo(ctx, sess, t.Libc)
+	call := time.Since(callStart)
+	held, relErr := sess.Release()
+	if err := firstErr(ctx, callErr, relErr); err != nil {
+		return nil, err
+	}
+	mi, err := glibc.ParseMallocInfo(raw)
+	if err != nil {
+		return nil, fmt.Errorf("glibc's malloc_info output could not be parsed: %w", err)
+	}
+	rep := &glibc.Report{
+		Pid:       pid,
+		Exe:       t.Exe,
+		Libc:      t.Libc.Info(),
+		Malloc:    mi,
+		Injection: &glibc.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: call},
+	}
+	if tids, err := ptrace.Tasks(pid); err == nil {
+		rep.Threads = len(tids)
+	}
+	rep.Maps, err = readMaps(t)
+	return rep, err
+}
+
+// firstErr decides what a finished injection reports: the call's own error,
+// then a failure to release, then a signal that arrived meanwhile (the
+// target is restored in every case by then).
+func firstErr(ctx context.Context, callErr, relErr error) error {
+	switch {
+	case callErr != nil && errors.Is(callErr, context.Canceled):
+		return errInterrupted
+	case callErr != nil:
+		return callErr
+	case relErr != nil:
+		return relErr
+	case ctx.Err() != nil:
+		return errInterrupted
+	}
+	return nil
+}
+
+func blockedName(nr int64) string {
+	if nr < 0 {
+		return "running"
+	}
+	return glibc.SyscallName(nr)
+}
+
+func readMaps(t *live.Target) (glibc.MapsSummary, error) {
+	if err := t.Refresh(); err != nil {
+		return glibc.MapsSummary{}, err
+	}
+	roll, err := maps.ReadRollup(t.Pid)
+	if err != nil {
+		return glibc.MapsSummary{}, err
+	}
+	return glibc.MapsSummary{Classes: maps.Summarize(t.Mappings), Rollup: roll}, nil
+}

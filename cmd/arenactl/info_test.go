@@ -1,0 +1,134 @@
+package main
+
+import (
+	"arenactl/internal/testutil"
+	"syscall"
+
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"arenactl/internal/glibc"
+)
+
+// The target writes malloc_info itself, from its main thread, at a quiescent
+// point; arenactl then makes the same thread run malloc_info. Both go
+// through a fmemopen stream whose FILE comes from that thread's tcache the
+// second time, so the heap is the same for both: the XML must be identical.
+func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
+	bin := testutil.BuildC(t, "arenas.c")
+	tg := testutil.Start(t, bin, "park", "6")
+	own := filepath.Join(t.TempDir(), "own.xml")
+	if a := tg.Send("report " + own); a != "ok" {
+		t.Fatalf("target report: %s", a)
+	}
+	want, err := os.ReadFile(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustRun(t, "info", "--xml", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	if r.stdout != string(want) {
+		t.Fatalf("arenactl's XML differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.stdout)
+	}
+
+	mi, err := glibc.ParseMallocInfo(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mi.Arenas) != 7 {
+		t.Errorf("target reports %d arenas, want 7 (main + 6 threads)", len(mi.Arenas))
+	}
+	r = mustRun(t, "info", "--json", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	var got jsonInfo
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(got.Arenas) != len(mi.Arenas) {
+		t.Fatalf("--json has %d arenas, glibc %d", len(got.Arenas), len(mi.Arenas))
+	}
+	for i, a := range mi.Arenas {
+		g := got.Arenas[i]
+		if g.Index != a.Index || g.SystemCurrent != a.SystemCurrent || g.SystemMax != a.SystemMax ||
+			*g.FastCount != a.FastCount || *g.FastBytes != a.FastBytes || g.RestCount != a.RestCount ||
+			g.RestBytes != a.RestBytes || g.AspaceTotal != a.AspaceTotal || g.AspaceMprotect != a.AspaceMprotect {
+			t.Errorf("arena %d: --json %+v, glibc %+v", i, g, a)
+		}
+	}
+	if *got.Totals.MmapCount != mi.MmapCount || got.Totals.SystemCurrent != mi.SystemCurrent || got.Totals.RestBytes != mi.RestBytes {
+		t.Errorf("totals: --json %+v, glibc mmap %d/%d system %d rest %d", got.Totals, mi.MmapCount, mi.MmapBytes, mi.SystemCurrent, mi.RestBytes)
+	}
+	if got.Threads != 7 || got.Injection == nil || got.Injection.Tid != tg.Pid || got.Libc.Version == "" {
+		t.Errorf("header: threads %d, injection %+v, glibc %+v", got.Threads, got.Injection, got.Libc)
+	}
+	if len(got.Maps.Classes) == 0 || got.Maps.Process.Rss == 0 {
+		t.Errorf("no memory map summary: %+v", got.Maps)
+	}
+	mustQuit(t, tg)
+}
+
+// The table names the glibc version, the borrowed thread, every arena and the
+// map classes.
+func TestInfoTable(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "3")
+	r := mustRun(t, "info", fmt.Sprint(tg.Pid))
+	for _, want := range []string{"glibc 2.", "malloc_info ran in thread", "0 main", "4 arenas", "mmapped chunks", "main-heap", "arena-heap", "thread-stack", "shared-lib"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("info output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// Many injections in a row: the target finishes its own work, finds its data
+// intact, exits 0, and never printed any XML.
+func TestTargetUnharmedByManyInjections(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "5")
+	pid := fmt.Sprint(tg.Pid)
+	for i := 0; i < 30; i++ {
+		mustRun(t, "info", "--json", pid)
+		mustRun(t, "trim", "--json", pid)
+		if i%10 == 0 {
+			if a := tg.Send("check"); a != "ok" {
+				t.Fatalf("after %d rounds the target says %q", i+1, a)
+			}
+		}
+	}
+	line, code := tg.Quit()
+	if line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d; stderr %q", line, code, tg.Stderr())
+	}
+	for name, out := range map[string]string{"stdout": tg.Stdout(), "stderr": tg.Stderr()} {
+		if strings.Contains(out, "<malloc") || strings.Contains(out, "<heap") {
+			t.Errorf("the target's %s holds XML:\n%s", name, out)
+		}
+	}
+	if tg.Stderr() != "" {
+		t.Errorf("the target wrote to stderr: %q", tg.Stderr())
+	}
+}
+
+// A single thread spinning in its own code, never in a syscall: it is
+// borrowed where it runs (outside libc, no allocator frame), and its loop
+// carries on.
+func TestInfoOnSingleThreadedBusyLoop(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "busy")
+	for i := 0; i < 10; i++ {
+		r := mustRun(t, "info", "--json", fmt.Sprint(tg.Pid))
+		var got jsonInfo
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Injection.Blocked != "running" || len(got.Arenas) != 1 || got.Threads != 1 {
+			t.Fatalf("injection %+v, %d arenas, %d threads", got.Injection, len(got.Arenas), got.Threads)
+		}
+		mustRun(t, "trim", fmt.Sprint(tg.Pid))
+	}
+	if err := syscall.Kill(tg.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := tg.ExitCode(); code != 0 {
+		t.Fatalf("busy target exited %d after SIGTERM (3 means its heap was damaged)", code)
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"arenactl/internal/testutil"
+
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Every refusal is one line on stderr and a documented exit code, and the
+// target is left as it was.
+func expectRefusal(t *testing.T, r result, code int, words ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d; stderr: %s", r.code, code, r.stderr)
+	}
+	if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 || !strings.HasPrefix(r.stderr, "arenactl: ") {
+		t.Errorf("want one line starting with 'arenactl: ', got %q", r.stderr)
+	}
+	for _, w := range words {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("message %q lacks %q", r.stderr, w)
+		}
+	}
+	if r.stdout != "" {
+		t.Errorf("a refusal printed on stdout: %q", r.stdout)
+	}
+}
+
+func TestRefuseUsage(t *testing.T) {
+	expectRefusal(t, run(t, "info"), exitUsage, "one process id")
+	expectRefusal(t, run(t, "info", "abc"), exitUsage, `"abc" is not a process id`)
+	expectRefusal(t, run(t, "trim", "--pad", "x", "1"), exitUsage, "--pad")
+	expectRefusal(t, run(t, "frobnicate", "1"), exitUsage, "unknown command")
+}
+
+func TestRefuseNoSuchProcess(t *testing.T) {
+	// Above the kernel's pid_max, so it can never exist.
+	for _, cmd := range []string{"info", "trim", "maps"} {
+		expectRefusal(t, run(t, cmd, "99999999"), exitNoProcess, "process 99999999", "no such process")
+	}
+}
+
+func TestRefuseKernelThread(t *testing.T) {
+	b, err := os.ReadFile("/proc/2/status")
+	if err != nil || !strings.Contains(string(b), "kthreadd") {
+		t.Skip("PID 2 is not kthreadd here (a PID namespace)")
+	}
+	expectRefusal(t, run(t, "info", "2"), exitState, "process 2 is a kernel thread")
+}
+
+func TestRefuseZombie(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// Not reaped: until Wait, the exited child stays a zombie of this test.
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if strings.Contains(string(b), ") Z ") {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("child never became a zombie")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	expectRefusal(t, run(t, "info", fmt.Sprint(cmd.Process.Pid)), exitState, "zombie")
+}
+
+func TestRefuseStatic(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libc.a"); err != nil {
+		t.Skip("no static libc (libc6-dev)")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c", "-static"))
+	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitNotGlibc, "statically linked")
+	mustQuit(t, tg)
+}
+
+func TestRefuseJemalloc(t *testing.T) {
+	const lib = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+	if _, err := os.Stat(lib); err != nil {
+		t.Skip("libjemalloc2 is not installed")
+	}
+	cmd := exec.Command(testutil.BuildC(t, "idle.c"))
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	tg := testutil.StartCmd(t, cmd)
+	expectRefusal(t, run(t, "trim", fmt.Sprint(tg.Pid)), exitNotGlibc, "jemalloc", "not glibc malloc")
+	mustQuit(t, tg)
+}
+
+func TestRefuseMusl(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildCWith(t, "musl-gcc", "idle.c"))
+	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitNotGlibc, "uses musl libc, not glibc")
+	tg.Quit()
+}
+
+func TestRefuseAlreadyTraced(t *testing.T) {
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Skip("gdb is not installed")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	g := exec.Command(gdb, "-q", "-nx", "-batch", "-p", fmt.Sprint(tg.Pid), "-ex", "shell sleep 60")
+	g.Stdout, g.Stderr = io.Discard, io.Discard
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { g.Process.Signal(syscall.SIGTERM); g.Wait() }()
+	for i := 0; !testutil.Traced(tg.Pid); i++ {
+		if i > 2000 {
+			t.Fatal("gdb never attached")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitTraced, "already traced by process", "gdb")
+}
+
+func TestRefuseNoPermission(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run arenactl as another user")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	cmd := exec.Command(arenactl, "info", fmt.Sprint(tg.Pid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	expectRefusal(t, runCmd(t, cmd), exitPermission, "permission denied", "same user")
+	tg.Quit()
+}
+
+// A process whose only thread is blocked writing (malloc_stats writes while
+// holding an arena lock, so write is never safe): refused after --timeout,
+// with the reason per thread.
+func TestRefuseNoSafeThread(t *testing.T) {
+	cmd := exec.Command(testutil.BuildC(t, "idle.c"), "write")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	cmd.Stderr = pw
+	tg := testutil.StartCmd(t, cmd)
+	pw.Close()
+	for i := 0; ; i++ { // until the pipe is full and the write blocks
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", tg.Pid))
+		if strings.HasPrefix(string(b), "1 ") {
+			break
+		}
+		if i > 2000 {
+			t.Fatalf("target never blocked in write: %s", b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := run(t, "info", "--timeout", "300ms", fmt.Sprint(tg.Pid))
+	expectRefusal(t, r, exitNoSafe, "no thread of process", "safe to borrow", "syscall 1")
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/maps"
+)
+
+func newTable(w io.Writer, header ...any) *tablewriter.Table {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+		tablewriter.WithHeaderAlignment(tw.AlignRight),
+		tablewriter.WithFooterAlignmentConfig(tw.CellAlignment{Global: tw.AlignRight}),
+	)
+	t.Header(header...)
+	return t
+}
+
+func renderInfo(w io.Writer, r *glibc.Report) error {
+	fmt.Fprintf(w, "process %d (%s), %d threads, glibc %s (%s)\n", r.Pid, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+	if in := r.Injection; in != nil {
+		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s, no other thread was stopped\n\n",
+			in.Tid, in.Blocked, fmtDur(in.Stopped))
+	}
+	mi := r.Malloc
+	t := newTable(w, "arena", "system", "max", "in use", "free", "free%", "fast n", "fast bytes", "rest n", "rest bytes", "largest free", "heaps")
+	for i := range mi.Arenas {
+		a := &mi.Arenas[i]
+		name := strconv.Itoa(a.Index)
+		heaps := "-"
+		if a.Index == 0 {
+			name += " main"
+		} else if a.HasSubheaps {
+			heaps = strconv.FormatUint(a.Subheaps, 10)
+		}
+		fastN, fastB := "-", "-"
+		if a.HasFast {
+			fastN, fastB = strconv.FormatUint(a.FastCount, 10), human(a.FastBytes)
+		}
+		t.Append(name, human(a.SystemCurrent), human(a.SystemMax), human(sat(a.SystemCurrent, a.FreeBytes())),
+			human(a.FreeBytes()), fmt.Sprintf("%.1f", a.FreePercent()), fastN, fastB,
+			strconv.FormatUint(a.RestCount, 10), human(a.RestBytes), human(a.LargestFreeClass()), heaps)
+	}
+	free := mi.FastBytes + mi.RestBytes
+	pct := 0.0
+	if mi.SystemCurrent > 0 {
+		pct = 100 * float64(free) / float64(mi.SystemCurrent)
+	}
+	t.Footer(fmt.Sprintf("%d arenas", len(mi.Arenas)), human(mi.SystemCurrent), human(mi.SystemMax), human(sat(mi.SystemCurrent, free)),
+		human(free), fmt.Sprintf("%.1f", pct), strconv.FormatUint(mi.FastCount, 10), human(mi.FastBytes),
+		strconv.FormatUint(mi.RestCount, 10), human(mi.RestBytes), "", "")
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if mi.HasMmap {
+		fmt.Fprintf(w, "mmapped chunks (outside every arena): %d, %s\n", mi.MmapCount, human(mi.MmapBytes))
+	}
+	fmt.Fprintln(w, "in use = system - free; it includes chunks cached in threads' tcaches, which malloc_info cannot see.")
+	fmt.Fprintln(w)
+	return renderMapSummary(w, r.Maps.Classes, r.Maps.Rollup)
+}
+
+func renderMapSummary(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup) error {
+	fmt.Fprintf(w, "memory map: RSS %s, Private_Dirty %s, Swap %s\n", human(roll.Rss), human(roll.PrivateDirty), human(roll.Swap))
+	t := newTable(w, "class", "mappings", "size", "rss", "private dirty", "swap")
+	for _, c := range sum {
+		t.Append(c.Class.String(), strconv.Itoa(c.Count), human(c.Size), human(c.Rss), human(c.PrivateDirty), human(c.Swap))
+	}
+	return t.Render()
+}
+
+func renderMaps(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup, ms []maps.Mapping, all bool) error {
+	if err := renderMapSummary(w, sum, roll); err != nil {
+		return err
+	}
+	if !all {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "start", "end", "perms", "size", "rss", "private dirty", "class", "path")
+	for _, m := range ms {
+		t.Append(fmt.Sprintf("%x", m.Start), fmt.Sprintf("%x", m.End), m.Perms, human(m.Size()), human(m.Rss), human(m.PrivateDirty), m.Class.String(), m.Path)
+	}
+	return t.Render()
+}
+
+func renderTrim(w io.Writer, r *glibc.TrimReport) error {
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) returned %d (%s) in %s; thread %d (%s) was held %s\n\n",
+		r.Pid, r.Libc.Version, r.Pad, r.Result, trimMeaning(r.Result), fmtDur(r.Injection.Call), r.Injection.Tid, r.Injection.Blocked, fmtDur(r.Injection.Stopped))
+	t := newTable(w, "class", "rss before", "rss after", "released", "private dirty before", "private dirty after")
+	for _, row := range trimRows(r) {
+		t.Append(row.name, human(row.rssBefore), human(row.rssAfter), signedHuman(int64(row.rssBefore)-int64(row.rssAfter)),
+			human(row.pdBefore), human(row.pdAfter))
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "released: %s of RSS (%s -> %s)\n", signedHuman(r.Released()), human(r.Before.Rollup.Rss), human(r.After.Rollup.Rss))
+	return nil
+}
+
+func trimMeaning(rc int) string {
+	if rc == 1 {
+		return "memory was given back"
+	}
+	return "nothing could be given back"
+}
+
+type trimRow struct {
+	name                string
+	rssBefore, rssAfter uint64
+	pdBefore, pdAfter   uint64
+}
+
+// trimRows pairs the per-class summaries before and after, then the process.
+func trimRows(r *glibc.TrimReport) []trimRow {
+	idx := map[maps.Class]*trimRow{}
+	var rows []*trimRow
+	get := func(c maps.Class) *trimRow {
+		if row, ok := idx[c]; ok {
+			return row
+		}
+		row := &trimRow{name: c.String()}
+		idx[c] = row
+		rows = append(rows, row)
+		return row
+	}
+	for _, c := range r.Before.Classes {
+		row := get(c.Class)
+		row.rssBefore, row.pdBefore = c.Rss, c.PrivateDirty
+	}
+	for _, c := range r.After.Classes {
+		row := get(c.Class)
+		row.rssAfter, row.pdAfter = c.Rss, c.PrivateDirty
+	}
+	out := make([]trimRow, 0, len(rows)+1)
+	for _, c := range []maps.Class{maps.ClassMainHeap, maps.ClassArenaHeap} {
+		if row, ok := idx[c]; ok {
+			out = append(out, *row)
+		}
+	}
+	out = append(out, trimRow{name: "process", rssBefore: r.Before.Rollup.Rss, rssAfter: r.After.Rollup.Rss,
+		pdBefore: r.Before.Rollup.PrivateDirty, pdAfter: r.After.Rollup.PrivateDirty})
+	return out
+}
+
+func sat(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// human prints a byte count the way people read RSS: 1024-based units.
+func human(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+func signedHuman(n int64) string {
+	if n < 0 {
+		return "-" + human(uint64(-n))
+	}
+	return human(uint64(n))
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
+	}
+	return d.Round(time.Millisecond).String()
+}

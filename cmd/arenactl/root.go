@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "arenactl",
+		Short: "Inspect and trim the glibc malloc state of a running process",
+		Long: `arenactl shows where a C/C++ process's heap memory goes, per glibc arena,
+and gives free memory back to the system, without gdb and without stopping
+more than one thread for a few milliseconds.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{msg: fmt.Sprintf("%v (see 'arenactl %s --help')", err, c.Name())}
+	})
+	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd())
+	return root
+}
+
+// pidArg accepts exactly one positive process id.
+func pidArg(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return &usageError{msg: fmt.Sprintf("%s takes one process id (see 'arenactl %s --help')", c.Name(), c.Name())}
+	}
+	pid, err := strconv.Atoi(args[0])
+	if err != nil || pid <= 0 {
+		return &usageError{msg: fmt.Sprintf("%q is not a process id", args[0])}
+	}
+	return nil
+}
+
+func parsePid(args []string) int {
+	pid, _ := strconv.Atoi(args[0])
+	return pid
+}
+
+// injectFlags are shared by the commands that run code in the target.
+type injectFlags struct {
+	timeout time.Duration
+	tid     int
+	json    bool
+}
+
+func (f *injectFlags) register(c *cobra.Command) {
+	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to look for a safe thread, and how long an injected call may run before it is abandoned")
+	c.Flags().IntVar(&f.tid, "thread", 0, "borrow this thread (a TID of the process) instead of choosing one; it must still pass the safety checks")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+}

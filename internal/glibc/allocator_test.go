@@ -3,14 +3,16 @@ package glibc
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"arenactl/internal/maps"
+	"arenactl/internal/testutil"
 )
 
-// waitC allocates a little, prints "ready" and waits for stdin to close.
+// waitC allocates a little, says "ready ADDR" and waits for stdin to close.
 const waitC = `
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@ const waitC = `
 
 int main(void) {
 	void *p = malloc(100);
-	printf("%p\nready\n", p);
+	printf("ready %p\n", p);
 	fflush(stdout);
 	char c;
 	while (read(0, &c, 1) > 0)
@@ -42,13 +44,21 @@ void *calloc(size_t n, size_t s) { return __libc_calloc(n, s); }
 void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
 `
 
-func detect(t *testing.T, tg *target) Allocator {
+// preloaded starts prog with lib in LD_PRELOAD.
+func preloaded(t *testing.T, lib, prog string) *testutil.Target {
 	t.Helper()
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tg.pid))
+	cmd := exec.Command(prog)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+	return testutil.StartCmd(t, cmd)
+}
+
+func detect(t *testing.T, tg *testutil.Target) Allocator {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tg.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := DetectAllocator(readMaps(t, tg.pid), exe, mapFiles(tg.pid))
+	a, err := DetectAllocator(readMaps(t, tg.Pid), exe, mapFiles(tg.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +67,7 @@ func detect(t *testing.T, tg *target) Allocator {
 }
 
 func TestDetectAllocatorGlibc(t *testing.T) {
-	a := detect(t, startTarget(t, nil, buildC(t, "wait", waitC)))
+	a := detect(t, testutil.Start(t, testutil.BuildCSource(t, "wait", waitC)))
 	if a.Kind != AllocGlibc || a.Name != "glibc" || !isLibc(maps.Mapping{Path: a.Path}) {
 		t.Errorf("got %+v, want glibc", a)
 	}
@@ -67,8 +77,8 @@ func TestDetectAllocatorStatic(t *testing.T) {
 	if !fileExists("/usr/lib/x86_64-linux-gnu/libc.a") {
 		t.Skip("no libc.a (libc6-dev) for gcc -static")
 	}
-	prog := buildC(t, "wait", waitC, "-static")
-	a := detect(t, startTarget(t, nil, prog))
+	prog := testutil.BuildCSource(t, "wait", waitC, "-static")
+	a := detect(t, testutil.Start(t, prog))
 	if a.Kind != AllocStatic || a.Path != prog {
 		t.Errorf("got %+v, want static %s", a, prog)
 	}
@@ -78,8 +88,8 @@ func TestDetectAllocatorStaticPIE(t *testing.T) {
 	if !fileExists("/usr/lib/x86_64-linux-gnu/rcrt1.o") {
 		t.Skip("no rcrt1.o for gcc -static-pie")
 	}
-	prog := buildC(t, "wait", waitC, "-static-pie")
-	if a := detect(t, startTarget(t, nil, prog)); a.Kind != AllocStatic {
+	prog := testutil.BuildCSource(t, "wait", waitC, "-static-pie")
+	if a := detect(t, testutil.Start(t, prog)); a.Kind != AllocStatic {
 		t.Errorf("got %+v, want static", a)
 	}
 }
@@ -107,15 +117,15 @@ func TestDetectAllocatorJemalloc(t *testing.T) {
 	if !fileExists(lib) {
 		t.Skip("libjemalloc2 not installed")
 	}
-	a := detect(t, startTarget(t, []string{"LD_PRELOAD=" + lib}, buildC(t, "wait", waitC)))
+	a := detect(t, preloaded(t, lib, testutil.BuildCSource(t, "wait", waitC)))
 	if a.Kind != AllocInterposed || a.Name != "jemalloc (libjemalloc.so.2)" || a.Path != lib {
 		t.Errorf("got %+v, want jemalloc", a)
 	}
 }
 
 func TestDetectAllocatorFakeInterposer(t *testing.T) {
-	so := buildC(t, "libfakemalloc.so", fakeMallocC, "-shared", "-fPIC")
-	a := detect(t, startTarget(t, []string{"LD_PRELOAD=" + so}, buildC(t, "wait", waitC)))
+	so := testutil.BuildCSource(t, "libfakemalloc.so", fakeMallocC, "-shared", "-fPIC")
+	a := detect(t, preloaded(t, so, testutil.BuildCSource(t, "wait", waitC)))
 	if a.Kind != AllocInterposed || a.Name != "libfakemalloc.so" || a.Path != so {
 		t.Errorf("got %+v, want interposed by %s", a, so)
 	}
@@ -125,8 +135,8 @@ func TestDetectAllocatorFakeInterposer(t *testing.T) {
 // exports it, and the dynamic linker binds libc's own calls to it.
 func TestDetectAllocatorInExecutable(t *testing.T) {
 	src := strings.Replace(waitC, "int main", fakeMallocC+"\nint main", 1)
-	prog := buildC(t, "ownmalloc", src)
-	a := detect(t, startTarget(t, nil, prog))
+	prog := testutil.BuildCSource(t, "ownmalloc", src)
+	a := detect(t, testutil.Start(t, prog))
 	if a.Kind != AllocInterposed || a.Name != "ownmalloc" || a.Path != prog {
 		t.Errorf("got %+v, want interposed by the executable", a)
 	}
@@ -137,15 +147,15 @@ func TestDetectAllocatorMallocDebug(t *testing.T) {
 	if !fileExists(lib) {
 		t.Skip("no libc_malloc_debug.so.0 (glibc < 2.34)")
 	}
-	a := detect(t, startTarget(t, []string{"LD_PRELOAD=" + lib}, buildC(t, "wait", waitC)))
+	a := detect(t, preloaded(t, lib, testutil.BuildCSource(t, "wait", waitC)))
 	if a.Kind != AllocInterposed || !strings.HasPrefix(a.Name, "glibc malloc-debug") {
 		t.Errorf("got %+v, want glibc malloc-debug", a)
 	}
 }
 
 func TestDetectAllocatorMusl(t *testing.T) {
-	prog := buildC(t, "wait", waitC, "musl-gcc") // skips without musl-tools
-	a := detect(t, startTarget(t, nil, prog))
+	prog := testutil.BuildCSourceWith(t, "musl-gcc", "wait", waitC) // skips without musl-tools
+	a := detect(t, testutil.Start(t, prog))
 	if a.Kind != AllocMusl {
 		t.Errorf("got %+v, want musl", a)
 	}

@@ -1,25 +1,25 @@
 package glibc
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"arenactl/internal/maps"
+	"arenactl/internal/testutil"
 )
 
-// symsC prints where the dynamic linker resolved some libc symbols (dlsym
-// binds to the default version, as a program linked today would), then
-// "ready", and waits for stdin to close.
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+
+// symsC says on its ready line ("ready VERSION NAME=ADDR...") where the
+// dynamic linker resolved some libc symbols (dlsym binds to the default
+// version, as a program linked today would), and waits for stdin to close.
 const symsC = `
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,10 +33,10 @@ int main(void) {
 		"fclose", "mmap", "munmap", "setvbuf", "__errno_location", "realpath"};
 	if (libc == NULL)
 		return 1;
-	printf("version %s\n", gnu_get_libc_version());
+	printf("ready %s", gnu_get_libc_version());
 	for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
-		printf("sym %s %p\n", names[i], dlsym(libc, names[i]));
-	printf("ready\n");
+		printf(" %s=%p", names[i], dlsym(libc, names[i]));
+	printf("\n");
 	fflush(stdout);
 	char c;
 	while (read(0, &c, 1) > 0)
@@ -44,86 +44,6 @@ int main(void) {
 	return 0;
 }
 `
-
-// buildC compiles src with gcc into a temporary directory; extra are more
-// gcc arguments (-static, -shared, a sysroot...).
-func buildC(t *testing.T, name, src string, extra ...string) string {
-	t.Helper()
-	cc := "gcc"
-	if len(extra) > 0 && extra[0] == "musl-gcc" {
-		cc, extra = "musl-gcc", extra[1:]
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("%s not installed", cc)
-	}
-	dir := t.TempDir()
-	c := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	args := append([]string{"-O1", "-o", out, c}, extra...)
-	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
-	}
-	return out
-}
-
-// target is a started test program that printed "ready".
-type target struct {
-	pid   int
-	lines []string // its stdout up to "ready"
-}
-
-// startTarget runs argv with env added to the environment, waits for its
-// "ready" line and kills it when the test ends. Its stdin stays open so it
-// can block reading it.
-func startTarget(t *testing.T, env []string, argv ...string) *target {
-	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan []string, 1)
-	go func() {
-		var got []string
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				lines <- got
-				return
-			}
-			got = append(got, sc.Text())
-		}
-		lines <- nil // exited without "ready"
-	}()
-	// A guard against a hung child, not a timing check.
-	select {
-	case got := <-lines:
-		if got == nil {
-			t.Fatalf("%s exited before printing ready", argv[0])
-		}
-		return &target{pid: cmd.Process.Pid, lines: got}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s never printed ready", argv[0])
-	}
-	return nil
-}
 
 // readMaps parses /proc/PID/maps.
 func readMaps(t *testing.T, pid int) []maps.Mapping {
@@ -148,37 +68,36 @@ func mapFiles(pid int) FileOpener {
 	}
 }
 
-// symbolsOf parses symsC's output: version and name -> address.
-func symbolsOf(t *testing.T, tg *target) (string, map[string]uint64) {
+// symbolsOf parses symsC's ready line: version and name -> address.
+func symbolsOf(t *testing.T, tg *testutil.Target) (string, map[string]uint64) {
 	t.Helper()
 	var version string
 	syms := map[string]uint64{}
-	for _, l := range tg.lines {
-		f := strings.Fields(l)
-		switch {
-		case len(f) == 2 && f[0] == "version":
-			version = f[1]
-		case len(f) == 3 && f[0] == "sym":
-			v, err := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64)
+	for i, f := range strings.Fields(tg.Ready()) {
+		switch name, addr, ok := strings.Cut(f, "="); {
+		case i == 1:
+			version = f
+		case i > 1 && ok:
+			v, err := strconv.ParseUint(strings.TrimPrefix(addr, "0x"), 16, 64)
 			if err != nil {
-				t.Fatalf("bad line %q: %v", l, err)
+				t.Fatalf("bad symbol %q: %v", f, err)
 			}
-			syms[f[1]] = v
+			syms[name] = v
 		}
 	}
 	if version == "" || len(syms) == 0 {
-		t.Fatalf("unexpected output %q", tg.lines)
+		t.Fatalf("unexpected output %q", tg.Ready())
 	}
 	return version, syms
 }
 
 // checkLibc compares FindLibc's view of a running symsC with what the
 // program's own dynamic linker said.
-func checkLibc(t *testing.T, tg *target) *Libc {
+func checkLibc(t *testing.T, tg *testutil.Target) *Libc {
 	t.Helper()
 	version, want := symbolsOf(t, tg)
-	ms := readMaps(t, tg.pid)
-	l, err := FindLibc(ms, mapFiles(tg.pid))
+	ms := readMaps(t, tg.Pid)
+	l, err := FindLibc(ms, mapFiles(tg.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +162,7 @@ func inAny(ms []maps.Mapping, addr uint64) bool {
 }
 
 func TestFindLibcSystem(t *testing.T) {
-	prog := buildC(t, "syms", symsC, "-ldl")
-	tg := startTarget(t, nil, prog)
-	l := checkLibc(t, tg)
+	l := checkLibc(t, testutil.Start(t, testutil.BuildCSource(t, "syms", symsC, "-ldl")))
 	t.Logf("%s at %#x: %s, build-id %s", l.Path, l.Base, l.Banner, l.BuildID)
 
 	// realpath and fmemopen have an old version next to the default one:
@@ -259,37 +176,19 @@ func TestFindLibcSystem(t *testing.T) {
 // scripts/fetch-glibc.sh (2.31 as libc-2.31.so, 2.41, 2.43), built against
 // the oldest as sysroot so it runs under all of them.
 func TestFindLibcVersions(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "glibc")
-	sysroot := filepath.Join(root, "glibc-2.31")
-	if _, err := os.Stat(filepath.Join(sysroot, "usr", "include", "stdio.h")); err != nil {
-		t.Skip("no glibc trees: run scripts/fetch-glibc.sh")
-	}
-	sysroot, _ = filepath.Abs(sysroot)
-	lib := filepath.Join(sysroot, "usr", "lib", "x86_64-linux-gnu")
-	prog := buildC(t, "syms", symsC, "--sysroot="+sysroot, "-B"+lib+"/", "-L"+lib,
-		"-L"+filepath.Join(sysroot, "lib", "x86_64-linux-gnu"),
-		"-isystem", filepath.Join(sysroot, "usr", "include"),
-		"-isystem", filepath.Join(sysroot, "usr", "include", "x86_64-linux-gnu"), "-ldl")
-	trees, _ := filepath.Glob(filepath.Join(root, "glibc-2.*"))
-	for _, tree := range trees {
-		version := strings.TrimPrefix(filepath.Base(tree), "glibc-")
-		t.Run(version, func(t *testing.T) {
-			var ldso, libdir string
-			for _, d := range []string{"usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"} {
-				if p := filepath.Join(tree, d, "ld-linux-x86-64.so.2"); fileExists(p) {
-					ldso, libdir = p, filepath.Join(tree, d)
-					break
-				}
+	flags := append(testutil.GlibcSysroot(t), "-ldl") // skips without the trees
+	prog := testutil.BuildCSource(t, "syms", symsC, flags...)
+	for _, g := range testutil.GlibcTrees(t) {
+		t.Run(g.Version, func(t *testing.T) {
+			if g.Loader == "" {
+				t.Skipf("no loader in %s", g.Dir)
 			}
-			if ldso == "" {
-				t.Skipf("no loader in %s", tree)
-			}
-			tg := startTarget(t, nil, ldso, "--library-path", libdir, prog)
+			tg := testutil.StartCmd(t, g.Command(prog))
 			l := checkLibc(t, tg)
-			if l.Version.String() != version {
-				t.Errorf("Version %v in %s", l.Version, tree)
+			if l.Version.String() != g.Version {
+				t.Errorf("Version %v in %s", l.Version, g.Dir)
 			}
-			if version == "2.31" && filepath.Base(l.Path) != "libc-2.31.so" {
+			if g.Version == "2.31" && filepath.Base(l.Path) != "libc-2.31.so" {
 				t.Errorf("2.31 libc maps as %s, want libc-2.31.so", l.Path)
 			}
 		})

@@ -1,9 +1,7 @@
 package maps
 
 import (
-	"bufio"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,56 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"arenactl/internal/testutil"
 )
 
-// startTarget builds testdata/maps_threads.c and runs it until it says
-// "ready": a main thread and 3 pthreads, each with malloced chunks, all
-// parked in pause().
-func startTarget(t *testing.T) *exec.Cmd {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found; cannot build the target process")
-	}
-	bin := filepath.Join(t.TempDir(), "maps_threads")
-	build := exec.Command(gcc, "-O1", "-g", "-pthread", "-o", bin, "../../testdata/maps_threads.c")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building target: %v\n%s", err, out)
-	}
-
-	cmd := exec.Command(bin)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err == nil && line != "ready\n" {
-			err = errors.New("target said " + line)
-		}
-		ready <- err
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("waiting for target: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("target not ready after 10s")
-	}
-	return cmd
-}
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
 // parkedStackPointers polls StackPointers until all n threads are blocked:
 // "ready" is written before the threads have all reached pause().
@@ -83,14 +36,20 @@ func parkedStackPointers(t *testing.T, pid, n int) map[int]uint64 {
 }
 
 func TestLiveProcess(t *testing.T) {
-	cmd := startTarget(t)
-	pid := cmd.Process.Pid
-	// Unlinking the running executable checks the " (deleted)" handling
-	// on a real /proc too.
-	if err := os.Remove(cmd.Path); err != nil {
+	// testdata/maps_threads.c: a main thread and 3 pthreads, each with
+	// malloced chunks, all parked in pause(). It runs from a private copy
+	// because unlinking the running executable checks the " (deleted)"
+	// handling on a real /proc too.
+	bin := testutil.PrivateCopy(t, testutil.BuildC(t, "maps_threads.c"))
+	tg := testutil.Start(t, bin)
+	if tg.Ready() != "ready" {
+		t.Fatalf("target said %q", tg.Ready())
+	}
+	pid := tg.Pid
+	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	exePath := cmd.Path + deletedSuffix
+	exePath := bin + deletedSuffix
 
 	sps := parkedStackPointers(t, pid, 4)
 	ms, err := Read(pid, true)

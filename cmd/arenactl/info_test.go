@@ -132,3 +132,43 @@ func TestInfoOnSingleThreadedBusyLoop(t *testing.T) {
 		t.Fatalf("busy target exited %d after SIGTERM (3 means its heap was damaged)", code)
 	}
 }
+
+// The same equality under every other glibc that scripts/fetch-glibc.sh
+// provides (2.31, 2.41, 2.43 today): the target runs under that glibc's own
+// loader, so arenactl must find that libc, its symbols and a safe thread
+// there, and glibc's XML must come back unchanged.
+func TestInfoOnEveryGlibc(t *testing.T) {
+	trees := testutil.GlibcTrees(t)
+	if len(trees) == 0 {
+		t.Skip("no glibc trees: run scripts/fetch-glibc.sh")
+	}
+	bin := testutil.BuildC(t, "arenas.c", testutil.GlibcSysroot(t)...)
+	for _, g := range trees {
+		t.Run(g.Version, func(t *testing.T) {
+			tg := testutil.StartCmd(t, g.Command(bin, "park", "3"))
+			own := filepath.Join(t.TempDir(), "own.xml")
+			if a := tg.Send("report " + own); a != "ok" {
+				t.Fatalf("target report: %s", a)
+			}
+			want, err := os.ReadFile(own)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := fmt.Sprint(tg.Pid)
+			r := mustRun(t, "info", "--xml", "--thread", pid, pid)
+			if r.stdout != string(want) {
+				t.Fatalf("arenactl's XML differs from the target's own under glibc %s\n--- target\n%s\n--- arenactl\n%s", g.Version, want, r.stdout)
+			}
+			var got jsonInfo
+			r = mustRun(t, "info", "--json", pid)
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Libc.Version != g.Version || len(got.Arenas) != 4 {
+				t.Errorf("glibc %q (want %s), %d arenas (want 4)", got.Libc.Version, g.Version, len(got.Arenas))
+			}
+			mustRun(t, "trim", pid)
+			mustQuit(t, tg)
+		})
+	}
+}

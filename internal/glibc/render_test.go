@@ -1,0 +1,65 @@
+package glibc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every fixture, parsed and rendered with its version's layout, comes back
+// byte for byte.
+func TestRenderRoundTripsEveryFixture(t *testing.T) {
+	files, _ := filepath.Glob("testdata/mallocinfo/2.*.xml")
+	if len(files) < 8 {
+		t.Fatalf("found %d fixtures", len(files))
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v Version
+		if _, err := fmt.Sscanf(strings.TrimSuffix(filepath.Base(f), ".xml"), "%d.%d", &v.Major, &v.Minor); err != nil {
+			t.Fatal(err)
+		}
+		l, err := LayoutFor(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mi, err := ParseMallocInfo(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if got := RenderMallocInfo(mi, l); !bytes.Equal(got, raw) {
+			t.Errorf("%s: rendered XML differs\n--- want\n%s\n--- got\n%s", f, raw, got)
+		}
+	}
+}
+
+func TestLayoutsCoverEveryVersion(t *testing.T) {
+	for m := 17; m <= 43; m++ {
+		l, err := LayoutFor(Version{2, m})
+		if err != nil {
+			t.Fatalf("2.%d: %v", m, err)
+		}
+		// The first chunk of a thread arena's first heap (glibc-malloc.md §6.4).
+		want := map[bool]int64{true: 0x8d0, false: 0x8c0}[m >= 35]
+		switch {
+		case m <= 26:
+			want = 0x8b0
+		case m == 43:
+			want = 0x870
+		}
+		if got := l.FirstChunk(); got != want {
+			t.Errorf("2.%d: first chunk at heap+%#x, want %#x", m, got, want)
+		}
+	}
+	for _, v := range []Version{{2, 16}, {2, 44}, {3, 0}} {
+		if _, err := LayoutFor(v); err == nil {
+			t.Errorf("%s: no error", v)
+		}
+	}
+}

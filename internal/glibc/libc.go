@@ -32,6 +32,7 @@ type Libc struct {
 	Mappings []maps.Mapping
 
 	syms map[string]Symbol
+	img  image
 }
 
 // Lookup returns a defined function or object of libc's dynamic symbol table,
@@ -125,6 +126,9 @@ func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
 		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
 	}
 	l.BuildID = buildID(ef)
+	if l.img, err = readImage(ef); err != nil {
+		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	}
 	if l.Banner, l.Version, err = banner(ef); err != nil {
 		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
 	}

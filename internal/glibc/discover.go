@@ -1,0 +1,221 @@
+package glibc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Anchors are the addresses (in the target) of the two statics every walk
+// starts from. Neither is exported by libc: they are found without symbols.
+type Anchors struct {
+	MainArena uint64
+	Mp        uint64
+	Method    string // how MainArena was found, for the report
+}
+
+const maxArenas = 1024 // bounds every walk of the arena ring
+
+// Default values of mp_'s first fields in the file image (glibc-malloc.md
+// §11.1): trim_threshold, top_pad and mmap_threshold are 128 KiB, arena_test
+// is 8, arena_max 0; n_mmaps_max is 65536.
+const (
+	defaultThreshold = 0x20000
+	defaultArenaTest = 8
+	defaultMmapMax   = 65536
+)
+
+// FindAnchors locates main_arena and mp_ for a libc of layout lay. It first
+// reads the static initialisers in libc's file (main_arena.next points to
+// main_arena itself; mp_ holds its defaults), then checks the result against
+// the live memory. When the file gives no unique answer, it scans libc's
+// writable memory for the run-time signature of main_arena: empty bins that
+// point to themselves.
+func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
+	var a Anchors
+	mp, mpErr := l.img.findMp(lay)
+	ma, maErr := l.img.findMainArena(lay)
+	if maErr == nil {
+		a.MainArena, a.Method = l.Base+ma, "static initialiser in libc's .data"
+		if err := checkMainArena(mem, lay, a.MainArena); err != nil {
+			maErr = fmt.Errorf("main_arena candidate at %#x: %w", a.MainArena, err)
+		}
+	}
+	if maErr != nil {
+		addr, err := scanMainArena(l, lay, mem)
+		if err != nil {
+			return a, fmt.Errorf("main_arena not found: %v; %v", maErr, err)
+		}
+		a.MainArena, a.Method = addr, "self-referential bins in libc's memory"
+	}
+	if mpErr != nil {
+		return a, fmt.Errorf("mp_ not found: %w", mpErr)
+	}
+	a.Mp = l.Base + mp
+	return a, nil
+}
+
+// findMainArena returns the link-time address of main_arena: the one
+// object in .data whose next field holds its own address.
+func (img *image) findMainArena(lay Layout) (uint64, error) {
+	var found []uint64
+	n := uint64(len(img.data))
+	for off := uint64(0); off+8 <= n; off += 8 {
+		x := img.dataAddr + off
+		v, _ := img.word(x)
+		if v+uint64(lay.StateNext) != x || v < img.dataAddr {
+			continue
+		}
+		// attached_threads is initialised to 1 where it exists (2.23+);
+		// before, the word at system_mem's place is 0.
+		if lay.StateAttached >= 0 {
+			if w, ok := img.word(v + uint64(lay.StateAttached)); !ok || w != 1 {
+				continue
+			}
+		} else if w, ok := img.word(v + uint64(lay.StateSystemMem)); !ok || w != 0 {
+			continue
+		}
+		found = append(found, v)
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("%d candidates for main_arena's static initialiser in .data", len(found))
+	}
+	return found[0], nil
+}
+
+// findMp returns the link-time address of mp_ from its default values.
+func (img *image) findMp(lay Layout) (uint64, error) {
+	var found []uint64
+	n := uint64(len(img.data))
+	for off := uint64(0); off+uint64(lay.MpSize) <= n; off += 8 {
+		c := img.dataAddr + off
+		if !img.is(c+uint64(lay.MpTrimThreshold), defaultThreshold) || !img.is(c+uint64(lay.MpTopPad), defaultThreshold) ||
+			!img.is(c+uint64(lay.MpMmapThreshold), defaultThreshold) || !img.is(c+uint64(lay.MpArenaTest), defaultArenaTest) ||
+			!img.is(c+uint64(lay.MpArenaMax), 0) {
+			continue
+		}
+		if w, _ := img.word(c + uint64(lay.MpNMmapsMax)); uint32(w) != defaultMmapMax {
+			continue
+		}
+		// tcache_count defaults to 7; 2.43 raised it to 16.
+		if lay.MpTcacheCount >= 0 && !img.is(c+uint64(lay.MpTcacheCount), 7) && !img.is(c+uint64(lay.MpTcacheCount), 16) {
+			continue
+		}
+		found = append(found, c)
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("%d candidates for mp_'s static initialiser in .data", len(found))
+	}
+	return found[0], nil
+}
+
+func (img *image) is(addr, want uint64) bool {
+	w, ok := img.word(addr)
+	return ok && w == want
+}
+
+// checkMainArena validates a main_arena candidate in live memory: its ring
+// closes, and it looks initialised (self-referential bins) or untouched.
+func checkMainArena(mem Memory, lay Layout, addr uint64) error {
+	st, err := readBytes(mem, addr, uint64(lay.StateSize))
+	if err != nil {
+		return err
+	}
+	if self := selfBins(st, lay, addr); self == 0 && le(st, lay.StateTop) != 0 {
+		return errors.New("no empty bin points to itself, yet top is set")
+	}
+	a := addr
+	for i := 0; i < maxArenas; i++ {
+		next, err := readWord(mem, a+uint64(lay.StateNext))
+		if err != nil {
+			return fmt.Errorf("arena ring: %w", err)
+		}
+		if next == addr {
+			return nil
+		}
+		if next == 0 || next%16 != 0 {
+			return fmt.Errorf("arena ring: arena %#x has next %#x", a, next)
+		}
+		a = next
+	}
+	return fmt.Errorf("arena ring does not close within %d arenas", maxArenas)
+}
+
+// selfBins counts the bins of the arena image st (at addr) whose fd and bk
+// both point at the bin itself, as empty bins do once malloc is initialised.
+func selfBins(st []byte, lay Layout, addr uint64) int {
+	n := 0
+	for i := 1; i < 128; i++ {
+		off := lay.StateBins + int64(i-1)*16
+		if off+16 > int64(len(st)) {
+			break
+		}
+		self := addr + uint64(off) - 16
+		if le(st, off) == self && le(st, off+8) == self {
+			n++
+		}
+	}
+	return n
+}
+
+// scanMainArena looks through libc's writable mappings for the arena with
+// the most self-referential bins (glibc-malloc.md §11.2).
+func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
+	best, bestN := uint64(0), 0
+	for _, m := range l.Mappings {
+		if !m.Writable() {
+			continue
+		}
+		buf, err := readBytes(mem, m.Start, m.Size())
+		if err != nil {
+			continue
+		}
+		for off := uint64(0); off+uint64(lay.StateSize) <= uint64(len(buf)); off += 16 {
+			if n := selfBins(buf[off:off+uint64(lay.StateSize)], lay, m.Start+off); n > bestN {
+				best, bestN = m.Start+off, n
+			}
+		}
+	}
+	if bestN < 64 {
+		return 0, fmt.Errorf("no arena with self-referential bins in libc's writable memory (best: %d bins)", bestN)
+	}
+	return best, checkMainArena(mem, lay, best)
+}
+
+func le(b []byte, off int64) uint64 {
+	if off < 0 || off+8 > int64(len(b)) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[off:])
+}
+
+func readBytes(mem Memory, addr, n uint64) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := mem.ReadAt(b, addr); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func readWord(mem Memory, addr uint64) (uint64, error) {
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], addr); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// ArenaRing lists the arenas in ring order from main_arena, bounded and
+// stopping at the first pointer that is not 16-aligned or unreadable.
+func ArenaRing(mem Memory, lay Layout, a Anchors) []uint64 {
+	ring := []uint64{a.MainArena}
+	for cur := a.MainArena; len(ring) < maxArenas; {
+		next, err := readWord(mem, cur+uint64(lay.StateNext))
+		if err != nil || next == a.MainArena || next == 0 || next%16 != 0 {
+			break
+		}
+		ring = append(ring, next)
+		cur = next
+	}
+	return ring
+}

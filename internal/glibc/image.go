@@ -1,0 +1,61 @@
+package glibc
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+)
+
+// image is what arena discovery needs from the file of the object that
+// holds the allocator: its initialised data, where main_arena and mp_ keep
+// their static initialisers, and the GOT slots through which libc reaches
+// its own initial-exec TLS variables (tcache, thread_arena).
+type image struct {
+	data     []byte // .data as in the file
+	dataAddr uint64 // its link-time address
+	tpoff    []tlsSlot
+}
+
+// tlsSlot is an R_X86_64_TPOFF64 relocation against no symbol: a GOT word
+// at Offset (link-time) that holds, once relocated, the thread-pointer
+// offset of libc's TLS variable at Addend in its TLS block.
+type tlsSlot struct {
+	Offset, Addend uint64
+}
+
+func readImage(ef *elf.File) (image, error) {
+	var img image
+	sec := ef.Section(".data")
+	if sec == nil || sec.Type != elf.SHT_PROGBITS {
+		return img, fmt.Errorf("no .data section")
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return img, fmt.Errorf("reading .data: %w", err)
+	}
+	img.data, img.dataAddr = data, sec.Addr
+	if rela := ef.Section(".rela.dyn"); rela != nil {
+		b, err := rela.Data()
+		if err != nil {
+			return img, fmt.Errorf("reading .rela.dyn: %w", err)
+		}
+		for off := 0; off+24 <= len(b); off += 24 {
+			info := binary.LittleEndian.Uint64(b[off+8:])
+			if elf.R_X86_64(info&0xffffffff) == elf.R_X86_64_TPOFF64 && info>>32 == 0 {
+				img.tpoff = append(img.tpoff, tlsSlot{
+					Offset: binary.LittleEndian.Uint64(b[off:]),
+					Addend: binary.LittleEndian.Uint64(b[off+16:]),
+				})
+			}
+		}
+	}
+	return img, nil
+}
+
+// word reads the 8-byte value at link-time address addr of .data.
+func (img *image) word(addr uint64) (uint64, bool) {
+	if addr < img.dataAddr || addr+8 > img.dataAddr+uint64(len(img.data)) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(img.data[addr-img.dataAddr:]), true
+}

@@ -1,0 +1,528 @@
+package glibc
+
+import (
+	"fmt"
+	"sort"
+
+	"arenactl/internal/maps"
+)
+
+// Walk is the allocator's state read from memory, without running anything
+// in the target: malloc_info's numbers reproduced, and what malloc_info does
+// not tell.
+type Walk struct {
+	Layout  Layout
+	Anchors Anchors
+	Params  Params
+	Malloc  *MallocInfo // exactly what malloc_info would have printed
+	Arenas  []ArenaWalk // same order as Malloc.Arenas
+	Mmapped MmappedChunks
+	Damage  []Damage
+	// Exact is false when glibc's own output cannot be reproduced: 2.17
+	// and 2.18 print uninitialised stack for <unsorted>.
+	Exact bool
+}
+
+// Params are the allocator's global parameters (mp_) in effect.
+type Params struct {
+	TrimThreshold, TopPad, MmapThreshold uint64
+	ArenaTest, ArenaMax                  uint64
+	HpPagesize                           uint64
+	NMmaps, NMmapsMax, MaxNMmaps         int32
+	NoDynThreshold                       bool
+	MmappedMem, MaxMmappedMem, SbrkBase  uint64
+	TcacheBins, TcacheMaxBytes           uint64
+	TcacheCount, TcacheUnsortedLimit     uint64
+	HeapMax                              uint64 // alignment and size of a thread arena's heaps
+}
+
+// HeapSpan is one heap of a thread arena.
+type HeapSpan struct {
+	Addr, Size, MprotectSize uint64
+}
+
+// ArenaWalk is what the walk found in one arena beyond malloc_info.
+type ArenaWalk struct {
+	Addr            uint64
+	Main            bool
+	Mutex           uint32 // 0 unlocked, 1 locked, 2 locked with waiters
+	Flags           uint32
+	AttachedThreads uint64 // threads attached to it (2.23+)
+	Top, TopSize    uint64
+	Heaps           []HeapSpan // thread arenas: from the top heap back through prev
+
+	// From the chunk walk of every heap; Walked is false when it could not
+	// be done (a non-contiguous main arena, damage).
+	Walked                    bool
+	InUseChunks, InUseBytes   uint64 // not free in any list, tcache included
+	FreeChunks, FreeBytes     uint64 // in bins (sizes masked), top excluded
+	FastChunks, FastBytes     uint64
+	TcacheChunks, TcacheBytes uint64 // chunks of this arena sitting in some thread's tcache
+	LargestFree               uint64 // largest free chunk in a bin
+	TrimRanges                []Range
+}
+
+// Range is [Start, End) in the target.
+type Range struct{ Start, End uint64 }
+
+// Damage is an inconsistency found in the allocator's state. The walk
+// never follows a pointer it found damaged; Abort says glibc itself would
+// abort the process on it (so injecting malloc_info or malloc_trim is
+// refused).
+type Damage struct {
+	Arena uint64
+	Addr  uint64
+	What  string
+	Abort bool
+}
+
+func (d Damage) String() string {
+	return fmt.Sprintf("arena %#x: %s at %#x", d.Arena, d.What, d.Addr)
+}
+
+// MmappedChunks are the chunks glibc mmapped outside every arena.
+type MmappedChunks struct {
+	Count, Bytes uint64
+	Sizes        map[uint64]uint64 // chunk size -> count
+}
+
+const (
+	prevInuse   = 1
+	isMmapped   = 2
+	nonMain     = 4
+	sizeBits    = 7
+	minChunk    = 32
+	pageSz      = 4096
+	maxListLen  = 1 << 26 // far above any real bin; a longer list is a cycle
+	nbins       = 128
+	defaultHeap = 64 << 20
+)
+
+type walker struct {
+	mem     *blockMem
+	lay     Layout
+	ms      []maps.Mapping
+	w       *Walk
+	cur     uint64 // arena being walked, for damage reports
+	free    map[uint64]bool
+	fast    map[uint64]bool
+	tcached map[uint64]bool
+}
+
+// WalkHeap reads the allocator's state through mem. ms are the target's
+// mappings, used to check every pointer before it is followed. tcached holds
+// the chunk addresses (not user pointers) sitting in threads' tcaches, when
+// the caller could find them (nil otherwise).
+func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool) (*Walk, error) {
+	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
+	wk := &walker{mem: newBlockMem(mem), lay: lay, ms: ms, w: w, tcached: tcached}
+	if err := wk.params(); err != nil {
+		return nil, err
+	}
+	seen := map[uint64]bool{}
+	ar := a.MainArena
+	for n := 0; ; n++ {
+		if n == maxArenas || seen[ar] {
+			wk.damage(ar, "the arena ring does not return to main_arena", false)
+			break
+		}
+		seen[ar] = true
+		next, err := wk.arena(ar, n)
+		if err != nil {
+			return nil, err
+		}
+		if next == a.MainArena {
+			break
+		}
+		if !wk.rw(next, uint64(lay.StateSize)) {
+			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), false)
+			break
+		}
+		ar = next
+	}
+	mi := w.Malloc
+	mi.MmapCount, mi.MmapBytes = uint64(uint32(w.Params.NMmaps)), w.Params.MmappedMem
+	for i := range mi.Arenas {
+		x := &mi.Arenas[i]
+		mi.FastCount += x.FastCount
+		mi.FastBytes += x.FastBytes
+		mi.RestCount += x.RestCount
+		mi.RestBytes += x.RestBytes
+		mi.SystemCurrent += x.SystemCurrent
+		mi.SystemMax += x.SystemMax
+		mi.AspaceTotal += x.AspaceTotal
+		mi.AspaceMprotect += x.AspaceMprotect
+	}
+	wk.mmapped()
+	mi.Raw = RenderMallocInfo(mi, lay)
+	return w, nil
+}
+
+func (wk *walker) damage(at uint64, what string, abort bool) {
+	wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: at, What: what, Abort: abort})
+}
+
+// rw reports whether [addr, addr+n) lies in one readable, writable mapping:
+// the only place allocator data can be.
+func (wk *walker) rw(addr, n uint64) bool {
+	m, ok := maps.Find(wk.ms, addr)
+	return ok && m.Readable() && m.Writable() && addr+n <= m.End
+}
+
+func (wk *walker) params() error {
+	lay := wk.lay
+	b, err := readBytes(wk.mem, wk.w.Anchors.Mp, uint64(lay.MpSize))
+	if err != nil {
+		return fmt.Errorf("reading mp_ at %#x: %w", wk.w.Anchors.Mp, err)
+	}
+	i32 := func(off int64) int32 { return int32(uint32(le(b, off))) }
+	opt := func(off int64) uint64 {
+		if off < 0 {
+			return 0
+		}
+		return le(b, off)
+	}
+	p := &wk.w.Params
+	p.TrimThreshold, p.TopPad, p.MmapThreshold = le(b, lay.MpTrimThreshold), le(b, lay.MpTopPad), le(b, lay.MpMmapThreshold)
+	p.ArenaTest, p.ArenaMax, p.HpPagesize = le(b, lay.MpArenaTest), le(b, lay.MpArenaMax), opt(lay.MpHpPagesize)
+	p.NMmaps, p.NMmapsMax, p.MaxNMmaps = i32(lay.MpNMmaps), i32(lay.MpNMmapsMax), i32(lay.MpMaxNMmaps)
+	p.NoDynThreshold = i32(lay.MpNoDynThreshold) != 0
+	p.MmappedMem, p.MaxMmappedMem, p.SbrkBase = le(b, lay.MpMmappedMem), le(b, lay.MpMaxMmappedMem), le(b, lay.MpSbrkBase)
+	p.TcacheBins, p.TcacheMaxBytes = opt(lay.MpTcacheBins), opt(lay.MpTcacheMaxBytes)
+	p.TcacheCount, p.TcacheUnsortedLimit = opt(lay.MpTcacheCount), opt(lay.MpTcacheUnsortedLimit)
+	p.HeapMax = defaultHeap
+	if p.HpPagesize != 0 {
+		p.HeapMax = 4 * p.HpPagesize
+	}
+	return nil
+}
+
+// arena mirrors one iteration of __malloc_info's loop, then walks the
+// arena's chunks. It returns the next arena in the ring.
+func (wk *walker) arena(addr uint64, n int) (uint64, error) {
+	lay := wk.lay
+	wk.cur = addr
+	st, err := readBytes(wk.mem, addr, uint64(lay.StateSize))
+	if err != nil {
+		return 0, fmt.Errorf("reading arena %d at %#x: %w", n, addr, err)
+	}
+	main := addr == wk.w.Anchors.MainArena
+	aw := ArenaWalk{Addr: addr, Main: main, Mutex: uint32(le(st, 0)), Flags: uint32(le(st, lay.StateFlags)), Top: le(st, lay.StateTop)}
+	if lay.StateAttached >= 0 {
+		aw.AttachedThreads = le(st, lay.StateAttached)
+	}
+	mi := Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
+	wk.free, wk.fast = map[uint64]bool{}, map[uint64]bool{}
+
+	if aw.Top != 0 && wk.rw(aw.Top, 16) {
+		if sz, ok := wk.mem.word(aw.Top + 8); ok {
+			aw.TopSize = sz &^ sizeBits
+		}
+	} else if aw.Top != 0 {
+		wk.damage(aw.Top, "top chunk pointer is not in writable memory", false)
+	}
+	if lay.RestIncludesTop {
+		mi.RestBytes, mi.RestCount = aw.TopSize, 1
+	}
+
+	// Fastbins: buckets of the first chunk's size times the list length.
+	var sizes []SizeClass
+	for i := 0; i < lay.NFastbins; i++ {
+		p := le(st, lay.StateFastbins+int64(i)*8)
+		if p == 0 {
+			continue
+		}
+		cnt, sz := wk.fastbin(p)
+		if cnt == 0 {
+			continue
+		}
+		mi.FastBytes += cnt * sz
+		mi.FastCount += cnt
+		aw.FastChunks += cnt
+		aw.FastBytes += cnt * sz
+		sizes = append(sizes, SizeClass{From: sz - 15, To: sz, Total: cnt * sz, Count: cnt, Fast: true})
+	}
+	// Bins 1 (unsorted) to 127: raw size fields, flags included.
+	for i := 1; i < nbins; i++ {
+		sc := wk.bin(addr, st, i, &aw)
+		mi.RestCount += sc.Count
+		mi.RestBytes += sc.Total
+		if sc.Count == 0 {
+			continue
+		}
+		if i == 1 {
+			u := sc
+			mi.Unsorted = &u
+		} else {
+			sizes = append(sizes, sc)
+		}
+	}
+	mi.Sizes = sizes
+
+	if main {
+		mi.AspaceTotal, mi.AspaceMprotect = mi.SystemCurrent, mi.SystemCurrent
+	} else {
+		wk.heaps(&aw, &mi)
+	}
+	wk.chunks(&aw)
+	wk.trimRanges(&aw, st)
+	wk.w.Malloc.Arenas = append(wk.w.Malloc.Arenas, mi)
+	wk.w.Arenas = append(wk.w.Arenas, aw)
+	wk.mem.drop()
+	return le(st, lay.StateNext), nil
+}
+
+// fastbin counts a fastbin list as malloc_info does: the first chunk's size
+// and the list's length. Safe-linking is undone with the address of each
+// fd field; a misaligned pointer is where glibc 2.32+ aborts.
+func (wk *walker) fastbin(p uint64) (count, size uint64) {
+	sz, ok := wk.mem.word(p + 8)
+	if !ok || !wk.rw(p, 32) {
+		wk.damage(p, "fastbin head is not in writable memory", false)
+		return 0, 0
+	}
+	size = sz &^ sizeBits
+	seen := map[uint64]bool{}
+	for p != 0 {
+		if p%16 != 0 {
+			wk.damage(p, "unaligned fastbin chunk (glibc aborts on this)", true)
+			break
+		}
+		if seen[p] {
+			wk.damage(p, "fastbin list loops", true)
+			break
+		}
+		if !wk.rw(p, 32) {
+			wk.damage(p, "fastbin chunk is not in writable memory", true)
+			break
+		}
+		seen[p] = true
+		wk.fast[p] = true
+		count++
+		fd, _ := wk.mem.word(p + 16)
+		if wk.lay.SafeLinking {
+			fd ^= (p + 16) >> 12
+		}
+		p = fd
+	}
+	return count, size
+}
+
+// bin walks bin i from its header through fd, as malloc_info does.
+func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
+	off := wk.lay.StateBins + int64(i-1)*16
+	head := ar + uint64(off) - 16
+	r := le(st, off)
+	var sc SizeClass
+	if r == 0 {
+		return sc
+	}
+	sc.From = ^uint64(0)
+	for n := 0; r != head; n++ {
+		if n == maxListLen || wk.free[r] {
+			wk.damage(r, fmt.Sprintf("bin %d loops", i), false)
+			break
+		}
+		if r%16 != 0 || !wk.rw(r, 32) {
+			wk.damage(r, fmt.Sprintf("bin %d holds a chunk pointer outside writable memory or misaligned", i), false)
+			break
+		}
+		raw, _ := wk.mem.word(r + 8)
+		wk.free[r] = true
+		sc.Count++
+		sc.Total += raw
+		sc.From = min(sc.From, raw)
+		sc.To = max(sc.To, raw)
+		sz := raw &^ sizeBits
+		aw.FreeChunks++
+		aw.FreeBytes += sz
+		aw.LargestFree = max(aw.LargestFree, sz)
+		r, _ = wk.mem.word(r + 16)
+	}
+	if sc.Count == 0 {
+		sc.From = 0
+	}
+	return sc
+}
+
+// heaps follows a thread arena's heaps from the top one back through prev.
+// Before 2.27 malloc_info reported the top heap alone.
+func (wk *walker) heaps(aw *ArenaWalk, mi *Arena) {
+	h := aw.Top &^ (wk.w.Params.HeapMax - 1)
+	seen := map[uint64]bool{}
+	for h != 0 {
+		if seen[h] || len(seen) == maxArenas*64 || !wk.rw(h, 32) {
+			wk.damage(h, "heap_info chain is broken", false)
+			break
+		}
+		seen[h] = true
+		b, err := readBytes(wk.mem, h, 32)
+		if err != nil {
+			wk.damage(h, "heap_info is unreadable", false)
+			break
+		}
+		hs := HeapSpan{Addr: h, Size: le(b, 0x10), MprotectSize: le(b, 0x18)}
+		if le(b, 0) != aw.Addr {
+			wk.damage(h, fmt.Sprintf("heap_info.ar_ptr is %#x, not its arena", le(b, 0)), false)
+		}
+		aw.Heaps = append(aw.Heaps, hs)
+		if wk.lay.AllSubheaps || len(aw.Heaps) == 1 {
+			mi.AspaceTotal += hs.Size
+			mi.AspaceMprotect += hs.MprotectSize
+		}
+		h = le(b, 8)
+	}
+	if wk.lay.AllSubheaps {
+		mi.Subheaps, mi.HasSubheaps = uint64(len(aw.Heaps)), true
+	}
+}
+
+// chunks walks every chunk of the arena's heaps and sorts them into free
+// (in a bin, a fastbin or a tcache) and in use.
+func (wk *walker) chunks(aw *ArenaWalk) {
+	type span struct{ start, end uint64 }
+	var spans []span
+	if aw.Main {
+		if aw.Flags&2 != 0 {
+			return // non-contiguous: the main arena's memory is not one run we can walk
+		}
+		spans = append(spans, span{(wk.w.Params.SbrkBase + 15) &^ 15, aw.Top})
+	} else {
+		for i, h := range aw.Heaps {
+			start := h.Addr + uint64(wk.lay.HeapInfoSize)
+			if i == len(aw.Heaps)-1 { // the first heap also holds the arena struct
+				start = h.Addr + uint64(wk.lay.FirstChunk())
+			}
+			end := h.Addr + h.Size
+			if i == 0 {
+				end = aw.Top
+			}
+			spans = append(spans, span{start, end})
+		}
+	}
+	for _, s := range spans {
+		if s.start > s.end || !wk.rw(s.start, 16) {
+			wk.damage(s.start, "heap start is not in writable memory", false)
+			return
+		}
+		for p := s.start; p < s.end; {
+			raw, ok := wk.mem.word(p + 8)
+			sz := raw &^ sizeBits
+			if !ok || sz%16 != 0 || p+sz > s.end {
+				wk.damage(p, fmt.Sprintf("chunk size %#x does not fit the heap", raw), false)
+				return
+			}
+			if sz < 32 { // a fencepost closing an old heap
+				break
+			}
+			switch {
+			case wk.free[p]:
+			case wk.fast[p]:
+			case wk.tcached[p]:
+				aw.TcacheChunks++
+				aw.TcacheBytes += sz
+				aw.InUseChunks++
+				aw.InUseBytes += sz
+			default:
+				aw.InUseChunks++
+				aw.InUseBytes += sz
+			}
+			p += sz
+		}
+	}
+	aw.Walked = true
+}
+
+// trimRanges predicts malloc_trim's madvise calls on this arena (mtrim,
+// glibc-malloc.md §10): whole pages inside the unsorted bin and the bins
+// that can hold at least a page, past the 48 bytes of the chunk header and
+// links; for the main arena also the top chunk above pad (systrim). Fastbin
+// consolidation, which malloc_trim does first, is not modelled.
+func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
+	const hdr = 48 // sizeof(struct malloc_chunk): header and the links it keeps
+	psindex := largebinIndex(pageSz)
+	for i := 1; i < nbins; i++ {
+		if i != 1 && i < psindex {
+			continue
+		}
+		off := wk.lay.StateBins + int64(i-1)*16
+		head := aw.Addr + uint64(off) - 16
+		r := le(st, off)
+		for n := 0; r != 0 && r != head && n < maxListLen; n++ {
+			if !wk.free[r] {
+				break // damaged list, already reported
+			}
+			raw, _ := wk.mem.word(r + 8)
+			size := raw &^ sizeBits
+			if size > pageSz-1+hdr {
+				paligned := (r + hdr + pageSz - 1) &^ (pageSz - 1)
+				if rest := size - (paligned - r); paligned-r < size && rest > pageSz-1 {
+					aw.TrimRanges = append(aw.TrimRanges, Range{paligned, paligned + rest&^(pageSz-1)})
+				}
+			}
+			r, _ = wk.mem.word(r + 16)
+		}
+	}
+	if aw.Main && aw.TopSize > minChunk+1 {
+		// systrim with pad 0: everything above MINSIZE+1 bytes of top, in pages.
+		extra := (aw.TopSize - minChunk - 1) &^ (pageSz - 1)
+		end := aw.Top + aw.TopSize
+		if extra > 0 {
+			aw.TrimRanges = append(aw.TrimRanges, Range{end - extra, end})
+		}
+	}
+	sort.Slice(aw.TrimRanges, func(i, j int) bool { return aw.TrimRanges[i].Start < aw.TrimRanges[j].Start })
+}
+
+// largebinIndex is glibc's bin_index for x86_64.
+func largebinIndex(sz uint64) int {
+	switch {
+	case sz < 1024:
+		return int(sz >> 4)
+	case sz>>6 <= 48:
+		return 48 + int(sz>>6)
+	case sz>>9 <= 20:
+		return 91 + int(sz>>9)
+	case sz>>12 <= 10:
+		return 110 + int(sz>>12)
+	case sz>>15 <= 4:
+		return 119 + int(sz>>15)
+	case sz>>18 <= 2:
+		return 124 + int(sz>>18)
+	}
+	return 126
+}
+
+// mmapped finds the chunks glibc mmapped directly: anonymous mappings that
+// are not heaps and begin with a chunk header carrying IS_MMAPPED.
+func (wk *walker) mmapped() {
+	mc := &wk.w.Mmapped
+	mc.Sizes = map[uint64]uint64{}
+	for _, m := range wk.ms {
+		if m.Path != "" && m.Path[0] != '[' || m.Class == maps.ClassArenaHeap || m.Class == maps.ClassMainHeap || !m.Writable() || !m.Readable() {
+			continue
+		}
+		for p := m.Start; p+16 <= m.End; {
+			raw, ok := wk.mem.word(p + 8)
+			prev, _ := wk.mem.word(p)
+			sz := raw &^ sizeBits
+			if !ok || raw&isMmapped == 0 || prev != 0 && p != m.Start || sz < pageSz || sz%pageSz != 0 || p+sz > m.End {
+				break
+			}
+			mc.Count++
+			mc.Bytes += sz
+			mc.Sizes[sz]++
+			p += sz
+		}
+	}
+}
+
+// Trimmable is how many bytes malloc_trim would madvise or give back in
+// this arena, resident or not.
+func (a *ArenaWalk) Trimmable() uint64 {
+	var n uint64
+	for _, r := range a.TrimRanges {
+		n += r.End - r.Start
+	}
+	return n
+}

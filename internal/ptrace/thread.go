@@ -14,12 +14,13 @@ type Thread struct {
 	p   *Process
 	Tid int
 
-	stopped  bool
-	saved    *Regs // registers as the target had them when we stopped it
-	xstate   []byte
-	tainted  bool      // a call was abandoned: no further calls on this thread
-	held     []siginfo // signals that arrived while we held the thread
-	detached bool
+	stopped     bool
+	interrupted bool
+	saved       *Regs // registers as the target had them when we stopped it
+	xstate      []byte
+	tainted     bool      // a call was abandoned: no further calls on this thread
+	held        []siginfo // signals that arrived while we held the thread
+	detached    bool
 }
 
 // Seize attaches to one thread without stopping it (PTRACE_SEIZE).
@@ -44,13 +45,34 @@ func (p *Process) Seize(tid int) (*Thread, error) {
 // registers and extended state. Signals that arrive meanwhile are held back
 // and re-sent on Detach.
 func (th *Thread) Stop(timeout time.Duration) error {
-	if th.stopped {
+	if err := th.Interrupt(); err != nil {
+		return err
+	}
+	return th.WaitStopped(timeout)
+}
+
+// Interrupt asks the thread to stop (PTRACE_INTERRUPT) without waiting, so
+// that a whole process can be asked at once and then waited for.
+func (th *Thread) Interrupt() error {
+	if th.stopped || th.interrupted {
 		return nil
 	}
 	return th.p.t.do(func() error {
 		if err := unix.PtraceInterrupt(th.Tid); err != nil {
 			return th.gone(err)
 		}
+		th.interrupted = true
+		return nil
+	})
+}
+
+// WaitStopped waits for the stop Interrupt asked for, then saves the
+// thread's registers and extended state.
+func (th *Thread) WaitStopped(timeout time.Duration) error {
+	if th.stopped {
+		return nil
+	}
+	return th.p.t.do(func() error {
 		deadline := time.Now().Add(timeout)
 		for {
 			s, err := waitFor(th.Tid, deadline, nil)

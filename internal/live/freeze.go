@@ -1,0 +1,86 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/ptrace"
+)
+
+// Frozen is a process with every thread stopped, for reading the allocator
+// without tearing. Nothing runs in it; Thaw lets every thread go.
+type Frozen struct {
+	t       *Target
+	threads []*ptrace.Thread
+	TLS     []glibc.ThreadTLS
+	start   time.Time
+}
+
+// Freeze stops every thread: all are interrupted at once, then waited for.
+// Threads created meanwhile are caught by listing the threads again until
+// the list is stable; threads that exit meanwhile are left out.
+func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
+	f := &Frozen{t: t, start: time.Now()}
+	seized := map[int]*ptrace.Thread{}
+	for round := 0; ; round++ {
+		tids, err := ptrace.Tasks(t.Pid)
+		if err != nil {
+			f.Thaw()
+			return nil, err
+		}
+		var fresh []*ptrace.Thread
+		for _, tid := range tids {
+			if seized[tid] != nil {
+				continue
+			}
+			th, err := t.proc.Seize(tid)
+			if errors.Is(err, ptrace.ErrNoProcess) && tid != t.Pid {
+				continue
+			}
+			if err != nil {
+				f.Thaw()
+				return nil, err
+			}
+			seized[tid] = th
+			fresh = append(fresh, th)
+			th.Interrupt()
+		}
+		if len(fresh) == 0 {
+			break
+		}
+		if round == 20 {
+			f.Thaw()
+			return nil, fmt.Errorf("process %d creates threads faster than they can be stopped", t.Pid)
+		}
+		for _, th := range fresh {
+			err := th.WaitStopped(timeout)
+			if errors.Is(err, ptrace.ErrGone) && th.Tid != t.Pid {
+				th.Detach()
+				continue
+			}
+			if err != nil {
+				th.Detach()
+				f.Thaw()
+				return nil, err
+			}
+			f.threads = append(f.threads, th)
+			f.TLS = append(f.TLS, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.Regs().Fs_base})
+		}
+	}
+	return f, nil
+}
+
+// Thaw lets every thread run again, exactly as it was, and returns how long
+// the process was frozen.
+func (f *Frozen) Thaw() (time.Duration, error) {
+	var first error
+	for _, th := range f.threads {
+		if err := th.Detach(); err != nil && first == nil {
+			first = err
+		}
+	}
+	f.threads = nil
+	return time.Since(f.start), first
+}

@@ -10,6 +10,10 @@
  * Commands on stdin (one per line), answered on stdout:
  *   report PATH   write malloc_info() to PATH, from the main thread, through
  *                 the same fmemopen+setvbuf(_IONBF) stream arenactl uses
+ *   freeze PATH   write malloc_info() to PATH, then stop the whole process
+ *                 (SIGSTOP) before anything else can allocate; after
+ *                 SIGCONT it closes its stream and answers "ok". The heap a
+ *                 reader sees while it is stopped is the one the XML shows.
  *   check         verify every kept block: "ok" or "corrupt"
  *   quit          stop the workers, verify, free everything, exit 0 (3 if damaged)
  * It prints "ready" once the heap is laid out and every worker is parked. */
@@ -30,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KEEP 4000
+#define KEEP 4200
 
 struct worker {
 	pthread_t th;
@@ -91,6 +95,20 @@ static void lay_out(struct worker *w) {
 	fill(big, 300000 + w->idx);
 	w->kept[w->nkept] = big;
 	w->size[w->nkept++] = 300000 + w->idx;
+	/* Last, small frees beyond what the tcache holds: they stay in fastbins,
+	 * since no larger request follows to consolidate them. Kept blocks in
+	 * between stop them from merging on the way out. */
+	void *small[3][24];
+	for (int i = 0; i < 24; i++)
+		for (int k = 0; k < 3; k++) {
+			small[k][i] = malloc(24 + 32 * k);
+			void *keep = malloc(16);
+			fill(keep, 16);
+			w->kept[w->nkept] = keep;
+			w->size[w->nkept++] = 16;
+		}
+	for (int i = 0; i < 24; i++)
+		for (int k = 0; k < 3; k++) free(small[k][i]);
 }
 
 static void park(struct worker *w) {
@@ -210,6 +228,23 @@ static int verify_main(struct worker *w) {
 	return 1;
 }
 
+static int freeze(const char *path) {
+	static char buf[16 << 20];
+	FILE *fp = fmemopen(buf, sizeof buf, "w");
+	if (!fp) return -1;
+	setvbuf(fp, NULL, _IONBF, 0);
+	malloc_info(0, fp);
+	/* No allocation from here until SIGCONT: open/write/close do not allocate. */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0) return -1;
+	size_t len = strlen(buf);
+	int ok = write(fd, buf, len) == (ssize_t)len;
+	close(fd);
+	raise(SIGSTOP);
+	fclose(fp);
+	return ok ? 0 : -1;
+}
+
 static void stop_workers(void) {
 	stopping = 1;
 	pthread_mutex_lock(&mu);
@@ -272,7 +307,9 @@ int main(int argc, char **argv) {
 	char line[4096];
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
-		if (!strncmp(line, "report ", 7)) {
+		if (!strncmp(line, "freeze ", 7)) {
+			printf(freeze(line + 7) ? "error\n" : "ok\n");
+		} else if (!strncmp(line, "report ", 7)) {
 			printf(report(line + 7) ? "error\n" : "ok\n");
 		} else if (!strcmp(line, "check")) {
 			printf(check_all() && verify_main(&mainw) ? "ok\n" : "corrupt\n");

@@ -17,7 +17,7 @@ import (
 
 func newInfoCmd() *cobra.Command {
 	var f injectFlags
-	var xml bool
+	var xml, readOnly, noFreeze bool
 	c := &cobra.Command{
 		Use:   "info PID",
 		Short: "Per-arena malloc statistics from glibc's own malloc_info(), plus a memory-map summary",
@@ -31,7 +31,16 @@ stops, and nothing is written to the target's own output.`,
 			if xml && f.json {
 				return &usageError{msg: "--xml and --json are mutually exclusive"}
 			}
-			rep, err := collectInfo(c.Context(), parsePid(args), f)
+			if noFreeze && !readOnly {
+				return &usageError{msg: "--no-freeze goes with --read-only"}
+			}
+			collect := collectInfo
+			if readOnly {
+				collect = func(ctx context.Context, pid int, f injectFlags) (*glibc.Report, error) {
+					return collectReadOnly(pid, f, !noFreeze)
+				}
+			}
+			rep, err := collect(c.Context(), parsePid(args), f)
 			if err != nil {
 				return err
 			}
@@ -47,7 +56,9 @@ stops, and nothing is written to the target's own output.`,
 		},
 	}
 	f.register(c)
-	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim")
+	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim (with --read-only: as glibc would print it)")
+	c.Flags().BoolVar(&readOnly, "read-only", false, "run nothing in the target: read the allocator's state from memory, with every thread stopped for the walk")
+	c.Flags().BoolVar(&noFreeze, "no-freeze", false, "with --read-only: stop nothing at all; the numbers may be torn by threads that allocate meanwhile")
 	return c
 }
 

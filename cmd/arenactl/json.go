@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"sort"
 
 	"arenactl/internal/glibc"
 	"arenactl/internal/maps"
@@ -53,6 +54,91 @@ type jsonArena struct {
 	Subheaps       *uint64    `json:"subheaps"`
 	Sizes          []jsonSize `json:"sizes"`
 	Unsorted       *jsonSize  `json:"unsorted"`
+	// Walk is present with --read-only.
+	Walk *jsonArenaWalk `json:"walk,omitempty"`
+}
+
+type jsonHeap struct {
+	Addr         uint64 `json:"addr"`
+	Size         uint64 `json:"size"`
+	MprotectSize uint64 `json:"mprotect_size"`
+}
+
+type jsonArenaWalk struct {
+	Addr            uint64     `json:"addr"`
+	Mutex           uint32     `json:"mutex"`
+	Flags           uint32     `json:"flags"`
+	AttachedThreads uint64     `json:"attached_threads"`
+	Top             uint64     `json:"top"`
+	TopSize         uint64     `json:"top_size"`
+	Heaps           []jsonHeap `json:"heaps"`
+	Walked          bool       `json:"walked"`
+	InUseChunks     uint64     `json:"in_use_chunks"`
+	InUseBytes      uint64     `json:"in_use_bytes"`
+	FreeChunks      uint64     `json:"free_chunks"`
+	FreeBytes       uint64     `json:"free_bytes"`
+	FastChunks      uint64     `json:"fast_chunks"`
+	FastBytes       uint64     `json:"fast_bytes"`
+	TcacheChunks    uint64     `json:"tcache_chunks"`
+	TcacheBytes     uint64     `json:"tcache_bytes"`
+	LargestFree     uint64     `json:"largest_free_chunk"`
+	TrimmableBytes  uint64     `json:"trimmable_bytes"`
+}
+
+type jsonTcacheBin struct {
+	Size  uint64 `json:"size"`
+	Count uint64 `json:"count"`
+}
+
+type jsonThread struct {
+	Tid          int             `json:"tid"`
+	Arena        *int            `json:"arena"`
+	Tcache       uint64          `json:"tcache"`
+	TcacheChunks uint64          `json:"tcache_chunks"`
+	TcacheBytes  uint64          `json:"tcache_bytes"`
+	TcacheBins   []jsonTcacheBin `json:"tcache_bins"`
+}
+
+type jsonDamage struct {
+	Arena uint64 `json:"arena"`
+	Addr  uint64 `json:"addr"`
+	What  string `json:"what"`
+	Abort bool   `json:"glibc_would_abort"`
+}
+
+type jsonParams struct {
+	TrimThreshold  uint64 `json:"trim_threshold"`
+	TopPad         uint64 `json:"top_pad"`
+	MmapThreshold  uint64 `json:"mmap_threshold"`
+	ArenaTest      uint64 `json:"arena_test"`
+	ArenaMax       uint64 `json:"arena_max"`
+	NoDynThreshold bool   `json:"no_dyn_threshold"`
+	MmapMax        int32  `json:"mmap_max"`
+	MaxMmaps       int32  `json:"max_mmaps"`
+	MaxMmappedMem  uint64 `json:"max_mmapped_mem"`
+	TcacheCount    uint64 `json:"tcache_count"`
+	TcacheMaxBytes uint64 `json:"tcache_max_bytes"`
+	HeapMax        uint64 `json:"heap_max"`
+}
+
+type jsonMmapped struct {
+	Count uint64          `json:"count"`
+	Bytes uint64          `json:"bytes"`
+	Sizes []jsonTcacheBin `json:"sizes"`
+}
+
+type jsonReadOnly struct {
+	FrozenUs  int64        `json:"frozen_us"`
+	Torn      bool         `json:"torn"`
+	Layout    string       `json:"layout"`
+	MainArena uint64       `json:"main_arena"`
+	Mp        uint64       `json:"mp"`
+	FoundBy   string       `json:"found_by"`
+	Exact     bool         `json:"exact"`
+	Params    jsonParams   `json:"params"`
+	Threads   []jsonThread `json:"threads"`
+	Mmapped   jsonMmapped  `json:"mmapped"`
+	Damage    []jsonDamage `json:"damage"`
 }
 
 type jsonTotals struct {
@@ -111,6 +197,7 @@ type jsonInfo struct {
 	Threads   int            `json:"threads"`
 	Libc      jsonLibc       `json:"glibc"`
 	Injection *jsonInjection `json:"injection"`
+	ReadOnly  *jsonReadOnly  `json:"read_only"`
 	Arenas    []jsonArena    `json:"arenas"`
 	Totals    jsonTotals     `json:"totals"`
 	Maps      jsonMaps       `json:"maps"`
@@ -192,7 +279,69 @@ func infoJSON(r *glibc.Report) jsonInfo {
 		MmapCount: opt(mi.HasMmap, mi.MmapCount), MmapBytes: opt(mi.HasMmap, mi.MmapBytes),
 	}
 	out.Maps = mapsSummaryJSON(r.Maps.Classes, r.Maps.Rollup)
+	if r.ReadOnly != nil {
+		out.ReadOnly = readOnlyJSON(r.ReadOnly)
+		for i := range out.Arenas {
+			if i < len(r.ReadOnly.Walk.Arenas) {
+				out.Arenas[i].Walk = arenaWalkJSON(&r.ReadOnly.Walk.Arenas[i])
+			}
+		}
+	}
 	return out
+}
+
+func arenaWalkJSON(a *glibc.ArenaWalk) *jsonArenaWalk {
+	j := &jsonArenaWalk{Addr: a.Addr, Mutex: a.Mutex, Flags: a.Flags, AttachedThreads: a.AttachedThreads, Top: a.Top, TopSize: a.TopSize,
+		Heaps: []jsonHeap{}, Walked: a.Walked, InUseChunks: a.InUseChunks, InUseBytes: a.InUseBytes, FreeChunks: a.FreeChunks,
+		FreeBytes: a.FreeBytes, FastChunks: a.FastChunks, FastBytes: a.FastBytes, TcacheChunks: a.TcacheChunks,
+		TcacheBytes: a.TcacheBytes, LargestFree: a.LargestFree, TrimmableBytes: a.Trimmable()}
+	for _, h := range a.Heaps {
+		j.Heaps = append(j.Heaps, jsonHeap{Addr: h.Addr, Size: h.Size, MprotectSize: h.MprotectSize})
+	}
+	return j
+}
+
+func readOnlyJSON(ro *glibc.ReadOnly) *jsonReadOnly {
+	w := ro.Walk
+	p := w.Params
+	j := &jsonReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Layout: w.Layout.Profile,
+		MainArena: w.Anchors.MainArena, Mp: w.Anchors.Mp, FoundBy: w.Anchors.Method, Exact: w.Exact,
+		Params: jsonParams{TrimThreshold: p.TrimThreshold, TopPad: p.TopPad, MmapThreshold: p.MmapThreshold, ArenaTest: p.ArenaTest,
+			ArenaMax: p.ArenaMax, NoDynThreshold: p.NoDynThreshold, MmapMax: p.NMmapsMax, MaxMmaps: p.MaxNMmaps,
+			MaxMmappedMem: p.MaxMmappedMem, TcacheCount: p.TcacheCount, TcacheMaxBytes: p.TcacheMaxBytes, HeapMax: p.HeapMax},
+		Threads: []jsonThread{}, Damage: []jsonDamage{},
+		Mmapped: jsonMmapped{Count: w.Mmapped.Count, Bytes: w.Mmapped.Bytes, Sizes: []jsonTcacheBin{}},
+	}
+	index := map[uint64]int{}
+	for i, a := range w.Arenas {
+		index[a.Addr] = i
+	}
+	for _, tc := range ro.Tcaches {
+		jt := jsonThread{Tid: tc.Tid, Tcache: tc.Addr, TcacheChunks: tc.Chunks, TcacheBytes: tc.Bytes, TcacheBins: []jsonTcacheBin{}}
+		if i, ok := index[tc.Arena]; ok && tc.Arena != 0 {
+			jt.Arena = &i
+		}
+		for _, b := range tc.Bins {
+			jt.TcacheBins = append(jt.TcacheBins, jsonTcacheBin{Size: b.Size, Count: b.Count})
+		}
+		j.Threads = append(j.Threads, jt)
+	}
+	for _, sz := range sortedKeys(w.Mmapped.Sizes) {
+		j.Mmapped.Sizes = append(j.Mmapped.Sizes, jsonTcacheBin{Size: sz, Count: w.Mmapped.Sizes[sz]})
+	}
+	for _, d := range w.Damage {
+		j.Damage = append(j.Damage, jsonDamage{Arena: d.Arena, Addr: d.Addr, What: d.What, Abort: d.Abort})
+	}
+	return j
+}
+
+func sortedKeys(m map[uint64]uint64) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
 }
 
 func mapsSummaryJSON(sum []maps.ClassSummary, roll maps.Rollup) jsonMaps {

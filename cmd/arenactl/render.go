@@ -30,6 +30,14 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s, no other thread was stopped\n\n",
 			in.Tid, in.Blocked, fmtDur(in.Stopped))
 	}
+	if ro := r.ReadOnly; ro != nil {
+		if ro.Torn {
+			fmt.Fprintln(w, "read from memory without stopping the process: threads that allocated meanwhile may have torn these numbers")
+		} else {
+			fmt.Fprintf(w, "read from memory, nothing ran in the target; its %d threads were stopped for %s\n", len(ro.Tcaches), fmtDur(ro.Frozen))
+		}
+		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)
+	}
 	mi := r.Malloc
 	t := newTable(w, "arena", "system", "max", "in use", "free", "free%", "fast n", "fast bytes", "rest n", "rest bytes", "largest free", "heaps")
 	for i := range mi.Arenas {
@@ -65,7 +73,60 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 	}
 	fmt.Fprintln(w, "in use = system - free; it includes chunks cached in threads' tcaches, which malloc_info cannot see.")
 	fmt.Fprintln(w)
+	if r.ReadOnly != nil {
+		if err := renderWalk(w, r.ReadOnly); err != nil {
+			return err
+		}
+	}
 	return renderMapSummary(w, r.Maps.Classes, r.Maps.Rollup)
+}
+
+// renderWalk prints what the read-only walk adds to malloc_info.
+func renderWalk(w io.Writer, ro *glibc.ReadOnly) error {
+	wk := ro.Walk
+	threads := map[uint64]int{}
+	for _, tc := range ro.Tcaches {
+		if tc.Arena != 0 {
+			threads[tc.Arena]++
+		}
+	}
+	fmt.Fprintln(w, "from the chunk walk (not in malloc_info):")
+	t := newTable(w, "arena", "address", "in use", "chunks", "in tcaches", "top", "largest free chunk", "trimmable", "threads", "lock")
+	for i := range wk.Arenas {
+		a := &wk.Arenas[i]
+		inUse, chunks := "-", "-"
+		if a.Walked {
+			inUse, chunks = human(a.InUseBytes), strconv.FormatUint(a.InUseChunks, 10)
+		}
+		lock := "free"
+		if a.Mutex != 0 {
+			lock = "held"
+		}
+		t.Append(strconv.Itoa(i), fmt.Sprintf("%#x", a.Addr), inUse, chunks, human(a.TcacheBytes), human(a.TopSize),
+			human(a.LargestFree), human(a.Trimmable()), strconv.Itoa(threads[a.Addr]), lock)
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	var tcChunks, tcBytes uint64
+	for _, tc := range ro.Tcaches {
+		tcChunks += tc.Chunks
+		tcBytes += tc.Bytes
+	}
+	if len(ro.Tcaches) > 0 {
+		fmt.Fprintf(w, "tcaches: %d chunks, %s across %d threads (per thread in --json)\n", tcChunks, human(tcBytes), len(ro.Tcaches))
+	}
+	if wk.Mmapped.Count > 0 {
+		fmt.Fprintf(w, "mmapped chunks found in the map: %d, %s\n", wk.Mmapped.Count, human(wk.Mmapped.Bytes))
+	}
+	if !wk.Exact {
+		fmt.Fprintln(w, "note: this glibc prints uninitialised memory as <unsorted>; the numbers above are the true ones")
+	}
+	for _, d := range wk.Damage {
+		fmt.Fprintf(w, "DAMAGE: %s\n", d)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 func renderMapSummary(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup) error {

@@ -18,6 +18,16 @@ type Report struct {
 	// Injection says which thread ran malloc_info and for how long it was
 	// held; nil when nothing ran in the target.
 	Injection *Injection
+	// ReadOnly is set when the report comes from reading memory instead.
+	ReadOnly *ReadOnly
+}
+
+// ReadOnly is what the read-only walk adds to a report.
+type ReadOnly struct {
+	Walk    *Walk
+	Tcaches []ThreadCache
+	Frozen  time.Duration // how long every thread was stopped; 0 with Torn
+	Torn    bool          // read without stopping the process: numbers may be inconsistent
 }
 
 // LibcInfo identifies the target's libc.

@@ -413,3 +413,7 @@ func Traced(pid int) bool {
 	}
 	return false
 }
+
+// Stdin is the target's standard input, for commands that are answered
+// later (or not at all, by a target that stops itself).
+func (tg *Target) Stdin() io.Writer { return tg.stdin }

@@ -21,14 +21,7 @@ import (
 func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 	bin := testutil.BuildC(t, "arenas.c")
 	tg := testutil.Start(t, bin, "park", "6")
-	own := filepath.Join(t.TempDir(), "own.xml")
-	if a := tg.Send("report " + own); a != "ok" {
-		t.Fatalf("target report: %s", a)
-	}
-	want, err := os.ReadFile(own)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := ownReport(t, tg)
 	r := mustRun(t, "info", "--xml", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	if r.stdout != string(want) {
 		t.Fatalf("arenactl's XML differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.stdout)
@@ -67,6 +60,21 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 		t.Errorf("no memory map summary: %+v", got.Maps)
 	}
 	mustQuit(t, tg)
+}
+
+// ownReport has an arenas.c target write malloc_info from its main thread,
+// through the same kind of stream arenactl injects, and returns the XML.
+func ownReport(t *testing.T, tg *testutil.Target) []byte {
+	t.Helper()
+	own := filepath.Join(t.TempDir(), "own.xml")
+	if a := tg.Send("report " + own); a != "ok" {
+		t.Fatalf("target report: %s", a)
+	}
+	want, err := os.ReadFile(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 // The table names the glibc version, the borrowed thread, every arena and the
@@ -146,14 +154,7 @@ func TestInfoOnEveryGlibc(t *testing.T) {
 	for _, g := range trees {
 		t.Run(g.Version, func(t *testing.T) {
 			tg := testutil.StartCmd(t, g.Command(bin, "park", "3"))
-			own := filepath.Join(t.TempDir(), "own.xml")
-			if a := tg.Send("report " + own); a != "ok" {
-				t.Fatalf("target report: %s", a)
-			}
-			want, err := os.ReadFile(own)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := ownReport(t, tg)
 			pid := fmt.Sprint(tg.Pid)
 			r := mustRun(t, "info", "--xml", "--thread", pid, pid)
 			if r.stdout != string(want) {

@@ -14,6 +14,9 @@
  *                 (SIGSTOP) before anything else can allocate; after
  *                 SIGCONT it closes its stream and answers "ok". The heap a
  *                 reader sees while it is stopped is the one the XML shows.
+ *   crash PATH    as freeze, but then the process dumps core (SIGABRT)
+ *                 instead of stopping; it first prints "crashing ADDR", ADDR
+ *                 being where the XML is in its memory
  *   check         verify every kept block: "ok" or "corrupt"
  *   quit          stop the workers, verify, free everything, exit 0 (3 if damaged)
  * It prints "ready" once the heap is laid out and every worker is parked. */
@@ -228,8 +231,10 @@ static int verify_main(struct worker *w) {
 	return 1;
 }
 
-static int freeze(const char *path) {
-	static char buf[16 << 20];
+static char freeze_buf[16 << 20];
+
+static int freeze(const char *path, int crash) {
+	char *buf = freeze_buf;
 	FILE *fp = fmemopen(buf, sizeof buf, "w");
 	if (!fp) return -1;
 	setvbuf(fp, NULL, _IONBF, 0);
@@ -240,6 +245,12 @@ static int freeze(const char *path) {
 	size_t len = strlen(buf);
 	int ok = write(fd, buf, len) == (ssize_t)len;
 	close(fd);
+	if (crash) {
+		printf("crashing %p\n", (void *)buf);
+		fflush(stdout);
+		signal(SIGABRT, SIG_DFL);
+		raise(SIGABRT);
+	}
 	raise(SIGSTOP);
 	fclose(fp);
 	return ok ? 0 : -1;
@@ -308,7 +319,9 @@ int main(int argc, char **argv) {
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
 		if (!strncmp(line, "freeze ", 7)) {
-			printf(freeze(line + 7) ? "error\n" : "ok\n");
+			printf(freeze(line + 7, 0) ? "error\n" : "ok\n");
+		} else if (!strncmp(line, "crash ", 6)) {
+			printf(freeze(line + 6, 1) ? "error\n" : "ok\n");
 		} else if (!strncmp(line, "report ", 7)) {
 			printf(report(line + 7) ? "error\n" : "ok\n");
 		} else if (!strcmp(line, "check")) {

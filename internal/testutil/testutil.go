@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -417,3 +418,35 @@ func Traced(pid int) bool {
 // Stdin is the target's standard input, for commands that are answered
 // later (or not at all, by a target that stops itself).
 func (tg *Target) Stdin() io.Writer { return tg.stdin }
+
+// EnableCores lets the test's children dump core into their working
+// directory: it lifts RLIMIT_CORE (children inherit it) and skips the test
+// when the kernel sends cores somewhere else (a pipe to a crash collector,
+// an absolute path).
+func EnableCores(t testing.TB) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+	pattern := strings.TrimSpace(string(b))
+	if err != nil || strings.HasPrefix(pattern, "|") || strings.HasPrefix(pattern, "/") {
+		t.Skipf("core_pattern is %q: cores do not land in the process's directory", pattern)
+	}
+	lim := syscall.Rlimit{Cur: ^uint64(0), Max: ^uint64(0)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_CORE, &lim); err != nil {
+		t.Skipf("cannot lift RLIMIT_CORE: %v", err)
+	}
+}
+
+// CoreOf returns the core file a process that ran in dir dumped, after it
+// has exited (the kernel has finished writing it by then).
+func CoreOf(t testing.TB, dir string, pid int) string {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+	pattern := strings.TrimSpace(string(b))
+	for _, name := range []string{strings.ReplaceAll(pattern, "%p", fmt.Sprint(pid)), "core." + fmt.Sprint(pid), "core"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatalf("process %d left no core in %s (core_pattern %q)", pid, dir, pattern)
+	return ""
+}

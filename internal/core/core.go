@@ -1,0 +1,190 @@
+package core
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"arenactl/internal/maps"
+)
+
+// Core is an opened core file.
+type Core struct {
+	Path     string
+	Pid      int      // from NT_PRPSINFO
+	Command  string   // its short name, from NT_PRPSINFO
+	Threads  []Thread // in note order: the thread that received the signal first
+	Signal   *Signal  // from NT_SIGINFO; nil when the core has none (gcore)
+	Auxv     map[uint64]uint64
+	Files    []FileMapping // NT_FILE: which file backs which range
+	Mappings []maps.Mapping
+
+	segs     []segment
+	data     []byte // the mapped file
+	file     *os.File
+	unpacked string // temporary file to remove on Close, for compressed cores
+}
+
+// segment is one PT_LOAD: memory [Vaddr, Vaddr+Memsz), of which the first
+// Filesz bytes are in the file at Off; the rest was not dumped.
+type segment struct {
+	Vaddr, Memsz, Off, Filesz uint64
+	Flags                     elf.ProgFlag
+}
+
+// FileMapping is one entry of NT_FILE.
+type FileMapping struct {
+	Start, End, Offset uint64
+	Path               string
+}
+
+// Signal is the signal that made the kernel write the core.
+type Signal struct {
+	Signo, Code int32
+	Addr        uint64 // si_addr for faults
+}
+
+// Error is a file that is not a usable x86_64 core.
+type Error struct {
+	Path string
+	What string
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.What }
+
+// ErrNotInCore: the address is mapped but its contents were not dumped
+// (a PROT_NONE reservation, file text the kernel left out, a hole).
+var ErrNotInCore = errors.New("not in the core")
+
+// Open maps a core file. A compressed one is unpacked to a temporary file
+// first; Close removes it.
+func Open(path string) (*Core, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &Core{Path: path}
+	if f, err = c.unpack(f); err != nil {
+		return nil, err
+	}
+	c.file = f
+	if err := c.load(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close unmaps the file and removes a temporary unpacked copy.
+func (c *Core) Close() error {
+	if c.data != nil {
+		unix.Munmap(c.data)
+		c.data = nil
+	}
+	if c.file != nil {
+		c.file.Close()
+		c.file = nil
+	}
+	if c.unpacked != "" {
+		os.Remove(c.unpacked)
+		c.unpacked = ""
+	}
+	return nil
+}
+
+func (c *Core) bad(format string, args ...any) error {
+	return &Error{Path: c.Path, What: fmt.Sprintf(format, args...)}
+}
+
+func (c *Core) load() error {
+	st, err := c.file.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() == 0 {
+		return c.bad("empty file")
+	}
+	// The identification and type come from the fixed header, so that a
+	// cut-off executable or a foreign core is named as such rather than
+	// failing somewhere in its tables.
+	var hdr [20]byte
+	if n, _ := c.file.ReadAt(hdr[:], 0); n < 4 || !bytes.Equal(hdr[:4], []byte(elf.ELFMAG)) {
+		return c.bad("not an ELF file")
+	} else if n < len(hdr) {
+		return c.bad("truncated: the ELF header is cut off")
+	}
+	typ, machine := elf.Type(binary.LittleEndian.Uint16(hdr[16:])), elf.Machine(binary.LittleEndian.Uint16(hdr[18:]))
+	if hdr[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
+		typ, machine = elf.Type(binary.BigEndian.Uint16(hdr[16:])), elf.Machine(binary.BigEndian.Uint16(hdr[18:]))
+	}
+	if typ != elf.ET_CORE {
+		return c.bad("an ELF file of type %s, not a core file", typ)
+	}
+	if machine != elf.EM_X86_64 || elf.Class(hdr[elf.EI_CLASS]) != elf.ELFCLASS64 {
+		return c.bad("a core of another architecture (%s, %s); arenactl reads x86_64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
+	}
+	ef, err := elf.NewFile(c.file)
+	if err != nil {
+		return c.bad("truncated or damaged ELF headers: %v", err)
+	}
+	defer ef.Close()
+	size := uint64(st.Size())
+	c.data, err = unix.Mmap(int(c.file.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("%s: mapping the file: %w", c.Path, err)
+	}
+	for i, p := range ef.Progs {
+		switch p.Type {
+		case elf.PT_LOAD:
+			if p.Off+p.Filesz > size {
+				return c.bad("truncated: segment %d at %#x needs the file up to byte %d, the file has %d", i, p.Vaddr, p.Off+p.Filesz, size)
+			}
+			c.segs = append(c.segs, segment{Vaddr: p.Vaddr, Memsz: p.Memsz, Off: p.Off, Filesz: p.Filesz, Flags: p.Flags})
+		case elf.PT_NOTE:
+			if p.Off+p.Filesz > size {
+				return c.bad("truncated: the notes need the file up to byte %d, the file has %d", p.Off+p.Filesz, size)
+			}
+			if err := c.notes(c.data[p.Off : p.Off+p.Filesz]); err != nil {
+				return err
+			}
+		}
+	}
+	if len(c.segs) == 0 {
+		return c.bad("a core without memory (no PT_LOAD)")
+	}
+	if len(c.Threads) == 0 {
+		return c.bad("a core without threads (no NT_PRSTATUS)")
+	}
+	sort.Slice(c.segs, func(i, j int) bool { return c.segs[i].Vaddr < c.segs[j].Vaddr })
+	c.Mappings = c.mappings()
+	return nil
+}
+
+// ReadAt reads memory of the dumped process. Bytes the core does not hold
+// give ErrNotInCore (wrapped with the address).
+func (c *Core) ReadAt(p []byte, addr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		a := addr + uint64(n)
+		i := sort.Search(len(c.segs), func(i int) bool { return c.segs[i].Vaddr+c.segs[i].Memsz > a })
+		if i == len(c.segs) || c.segs[i].Vaddr > a {
+			return n, fmt.Errorf("reading %#x: %w (unmapped)", a, ErrNotInCore)
+		}
+		s := c.segs[i]
+		off := a - s.Vaddr
+		if off >= s.Filesz {
+			return n, fmt.Errorf("reading %#x: %w", a, ErrNotInCore)
+		}
+		n += copy(p[n:], c.data[s.Off+off:s.Off+s.Filesz])
+	}
+	return n, nil
+}
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

@@ -1,0 +1,8 @@
+// Package core reads ELF core files: the kernel's, gcore's and arenactl's
+// own snapshots. It gives the same things a live process gives the rest of
+// arenactl (memory, mappings, threads with their registers), so that the
+// glibc walker and the report code never know which one they read.
+//
+// The file is mapped, never read whole into memory; compressed cores (zstd,
+// gzip, xz) are first unpacked to a temporary file.
+package core

@@ -1,0 +1,100 @@
+package core
+
+import (
+	"bytes"
+)
+
+// Note types the kernel writes into a core (linux/elf.h).
+const (
+	ntPrstatus = 1
+	ntPrpsinfo = 3
+	ntAuxv     = 6
+	ntFile     = 0x46494c45
+	ntSiginfo  = 0x53494749
+)
+
+// Offsets inside struct elf_prstatus and elf_prpsinfo on x86_64.
+const (
+	prstatusPid  = 32
+	prstatusRegs = 112 // pr_reg, a user_regs_struct of 27 words
+	prpsinfoPid  = 24
+	prpsinfoName = 40
+)
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// notes decodes the PT_NOTE segment b.
+func (c *Core) notes(b []byte) error {
+	for len(b) >= 12 {
+		namesz, descsz, typ := uint64(le32(b)), uint64(le32(b[4:])), le32(b[8:])
+		nameEnd := 12 + align4(namesz)
+		descEnd := nameEnd + align4(descsz)
+		if descEnd > uint64(len(b)) || nameEnd+descsz > uint64(len(b)) {
+			return c.bad("truncated note (type %#x)", typ)
+		}
+		name := string(bytes.TrimRight(b[12:12+namesz], "\x00"))
+		desc := b[nameEnd : nameEnd+descsz]
+		b = b[descEnd:]
+		if name != "CORE" && name != "LINUX" {
+			continue
+		}
+		switch typ {
+		case ntPrstatus:
+			if len(desc) < prstatusRegs+27*8 {
+				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
+			}
+			th := Thread{Tid: int(le32(desc[prstatusPid:]))}
+			for i := range th.Regs {
+				th.Regs[i] = le64(desc[prstatusRegs+8*i:])
+			}
+			c.Threads = append(c.Threads, th)
+		case ntPrpsinfo:
+			if len(desc) >= prpsinfoName+16 {
+				c.Pid = int(le32(desc[prpsinfoPid:]))
+				c.Command = string(bytes.TrimRight(desc[prpsinfoName:prpsinfoName+16], "\x00"))
+			}
+		case ntAuxv:
+			c.Auxv = map[uint64]uint64{}
+			for i := 0; i+16 <= len(desc); i += 16 {
+				c.Auxv[le64(desc[i:])] = le64(desc[i+8:])
+			}
+		case ntSiginfo:
+			if len(desc) >= 24 {
+				c.Signal = &Signal{Signo: int32(le32(desc)), Code: int32(le32(desc[8:])), Addr: le64(desc[16:])}
+			}
+		case ntFile:
+			if err := c.fileNote(desc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fileNote decodes NT_FILE: count, page size, count (start, end, page
+// offset) triples, then count NUL-terminated paths.
+func (c *Core) fileNote(d []byte) error {
+	if len(d) < 16 {
+		return c.bad("NT_FILE too short")
+	}
+	n, page := le64(d), le64(d[8:])
+	if n > uint64(len(d))/24 {
+		return c.bad("NT_FILE claims %d files", n)
+	}
+	names := bytes.Split(d[16+24*n:], []byte{0})
+	if uint64(len(names)) < n {
+		return c.bad("NT_FILE has %d names for %d files", len(names), n)
+	}
+	for i := uint64(0); i < n; i++ {
+		e := d[16+24*i:]
+		c.Files = append(c.Files, FileMapping{Start: le64(e), End: le64(e[8:]), Offset: le64(e[16:]) * page, Path: string(names[i])})
+	}
+	return nil
+}
+
+// Auxiliary vector keys arenactl uses.
+const (
+	atPhdr        = 3
+	atEntry       = 9
+	atSysinfoEhdr = 33
+)

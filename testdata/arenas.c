@@ -235,7 +235,7 @@ static char freeze_buf[16 << 20];
 
 static int freeze(const char *path, int crash) {
 	char *buf = freeze_buf;
-	FILE *fp = fmemopen(buf, sizeof buf, "w");
+	FILE *fp = fmemopen(buf, sizeof freeze_buf, "w");
 	if (!fp) return -1;
 	setvbuf(fp, NULL, _IONBF, 0);
 	malloc_info(0, fp);

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"arenactl/internal/core"
 	"arenactl/internal/glibc"
 	"arenactl/internal/live"
 	"arenactl/internal/ptrace"
@@ -23,6 +24,7 @@ const (
 	exitNoSafe      = 8  // no thread was safe to borrow in time
 	exitCallFailed  = 9  // the injected call failed, faulted or timed out; target restored
 	exitGone        = 10 // the target exited while we worked
+	exitBadCore     = 12 // the file is not a usable x86_64 core
 	exitInterrupted = 130
 )
 
@@ -35,6 +37,7 @@ func (e *usageError) Error() string { return e.msg }
 // exitCode maps an error to its documented exit code; the one place that does.
 func exitCode(err error) int {
 	var (
+		badCore  *core.Error
 		traced   *ptrace.TracedError
 		state    *ptrace.StateError
 		notGlibc *live.NotGlibcError
@@ -53,6 +56,8 @@ func exitCode(err error) int {
 		return exitInterrupted
 	case errors.As(err, &usage):
 		return exitUsage
+	case errors.As(err, &badCore):
+		return exitBadCore
 	case errors.As(err, &traced):
 		return exitTraced
 	case errors.As(err, &state):

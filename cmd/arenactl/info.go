@@ -18,6 +18,7 @@ import (
 func newInfoCmd() *cobra.Command {
 	var f injectFlags
 	var xml, readOnly, noFreeze bool
+	var cf coreFlags
 	c := &cobra.Command{
 		Use:   "info PID",
 		Short: "Per-arena malloc statistics from glibc's own malloc_info(), plus a memory-map summary",
@@ -26,7 +27,7 @@ func newInfoCmd() *cobra.Command {
 glibc's malloc_info() into a buffer arenactl maps in the target, reads the
 XML, removes everything it created and lets the thread go. No other thread
 stops, and nothing is written to the target's own output.`,
-		Args: pidArg,
+		Args: pidOrCoreArg,
 		RunE: func(c *cobra.Command, args []string) error {
 			if xml && f.json {
 				return &usageError{msg: "--xml and --json are mutually exclusive"}
@@ -35,7 +36,9 @@ stops, and nothing is written to the target's own output.`,
 				return &usageError{msg: "--no-freeze goes with --read-only"}
 			}
 			collect := collectInfo
-			if readOnly {
+			if isCoreArg(args[0]) {
+				collect = func(context.Context, int, injectFlags) (*glibc.Report, error) { return collectCore(args[0], cf) }
+			} else if readOnly {
 				collect = func(ctx context.Context, pid int, f injectFlags) (*glibc.Report, error) {
 					return collectReadOnly(pid, f, !noFreeze)
 				}
@@ -59,6 +62,7 @@ stops, and nothing is written to the target's own output.`,
 	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim (with --read-only: as glibc would print it)")
 	c.Flags().BoolVar(&readOnly, "read-only", false, "run nothing in the target: read the allocator's state from memory, with every thread stopped for the walk")
 	c.Flags().BoolVar(&noFreeze, "no-freeze", false, "with --read-only: stop nothing at all; the numbers may be torn by threads that allocate meanwhile")
+	cf.register(c)
 	return c
 }
 

@@ -191,6 +191,14 @@ type jsonMapping struct {
 	Swap         uint64 `json:"swap"`
 }
 
+type jsonCore struct {
+	Path      string `json:"path"`
+	Command   string `json:"command"`
+	CrashTid  int    `json:"crash_tid"`
+	Signal    int    `json:"signal"`
+	FaultAddr uint64 `json:"fault_addr"`
+}
+
 type jsonInfo struct {
 	Pid       int            `json:"pid"`
 	Exe       string         `json:"exe"`
@@ -198,6 +206,7 @@ type jsonInfo struct {
 	Libc      jsonLibc       `json:"glibc"`
 	Injection *jsonInjection `json:"injection"`
 	ReadOnly  *jsonReadOnly  `json:"read_only"`
+	Core      *jsonCore      `json:"core,omitempty"`
 	Arenas    []jsonArena    `json:"arenas"`
 	Totals    jsonTotals     `json:"totals"`
 	Maps      jsonMaps       `json:"maps"`
@@ -279,6 +288,9 @@ func infoJSON(r *glibc.Report) jsonInfo {
 		MmapCount: opt(mi.HasMmap, mi.MmapCount), MmapBytes: opt(mi.HasMmap, mi.MmapBytes),
 	}
 	out.Maps = mapsSummaryJSON(r.Maps.Classes, r.Maps.Rollup)
+	if c := r.Core; c != nil {
+		out.Core = &jsonCore{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, Signal: c.Signal, FaultAddr: c.FaultAddr}
+	}
 	if r.ReadOnly != nil {
 		out.ReadOnly = readOnlyJSON(r.ReadOnly)
 		for i := range out.Arenas {

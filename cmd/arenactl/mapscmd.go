@@ -20,8 +20,21 @@ func newMapsCmd() *cobra.Command {
 non-main arena heaps, the main and thread stacks, the executable, shared
 libraries, other files, anonymous memory, and kernel mappings. It stops
 nothing and runs nothing in the target.`,
-		Args: pidArg,
+		Args: pidOrCoreArg,
 		RunE: func(c *cobra.Command, args []string) error {
+			if isCoreArg(args[0]) {
+				core, err := openCore(args[0])
+				if err != nil {
+					return err
+				}
+				defer core.Close()
+				sum := maps.Summarize(core.Mappings)
+				if asJSON {
+					return writeJSON(os.Stdout, mapsJSON(core.Pid, sum, maps.Rollup{}, core.Mappings, all))
+				}
+				fmt.Println("from a core: sizes only (a core records no RSS)")
+				return renderMaps(os.Stdout, sum, maps.Rollup{}, core.Mappings, all)
+			}
 			pid := parsePid(args)
 			if _, err := ptrace.ReadStatus(pid, pid); err != nil {
 				return err

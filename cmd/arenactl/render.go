@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 	"io"
 	"strconv"
 	"time"
@@ -25,15 +28,25 @@ func newTable(w io.Writer, header ...any) *tablewriter.Table {
 }
 
 func renderInfo(w io.Writer, r *glibc.Report) error {
-	fmt.Fprintf(w, "process %d (%s), %d threads, glibc %s (%s)\n", r.Pid, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+	if c := r.Core; c != nil {
+		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+		if c.Signal != 0 {
+			fmt.Fprintf(w, "written when thread %d received %s (fault address %#x)\n", c.CrashTid, unix.SignalName(syscall.Signal(c.Signal)), c.FaultAddr)
+		}
+	} else {
+		fmt.Fprintf(w, "process %d (%s), %d threads, glibc %s (%s)\n", r.Pid, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+	}
 	if in := r.Injection; in != nil {
 		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s, no other thread was stopped\n\n",
 			in.Tid, in.Blocked, fmtDur(in.Stopped))
 	}
 	if ro := r.ReadOnly; ro != nil {
-		if ro.Torn {
+		switch {
+		case r.Core != nil:
+			fmt.Fprintln(w, "read from the core's memory")
+		case ro.Torn:
 			fmt.Fprintln(w, "read from memory without stopping the process: threads that allocated meanwhile may have torn these numbers")
-		} else {
+		default:
 			fmt.Fprintf(w, "read from memory, nothing ran in the target; its %d threads were stopped for %s\n", len(ro.Tcaches), fmtDur(ro.Frozen))
 		}
 		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)

@@ -303,3 +303,6 @@ func findBanner(b []byte) (string, Version, bool) {
 		b = b[len("GNU C Library"):]
 	}
 }
+
+// IsLibcPath reports whether a mapped file's path names glibc's libc.
+func IsLibcPath(path string) bool { return libcName.MatchString(baseName(path)) }

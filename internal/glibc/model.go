@@ -20,6 +20,17 @@ type Report struct {
 	Injection *Injection
 	// ReadOnly is set when the report comes from reading memory instead.
 	ReadOnly *ReadOnly
+	// Core is set when the report comes from a core file.
+	Core *CoreInfo
+}
+
+// CoreInfo says which core a report comes from and why it was written.
+type CoreInfo struct {
+	Path      string
+	Command   string
+	CrashTid  int    // the thread that received the signal
+	Signal    int    // 0 when the core records none (gcore, snapshots)
+	FaultAddr uint64 // si_addr
 }
 
 // ReadOnly is what the read-only walk adds to a report.

@@ -35,7 +35,8 @@ func expectRefusal(t *testing.T, r result, code int, words ...string) {
 
 func TestRefuseUsage(t *testing.T) {
 	expectRefusal(t, run(t, "info"), exitUsage, "one process id")
-	expectRefusal(t, run(t, "info", "abc"), exitUsage, `"abc" is not a process id`)
+	expectRefusal(t, run(t, "info", "abc"), exitUsage, `"abc" is neither a process id nor a readable core file`)
+	expectRefusal(t, run(t, "trim", "abc"), exitUsage, `"abc" is not a process id`)
 	expectRefusal(t, run(t, "trim", "--pad", "x", "1"), exitUsage, "--pad")
 	expectRefusal(t, run(t, "frobnicate", "1"), exitUsage, "unknown command")
 }

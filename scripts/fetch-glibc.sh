@@ -4,12 +4,14 @@
 #
 # For each suite below it downloads libc6 (and, for the oldest, libc6-dev and
 # linux-libc-dev, so the tree doubles as a sysroot to build test programs that
-# run under every newer loader) and extracts them into DIR/glibc-<version>.
+# run under every newer loader) and libc6-dbg of the same version (libc's
+# detached debug file, under usr/lib/debug/.build-id, for the tests that read
+# main_arena and mp_ from symbols), and extracts them into DIR/glibc-<version>.
 # It uses a private apt state under DIR/apt and reads the archive URI from the
 # system's own deb822 sources, so it works behind the same mirror as apt.
 #
-# Idempotent: a suite whose tree is already extracted is skipped. Prints one
-# line per version: "<version> <loader path> <library dir>".
+# Idempotent: a suite whose tree holds the same packages is skipped. Prints
+# one line per version: "<version> <loader path> <library dir>".
 #
 # Default DIR is testdata/glibc at the repository root (gitignored).
 set -eu
@@ -71,6 +73,20 @@ apt_setup() {
 -o Dir::Etc::preferencesparts=$B/empty.d -o Debug::NoLocking=1 -o APT::Sandbox::User=root"
 }
 
+# fetch PKG[=VERSION]... downloads packages of the current $suite into
+# $debs, updating the private lists once per suite ($updated).
+fetch() {
+	apt_setup
+	echo "deb $URI $suite main" >"$B/sources.list"
+	if [ -z "$updated" ]; then
+		# shellcheck disable=SC2086 # APTOPTS is a list of words on purpose
+		apt-get -q $APTOPTS update >&2
+		updated=1
+	fi
+	# shellcheck disable=SC2086
+	(cd "$debs" && apt-get -q $APTOPTS download "$@" >&2)
+}
+
 URI=$(uri)
 for entry in $SUITES; do
 	suite=${entry%%:*}
@@ -81,26 +97,34 @@ for entry in $SUITES; do
 	for pkg in $pkgs; do
 		ls "$debs/${pkg}"_*.deb >/dev/null 2>&1 || missing="$missing $pkg"
 	done
+	updated=""
 	if [ -n "$missing" ]; then
-		apt_setup
-		echo "deb $URI $suite main" >"$B/sources.list"
-		# shellcheck disable=SC2086 # APTOPTS is a list of words on purpose
-		apt-get -q $APTOPTS update >&2
-		# shellcheck disable=SC2086
-		(cd "$debs" && apt-get -q $APTOPTS download $missing >&2)
+		# shellcheck disable=SC2086 # one word per package
+		fetch $missing
 	fi
 	deb=$(ls "$debs"/libc6_*.deb | head -n 1)
+	# libc6-dbg must be the very build of libc6 (its files are named by
+	# build-id), so it is pinned to libc6's version. A suite that no longer
+	# serves that version only loses the debug-symbol tests.
+	if ! ls "$debs"/libc6-dbg_*.deb >/dev/null 2>&1; then
+		full=$(dpkg-deb -f "$deb" Version)
+		fetch "libc6-dbg=$full" ||
+			echo "fetch-glibc.sh: no libc6-dbg $full in $suite; its debug-symbol tests will skip" >&2
+	fi
 	# libc6_2.31-13+deb11u11_amd64.deb -> 2.31
 	ver=$(basename "$deb" | sed -n 's/^libc6_\([0-9]*\.[0-9]*\).*/\1/p')
 	tree=$DIR/glibc-$ver
-	if [ ! -e "$tree/.extracted" ]; then
+	# The stamp names the packages in the tree, so that a package added
+	# here (or fetched late) re-extracts it.
+	stamp="$suite $(cd "$debs" && ls -- *.deb | tr '\n' ' ')"
+	if [ "$(cat "$tree/.extracted" 2>/dev/null)" != "$stamp" ]; then
 		rm -rf "$tree"
 		mkdir -p "$tree"
 		for d in "$debs"/*.deb; do
 			dpkg -x "$d" "$tree"
 		done
 		rewrite_symlinks "$tree"
-		echo "$suite" >"$tree/.extracted"
+		echo "$stamp" >"$tree/.extracted"
 	fi
 	echo "$ver $(loader "$tree")"
 done

@@ -10,9 +10,10 @@ import (
 
 // collectReadOnly builds the info report from memory alone. With freeze,
 // every thread is stopped from just before the walk to just after it; the
-// libc file and the maps are read before, the smaps summary after.
+// libc file and the maps are read before, the smaps summary after. A static
+// executable is accepted: its own copy of glibc's malloc is read.
 func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error) {
-	t, err := live.Open(pid)
+	t, err := live.OpenReadOnly(pid)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +29,7 @@ func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error)
 			return nil, err
 		}
 	}
-	walk, caches, werr := walkAll(t, lay, frozen)
+	walk, caches, werr := walkAll(t, lay, frozen, f.debugDirs)
 	if frozen != nil {
 		held, terr := frozen.Thaw()
 		ro.Frozen = held
@@ -50,8 +51,8 @@ func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error)
 
 // walkAll finds the anchors, the threads' tcaches and walks the heap. It is
 // the part that runs while the process is frozen.
-func walkAll(t *live.Target, lay glibc.Layout, frozen *live.Frozen) (*glibc.Walk, []glibc.ThreadCache, error) {
-	anchors, err := glibc.FindAnchors(t.Libc, lay, t)
+func walkAll(t *live.Target, lay glibc.Layout, frozen *live.Frozen, debugDirs []string) (*glibc.Walk, []glibc.ThreadCache, error) {
+	anchors, err := glibc.FindAnchorsWith(t.Libc, lay, t, debugDirs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("process %d: %w", t.Pid, err)
 	}

@@ -47,33 +47,52 @@ func thaw(t *testing.T, tg *testutil.Target) {
 	}
 }
 
-// The read-only walk reproduces glibc's malloc_info byte for byte on the
-// same frozen process, under every glibc available, and runs nothing in it.
-func TestReadOnlyMatchesMallocInfo(t *testing.T) {
-	type run struct {
-		name string
-		tg   func(t *testing.T) *testutil.Target
-	}
-	runs := []run{{"system", func(t *testing.T) *testutil.Target {
-		return testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "5")
+// glibcRun is one glibc to run a C target under: the system's, or a tree of
+// scripts/fetch-glibc.sh.
+type glibcRun struct {
+	name     string
+	debugDir string // where that glibc's libc6-dbg puts its debug files
+	start    func(t *testing.T, args ...string) *testutil.Target
+}
+
+// glibcRuns lists the glibcs at hand for testdata/<src>: the system's, then
+// one per tree (the program built against the oldest tree, so that it runs
+// under every tree's loader).
+func glibcRuns(t *testing.T, src string) []glibcRun {
+	runs := []glibcRun{{"system", "/usr/lib/debug", func(t *testing.T, args ...string) *testutil.Target {
+		return testutil.Start(t, testutil.BuildC(t, src), args...)
 	}}}
 	for _, g := range testutil.GlibcTrees(t) {
-		runs = append(runs, run{g.Version, func(t *testing.T) *testutil.Target {
-			bin := testutil.BuildC(t, "arenas.c", testutil.GlibcSysroot(t)...)
-			return testutil.StartCmd(t, g.Command(bin, "park", "5"))
+		runs = append(runs, glibcRun{g.Version, filepath.Join(g.Dir, "usr", "lib", "debug"), func(t *testing.T, args ...string) *testutil.Target {
+			bin := testutil.BuildC(t, src, testutil.GlibcSysroot(t)...)
+			return testutil.StartCmd(t, g.Command(bin, args...))
 		}})
 	}
-	for _, r := range runs {
+	return runs
+}
+
+// The read-only walk reproduces glibc's malloc_info byte for byte on the
+// same frozen process, under every glibc available, with libc's debug
+// symbols and without them, and runs nothing in it.
+func TestReadOnlyMatchesMallocInfo(t *testing.T) {
+	for _, r := range glibcRuns(t, "arenas.c") {
 		t.Run(r.name, func(t *testing.T) {
-			tg := r.tg(t)
+			tg := r.start(t, "park", "5")
 			want := frozenTarget(t, tg)
 			pid := fmt.Sprint(tg.Pid)
-			for _, mode := range [][]string{{"--read-only"}, {"--read-only", "--no-freeze"}} {
+			noSymbols := t.TempDir()
+			modes := [][]string{
+				{"--read-only", "--debug-dir", r.debugDir},
+				{"--read-only", "--debug-dir", noSymbols},
+				{"--read-only", "--no-freeze"},
+			}
+			for _, mode := range modes {
 				got := mustRun(t, append(append([]string{"info", "--xml"}, mode...), pid)...)
 				if got.stdout != string(want) {
 					t.Fatalf("%v: the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- walk\n%s", mode, want, got.stdout)
 				}
 			}
+			checkSymbolAnchors(t, pid, r.debugDir, noSymbols)
 			if processState(tg.Pid) != 'T' {
 				t.Fatal("the target is no longer stopped after the read-only walk")
 			}
@@ -83,14 +102,47 @@ func TestReadOnlyMatchesMallocInfo(t *testing.T) {
 	}
 }
 
-// The JSON of a read-only walk carries what malloc_info lacks.
-func TestReadOnlyExtras(t *testing.T) {
-	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "3")
-	r := mustRun(t, "info", "--read-only", "--json", fmt.Sprint(tg.Pid))
+// readOnlyInfo runs info --read-only --json with extra flags.
+func readOnlyInfo(t *testing.T, pid string, flags ...string) jsonInfo {
+	t.Helper()
+	r := mustRun(t, append(append([]string{"info", "--read-only", "--json"}, flags...), pid)...)
 	var got jsonInfo
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
+	if got.ReadOnly == nil {
+		t.Fatalf("no read_only in\n%s", r.stdout)
+	}
+	return got
+}
+
+// checkSymbolAnchors: libc's debug file, when debugDir has the one of its
+// build-id, locates main_arena and mp_ where the symbol-free search does.
+func checkSymbolAnchors(t *testing.T, pid, debugDir, noSymbols string) {
+	t.Helper()
+	sym := readOnlyInfo(t, pid, "--debug-dir", debugDir)
+	plain := readOnlyInfo(t, pid, "--debug-dir", noSymbols)
+	id := sym.Libc.BuildID
+	debugFile := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+	t.Logf("with %s: %s; without: %s", debugDir, sym.ReadOnly.FoundBy, plain.ReadOnly.FoundBy)
+	if _, err := os.Stat(debugFile); err != nil {
+		t.Logf("no %s (libc6-dbg missing): the symbol path is not exercised", debugFile)
+	} else if !strings.HasPrefix(sym.ReadOnly.FoundBy, "debug symbols (build-id "+id) {
+		t.Errorf("with %s: found by %q", debugFile, sym.ReadOnly.FoundBy)
+	}
+	if !strings.HasPrefix(plain.ReadOnly.FoundBy, "static initialiser") {
+		t.Errorf("without symbols: found by %q", plain.ReadOnly.FoundBy)
+	}
+	if sym.ReadOnly.MainArena != plain.ReadOnly.MainArena || sym.ReadOnly.Mp != plain.ReadOnly.Mp {
+		t.Errorf("symbols: main_arena %#x, mp_ %#x; without: main_arena %#x, mp_ %#x",
+			sym.ReadOnly.MainArena, sym.ReadOnly.Mp, plain.ReadOnly.MainArena, plain.ReadOnly.Mp)
+	}
+}
+
+// The JSON of a read-only walk carries what malloc_info lacks.
+func TestReadOnlyExtras(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "3")
+	got := readOnlyInfo(t, fmt.Sprint(tg.Pid))
 	if got.Injection != nil || got.ReadOnly == nil || got.ReadOnly.Torn || got.ReadOnly.FrozenUs <= 0 {
 		t.Fatalf("read_only %+v, injection %+v", got.ReadOnly, got.Injection)
 	}

@@ -25,18 +25,68 @@ const (
 	defaultMmapMax   = 65536
 )
 
-// FindAnchors locates main_arena and mp_ for a libc of layout lay. It first
-// reads the static initialisers in libc's file (main_arena.next points to
-// main_arena itself; mp_ holds its defaults), then checks the result against
-// the live memory. When the file gives no unique answer, it scans libc's
-// writable memory for the run-time signature of main_arena: empty bins that
-// point to themselves.
+// FindAnchors locates main_arena and mp_ for a libc of layout lay, with
+// the debug files of DefaultDebugDirs when there are any.
 func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
+	return FindAnchorsWith(l, lay, mem, DefaultDebugDirs)
+}
+
+// FindAnchorsWith locates main_arena and mp_, looking for a detached debug
+// file only in debugDirs (none: no debug files). Symbols come first when
+// there are any: the object's own .symtab (an unstripped static
+// executable), else the debug file matching its build-id (glibc-malloc.md
+// §11.6). Without them, or when their main_arena fails the check against
+// live memory, it reads the static initialisers in the object's file
+// (main_arena.next points to main_arena itself; mp_ holds its defaults),
+// and when the file gives no unique answer, it scans the object's writable
+// memory for the run-time signature of main_arena: empty bins that point
+// to themselves.
+func FindAnchorsWith(l *Libc, lay Layout, mem Memory, debugDirs []string) (Anchors, error) {
+	sa, symErr := l.symbolAnchors(debugDirs)
+	if sa != nil {
+		a := Anchors{MainArena: l.Base + sa.MainArena, Mp: l.Base + sa.Mp, Method: sa.From}
+		err := checkMainArena(mem, lay, a.MainArena)
+		if err == nil {
+			return a, nil
+		}
+		symErr = fmt.Errorf("main_arena from %s at %#x: %w", sa.From, a.MainArena, err)
+	}
+	a, err := findAnchorsNoSymbols(l, lay, mem)
+	switch {
+	case err != nil && symErr != nil:
+		err = fmt.Errorf("%w; %v", err, symErr)
+	case symErr != nil:
+		// Found all the same, but a symbol file that does not fit the
+		// memory is worth knowing about.
+		a.Method += fmt.Sprintf(" (symbols rejected: %v)", symErr)
+	}
+	return a, err
+}
+
+// symbolAnchors returns main_arena and mp_ from l's own .symtab, else from
+// the debug file of its build-id in dirs; nil and no error when neither
+// exists.
+func (l *Libc) symbolAnchors(dirs []string) (*symbolAnchors, error) {
+	if l.img.syms != nil {
+		sa := *l.img.syms
+		sa.From = "symbols in " + l.Path
+		return &sa, nil
+	}
+	sa, err := debugAnchors(l.BuildID, dirs)
+	if errors.Is(err, errNoDebugFile) {
+		return nil, nil
+	}
+	return sa, err
+}
+
+// findAnchorsNoSymbols finds the anchors from the file's static
+// initialisers, falling back to a scan of memory for main_arena.
+func findAnchorsNoSymbols(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 	var a Anchors
 	mp, mpErr := l.img.findMp(lay)
 	ma, maErr := l.img.findMainArena(lay)
 	if maErr == nil {
-		a.MainArena, a.Method = l.Base+ma, "static initialiser in libc's .data"
+		a.MainArena, a.Method = l.Base+ma, "static initialiser in "+l.objectName()+"'s .data"
 		if err := checkMainArena(mem, lay, a.MainArena); err != nil {
 			maErr = fmt.Errorf("main_arena candidate at %#x: %w", a.MainArena, err)
 		}
@@ -46,13 +96,22 @@ func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 		if err != nil {
 			return a, fmt.Errorf("main_arena not found: %v; %v", maErr, err)
 		}
-		a.MainArena, a.Method = addr, "self-referential bins in libc's memory"
+		a.MainArena, a.Method = addr, "self-referential bins in "+l.objectName()+"'s memory"
 	}
 	if mpErr != nil {
 		return a, fmt.Errorf("mp_ not found: %w", mpErr)
 	}
 	a.Mp = l.Base + mp
 	return a, nil
+}
+
+// objectName says which object holds the allocator, for method strings:
+// libc, or the executable when it is static.
+func (l *Libc) objectName() string {
+	if l.Static {
+		return "the executable"
+	}
+	return "libc"
 }
 
 // findMainArena returns the link-time address of main_arena: the one

@@ -14,6 +14,15 @@ type image struct {
 	data     []byte // .data as in the file
 	dataAddr uint64 // its link-time address
 	tpoff    []tlsSlot
+	// tlsSize is the object's PT_TLS memsz rounded up to its alignment: in
+	// a static executable, how far below the thread pointer its TLS block
+	// starts (glibc's csu/libc-tls.c and the linker's local-exec offsets
+	// agree on it). 0 without a TLS segment.
+	tlsSize uint64
+	// syms are the link-time addresses of main_arena and mp_ from the
+	// object's own .symtab, when it kept one (a static executable that
+	// was not stripped); nil otherwise.
+	syms *symbolAnchors
 }
 
 // tlsSlot is an R_X86_64_TPOFF64 relocation against no symbol: a GOT word
@@ -34,6 +43,13 @@ func readImage(ef *elf.File) (image, error) {
 		return img, fmt.Errorf("reading .data: %w", err)
 	}
 	img.data, img.dataAddr = data, sec.Addr
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_TLS {
+			align := max(p.Align, 1)
+			img.tlsSize = (p.Memsz + align - 1) / align * align
+		}
+	}
+	img.syms, _ = symtabAnchors(ef) // most objects are stripped: no symbols is no error
 	if rela := ef.Section(".rela.dyn"); rela != nil {
 		b, err := rela.Data()
 		if err != nil {

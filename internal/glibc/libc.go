@@ -30,6 +30,12 @@ type Libc struct {
 	BuildID  string // hex of NT_GNU_BUILD_ID; "" when the file has none
 	Text     []maps.Mapping
 	Mappings []maps.Mapping
+	// Static is true when the "libc" is a static executable that carries
+	// its own copy of glibc (FindStaticImage): Path is the executable.
+	Static bool
+	// VersionFrom says how Version was established when not from the
+	// banner (static executables); "" for the banner.
+	VersionFrom string
 
 	syms map[string]Symbol
 	img  image
@@ -94,22 +100,34 @@ func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
 	if first < 0 {
 		return nil, ErrNoLibc
 	}
-	m0 := ms[first]
+	return loadObject(ms, ms[first], "libc", open, func(ef *elf.File, l *Libc) (err error) {
+		l.Banner, l.Version, err = banner(ef)
+		return err
+	})
+}
+
+// loadObject reads the ELF file mapped at m0 (its lowest mapping), opened
+// through open: the load bias, this load's mappings, the dynamic symbols,
+// the build-id and the image of its data. version fills in Version. kind
+// ("libc" or "executable") names the object in errors; an executable may
+// lack dynamic symbols.
+func loadObject(ms []maps.Mapping, m0 maps.Mapping, kind string, open FileOpener, version func(*elf.File, *Libc) error) (*Libc, error) {
 	f, err := open(m0)
 	if err != nil {
-		return nil, fmt.Errorf("open libc %s: %w", m0.Path, err)
+		return nil, fmt.Errorf("open %s %s: %w", kind, m0.Path, err)
 	}
 	defer f.Close()
 	ef, err := elf.NewFile(f)
 	if err != nil {
-		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+		return nil, fmt.Errorf("%s %s: %w", kind, m0.Path, err)
 	}
 	defer ef.Close()
 
-	l := &Libc{Path: m0.Path}
+	l := &Libc{Path: m0.Path, Static: kind == "executable"}
+	fail := func(err error) (*Libc, error) { return nil, fmt.Errorf("%s %s: %w", kind, m0.Path, err) }
 	lo, hi, err := loadBias(ef, m0)
 	if err != nil {
-		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+		return fail(err)
 	}
 	l.Base = lo
 	// Only the mappings of this load of the file: a second copy loaded by
@@ -123,14 +141,19 @@ func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
 		}
 	}
 	if l.syms, err = dynamicSymbols(ef, l.Base); err != nil {
-		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+		// A static executable exports nothing (a non-PIE one has no
+		// .dynsym at all); libc always does.
+		if !l.Static {
+			return fail(err)
+		}
+		l.syms = map[string]Symbol{}
 	}
 	l.BuildID = buildID(ef)
 	if l.img, err = readImage(ef); err != nil {
-		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+		return fail(err)
 	}
-	if l.Banner, l.Version, err = banner(ef); err != nil {
-		return nil, fmt.Errorf("libc %s: %w", m0.Path, err)
+	if err := version(ef, l); err != nil {
+		return fail(err)
 	}
 	return l, nil
 }
@@ -255,6 +278,17 @@ var releaseVersion = regexp.MustCompile(`release version ([0-9]+)\.([0-9]+)`)
 // banner finds csu/version.c's "GNU C Library ... release version 2.NN"
 // in libc's read-only data and returns its first line and the version.
 func banner(ef *elf.File) (string, Version, error) {
+	for _, b := range readOnlyData(ef) {
+		if line, v, ok := findBanner(b); ok {
+			return line, v, nil
+		}
+	}
+	return "", Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
+}
+
+// readOnlyData returns ef's .rodata, or its read-only segments when it has
+// no section headers.
+func readOnlyData(ef *elf.File) [][]byte {
 	var data [][]byte
 	if s := ef.Section(".rodata"); s != nil && s.Type != elf.SHT_NOBITS {
 		if b, err := s.Data(); err == nil {
@@ -262,7 +296,6 @@ func banner(ef *elf.File) (string, Version, error) {
 		}
 	}
 	if len(data) == 0 {
-		// A libc without section headers: search the read-only segments.
 		for _, p := range ef.Progs {
 			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
 				if b, err := io.ReadAll(p.Open()); err == nil {
@@ -271,12 +304,7 @@ func banner(ef *elf.File) (string, Version, error) {
 			}
 		}
 	}
-	for _, b := range data {
-		if line, v, ok := findBanner(b); ok {
-			return line, v, nil
-		}
-	}
-	return "", Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
+	return data
 }
 
 // findBanner returns the first "GNU C Library" line of b that carries a

@@ -28,11 +28,11 @@ type TcacheBin struct {
 	Size, Count uint64
 }
 
-// Tcaches finds every thread's tcache and arena without symbols: libc
-// reaches its initial-exec TLS variables through GOT slots that hold their
-// offset from the thread pointer (R_X86_64_TPOFF64 against no symbol). The
-// slot whose value, for the threads, points just past a chunk of the size of
-// a tcache_perthread_struct is tcache; the slot whose value is an arena is
+// Tcaches finds every thread's tcache and arena without symbols. The
+// candidate thread-pointer offsets of libc's TLS variables come from
+// tlsOffsets; for each, the value every thread holds there is read. The
+// offset whose values point just past a chunk of the size of a
+// tcache_perthread_struct is tcache; the one whose values are arenas is
 // thread_arena (glibc-malloc.md §7.4). It returns the caches and the set of
 // chunk addresses they hold, for the chunk walk to count as cached.
 func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
@@ -49,19 +49,13 @@ func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 		tcache, arena int      // how many threads' values look like one
 	}
 	var best, bestArena *slotVals
-	for _, s := range l.img.tpoff {
-		off, ok := c.word(l.Base + s.Offset)
-		if !ok {
-			continue
-		}
+	for _, off := range l.tlsOffsets(c) {
 		sv := &slotVals{}
 		for _, th := range threads {
 			v, _ := c.word(th.FsBase + off)
 			sv.vals = append(sv.vals, v)
-			if v != 0 && v%16 == 0 {
-				if sz, ok := c.word(v - 8); ok && sz&^sizeBits == lay.TcacheChunkSize {
-					sv.tcache++
-				}
+			if isTcache(c, lay, v) {
+				sv.tcache++
 			}
 			if isArena[v] {
 				sv.arena++
@@ -79,35 +73,118 @@ func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 	}
 	var out []ThreadCache
 	var dmg []Damage
+	var slots []binSlots
 	cached := map[uint64]bool{}
 	for i, th := range threads {
-		tc := ThreadCache{Tid: th.Tid, Addr: best.vals[i]}
+		tc := ThreadCache{Tid: th.Tid}
+		// A thread that never allocated has no tcache: NULL up to 2.42, a
+		// pointer to a static all-zero dummy in libc from 2.43.
+		if v := best.vals[i]; isTcache(c, lay, v) {
+			tc.Addr = v
+		}
 		if bestArena != nil && isArena[bestArena.vals[i]] {
 			tc.Arena = bestArena.vals[i]
 		}
 		if tc.Addr != 0 {
-			dmg = append(dmg, readTcache(c, lay, &tc, cached)...)
+			s, d := readTcache(c, lay, &tc, cached)
+			slots, dmg = append(slots, s...), append(dmg, d...)
 		}
 		out = append(out, tc)
 	}
+	dmg = append(dmg, checkSlots(slots)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Tid < out[j].Tid })
 	return out, cached, dmg
 }
 
+// isTcache reports whether v can be a thread's tcache_perthread_struct: a
+// 16-aligned user pointer whose chunk has that struct's size.
+func isTcache(c *blockMem, lay Layout, v uint64) bool {
+	if v == 0 || v%16 != 0 {
+		return false
+	}
+	sz, ok := c.word(v - 8)
+	return ok && sz&^sizeBits == lay.TcacheChunkSize
+}
+
+// tlsOffsets lists where libc's TLS variables may be, as offsets from the
+// thread pointer (two's complement: they are below it). A shared libc
+// reaches its initial-exec variables through GOT slots relocated with
+// R_X86_64_TPOFF64, whose live values are those offsets. A static
+// executable has no such slots: its TLS block, libc's variables included,
+// sits right below the thread pointer at a link-time constant distance
+// (local-exec), so every word of that block is a candidate.
+func (l *Libc) tlsOffsets(c *blockMem) []uint64 {
+	var offs []uint64
+	if l.Static {
+		for off := uint64(0); off+8 <= l.img.tlsSize; off += 8 {
+			offs = append(offs, off-l.img.tlsSize)
+		}
+		return offs
+	}
+	for _, s := range l.img.tpoff {
+		if off, ok := c.word(l.Base + s.Offset); ok {
+			offs = append(offs, off)
+		}
+	}
+	return offs
+}
+
+// binSlots is one bin of a tcache whose counts go down (2.42+): its free
+// slots and its list's length, which add up to the capacity every bin
+// started with.
+type binSlots struct {
+	tid, bin    int
+	tcache      uint64
+	slots, list uint64
+}
+
+// checkSlots checks that every bin's free slots and entries add up to the
+// same capacity. tcache_init sets each num_slots to mp_.tcache_count and
+// every put and get moves one between the two, so that capacity is the one
+// most bins agree on; a bin that disagrees was damaged.
+func checkSlots(bins []binSlots) []Damage {
+	votes := map[uint64]int{}
+	for _, b := range bins {
+		votes[b.slots+b.list]++
+	}
+	var capacity uint64
+	for c, n := range votes {
+		if n > votes[capacity] || (n == votes[capacity] && c > capacity) {
+			capacity = c
+		}
+	}
+	var dmg []Damage
+	for _, b := range bins {
+		if b.slots+b.list != capacity {
+			dmg = append(dmg, Damage{Addr: b.tcache, What: fmt.Sprintf("thread %d's tcache: bin %d has %d free slots and %d entries, where every other bin holds %d in all",
+				b.tid, b.bin, b.slots, b.list, capacity)})
+		}
+	}
+	return dmg
+}
+
 // readTcache walks the entries of one tcache. Entries are user pointers; the
 // chunk starts 16 bytes before. Their next links are mangled from 2.32 on.
-func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool) []Damage {
+// Up to 2.41 counts[i] is a bin's length and is checked here; from 2.42
+// num_slots[i] is the room left in the bin, returned for checkSlots.
+func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
+	var slots []binSlots
 	var dmg []Damage
 	bad := func(at uint64, what string) {
 		dmg = append(dmg, Damage{Addr: at, What: fmt.Sprintf("thread %d's tcache: %s", tc.Tid, what)})
+	}
+	counts, err := readBytes(c, tc.Addr, uint64(lay.TcacheBins*lay.TcacheCountBytes))
+	if err != nil {
+		bad(tc.Addr, "unreadable")
+		return nil, dmg
 	}
 	for i := 0; i < lay.TcacheBins; i++ {
 		e, ok := c.word(tc.Addr + uint64(lay.TcacheEntries) + uint64(i)*8)
 		if !ok {
 			bad(tc.Addr, "unreadable")
-			return dmg
+			return slots, dmg
 		}
-		var n, size uint64
+		var n uint64
 		seen := map[uint64]bool{}
 		for e != 0 {
 			if e%16 != 0 || seen[e] || len(seen) > 1<<20 {
@@ -120,7 +197,16 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 				bad(e, fmt.Sprintf("bin %d points to unreadable memory", i))
 				break
 			}
-			size = raw &^ sizeBits
+			// A small bin holds one size; from 2.42 a large bin holds a
+			// range of sizes, sorted, so sizes are counted chunk by chunk.
+			size := raw &^ sizeBits
+			if k := len(tc.Bins) - 1; n > 0 && tc.Bins[k].Size == size {
+				tc.Bins[k].Count++
+			} else {
+				tc.Bins = append(tc.Bins, TcacheBin{Size: size, Count: 1})
+			}
+			tc.Chunks++
+			tc.Bytes += size
 			cached[e-16] = true
 			n++
 			next, _ := c.word(e)
@@ -129,24 +215,16 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 			}
 			e = next
 		}
-		if n == 0 {
-			continue
+		cnt := uint64(counts[i*lay.TcacheCountBytes])
+		if lay.TcacheCountBytes == 2 {
+			cnt |= uint64(counts[i*2+1]) << 8
 		}
-		if !lay.TcacheCountsDown {
-			var cnt uint64
-			if b, err := readBytes(c, tc.Addr+uint64(i*lay.TcacheCountBytes), uint64(lay.TcacheCountBytes)); err == nil {
-				cnt = uint64(b[0])
-				if lay.TcacheCountBytes == 2 {
-					cnt |= uint64(b[1]) << 8
-				}
-			}
-			if cnt != n {
-				bad(tc.Addr, fmt.Sprintf("bin %d counts %d entries but its list has %d", i, cnt, n))
-			}
+		switch {
+		case lay.TcacheCountsDown:
+			slots = append(slots, binSlots{tid: tc.Tid, bin: i, tcache: tc.Addr, slots: cnt, list: n})
+		case cnt != n:
+			bad(tc.Addr, fmt.Sprintf("bin %d counts %d entries but its list has %d", i, cnt, n))
 		}
-		tc.Bins = append(tc.Bins, TcacheBin{Size: size, Count: n})
-		tc.Chunks += n
-		tc.Bytes += n * size
 	}
-	return dmg
+	return slots, dmg
 }

@@ -33,27 +33,36 @@ func (e *NotGlibcError) Error() string {
 	case glibc.AllocMusl:
 		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
 	case glibc.AllocStatic:
-		return fmt.Sprintf("process %d is statically linked: there is no libc to call into", e.Pid)
+		return fmt.Sprintf("process %d is statically linked: there is no libc to call into (info --read-only reads its allocator without calling anything)", e.Pid)
 	}
 	return fmt.Sprintf("process %d: no glibc found in its mappings", e.Pid)
 }
 
 // Open reads the process's mappings, checks it runs glibc's allocator, and
-// finds its libc. It refuses zombies, kernel threads and traced processes.
-func Open(pid int) (*Target, error) {
+// finds its libc. It refuses zombies, kernel threads and traced processes,
+// and static executables: there is no libc.so.6 to call into.
+func Open(pid int) (*Target, error) { return open(pid, false) }
+
+// OpenReadOnly is Open for reading the allocator from memory only: it also
+// accepts a static executable, whose own copy of glibc's malloc stands in
+// for libc (glibc.FindStaticImage). Nothing may be injected into such a
+// target.
+func OpenReadOnly(pid int) (*Target, error) { return open(pid, true) }
+
+func open(pid int, allowStatic bool) (*Target, error) {
 	proc, err := ptrace.Open(pid)
 	if err != nil {
 		return nil, err
 	}
 	t := &Target{Pid: pid, proc: proc}
-	if err := t.load(); err != nil {
+	if err := t.load(allowStatic); err != nil {
 		proc.Close()
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *Target) load() error {
+func (t *Target) load(allowStatic bool) error {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.Pid))
 	if err != nil {
 		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
@@ -65,6 +74,12 @@ func (t *Target) load() error {
 	t.Allocator, err = glibc.DetectAllocator(t.Mappings, t.Exe, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	if t.Allocator.Kind == glibc.AllocStatic && allowStatic {
+		if t.Libc, err = glibc.FindStaticImage(t.Mappings, t.Exe, t.OpenFile); err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		return nil
 	}
 	if t.Allocator.Kind != glibc.AllocGlibc {
 		return &NotGlibcError{Pid: t.Pid, Allocator: t.Allocator}

@@ -24,7 +24,9 @@ const (
 	exitNoSafe      = 8  // no thread was safe to borrow in time
 	exitCallFailed  = 9  // the injected call failed, faulted or timed out; target restored
 	exitGone        = 10 // the target exited while we worked
+	exitDamaged     = 11 // the heap is damaged where glibc would abort or hang: nothing injected
 	exitBadCore     = 12 // the file is not a usable x86_64 core
+	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
 	exitInterrupted = 130
 )
 
@@ -46,6 +48,8 @@ func exitCode(err error) int {
 		fault    *ptrace.FaultError
 		timeout  *ptrace.TimeoutError
 		usage    *usageError
+		damaged  *glibc.HeapDamageError
+		locked   *glibc.LockedArenaError
 	)
 	switch {
 	case err == nil:
@@ -70,6 +74,10 @@ func exitCode(err error) int {
 		return exitNotGlibc
 	case errors.As(err, &noSafe):
 		return exitNoSafe
+	case errors.As(err, &damaged):
+		return exitDamaged
+	case errors.As(err, &locked):
+		return exitLockedStop
 	case errors.Is(err, ptrace.ErrGone):
 		return exitGone
 	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject):

@@ -75,8 +75,16 @@ func collectInfo(ctx context.Context, pid int, f injectFlags) (*glibc.Report, er
 		return nil, err
 	}
 	defer t.Close()
+	pf, err := runPreflight(t, f)
+	if err != nil {
+		return nil, err
+	}
 	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: f.timeout, Tid: f.tid})
 	if err != nil {
+		return nil, err
+	}
+	if err := pf.checkLocks(t, sess.Tid); err != nil {
+		sess.Release()
 		return nil, err
 	}
 	callStart := time.Now()
@@ -97,6 +105,7 @@ func collectInfo(ctx context.Context, pid int, f injectFlags) (*glibc.Report, er
 		Malloc:    mi,
 		Injection: &glibc.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: call},
 	}
+	pf.record(rep.Injection)
 	if tids, err := ptrace.Tasks(pid); err == nil {
 		rep.Threads = len(tids)
 	}

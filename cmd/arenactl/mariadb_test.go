@@ -163,10 +163,13 @@ func TestMariaDB(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &trim); err != nil {
 		t.Fatalf("trim --json is not JSON: %v\n%s", err, r.stdout)
 	}
-	if trim.Result != 0 && trim.Result != 1 {
-		t.Errorf("malloc_trim returned %d", trim.Result)
+	if trim.Result == nil || trim.ReleasedBytes == nil || trim.Injection == nil {
+		t.Fatalf("trim --json lacks result, released_bytes or injection:\n%s", r.stdout)
 	}
-	t.Logf("trim: result %d, released %d KiB; held %d µs", trim.Result, trim.ReleasedBytes>>10, trim.Injection.StoppedUs)
+	if *trim.Result != 0 && *trim.Result != 1 {
+		t.Errorf("malloc_trim returned %d", *trim.Result)
+	}
+	t.Logf("trim: result %d, released %d KiB; held %d µs", *trim.Result, *trim.ReleasedBytes>>10, trim.Injection.StoppedUs)
 	if !m.answers() {
 		t.Fatalf("the server stopped answering after info and trim\n%s", m.log())
 	}

@@ -31,26 +31,29 @@ func vmRSS(t *testing.T, pid int) int64 {
 
 func TestTrimReleasesFreedRuns(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "trimmable.c"))
-	freed, err := strconv.ParseInt(strings.Fields(tg.Ready())[1], 10, 64)
-	if err != nil || freed < 150<<20 {
-		t.Fatalf("target freed %d bytes (%v), want >= 150 MiB", freed, err)
-	}
+	freed := trimmableFreed(t, tg)
 	before := vmRSS(t, tg.Pid)
-	r := mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid))
+	rep := trimJSONOf(t, mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)))
 	after := vmRSS(t, tg.Pid)
-	var rep jsonTrim
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("trim --json: %v\n%s", err, r.stdout)
-	}
 	drop := before - after
 	if drop < freed*8/10 {
 		t.Errorf("RSS dropped by %d bytes, want at least 80%% of the %d freed", drop, freed)
 	}
-	if diff := rep.ReleasedBytes - drop; diff > drop/20 || -diff > drop/20 {
-		t.Errorf("arenactl reports %d bytes released, RSS dropped by %d: more than 5%% apart", rep.ReleasedBytes, drop)
+	if rep.ReleasedBytes == nil || rep.Result == nil || rep.Injection == nil || rep.DryRun {
+		t.Fatalf("trim --json: released %v, result %v, injection %v, dry run %v", rep.ReleasedBytes, rep.Result, rep.Injection, rep.DryRun)
 	}
-	if rep.Result != 1 {
-		t.Errorf("malloc_trim returned %d, want 1", rep.Result)
+	if diff := *rep.ReleasedBytes - drop; diff > drop/20 || -diff > drop/20 {
+		t.Errorf("arenactl reports %d bytes released, RSS dropped by %d: more than 5%% apart", *rep.ReleasedBytes, drop)
+	}
+	if *rep.Result != 1 {
+		t.Errorf("malloc_trim returned %d, want 1", *rep.Result)
+	}
+	// The free lists walked just before the call predicted the drop.
+	if rep.PredictedBytes == nil || !within(int64(*rep.PredictedBytes), drop, 10) {
+		t.Errorf("predicted %v bytes, RSS dropped by %d: more than 10%% apart", rep.PredictedBytes, drop)
+	}
+	if rep.Injection.PreflightWalks != 1 {
+		t.Errorf("%d pre-flight walks, want 1", rep.Injection.PreflightWalks)
 	}
 	var heapsReleased int64
 	for _, c := range rep.Classes {
@@ -64,10 +67,101 @@ func TestTrimReleasesFreedRuns(t *testing.T) {
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target after trim: %s", a)
 	}
-	// A second trim finds nothing more to give.
-	r = mustRun(t, "trim", fmt.Sprint(tg.Pid))
-	if !strings.Contains(r.stdout, "malloc_trim(0) returned") {
-		t.Errorf("trim table lacks the call line:\n%s", r.stdout)
+	// A second trim finds nothing more to give, and knew it.
+	r := mustRun(t, "trim", fmt.Sprint(tg.Pid))
+	for _, want := range []string{"malloc_trim(0) returned", "released: ", "predicted: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("trim table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	rep = trimJSONOf(t, mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)))
+	if *rep.PredictedBytes > 64<<10 {
+		t.Errorf("after a trim, a second one was predicted to release %d bytes", *rep.PredictedBytes)
 	}
 	mustQuit(t, tg)
+}
+
+// trim --dry-run predicts what the real trim then releases, and changes
+// nothing itself.
+func TestTrimDryRunPredicts(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "trimmable.c"))
+	freed := trimmableFreed(t, tg)
+	pid := fmt.Sprint(tg.Pid)
+	before := vmRSS(t, tg.Pid)
+	dry := trimJSONOf(t, mustRun(t, "trim", "--dry-run", "--json", pid))
+	if rss := vmRSS(t, tg.Pid); rss != before {
+		t.Errorf("the dry run changed the target's RSS: %d -> %d", before, rss)
+	}
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target after the dry run: %s", a)
+	}
+	if !dry.DryRun || dry.Result != nil || dry.Injection != nil || dry.ReleasedBytes != nil || dry.PredictedBytes == nil || dry.Prediction == nil {
+		t.Fatalf("dry run JSON: %+v", dry)
+	}
+	p := dry.Prediction
+	if p.Torn || p.FrozenUs <= 0 || len(p.Arenas) != 2 || len(p.Damage) != 0 || p.PredictedBytes != *dry.PredictedBytes {
+		t.Fatalf("prediction %+v", p)
+	}
+	var sum uint64
+	for _, a := range p.Arenas {
+		// main and the worker each freed their runs of 96 KiB blocks.
+		if a.Chunks < 600 || a.PredictedBytes == 0 || a.PredictedBytes > a.TrimmableBytes || a.TopBytes != 0 && !a.Main {
+			t.Errorf("arena %+v", a)
+		}
+		sum += a.PredictedBytes
+	}
+	if sum != p.PredictedBytes || !within(int64(sum), freed, 10) {
+		t.Errorf("arenas predict %d bytes in all, prediction says %d, the target freed %d", sum, p.PredictedBytes, freed)
+	}
+	// A larger pad keeps more of the main heap's top.
+	padded := trimJSONOf(t, mustRun(t, "trim", "--dry-run", "--json", "--pad", "100000", pid))
+	if m := padded.Prediction.Arenas[0]; !m.Main || m.TopBytes > p.Arenas[0].TopBytes || padded.Pad != 100000 {
+		t.Errorf("with --pad 100000 the main arena gives %d bytes of top, without %d", m.TopBytes, p.Arenas[0].TopBytes)
+	}
+	table := mustRun(t, "trim", "--dry-run", pid)
+	for _, want := range []string{"would release", "dry run: nothing ran in the target", "0 main", "2 arenas"} {
+		if !strings.Contains(table.stdout, want) {
+			t.Errorf("dry run table lacks %q:\n%s", want, table.stdout)
+		}
+	}
+
+	expectRefusal(t, run(t, "trim", "--dry-run", "--thread", pid, pid), exitUsage, "--thread does not go with --dry-run")
+
+	rep := trimJSONOf(t, mustRun(t, "trim", "--json", pid))
+	drop := before - vmRSS(t, tg.Pid)
+	if !within(int64(*dry.PredictedBytes), drop, 10) {
+		t.Errorf("the dry run predicted %d bytes, the trim released %d of RSS: more than 10%% apart", *dry.PredictedBytes, drop)
+	}
+	t.Logf("predicted %d, released %d (arenactl measured %d)", *dry.PredictedBytes, drop, *rep.ReleasedBytes)
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target after trim: %s", a)
+	}
+	mustQuit(t, tg)
+}
+
+func trimmableFreed(t *testing.T, tg *testutil.Target) int64 {
+	t.Helper()
+	freed, err := strconv.ParseInt(strings.Fields(tg.Ready())[1], 10, 64)
+	if err != nil || freed < 150<<20 {
+		t.Fatalf("target freed %d bytes (%v), want >= 150 MiB", freed, err)
+	}
+	return freed
+}
+
+func trimJSONOf(t *testing.T, r result) jsonTrim {
+	t.Helper()
+	var rep jsonTrim
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("trim --json: %v\n%s", err, r.stdout)
+	}
+	return rep
+}
+
+// within reports whether got is within pct percent of want.
+func within(got, want int64, pct int64) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d*100 <= want*pct
 }

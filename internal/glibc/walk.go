@@ -66,14 +66,18 @@ type ArenaWalk struct {
 type Range struct{ Start, End uint64 }
 
 // Damage is an inconsistency found in the allocator's state. The walk
-// never follows a pointer it found damaged; Abort says glibc itself would
-// abort the process on it (so injecting malloc_info or malloc_trim is
-// refused).
+// never follows a pointer it found damaged. Abort says glibc's own code
+// would kill the process on it when malloc_info or malloc_trim walks there:
+// it aborts (malloc_printerr), faults on a wild pointer, or (malloc_trim)
+// madvises memory that is not free. Hang says glibc's walk of that list
+// would never end, holding the arena's lock. Either refuses injection
+// (PreflightDamage).
 type Damage struct {
 	Arena uint64
 	Addr  uint64
 	What  string
 	Abort bool
+	Hang  bool
 }
 
 func (d Damage) String() string {
@@ -99,14 +103,16 @@ const (
 )
 
 type walker struct {
-	mem     *blockMem
-	lay     Layout
-	ms      []maps.Mapping
-	w       *Walk
-	cur     uint64 // arena being walked, for damage reports
-	free    map[uint64]bool
-	fast    map[uint64]bool
-	tcached map[uint64]bool
+	mem       *blockMem
+	lay       Layout
+	ms        []maps.Mapping
+	w         *Walk
+	cur       uint64 // arena being walked, for damage reports
+	free      map[uint64]bool
+	fast      map[uint64]bool
+	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
+	tcached   map[uint64]bool
+	listsOnly bool
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -114,8 +120,23 @@ type walker struct {
 // the chunk addresses (not user pointers) sitting in threads' tcaches, when
 // the caller could find them (nil otherwise).
 func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool) (*Walk, error) {
+	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: tcached}, a)
+}
+
+// WalkLists reads only what glibc's malloc_info and malloc_trim read: the
+// arena ring, each arena's fastbins, bins and heaps. It skips the chunk walk
+// and the search for mmapped chunks, so its cost does not grow with the
+// heap: Walked is false in every arena, and Mmapped is empty. Its Damage,
+// Malloc and TrimRanges are those of WalkHeap. It reads whole pages around
+// the headers only, so it leaves the pages malloc_trim gave back alone.
+func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
+	return walkHeap(&walker{mem: newBlockMemSized(mem, pageSz), lay: lay, ms: ms, listsOnly: true}, a)
+}
+
+func walkHeap(wk *walker, a Anchors) (*Walk, error) {
+	lay := wk.lay
 	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
-	wk := &walker{mem: newBlockMem(mem), lay: lay, ms: ms, w: w, tcached: tcached}
+	wk.w = w
 	if err := wk.params(); err != nil {
 		return nil, err
 	}
@@ -123,7 +144,9 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 	ar := a.MainArena
 	for n := 0; ; n++ {
 		if n == maxArenas || seen[ar] {
-			wk.damage(ar, "the arena ring does not return to main_arena", false)
+			// A ring that loops without main_arena: glibc's loops over the
+			// arenas (malloc_info, malloc_trim) never end.
+			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: ar, What: "the arena ring does not return to main_arena", Hang: seen[ar]})
 			break
 		}
 		seen[ar] = true
@@ -135,7 +158,7 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 			break
 		}
 		if !wk.rw(next, uint64(lay.StateSize)) {
-			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), false)
+			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), true)
 			break
 		}
 		ar = next
@@ -153,7 +176,9 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 		mi.AspaceTotal += x.AspaceTotal
 		mi.AspaceMprotect += x.AspaceMprotect
 	}
-	wk.mmapped()
+	if !wk.listsOnly {
+		wk.mmapped()
+	}
 	mi.Raw = RenderMallocInfo(mi, lay)
 	return w, nil
 }
@@ -166,7 +191,7 @@ func (wk *walker) damage(at uint64, what string, abort bool) {
 // the only place allocator data can be.
 func (wk *walker) rw(addr, n uint64) bool {
 	m, ok := maps.Find(wk.ms, addr)
-	return ok && m.Readable() && m.Writable() && addr+n <= m.End
+	return ok && m.Readable() && m.Writable() && n <= m.End-addr // no overflow with a garbage n
 }
 
 func (wk *walker) params() error {
@@ -212,14 +237,15 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		aw.AttachedThreads = le(st, lay.StateAttached)
 	}
 	mi := Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
-	wk.free, wk.fast = map[uint64]bool{}, map[uint64]bool{}
+	wk.free, wk.fast, wk.badSize = map[uint64]bool{}, map[uint64]bool{}, map[uint64]bool{}
 
 	if aw.Top != 0 && wk.rw(aw.Top, 16) {
 		if sz, ok := wk.mem.word(aw.Top + 8); ok {
 			aw.TopSize = sz &^ sizeBits
 		}
 	} else if aw.Top != 0 {
-		wk.damage(aw.Top, "top chunk pointer is not in writable memory", false)
+		// malloc_info (2.31+) and malloc_trim (main arena) read its size.
+		wk.damage(aw.Top, "top chunk pointer is not in writable memory", true)
 	}
 	if lay.RestIncludesTop {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
@@ -232,7 +258,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		if p == 0 {
 			continue
 		}
-		cnt, sz := wk.fastbin(p)
+		cnt, sz := wk.fastbin(addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
 		if cnt == 0 {
 			continue
 		}
@@ -264,7 +290,9 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	} else {
 		wk.heaps(&aw, &mi)
 	}
-	wk.chunks(&aw)
+	if !wk.listsOnly {
+		wk.chunks(&aw)
+	}
 	wk.trimRanges(&aw, st)
 	wk.w.Malloc.Arenas = append(wk.w.Malloc.Arenas, mi)
 	wk.w.Arenas = append(wk.w.Arenas, aw)
@@ -272,71 +300,176 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	return le(st, lay.StateNext), nil
 }
 
-// fastbin counts a fastbin list as malloc_info does: the first chunk's size
-// and the list's length. Safe-linking is undone with the address of each
-// fd field; a misaligned pointer is where glibc 2.32+ aborts.
-func (wk *walker) fastbin(p uint64) (count, size uint64) {
+// fastbin counts the fastbin list whose head, at slot, was p, as
+// malloc_info does: the first chunk's size and the list's length.
+// Safe-linking is undone with the address of each fd field; a misaligned
+// pointer is where glibc 2.32+ aborts (before, it follows it). A bad link
+// is reported at the chunk that holds it, once it is known not to be torn.
+func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
+	list := chain{head: slot, mangled: wk.lay.SafeLinking}
 	sz, ok := wk.mem.word(p + 8)
-	if !ok || !wk.rw(p, 32) {
-		wk.damage(p, "fastbin head is not in writable memory", false)
+	if !ok || !wk.rw(p, 32) || p%16 != 0 {
+		// malloc_info checks the head's alignment (2.32+) or reads its size.
+		if wk.genuine(list, slot, p, 0) {
+			wk.damage(p, "fastbin head is misaligned or not in writable memory", true)
+		}
 		return 0, 0
 	}
 	size = sz &^ sizeBits
 	seen := map[uint64]bool{}
-	for p != 0 {
-		if p%16 != 0 {
-			wk.damage(p, "unaligned fastbin chunk (glibc aborts on this)", true)
-			break
-		}
-		if seen[p] {
-			wk.damage(p, "fastbin list loops", true)
-			break
-		}
-		if !wk.rw(p, 32) {
-			wk.damage(p, "fastbin chunk is not in writable memory", true)
+	for prev := slot; p != 0; count++ {
+		if p%16 != 0 || seen[p] || !wk.rw(p, 32) {
+			what := "unaligned fastbin chunk (glibc aborts on this)"
+			switch {
+			case seen[p]:
+				what = "fastbin list loops"
+			case p%16 == 0:
+				what = "fastbin chunk is not in writable memory"
+			}
+			if seen[p] && wk.loops(list, int(count)+1) || !seen[p] && wk.genuine(list, prev, p, int(count)) {
+				wk.damage(prev, fmt.Sprintf("%s: its fd leads to %#x", what, p), true)
+			}
 			break
 		}
 		seen[p] = true
 		wk.fast[p] = true
-		count++
-		fd, _ := wk.mem.word(p + 16)
-		if wk.lay.SafeLinking {
-			fd ^= (p + 16) >> 12
-		}
-		p = fd
+		prev, p = p, wk.fastFd(p)
 	}
 	return count, size
 }
 
-// bin walks bin i from its header through fd, as malloc_info does.
+func (wk *walker) fastFd(p uint64) uint64 {
+	fd, _ := wk.mem.word(p + 16)
+	if wk.lay.SafeLinking {
+		fd ^= (p + 16) >> 12
+	}
+	return fd
+}
+
+// chain is a free list as it is in memory: the address of the word holding
+// its first element, the value that ends it, and whether its links are
+// mangled (safe-linking of fastbins).
+type chain struct {
+	head, end uint64
+	mangled   bool
+}
+
+// genuine decides whether a link found bad is in the list or torn: a walk
+// of a running process reads lists that other threads change meanwhile,
+// and a chunk allocated and written to after the walk read its address
+// yields garbage that was never in any list. It reads the list again from
+// memory, not the cache, from its head up to holder (the chunk whose fd
+// was followed, or the head's own address) within steps links, and says
+// whether holder is still there and still links to bad. A stopped process
+// always passes; a running one passes for damage that stays.
+func (wk *walker) genuine(l chain, holder, bad uint64, steps int) bool {
+	p := l.head
+	for n := 0; n <= steps; n++ {
+		next, ok := wk.freshLink(l, p)
+		if !ok {
+			return false
+		}
+		if p == holder {
+			return next == bad
+		}
+		if next == l.end || next%16 != 0 || !wk.rw(next, 32) {
+			return false
+		}
+		p = next
+	}
+	return false
+}
+
+// loops is genuine for a loop: the list read again from memory meets a
+// chunk twice within steps links, where a walk of a running process may
+// meet one twice because it moved further down the list meanwhile.
+func (wk *walker) loops(l chain, steps int) bool {
+	seen := map[uint64]bool{}
+	p := l.head
+	for n := 0; n <= steps; n++ {
+		next, ok := wk.freshLink(l, p)
+		if !ok || next == l.end || next%16 != 0 || !wk.rw(next, 32) {
+			return false
+		}
+		if seen[next] {
+			return true
+		}
+		seen[next] = true
+		p = next
+	}
+	return false
+}
+
+// freshLink reads the link out of p (the list's head, or a chunk) from
+// memory, bypassing the cache.
+func (wk *walker) freshLink(l chain, p uint64) (uint64, bool) {
+	addr := p + 16
+	if p == l.head {
+		addr = l.head
+	}
+	v, err := readWord(wk.mem.mem, addr)
+	if err == nil && l.mangled && p != l.head {
+		v ^= (p + 16) >> 12
+	}
+	return v, err == nil
+}
+
+// bin walks bin i from its header through fd, as malloc_info does. glibc's
+// walk has no bound: a list that does not return to its header makes it
+// spin forever (Hang), a wild pointer makes it fault (Abort). A size that
+// does not fit the chunk's heap is counted as glibc counts it, but is
+// Abort too: malloc_trim would madvise that many bytes past the chunk
+// (unsorted and large bins), or abort consolidating a neighbour into it.
 func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 	off := wk.lay.StateBins + int64(i-1)*16
 	head := ar + uint64(off) - 16
+	list := chain{head: ar + uint64(off), end: head}
 	r := le(st, off)
 	var sc SizeClass
 	if r == 0 {
 		return sc
 	}
 	sc.From = ^uint64(0)
-	for n := 0; r != head; n++ {
-		if n == maxListLen || wk.free[r] {
-			wk.damage(r, fmt.Sprintf("bin %d loops", i), false)
+	// A chunk met twice in this list is a loop; one met before in another
+	// bin is followed on: if the lists really cross, the walk comes round
+	// to it again through that bin's head.
+	here := map[uint64]bool{}
+	for n, prev := 0, list.head; r != head; n++ {
+		if n == maxListLen || here[r] {
+			if wk.loops(list, n+1) {
+				wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: r, What: fmt.Sprintf("bin %d loops without returning to its head (glibc's walk never ends)", i), Hang: true})
+			}
 			break
 		}
 		if r%16 != 0 || !wk.rw(r, 32) {
-			wk.damage(r, fmt.Sprintf("bin %d holds a chunk pointer outside writable memory or misaligned", i), false)
+			if wk.genuine(list, prev, r, n) {
+				wk.damage(r, fmt.Sprintf("bin %d holds a chunk pointer outside writable memory or misaligned", i), true)
+			}
 			break
 		}
 		raw, _ := wk.mem.word(r + 8)
-		wk.free[r] = true
+		sz := raw &^ sizeBits
+		if sz < minChunk || !wk.rw(r, sz) {
+			if now, err := readWord(wk.mem.mem, r+8); err != nil || now != raw || !wk.genuine(list, prev, r, n) {
+				break // read from a page that changed since, or r was never in the list
+			}
+			wk.badSize[r] = true
+			why := "malloc_trim aborts if it consolidates a neighbour into it"
+			if i == 1 || i >= largebinIndex(pageSz) {
+				why = "malloc_trim would madvise the memory past it"
+			}
+			wk.damage(r, fmt.Sprintf("bin %d holds a chunk whose size %#x runs outside its heap (%s)", i, raw, why), true)
+		} else {
+			aw.FreeChunks++
+			aw.FreeBytes += sz
+			aw.LargestFree = max(aw.LargestFree, sz)
+		}
+		wk.free[r], here[r] = true, true
 		sc.Count++
 		sc.Total += raw
 		sc.From = min(sc.From, raw)
 		sc.To = max(sc.To, raw)
-		sz := raw &^ sizeBits
-		aw.FreeChunks++
-		aw.FreeBytes += sz
-		aw.LargestFree = max(aw.LargestFree, sz)
+		prev = r
 		r, _ = wk.mem.word(r + 16)
 	}
 	if sc.Count == 0 {
@@ -352,7 +485,11 @@ func (wk *walker) heaps(aw *ArenaWalk, mi *Arena) {
 	seen := map[uint64]bool{}
 	for h != 0 {
 		if seen[h] || len(seen) == maxArenas*64 || !wk.rw(h, 32) {
-			wk.damage(h, "heap_info chain is broken", false)
+			// From 2.27 malloc_info follows the whole chain; before, it
+			// reads the top heap only.
+			followed := wk.lay.AllSubheaps || len(seen) == 0
+			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: h, What: "heap_info chain is broken",
+				Hang: followed && seen[h], Abort: followed && !seen[h] && !wk.rw(h, 32)})
 			break
 		}
 		seen[h] = true
@@ -409,7 +546,9 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			raw, ok := wk.mem.word(p + 8)
 			sz := raw &^ sizeBits
 			if !ok || sz%16 != 0 || p+sz > s.end {
-				wk.damage(p, fmt.Sprintf("chunk size %#x does not fit the heap", raw), false)
+				if !wk.badSize[p] { // else reported by the bin walk
+					wk.damage(p, fmt.Sprintf("chunk size %#x does not fit the heap", raw), false)
+				}
 				return
 			}
 			if sz < 32 { // a fencepost closing an old heap
@@ -448,13 +587,12 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 		off := wk.lay.StateBins + int64(i-1)*16
 		head := aw.Addr + uint64(off) - 16
 		r := le(st, off)
-		for n := 0; r != 0 && r != head && n < maxListLen; n++ {
-			if !wk.free[r] {
-				break // damaged list, already reported
-			}
+		seen := map[uint64]bool{}
+		for r != 0 && r != head && wk.free[r] && !seen[r] { // else damaged, and reported
+			seen[r] = true
 			raw, _ := wk.mem.word(r + 8)
 			size := raw &^ sizeBits
-			if size > pageSz-1+hdr {
+			if size > pageSz-1+hdr && !wk.badSize[r] {
 				paligned := (r + hdr + pageSz - 1) &^ (pageSz - 1)
 				if rest := size - (paligned - r); paligned-r < size && rest > pageSz-1 {
 					aw.TrimRanges = append(aw.TrimRanges, Range{paligned, paligned + rest&^(pageSz-1)})

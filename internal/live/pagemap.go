@@ -1,0 +1,112 @@
+package live
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pagemap reads /proc/PID/pagemap, which says for every page of the target
+// whether it is in RAM. It implements glibc.Residency.
+type Pagemap struct {
+	f    *os.File
+	page uint64
+	zero uint64 // the zero page's frame number; 0 when frames are hidden
+}
+
+// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+const (
+	pmPresent   = 1 << 63
+	pmFile      = 1 << 61 // file page or shared anonymous
+	pmExclusive = 1 << 56 // mapped by this process only
+	pmPFN       = 1<<55 - 1
+	pmBatch     = 64 << 10 // entries per read: 512 KiB, 256 MiB of address space
+)
+
+// OpenPagemap opens the pagemap of pid. Close it when done.
+func OpenPagemap(pid int) (*Pagemap, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: reading which pages are resident: %w", pid, err)
+	}
+	return &Pagemap{f: f, page: uint64(os.Getpagesize()), zero: zeroPFN()}, nil
+}
+
+// Resident returns how many bytes of the pages overlapping [start, end) are
+// resident: counted in the process's RSS, so that madvise(MADV_DONTNEED)
+// would release them. Swapped pages are not (releasing them frees swap),
+// and neither is the shared zero page, which a read of never-written (or
+// already released) memory maps, arenactl's own reads included: it is
+// "present" in the pagemap but not in RSS. Frame numbers tell it apart; a
+// reader without CAP_SYS_ADMIN sees none, and then only pages mapped by
+// this process alone (or file-backed) are counted, which leaves out anonymous
+// pages still shared with a forked child.
+func (p *Pagemap) Resident(start, end uint64) (uint64, error) {
+	first, last := start/p.page, (end+p.page-1)/p.page
+	buf := make([]byte, 8*min(last-first, pmBatch))
+	var n uint64
+	for pg := first; pg < last; {
+		cnt := min(last-pg, pmBatch)
+		b := buf[:8*cnt]
+		if _, err := p.f.ReadAt(b, int64(pg*8)); err != nil {
+			return 0, fmt.Errorf("reading the pagemap at %#x: %w", pg*p.page, err)
+		}
+		for i := uint64(0); i < cnt; i++ {
+			if p.counts(binary.LittleEndian.Uint64(b[8*i:])) {
+				n += p.page
+			}
+		}
+		pg += cnt
+	}
+	return n, nil
+}
+
+func (p *Pagemap) counts(e uint64) bool {
+	switch pfn := e & pmPFN; {
+	case e&pmPresent == 0:
+		return false
+	case pfn != 0 && p.zero != 0:
+		return pfn != p.zero
+	}
+	return e&(pmExclusive|pmFile) != 0
+}
+
+// Close releases the file.
+func (p *Pagemap) Close() error { return p.f.Close() }
+
+// zeroPFN finds the zero page's frame number: a read of a fresh private
+// anonymous page of our own maps it. It is 0 when frame numbers are hidden
+// from us.
+var zeroPFN = sync.OnceValue(func() uint64 {
+	page := os.Getpagesize()
+	b, err := unix.Mmap(-1, 0, page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return 0
+	}
+	defer unix.Munmap(b)
+	touch(b)
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var e [8]byte
+	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
+	if _, err := f.ReadAt(e[:], int64(addr/uint64(page)*8)); err != nil {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(e[:])
+	if v&pmPresent == 0 {
+		return 0
+	}
+	return v & pmPFN
+})
+
+var sink byte
+
+// touch reads the page, which a store the compiler must keep depends on.
+func touch(b []byte) { sink = b[0] }

@@ -18,6 +18,9 @@ type jsonLibc struct {
 	Version string `json:"version"`
 	Banner  string `json:"banner,omitempty"`
 	BuildID string `json:"build_id,omitempty"`
+	// Static: path is a static executable (read-only walks only).
+	Static      bool   `json:"static,omitempty"`
+	VersionFrom string `json:"version_from,omitempty"`
 }
 
 type jsonInjection struct {
@@ -26,6 +29,15 @@ type jsonInjection struct {
 	StoppedUs int64  `json:"stopped_us"`
 	CallUs    int64  `json:"call_us"`
 	Refusals  int    `json:"refusals"`
+	// The read-only walk of the free lists made before borrowing a thread:
+	// how long it took, how many walks (2 when the first, made with
+	// nothing stopped, looked damaged: the second stops every thread for
+	// preflight_frozen_us), and why there was none (the injection went
+	// ahead without it).
+	PreflightUs       int64  `json:"preflight_us"`
+	PreflightWalks    int    `json:"preflight_walks"`
+	PreflightFrozenUs int64  `json:"preflight_frozen_us"`
+	PreflightSkipped  string `json:"preflight_skipped,omitempty"`
 }
 
 type jsonSize struct {
@@ -104,6 +116,7 @@ type jsonDamage struct {
 	Addr  uint64 `json:"addr"`
 	What  string `json:"what"`
 	Abort bool   `json:"glibc_would_abort"`
+	Hang  bool   `json:"glibc_would_hang"`
 }
 
 type jsonParams struct {
@@ -220,14 +233,42 @@ type jsonTrimClass struct {
 	PrivateDirtyAfter  uint64 `json:"private_dirty_after"`
 }
 
+// jsonTrim is the trim report. With --dry-run nothing ran: result,
+// injection and released_bytes are null and classes is empty.
 type jsonTrim struct {
 	Pid           int             `json:"pid"`
 	Libc          jsonLibc        `json:"glibc"`
 	Pad           uint64          `json:"pad"`
-	Result        int             `json:"result"`
-	Injection     jsonInjection   `json:"injection"`
+	Result        *int            `json:"result"`
+	Injection     *jsonInjection  `json:"injection"`
 	Classes       []jsonTrimClass `json:"classes"`
-	ReleasedBytes int64           `json:"released_bytes"`
+	ReleasedBytes *int64          `json:"released_bytes"`
+	DryRun        bool            `json:"dry_run"`
+	// PredictedBytes is the RSS the free lists said malloc_trim would
+	// release (prediction.predicted_bytes); null when no walk was possible.
+	PredictedBytes *uint64             `json:"predicted_bytes"`
+	Prediction     *jsonTrimPrediction `json:"prediction"`
+}
+
+type jsonTrimPrediction struct {
+	// Torn: walked without stopping the process (before a real trim);
+	// FrozenUs: with --dry-run, how long every thread was stopped.
+	Torn           bool            `json:"torn"`
+	FrozenUs       int64           `json:"frozen_us"`
+	TrimmableBytes uint64          `json:"trimmable_bytes"` // whole free pages, resident or not
+	PredictedBytes uint64          `json:"predicted_bytes"` // of which resident now
+	Arenas         []jsonArenaTrim `json:"arenas"`
+	Damage         []jsonDamage    `json:"damage"` // --dry-run: what the walk found
+}
+
+type jsonArenaTrim struct {
+	Index          int    `json:"index"`
+	Main           bool   `json:"main"`
+	Addr           uint64 `json:"addr"`
+	Chunks         int    `json:"chunks"`          // free chunks holding whole pages
+	TrimmableBytes uint64 `json:"trimmable_bytes"` // madvised, plus the main arena's top given back
+	TopBytes       uint64 `json:"top_bytes"`       // the main arena's top given back (systrim)
+	PredictedBytes uint64 `json:"predicted_bytes"` // resident now
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -237,11 +278,13 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func libcJSON(l glibc.LibcInfo) jsonLibc {
-	return jsonLibc{Path: l.Path, Version: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID}
+	return jsonLibc{Path: l.Path, Version: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom}
 }
 
 func injectionJSON(in glibc.Injection) jsonInjection {
-	return jsonInjection{Tid: in.Tid, Blocked: in.Blocked, StoppedUs: in.Stopped.Microseconds(), CallUs: in.Call.Microseconds(), Refusals: in.Refusals}
+	return jsonInjection{Tid: in.Tid, Blocked: in.Blocked, StoppedUs: in.Stopped.Microseconds(), CallUs: in.Call.Microseconds(), Refusals: in.Refusals,
+		PreflightUs: in.Preflight.Microseconds(), PreflightWalks: in.PreflightWalks, PreflightFrozenUs: in.PreflightFrozen.Microseconds(),
+		PreflightSkipped: in.PreflightSkipped}
 }
 
 func opt(ok bool, v uint64) *uint64 {
@@ -341,10 +384,16 @@ func readOnlyJSON(ro *glibc.ReadOnly) *jsonReadOnly {
 	for _, sz := range sortedKeys(w.Mmapped.Sizes) {
 		j.Mmapped.Sizes = append(j.Mmapped.Sizes, jsonTcacheBin{Size: sz, Count: w.Mmapped.Sizes[sz]})
 	}
-	for _, d := range w.Damage {
-		j.Damage = append(j.Damage, jsonDamage{Arena: d.Arena, Addr: d.Addr, What: d.What, Abort: d.Abort})
-	}
+	j.Damage = damageJSON(w.Damage)
 	return j
+}
+
+func damageJSON(ds []glibc.Damage) []jsonDamage {
+	out := []jsonDamage{}
+	for _, d := range ds {
+		out = append(out, jsonDamage{Arena: d.Arena, Addr: d.Addr, What: d.What, Abort: d.Abort, Hang: d.Hang})
+	}
+	return out
 }
 
 func sortedKeys(m map[uint64]uint64) []uint64 {
@@ -384,10 +433,23 @@ func mapsJSON(pid int, sum []maps.ClassSummary, roll maps.Rollup, ms []maps.Mapp
 }
 
 func trimJSON(r *glibc.TrimReport) jsonTrim {
-	out := jsonTrim{Pid: r.Pid, Libc: libcJSON(r.Libc), Pad: r.Pad, Result: r.Result, Injection: injectionJSON(r.Injection), ReleasedBytes: r.Released()}
-	for _, row := range trimRows(r) {
-		out.Classes = append(out.Classes, jsonTrimClass{Class: row.name, RssBefore: row.rssBefore, RssAfter: row.rssAfter,
-			PrivateDirtyBefore: row.pdBefore, PrivateDirtyAfter: row.pdAfter})
+	out := jsonTrim{Pid: r.Pid, Libc: libcJSON(r.Libc), Pad: r.Pad, DryRun: r.DryRun, Classes: []jsonTrimClass{}}
+	if !r.DryRun {
+		result, released, in := r.Result, r.Released(), injectionJSON(r.Injection)
+		out.Result, out.ReleasedBytes, out.Injection = &result, &released, &in
+		for _, row := range trimRows(r) {
+			out.Classes = append(out.Classes, jsonTrimClass{Class: row.name, RssBefore: row.rssBefore, RssAfter: row.rssAfter,
+				PrivateDirtyBefore: row.pdBefore, PrivateDirtyAfter: row.pdAfter})
+		}
+	}
+	if p := r.Prediction; p != nil {
+		out.PredictedBytes = &p.Resident
+		out.Prediction = &jsonTrimPrediction{Torn: !r.DryRun, FrozenUs: r.Frozen.Microseconds(), TrimmableBytes: p.Bytes,
+			PredictedBytes: p.Resident, Arenas: []jsonArenaTrim{}, Damage: damageJSON(r.Damage)}
+		for _, a := range p.Arenas {
+			out.Prediction.Arenas = append(out.Prediction.Arenas, jsonArenaTrim{Index: a.Index, Main: a.Main, Addr: a.Addr,
+				Chunks: a.Chunks, TrimmableBytes: a.Bytes, TopBytes: a.Top, PredictedBytes: a.Resident})
+		}
 	}
 	return out
 }

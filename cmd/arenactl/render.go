@@ -37,8 +37,11 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 		fmt.Fprintf(w, "process %d (%s), %d threads, glibc %s (%s)\n", r.Pid, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
 	}
 	if in := r.Injection; in != nil {
-		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s, no other thread was stopped\n\n",
-			in.Tid, in.Blocked, fmtDur(in.Stopped))
+		others := ", no other thread was stopped"
+		if in.PreflightFrozen > 0 {
+			others = frozenForPreflight(in)
+		}
+		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s%s\n\n", in.Tid, in.Blocked, fmtDur(in.Stopped), others)
 	}
 	if ro := r.ReadOnly; ro != nil {
 		switch {
@@ -167,8 +170,12 @@ func renderMaps(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup, ms []map
 }
 
 func renderTrim(w io.Writer, r *glibc.TrimReport) error {
-	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) returned %d (%s) in %s; thread %d (%s) was held %s\n\n",
-		r.Pid, r.Libc.Version, r.Pad, r.Result, trimMeaning(r.Result), fmtDur(r.Injection.Call), r.Injection.Tid, r.Injection.Blocked, fmtDur(r.Injection.Stopped))
+	if r.DryRun {
+		return renderTrimPrediction(w, r)
+	}
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) returned %d (%s) in %s; thread %d (%s) was held %s%s\n\n",
+		r.Pid, r.Libc.Version, r.Pad, r.Result, trimMeaning(r.Result), fmtDur(r.Injection.Call), r.Injection.Tid, r.Injection.Blocked, fmtDur(r.Injection.Stopped),
+		frozenForPreflight(&r.Injection))
 	t := newTable(w, "class", "rss before", "rss after", "released", "private dirty before", "private dirty after")
 	for _, row := range trimRows(r) {
 		t.Append(row.name, human(row.rssBefore), human(row.rssAfter), signedHuman(int64(row.rssBefore)-int64(row.rssAfter)),
@@ -178,7 +185,51 @@ func renderTrim(w io.Writer, r *glibc.TrimReport) error {
 		return err
 	}
 	fmt.Fprintf(w, "released: %s of RSS (%s -> %s)\n", signedHuman(r.Released()), human(r.Before.Rollup.Rss), human(r.After.Rollup.Rss))
+	if p := r.Prediction; p != nil {
+		fmt.Fprintf(w, "predicted: %s, from the free lists walked just before the call (--dry-run shows it per arena)\n", human(p.Resident))
+	}
 	return nil
+}
+
+// renderTrimPrediction prints a dry run: per arena, what malloc_trim would
+// madvise or give back, and how much of it is resident now.
+func renderTrimPrediction(w io.Writer, r *glibc.TrimReport) error {
+	p := r.Prediction
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) would release %s of RSS now (dry run: nothing ran in the target; every thread was stopped %s for the walk)\n\n",
+		r.Pid, r.Libc.Version, r.Pad, human(p.Resident), fmtDur(r.Frozen))
+	t := newTable(w, "arena", "address", "free chunks", "trimmable", "of which top", "resident now")
+	var chunks int
+	for _, a := range p.Arenas {
+		name, top := strconv.Itoa(a.Index), "-"
+		if a.Main {
+			name += " main"
+			top = human(a.Top)
+		}
+		chunks += a.Chunks
+		t.Append(name, fmt.Sprintf("%#x", a.Addr), strconv.Itoa(a.Chunks), human(a.Bytes), top, human(a.Resident))
+	}
+	t.Footer(fmt.Sprintf("%d arenas", len(p.Arenas)), "", strconv.Itoa(chunks), human(p.Bytes), "", human(p.Resident))
+	if err := t.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "free chunks: those holding whole pages malloc_trim would madvise; top: the main heap's top it would give back with sbrk (above --pad);")
+	fmt.Fprintln(w, "trimmable counts those pages resident or not, resident now what RSS would drop by.")
+	for _, d := range r.Damage {
+		fmt.Fprintf(w, "DAMAGE: %s\n", d)
+	}
+	if err := glibc.PreflightDamage(&glibc.Walk{Damage: r.Damage}); err != nil {
+		fmt.Fprintf(w, "a real trim would be refused: %v\n", err)
+	}
+	return nil
+}
+
+// frozenForPreflight says when every thread was stopped, briefly, before
+// the call: for the pre-flight's second walk, when the first looked damaged.
+func frozenForPreflight(in *glibc.Injection) string {
+	if in.PreflightFrozen == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; every thread was stopped %s before, for a second pre-flight walk (the first, made running, read lists in flux)", fmtDur(in.PreflightFrozen))
 }
 
 func trimMeaning(rc int) string {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"arenactl/internal/glibc"
 )
 
 func newRoot() *cobra.Command {
@@ -21,7 +23,7 @@ more than one thread for a few milliseconds.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see 'arenactl %s --help')", err, c.Name())}
 	})
-	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd())
+	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd())
 	return root
 }
 
@@ -47,10 +49,14 @@ type injectFlags struct {
 	timeout time.Duration
 	tid     int
 	json    bool
+	// debugDirs are searched for libc's detached debug file by build-id
+	// when memory is read rather than code run (--read-only).
+	debugDirs []string
 }
 
 func (f *injectFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to look for a safe thread, and how long an injected call may run before it is abandoned")
 	c.Flags().IntVar(&f.tid, "thread", 0, "borrow this thread (a TID of the process) instead of choosing one; it must still pass the safety checks")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", glibc.DefaultDebugDirs, "when memory is read rather than code run (info --read-only): a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several; an empty directory means no symbols")
 }

@@ -26,7 +26,9 @@ type Core struct {
 	Mappings []maps.Mapping
 
 	segs     []segment
-	data     []byte // the mapped file
+	ownMaps  []maps.Mapping // an arenactl snapshot's own copy of /proc/PID/smaps
+	zeros    []Range        // an arenactl snapshot's memory that reads as zeros
+	data     []byte         // the mapped file
 	file     *os.File
 	unpacked string // temporary file to remove on Close, for compressed cores
 }
@@ -162,26 +164,37 @@ func (c *Core) load() error {
 		return c.bad("a core without threads (no NT_PRSTATUS)")
 	}
 	sort.Slice(c.segs, func(i, j int) bool { return c.segs[i].Vaddr < c.segs[j].Vaddr })
-	c.Mappings = c.mappings()
+	c.Mappings = c.ownMaps
+	if c.Mappings == nil {
+		c.Mappings = c.mappings()
+	}
 	return nil
 }
 
 // ReadAt reads memory of the dumped process. Bytes the core does not hold
-// give ErrNotInCore (wrapped with the address).
+// give ErrNotInCore (wrapped with the address); those an arenactl snapshot
+// lists as zeros read as zeros.
 func (c *Core) ReadAt(p []byte, addr uint64) (int, error) {
 	n := 0
 	for n < len(p) {
 		a := addr + uint64(n)
 		i := sort.Search(len(c.segs), func(i int) bool { return c.segs[i].Vaddr+c.segs[i].Memsz > a })
-		if i == len(c.segs) || c.segs[i].Vaddr > a {
+		mapped := i < len(c.segs) && c.segs[i].Vaddr <= a
+		if mapped && a-c.segs[i].Vaddr < c.segs[i].Filesz {
+			s := c.segs[i]
+			n += copy(p[n:], c.data[s.Off+a-s.Vaddr:s.Off+s.Filesz])
+			continue
+		}
+		if z := sort.Search(len(c.zeros), func(j int) bool { return c.zeros[j].End > a }); z < len(c.zeros) && c.zeros[z].Start <= a {
+			m := min(uint64(len(p)-n), c.zeros[z].End-a)
+			clear(p[n : n+int(m)])
+			n += int(m)
+			continue
+		}
+		if !mapped {
 			return n, fmt.Errorf("reading %#x: %w (unmapped)", a, ErrNotInCore)
 		}
-		s := c.segs[i]
-		off := a - s.Vaddr
-		if off >= s.Filesz {
-			return n, fmt.Errorf("reading %#x: %w", a, ErrNotInCore)
-		}
-		n += copy(p[n:], c.data[s.Off+off:s.Off+s.Filesz])
+		return n, fmt.Errorf("reading %#x: %w", a, ErrNotInCore)
 	}
 	return n, nil
 }

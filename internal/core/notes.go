@@ -2,6 +2,8 @@ package core
 
 import (
 	"bytes"
+
+	"arenactl/internal/maps"
 )
 
 // Note types the kernel writes into a core (linux/elf.h).
@@ -35,6 +37,12 @@ func (c *Core) notes(b []byte) error {
 		name := string(bytes.TrimRight(b[12:12+namesz], "\x00"))
 		desc := b[nameEnd : nameEnd+descsz]
 		b = b[descEnd:]
+		if name == noteArenactl {
+			if err := c.arenactlNote(typ, desc); err != nil {
+				return err
+			}
+			continue
+		}
 		if name != "CORE" && name != "LINUX" {
 			continue
 		}
@@ -66,6 +74,28 @@ func (c *Core) notes(b []byte) error {
 			if err := c.fileNote(desc); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// arenactlNote decodes the notes of arenactl's snapshots (see Writer): the
+// process's mapping list, and the memory that reads as zeros.
+func (c *Core) arenactlNote(typ uint32, desc []byte) error {
+	switch typ {
+	case ntMaps:
+		ms, err := maps.ParseSmaps(bytes.NewReader(desc))
+		if err != nil {
+			return c.bad("arenactl's mapping list: %v", err)
+		}
+		c.ownMaps = ms
+	case ntZeros:
+		for i := 0; i+16 <= len(desc); i += 16 {
+			z := Range{Start: le64(desc[i:]), End: le64(desc[i+8:])}
+			if z.End <= z.Start || len(c.zeros) > 0 && z.Start < c.zeros[len(c.zeros)-1].End {
+				return c.bad("arenactl's zero ranges are not sorted")
+			}
+			c.zeros = append(c.zeros, z)
 		}
 	}
 	return nil

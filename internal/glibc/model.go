@@ -47,11 +47,15 @@ type LibcInfo struct {
 	Version Version
 	Banner  string
 	BuildID string
+	// Static: Path is a static executable holding its own glibc malloc.
+	Static bool
+	// VersionFrom says how Version was found when there was no banner.
+	VersionFrom string
 }
 
 // Info extracts the identifying part of a Libc.
 func (l *Libc) Info() LibcInfo {
-	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID}
+	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom}
 }
 
 // MapsSummary is the memory-map side of a report: per-class totals and the
@@ -68,6 +72,16 @@ type Injection struct {
 	Refusals int           // threads examined and found unsafe before this one
 	Stopped  time.Duration // from the interrupt to the release
 	Call     time.Duration // time spent inside the injected calls
+	// Preflight is the time spent walking the allocator's lists before
+	// borrowing a thread, PreflightWalks how many walks it took: 1, or 2
+	// when the first (nothing stopped) looked damaged and a second one
+	// was made with every thread stopped for PreflightFrozen.
+	// PreflightSkipped says why there was no walk (it could not be done;
+	// the injection went ahead).
+	Preflight        time.Duration
+	PreflightWalks   int
+	PreflightFrozen  time.Duration
+	PreflightSkipped string
 }
 
 // TrimReport is what `arenactl trim` did and measured.
@@ -79,6 +93,15 @@ type TrimReport struct {
 	Injection Injection
 	Before    MapsSummary
 	After     MapsSummary
+	// Prediction is what the free lists said malloc_trim would release,
+	// from the walk made just before the call (nil if it could not be
+	// made). With DryRun nothing ran: Result, Injection and After are
+	// unset, Frozen is how long every thread was stopped for the walk, and
+	// Damage what it found.
+	Prediction *TrimPrediction
+	DryRun     bool
+	Frozen     time.Duration
+	Damage     []Damage
 }
 
 // Released is the drop in resident memory across the trim, process-wide.

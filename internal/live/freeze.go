@@ -72,6 +72,24 @@ func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
 	return f, nil
 }
 
+// FrozenThread is one stopped thread's full register state, for writing a
+// core.
+type FrozenThread struct {
+	Tid    int
+	Regs   ptrace.Regs
+	XState []byte // NT_X86_XSTATE layout; nil if it could not be read
+}
+
+// Threads lists the stopped threads with their registers, in the order they
+// were stopped: the main thread first.
+func (f *Frozen) Threads() []FrozenThread {
+	out := make([]FrozenThread, 0, len(f.threads))
+	for _, th := range f.threads {
+		out = append(out, FrozenThread{Tid: th.Tid, Regs: th.Regs(), XState: th.XState()})
+	}
+	return out
+}
+
 // Thaw lets every thread run again, exactly as it was, and returns how long
 // the process was frozen.
 func (f *Frozen) Thaw() (time.Duration, error) {

@@ -121,6 +121,11 @@ func (th *Thread) Regs() Regs {
 	return *th.saved
 }
 
+// XState returns the extended (FPU, SSE, AVX) state saved by Stop, as
+// PTRACE_GETREGSET gives NT_X86_XSTATE: an XSAVE area whose first 512 bytes
+// are the FXSAVE layout of NT_PRFPREG.
+func (th *Thread) XState() []byte { return th.xstate }
+
 // Restore puts back the registers and extended state saved by Stop.
 func (th *Thread) Restore() error {
 	if th.saved == nil || th.detached {

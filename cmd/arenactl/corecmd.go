@@ -78,12 +78,10 @@ func collectCore(path string, cf coreFlags) (*glibc.Report, error) {
 	for _, th := range c.Threads {
 		tls = append(tls, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase()})
 	}
-	caches, cached, dmg := glibc.Tcaches(libc, lay, mem, tls, glibc.ArenaRing(mem, lay, anchors))
-	walk, err := glibc.WalkHeap(mem, lay, anchors, c.Mappings, cached)
+	walk, caches, err := glibc.WalkAll(mem, libc, lay, anchors, c.Mappings, tls)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	walk.Damage = append(walk.Damage, dmg...)
 	rep := &glibc.Report{
 		Pid: c.Pid, Exe: c.Exe(), Libc: libc.Info(), Threads: len(c.Threads), Malloc: walk.Malloc,
 		ReadOnly: &glibc.ReadOnly{Walk: walk, Tcaches: caches},

@@ -16,7 +16,9 @@ func main() {
 	// the thread run on with injected registers. Catching them turns them
 	// into a cancelled context; every command then restores and detaches
 	// before exiting. Later copies of the same signal are caught too.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// SIGPIPE is not among them: it only comes from writing our output,
+	// which happens after every thread has been given back.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	err := newRoot().ExecuteContext(ctx)
 	if err == nil && ctx.Err() != nil {

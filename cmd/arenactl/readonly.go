@@ -22,14 +22,22 @@ func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
+	// Symbols and static signatures come from files: found before anything
+	// is stopped, so the freeze lasts only as long as the walk itself.
+	anchors, err := glibc.FindAnchorsWith(t.Libc, lay, t, f.debugDirs)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
 	ro := &glibc.ReadOnly{Torn: !freeze}
+	var tls []glibc.ThreadTLS
 	var frozen *live.Frozen
 	if freeze {
 		if frozen, err = t.Freeze(f.timeout); err != nil {
 			return nil, err
 		}
+		tls = frozen.TLS
 	}
-	walk, caches, werr := walkAll(t, lay, frozen, f.debugDirs)
+	walk, caches, werr := glibc.WalkAll(t, t.Libc, lay, anchors, t.Mappings, tls)
 	if frozen != nil {
 		held, terr := frozen.Thaw()
 		ro.Frozen = held
@@ -38,7 +46,7 @@ func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error)
 		}
 	}
 	if werr != nil {
-		return nil, werr
+		return nil, fmt.Errorf("process %d: %w", pid, werr)
 	}
 	ro.Walk, ro.Tcaches = walk, caches
 	rep := &glibc.Report{Pid: pid, Exe: t.Exe, Libc: t.Libc.Info(), Malloc: walk.Malloc, ReadOnly: ro}
@@ -47,25 +55,4 @@ func collectReadOnly(pid int, f injectFlags, freeze bool) (*glibc.Report, error)
 	}
 	rep.Maps, err = readMaps(t)
 	return rep, err
-}
-
-// walkAll finds the anchors, the threads' tcaches and walks the heap. It is
-// the part that runs while the process is frozen.
-func walkAll(t *live.Target, lay glibc.Layout, frozen *live.Frozen, debugDirs []string) (*glibc.Walk, []glibc.ThreadCache, error) {
-	anchors, err := glibc.FindAnchorsWith(t.Libc, lay, t, debugDirs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("process %d: %w", t.Pid, err)
-	}
-	var caches []glibc.ThreadCache
-	var cached map[uint64]bool
-	var dmg []glibc.Damage
-	if frozen != nil {
-		caches, cached, dmg = glibc.Tcaches(t.Libc, lay, t, frozen.TLS, glibc.ArenaRing(t, lay, anchors))
-	}
-	walk, err := glibc.WalkHeap(t, lay, anchors, t.Mappings, cached)
-	if err != nil {
-		return nil, nil, fmt.Errorf("process %d: %w", t.Pid, err)
-	}
-	walk.Damage = append(walk.Damage, dmg...)
-	return walk, caches, nil
 }

@@ -455,8 +455,7 @@ func walkRecorded(t *live.Target, mem glibc.Memory, tls []glibc.ThreadTLS) error
 	if err != nil {
 		return err
 	}
-	_, cached, _ := glibc.Tcaches(t.Libc, lay, mem, tls, glibc.ArenaRing(mem, lay, anchors))
-	_, err = glibc.WalkHeap(mem, lay, anchors, t.Mappings, cached)
+	_, _, err = glibc.WalkAll(mem, t.Libc, lay, anchors, t.Mappings, tls)
 	return err
 }
 

@@ -1,6 +1,8 @@
 package glibc
 
 import (
+	"arenactl/internal/maps"
+
 	"fmt"
 	"sort"
 )
@@ -227,4 +229,19 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 		}
 	}
 	return slots, dmg
+}
+
+// WalkAll is the whole read-only walk once the anchors are known: every
+// thread's tcache (when its thread pointer is known: tls is empty for a
+// process read without stopping it), then the heaps, with the chunks the
+// tcaches hold counted as cached. The live, core and snapshot paths all
+// read a target through this one function.
+func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
+	caches, cached, dmg := Tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
+	w, err := WalkHeap(mem, lay, a, ms, cached)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.Damage = append(w.Damage, dmg...)
+	return w, caches, nil
 }

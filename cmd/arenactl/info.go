@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"arenactl/internal/diagnose"
 	"arenactl/internal/glibc"
 	"arenactl/internal/live"
 	"arenactl/internal/maps"
@@ -47,13 +48,16 @@ stops, and nothing is written to the target's own output.`,
 			if err != nil {
 				return err
 			}
+			findings := diagnose.Diagnose(rep, diagnoseEnv(args[0]))
 			switch {
 			case xml:
 				_, err = os.Stdout.Write(rep.Malloc.Raw)
 			case f.json:
-				err = writeJSON(os.Stdout, infoJSON(rep))
+				err = writeJSON(os.Stdout, infoJSON(rep, findings))
 			default:
-				err = renderInfo(os.Stdout, rep)
+				if err = renderInfo(os.Stdout, rep); err == nil {
+					err = renderFindings(os.Stdout, findings)
+				}
 			}
 			return err
 		},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 
+	"arenactl/internal/diagnose"
 	"arenactl/internal/glibc"
 	"arenactl/internal/maps"
 )
@@ -223,6 +224,7 @@ type jsonInfo struct {
 	Arenas    []jsonArena    `json:"arenas"`
 	Totals    jsonTotals     `json:"totals"`
 	Maps      jsonMaps       `json:"maps"`
+	Findings  []jsonFinding  `json:"findings"`
 }
 
 type jsonTrimClass struct {
@@ -298,7 +300,7 @@ func sizeJSON(s glibc.SizeClass) jsonSize {
 	return jsonSize{From: s.From, To: s.To, Total: s.Total, Count: s.Count, Fast: s.Fast}
 }
 
-func infoJSON(r *glibc.Report) jsonInfo {
+func infoJSON(r *glibc.Report, findings []diagnose.Finding) jsonInfo {
 	mi := r.Malloc
 	out := jsonInfo{Pid: r.Pid, Exe: r.Exe, Threads: r.Threads, Libc: libcJSON(r.Libc), Arenas: []jsonArena{}}
 	if r.Injection != nil {
@@ -331,6 +333,7 @@ func infoJSON(r *glibc.Report) jsonInfo {
 		MmapCount: opt(mi.HasMmap, mi.MmapCount), MmapBytes: opt(mi.HasMmap, mi.MmapBytes),
 	}
 	out.Maps = mapsSummaryJSON(r.Maps.Classes, r.Maps.Rollup)
+	out.Findings = findingsJSON(findings)
 	if c := r.Core; c != nil {
 		out.Core = &jsonCore{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, Signal: c.Signal, FaultAddr: c.FaultAddr}
 	}

@@ -34,7 +34,7 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 			fmt.Fprintf(w, "written when thread %d received %s (fault address %#x)\n", c.CrashTid, unix.SignalName(syscall.Signal(c.Signal)), c.FaultAddr)
 		}
 	} else {
-		fmt.Fprintf(w, "process %d (%s), %d threads, glibc %s (%s)\n", r.Pid, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+		fmt.Fprintf(w, "process %d (%s), %s, glibc %s (%s)\n", r.Pid, r.Exe, threads(r.Threads, "1 thread", "%d threads"), r.Libc.Version, r.Libc.Path)
 	}
 	if in := r.Injection; in != nil {
 		others := ", no other thread was stopped"
@@ -50,7 +50,7 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 		case ro.Torn:
 			fmt.Fprintln(w, "read from memory without stopping the process: threads that allocated meanwhile may have torn these numbers")
 		default:
-			fmt.Fprintf(w, "read from memory, nothing ran in the target; its %d threads were stopped for %s\n", len(ro.Tcaches), fmtDur(ro.Frozen))
+			fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", threads(len(ro.Tcaches), "its thread was", "its %d threads were"), fmtDur(ro.Frozen))
 		}
 		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)
 	}
@@ -313,4 +313,12 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// threads picks the singular or plural wording for n threads.
+func threads(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
 }

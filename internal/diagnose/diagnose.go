@@ -1,0 +1,318 @@
+// Package diagnose turns a glibc Report into findings: what makes the
+// process's memory high, the numbers that show it, the fix for the target's
+// glibc version, and what the fix would save. It reads only the report and
+// a few facts about the process's environment, so it works the same on a
+// live process and on a core.
+package diagnose
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/maps"
+)
+
+// Severity orders findings.
+type Severity int
+
+const (
+	Info Severity = iota
+	Warning
+	Critical
+)
+
+func (s Severity) String() string { return [...]string{"info", "warning", "critical"}[s] }
+
+// Finding is one diagnosis.
+type Finding struct {
+	ID       string // stable: "arena-bloat", "fragmentation", ...
+	Severity Severity
+	Title    string
+	Evidence []string // the numbers behind it
+	Fix      string   // what to do, for this glibc version
+	Savings  uint64   // bytes the fix would give back, estimated
+}
+
+// Env is what the report does not carry about the process.
+type Env struct {
+	OnlineCPUs   int               // 0 when unknown (a core)
+	AffinityCPUs int               // CPUs in the process's affinity mask; 0 when unknown
+	Vars         map[string]string // MALLOC_* and GLIBC_TUNABLES from its environment; nil when unknown
+}
+
+// Thresholds of what is worth a finding. A finding about a few megabytes
+// wastes an on-call engineer's time.
+const (
+	minSavings       = 16 << 20
+	fragPercent      = 30
+	stackShare       = 0.25
+	tcacheHoard      = 4 << 20
+	manyMmapped      = 1000
+	defaultThreshold = 128 << 10
+)
+
+// Diagnose returns the findings for a report, most severe and largest first.
+func Diagnose(r *glibc.Report, env Env) []Finding {
+	d := &diag{r: r, env: env, tunables: parseTunables(env.Vars["GLIBC_TUNABLES"])}
+	d.arenas()
+	d.fragmentation()
+	d.thresholds()
+	d.tcaches()
+	d.outsideMalloc()
+	sort.SliceStable(d.out, func(i, j int) bool {
+		if d.out[i].Severity != d.out[j].Severity {
+			return d.out[i].Severity > d.out[j].Severity
+		}
+		return d.out[i].Savings > d.out[j].Savings
+	})
+	return d.out
+}
+
+type diag struct {
+	r        *glibc.Report
+	env      Env
+	tunables map[string]string
+	out      []Finding
+}
+
+func (d *diag) add(f Finding) { d.out = append(d.out, f) }
+
+// setting returns a malloc setting from GLIBC_TUNABLES or its environment
+// variable alias, and whether it is set.
+func (d *diag) setting(tunable, env string) (string, bool) {
+	if v, ok := d.tunables["glibc.malloc."+tunable]; ok {
+		return v, true
+	}
+	v, ok := d.env.Vars[env]
+	return v, ok
+}
+
+func parseTunables(s string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ":") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func (d *diag) walk() *glibc.Walk {
+	if d.r.ReadOnly == nil {
+		return nil
+	}
+	return d.r.ReadOnly.Walk
+}
+
+// arenaLimit is glibc's default limit on arenas: 8 per CPU, counting the
+// CPUs the way the target's version counts them (glibc-malloc.md §13.2).
+func (d *diag) arenaLimit() (int, string) {
+	v := d.r.Libc.Version
+	cpus, how := d.env.OnlineCPUs, "online CPUs"
+	if v.AtLeast(2, 35) && v.Less(2, 39) {
+		cpus, how = d.env.AffinityCPUs, "CPUs in the process's affinity mask"
+	}
+	if cpus == 0 {
+		return 0, ""
+	}
+	return max(8*cpus, 9), fmt.Sprintf("8 × %d %s", cpus, how)
+}
+
+// arenas: many thread arenas whose free memory sits idle.
+func (d *diag) arenas() {
+	mi := d.r.Malloc
+	n := len(mi.Arenas)
+	if n < 4 {
+		return
+	}
+	if _, ok := d.setting("arena_max", "MALLOC_ARENA_MAX"); ok {
+		return // the user chose the limit
+	}
+	if w := d.walk(); w != nil && w.Params.ArenaMax != 0 {
+		return // set through mallopt
+	}
+	var free, system uint64
+	for _, a := range mi.Arenas[1:] {
+		free += a.FreeBytes()
+		system += a.SystemCurrent
+	}
+	if free < minSavings {
+		return
+	}
+	ev := []string{
+		fmt.Sprintf("%d arenas (main + %d thread arenas) hold %s from the system, %s of it free", n, n-1, mb(system), mb(free)),
+	}
+	if limit, how := d.arenaLimit(); limit > 0 {
+		ev = append(ev, fmt.Sprintf("glibc %s allows up to %d arenas here (%s)", d.r.Libc.Version, limit, how))
+	}
+	if d.r.Threads > 0 {
+		ev = append(ev, fmt.Sprintf("%d thread(s) now; an arena is never freed, even after the threads that made it exit", d.r.Threads))
+	}
+	sev := Warning
+	if free > 256<<20 {
+		sev = Critical
+	}
+	d.add(Finding{
+		ID: "arena-bloat", Severity: sev,
+		Title:    "many malloc arenas each keep their own free memory",
+		Evidence: ev,
+		Fix: "start the process with MALLOC_ARENA_MAX=2 (or GLIBC_TUNABLES=glibc.malloc.arena_max=2); " +
+			"threads then share two arenas and reuse each other's free memory. Takes effect at the next start.",
+		Savings: free,
+	})
+}
+
+// fragmentation: memory the heaps keep resident although malloc counts it
+// free. Measured against RSS, so free pages already given back (by trim or
+// never touched) do not count.
+func (d *diag) fragmentation() {
+	w := d.walk()
+	mi := d.r.Malloc
+	var trimmable, nonMainTop uint64
+	var detail []string
+	for i, a := range mi.Arenas {
+		if a.FreePercent() >= fragPercent && a.FreeBytes() >= minSavings {
+			detail = append(detail, fmt.Sprintf("arena %d: %s free of %s (%.0f%%), largest free size class %s",
+				a.Index, mb(a.FreeBytes()), mb(a.SystemCurrent), a.FreePercent(), mb(a.LargestFreeClass())))
+		}
+		if w != nil && i < len(w.Arenas) {
+			trimmable += w.Arenas[i].Trimmable()
+			if !w.Arenas[i].Main {
+				nonMainTop += w.Arenas[i].TopSize
+			}
+		}
+	}
+	var heapRss uint64
+	for _, c := range d.r.Maps.Classes {
+		if c.Class == maps.ClassMainHeap || c.Class == maps.ClassArenaHeap {
+			heapRss += c.Rss
+		}
+	}
+	inUse := mi.SystemCurrent - min(mi.SystemCurrent, mi.FastBytes+mi.RestBytes)
+	residentFree := heapRss - min(heapRss, inUse)
+	if d.r.Maps.Rollup.Rss == 0 { // a core: no RSS, judge by malloc's own counts
+		residentFree = mi.FastBytes + mi.RestBytes
+	}
+	if len(detail) > 0 && residentFree >= minSavings && float64(residentFree) >= fragPercent/100.0*float64(max(heapRss, mi.SystemCurrent)) {
+		f := Finding{
+			ID: "fragmentation", Severity: Warning,
+			Title: "the heaps keep free memory resident between chunks still in use",
+			Evidence: append([]string{fmt.Sprintf("heaps are %s resident with %s in use: %s resident but free",
+				mb(heapRss), mb(inUse), mb(residentFree))}, detail...),
+			Fix:     "run `arenactl trim PID` to return the whole free pages now; to keep it low, lower MALLOC_TRIM_THRESHOLD_ (e.g. 131072) and consider MALLOC_ARENA_MAX=2",
+			Savings: residentFree,
+		}
+		if trimmable > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("malloc_trim would madvise up to %s now (whole pages inside free chunks)", mb(trimmable)))
+			f.Savings = min(residentFree, trimmable)
+		}
+		d.add(f)
+	}
+	if nonMainTop >= minSavings {
+		d.add(Finding{
+			ID: "untrimmable-thread-heaps", Severity: Warning,
+			Title: "free memory at the top of thread arenas that malloc_trim cannot return",
+			Evidence: []string{fmt.Sprintf("the top chunks of the thread arenas hold %s; malloc_trim never shrinks them, "+
+				"only free() does, and only once a top exceeds trim_threshold (%s)", mb(nonMainTop), mb(w.Params.TrimThreshold))},
+			Fix:     "set MALLOC_TRIM_THRESHOLD_=131072 (this also stops glibc from raising it after large frees), or MALLOC_ARENA_MAX=2 so fewer heaps exist",
+			Savings: nonMainTop,
+		})
+	}
+}
+
+// thresholds: the dynamic mmap threshold raised by a large free, and many
+// mmapped chunks.
+func (d *diag) thresholds() {
+	w := d.walk()
+	if w == nil {
+		return
+	}
+	p := w.Params
+	if !p.NoDynThreshold && p.MmapThreshold > defaultThreshold {
+		d.add(Finding{
+			ID: "mmap-threshold-raised", Severity: Warning,
+			Title: "a large free raised the mmap threshold: big blocks now come from the arenas and stay there",
+			Evidence: []string{fmt.Sprintf("mmap_threshold is %s (default 128 KiB) and trim_threshold %s: glibc raises both when a mmapped block is freed",
+				mb(p.MmapThreshold), mb(p.TrimThreshold))},
+			Fix: "start the process with MALLOC_MMAP_THRESHOLD_=131072 (fixes the threshold and turns the adjustment off); " +
+				"blocks above it are then unmapped on free",
+		})
+	}
+	if p.NMmaps > manyMmapped {
+		d.add(Finding{
+			ID: "many-mmapped", Severity: Info,
+			Title:    "many blocks are mmapped one by one",
+			Evidence: []string{fmt.Sprintf("%d mmapped chunks, %s; each costs a system call to allocate and free", p.NMmaps, mb(p.MmappedMem))},
+			Fix:      "if they are short-lived, raise MALLOC_MMAP_THRESHOLD_ above their size",
+		})
+	}
+}
+
+// tcaches: threads holding much memory in their tcache.
+func (d *diag) tcaches() {
+	if d.r.ReadOnly == nil {
+		return
+	}
+	var hoard []string
+	var total uint64
+	for _, tc := range d.r.ReadOnly.Tcaches {
+		if tc.Bytes >= tcacheHoard {
+			hoard = append(hoard, fmt.Sprintf("thread %d: %d chunks, %s", tc.Tid, tc.Chunks, mb(tc.Bytes)))
+			total += tc.Bytes
+		}
+	}
+	if len(hoard) == 0 {
+		return
+	}
+	d.add(Finding{
+		ID: "tcache-hoarding", Severity: Info,
+		Title:    "threads keep freed memory in their private caches",
+		Evidence: hoard,
+		Fix:      "lower GLIBC_TUNABLES=glibc.malloc.tcache_count (or tcache_max) for this process",
+		Savings:  total,
+	})
+}
+
+// outsideMalloc: resident memory malloc does not explain.
+func (d *diag) outsideMalloc() {
+	roll := d.r.Maps.Rollup
+	if roll.Rss == 0 {
+		return // a core: no RSS
+	}
+	byClass := map[maps.Class]maps.ClassSummary{}
+	for _, c := range d.r.Maps.Classes {
+		byClass[c.Class] = c
+	}
+	stacks := byClass[maps.ClassThreadStack].Rss + byClass[maps.ClassMainStack].Rss
+	if float64(stacks) >= stackShare*float64(roll.Rss) && stacks >= minSavings {
+		d.add(Finding{
+			ID: "thread-stacks", Severity: Warning,
+			Title: "thread stacks, not malloc, hold much of the resident memory",
+			Evidence: []string{fmt.Sprintf("stacks are %s of %s resident (%d thread stack mappings)",
+				mb(stacks), mb(roll.Rss), byClass[maps.ClassThreadStack].Count)},
+			Fix: "fewer threads, or smaller stacks (pthread_attr_setstacksize, or ulimit -s before start); malloc settings do not help here",
+		})
+	}
+	if anon := byClass[maps.ClassAnon]; anon.Rss >= minSavings && float64(anon.Rss) >= 0.25*float64(roll.Rss) {
+		d.add(Finding{
+			ID: "anonymous-outside-malloc", Severity: Info,
+			Title:    "anonymous memory outside the malloc heaps",
+			Evidence: []string{fmt.Sprintf("%s resident in %d anonymous mappings that are not heaps: large mmapped blocks, or memory the program or a library maps itself", mb(anon.Rss), anon.Count)},
+			Fix:      "`arenactl maps --all PID` lists them; the mmapped-chunks line of `info` says how much of it is malloc's",
+		})
+	}
+}
+
+func mb(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -30,8 +30,12 @@ func newTable(w io.Writer, header ...any) *tablewriter.Table {
 func renderInfo(w io.Writer, r *glibc.Report) error {
 	if c := r.Core; c != nil {
 		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
-		if c.Signal != 0 {
-			fmt.Fprintf(w, "written when thread %d received %s (fault address %#x)\n", c.CrashTid, unix.SignalName(syscall.Signal(c.Signal)), c.FaultAddr)
+		switch sig := syscall.Signal(c.Signal); sig {
+		case 0:
+		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGTRAP:
+			fmt.Fprintf(w, "written when thread %d received %s (fault address %#x)\n", c.CrashTid, unix.SignalName(sig), c.FaultAddr)
+		default:
+			fmt.Fprintf(w, "written when thread %d received %s\n", c.CrashTid, unix.SignalName(sig))
 		}
 	} else {
 		fmt.Fprintf(w, "process %d (%s), %s, glibc %s (%s)\n", r.Pid, r.Exe, threads(r.Threads, "1 thread", "%d threads"), r.Libc.Version, r.Libc.Path)

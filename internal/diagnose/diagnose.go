@@ -124,7 +124,9 @@ func (d *diag) arenaLimit() (int, string) {
 func (d *diag) arenas() {
 	mi := d.r.Malloc
 	n := len(mi.Arenas)
-	if n < 4 {
+	// One arena per thread up to a handful is glibc working as designed;
+	// bloat is many arenas, or more arenas than there are threads left.
+	if n < 8 && (d.r.Threads == 0 || n <= d.r.Threads) {
 		return
 	}
 	if _, ok := d.setting("arena_max", "MALLOC_ARENA_MAX"); ok {

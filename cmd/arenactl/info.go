@@ -83,19 +83,12 @@ func collectInfo(ctx context.Context, pid int, f injectFlags) (*glibc.Report, er
 	if err != nil {
 		return nil, err
 	}
-	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: f.timeout, Tid: f.tid})
+	var raw []byte
+	in, err := injectCall(ctx, t, pf, f, func(c glibc.Caller) (err error) {
+		raw, err = glibc.RunMallocInfo(ctx, c, t.Libc)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := pf.checkLocks(t, sess.Tid); err != nil {
-		sess.Release()
-		return nil, err
-	}
-	callStart := time.Now()
-	raw, callErr := glibc.RunMallocInfo(ctx, sess, t.Libc)
-	call := time.Since(callStart)
-	held, relErr := sess.Release()
-	if err := firstErr(ctx, callErr, relErr); err != nil {
 		return nil, err
 	}
 	mi, err := glibc.ParseMallocInfo(raw)
@@ -107,14 +100,38 @@ func collectInfo(ctx context.Context, pid int, f injectFlags) (*glibc.Report, er
 		Exe:       t.Exe,
 		Libc:      t.Libc.Info(),
 		Malloc:    mi,
-		Injection: &glibc.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: call},
+		Injection: &in,
 	}
-	pf.record(rep.Injection)
 	if tids, err := ptrace.Tasks(pid); err == nil {
 		rep.Threads = len(tids)
 	}
 	rep.Maps, err = readMaps(t)
 	return rep, err
+}
+
+// injectCall borrows a thread that is safe to borrow, checks the arena
+// locks again now that it is known which thread that is, runs call in it and
+// gives it back. It reports the borrowed thread, the time it was held and
+// the pre-flight walk that preceded it.
+func injectCall(ctx context.Context, t *live.Target, pf *preflight, f injectFlags, call func(glibc.Caller) error) (glibc.Injection, error) {
+	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: f.timeout, Tid: f.tid})
+	if err != nil {
+		return glibc.Injection{}, err
+	}
+	if err := pf.checkLocks(t, sess.Tid); err != nil {
+		sess.Release()
+		return glibc.Injection{}, err
+	}
+	start := time.Now()
+	callErr := call(sess)
+	dur := time.Since(start)
+	held, relErr := sess.Release()
+	if err := firstErr(ctx, callErr, relErr); err != nil {
+		return glibc.Injection{}, err
+	}
+	in := glibc.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: dur}
+	pf.record(&in)
+	return in, nil
 }
 
 // firstErr decides what a finished injection reports: the call's own error,

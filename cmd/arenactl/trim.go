@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,19 +78,12 @@ func runTrim(ctx context.Context, pid int, f injectFlags, pad uint64) (*glibc.Tr
 	if err != nil {
 		return nil, err
 	}
-	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: f.timeout, Tid: f.tid})
+	var result int
+	in, err := injectCall(ctx, t, pf, f, func(c glibc.Caller) (err error) {
+		result, err = glibc.RunMallocTrim(ctx, c, t.Libc, pad)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := pf.checkLocks(t, sess.Tid); err != nil {
-		sess.Release()
-		return nil, err
-	}
-	callStart := time.Now()
-	result, callErr := glibc.RunMallocTrim(ctx, sess, t.Libc, pad)
-	call := time.Since(callStart)
-	held, relErr := sess.Release()
-	if err := firstErr(ctx, callErr, relErr); err != nil {
 		return nil, err
 	}
 	after, err := readMaps(t)
@@ -100,10 +92,9 @@ func runTrim(ctx context.Context, pid int, f injectFlags, pad uint64) (*glibc.Tr
 	}
 	rep := &glibc.TrimReport{
 		Pid: pid, Libc: t.Libc.Info(), Pad: pad, Result: result,
-		Injection: glibc.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: call},
+		Injection: in,
 		Before:    before, After: after, Prediction: pred,
 	}
-	pf.record(&rep.Injection)
 	return rep, nil
 }
 

@@ -8,40 +8,126 @@ import "encoding/binary"
 // multi-gigabyte heap walkable in seconds.
 type blockMem struct {
 	mem    Memory
-	blocks map[uint64][]byte // block start -> contents (nil: unreadable)
+	slicer slicer            // mem, when it can hand out its bytes without a copy
+	mapped uint64            // bytes of slicer's blocks used since its last Release
+	blocks regionMap[[]byte] // nil: not read yet; empty: unreadable
+	loaded int
 	size   uint64
+	spare  [][]byte // buffers of dropped blocks, for the next ones
+	sink   uint64   // what warm read, so that its loads are not optimised away
 }
 
 const blockSize = 256 << 10
 
+// slicer is memory that is already in this process: a core file, mapped.
+// Slice returns its bytes for [addr, addr+n) without copying them, or nil;
+// Release lets go of the pages touched so far (they are mapped again when
+// touched again), so that what a walk keeps resident stays bounded.
+type slicer interface {
+	Slice(addr, n uint64) []byte
+	Release()
+}
+
+// releaseEvery is how many bytes of a slicer's memory a walk uses between
+// two Releases, at most.
+const releaseEvery = 256 << 20
+
+// unreadable marks a block that could not be read whole.
+var unreadable = make([]byte, 0)
+
 func newBlockMem(mem Memory) *blockMem { return newBlockMemSized(mem, blockSize) }
 
-// newBlockMemSized caches blocks of size bytes (a power of two). A walk that
-// reads only chunk headers uses pages: reading the memory of a live process
-// faults its pages in (the zero page, for the untouched or madvised pages of
-// a free chunk), which a larger block would do to the whole chunk.
+// newBlockMemSized caches blocks of size bytes (a power of two, at most a
+// region). A walk that reads only chunk headers uses pages: reading the
+// memory of a live process faults its pages in (the zero page, for the
+// untouched or madvised pages of a free chunk), which a larger block would
+// do to the whole chunk.
 func newBlockMemSized(mem Memory, size uint64) *blockMem {
-	return &blockMem{mem: mem, blocks: map[uint64][]byte{}, size: size}
+	sl, _ := mem.(slicer)
+	return &blockMem{mem: mem, slicer: sl, blocks: newRegionMap[[]byte](regionSize / size), size: size}
 }
 
-// drop forgets cached blocks once a region has been walked, so memory use
-// stays bounded by what one walk step needs.
+// drop forgets cached blocks once an arena has been walked, so memory use
+// stays bounded by what one walk step needs: copied blocks when there are
+// more than 256 of them (their buffers serve the next ones), a slicer's
+// always (their pages are released).
 func (c *blockMem) drop() {
-	if len(c.blocks) > 256 {
-		c.blocks = map[uint64][]byte{}
+	if c.slicer != nil {
+		c.release()
+		return
 	}
+	if c.loaded <= 256 {
+		return
+	}
+	for _, r := range c.blocks.m {
+		for _, b := range r {
+			if len(b) > 0 {
+				c.spare = append(c.spare, b)
+			}
+		}
+	}
+	c.blocks.reset()
+	c.loaded = 0
 }
 
+// block returns the block at start, reading it if needed; nil when it
+// cannot be read whole (it crosses the end of a mapping): its words are
+// then read one by one.
 func (c *blockMem) block(start uint64) []byte {
-	if b, ok := c.blocks[start]; ok {
+	r := c.blocks.get(start, true)
+	i := start % regionSize / c.size
+	if b := r[i]; b != nil {
+		if len(b) == 0 {
+			return nil
+		}
 		return b
 	}
-	b := make([]byte, c.size)
-	if n, err := c.mem.ReadAt(b, start); err != nil || uint64(n) != c.size {
-		b = nil // a block that crosses the end of a mapping: read words one by one
+	if c.slicer != nil {
+		if b := c.slicer.Slice(start, c.size); b != nil {
+			if c.mapped += c.size; c.mapped > releaseEvery {
+				c.release()
+				r = c.blocks.get(start, true)
+			}
+			r[i] = b
+			return b
+		}
 	}
-	c.blocks[start] = b
+	var b []byte
+	if n := len(c.spare); n > 0 {
+		b, c.spare = c.spare[n-1], c.spare[:n-1]
+	} else {
+		b = make([]byte, c.size)
+	}
+	c.loaded++
+	if n, err := c.mem.ReadAt(b, start); err != nil || uint64(n) != c.size {
+		c.spare = append(c.spare, b)
+		r[i] = unreadable
+		return nil
+	}
+	r[i] = b
 	return b
+}
+
+// warm brings the block at start into the CPU's cache, reading it if needed,
+// before a walk that goes through it chunk by chunk: each chunk's size says
+// where the next one is, a chain of loads that waits on memory at every
+// link unless the block is in cache, while a plain pass over the block goes
+// at the memory's full speed.
+func (c *blockMem) warm(start uint64) {
+	b := c.block(start)
+	var x uint64
+	for i := 0; i+8 <= len(b); i += 64 {
+		x += binary.LittleEndian.Uint64(b[i:])
+	}
+	c.sink += x
+}
+
+// release forgets the blocks of a slicer and lets go of their pages. Blocks
+// of its memory that had to be copied are left to the garbage collector.
+func (c *blockMem) release() {
+	c.slicer.Release()
+	c.blocks.reset()
+	c.mapped, c.loaded = 0, 0
 }
 
 // ReadAt implements Memory.
@@ -57,9 +143,55 @@ func (c *blockMem) ReadAt(p []byte, addr uint64) (int, error) {
 
 // word reads one little-endian word; ok is false when it is not readable.
 func (c *blockMem) word(addr uint64) (uint64, bool) {
+	if start := addr &^ (c.size - 1); addr+8 <= start+c.size {
+		if b := c.block(start); b != nil {
+			return binary.LittleEndian.Uint64(b[addr-start:]), true
+		}
+	}
 	var b [8]byte
 	if _, err := c.ReadAt(b[:], addr); err != nil {
 		return 0, false
 	}
 	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+// regionMap maps each 64 MiB region of the address space that is in use
+// to an array of n entries, remembering the region used last. Thread
+// arenas' heaps are 64 MiB-aligned, so a walk of one stays in one region:
+// where a map of entries costs a hash lookup per access, this costs one per
+// change of region.
+type regionMap[T any] struct {
+	m       map[uint64][]T
+	n       uint64
+	lastKey uint64
+	last    []T
+}
+
+const regionSize = 64 << 20
+
+func newRegionMap[T any](n uint64) regionMap[T] {
+	return regionMap[T]{m: map[uint64][]T{}, n: n}
+}
+
+// get returns the entries of addr's region; nil when it has none and
+// create is false.
+func (r *regionMap[T]) get(addr uint64, create bool) []T {
+	k := addr / regionSize
+	if r.last != nil && r.lastKey == k {
+		return r.last
+	}
+	s := r.m[k]
+	if s == nil {
+		if !create {
+			return nil
+		}
+		s = make([]T, r.n)
+		r.m[k] = s
+	}
+	r.lastKey, r.last = k, s
+	return s
+}
+
+func (r *regionMap[T]) reset() {
+	r.m, r.last = map[uint64][]T{}, nil
 }

@@ -19,8 +19,11 @@ type Walk struct {
 	Mmapped MmappedChunks
 	Damage  []Damage
 	// Exact is false when glibc's own output cannot be reproduced: 2.17
-	// and 2.18 print uninitialised stack for <unsorted>.
+	// and 2.18 print uninitialised stack for <unsorted>, and a libc known
+	// from memory alone may be one of versions that print differently.
 	Exact bool
+	// TLS is where WalkAll found the tcache and thread_arena variables.
+	TLS TLSSlots
 }
 
 // Params are the allocator's global parameters (mp_) in effect.
@@ -106,12 +109,14 @@ type walker struct {
 	mem       *blockMem
 	lay       Layout
 	ms        []maps.Mapping
+	spans     *rwSpans // the readable, writable ones of ms, once needed
 	w         *Walk
 	cur       uint64 // arena being walked, for damage reports
-	free      map[uint64]bool
-	fast      map[uint64]bool
+	free      *addrSet
+	fast      *addrSet
 	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
-	tcached   map[uint64]bool
+	tcached   *addrSet
+	path      []uint64 // the chunks met so far in the list being walked
 	listsOnly bool
 }
 
@@ -120,7 +125,7 @@ type walker struct {
 // the chunk addresses (not user pointers) sitting in threads' tcaches, when
 // the caller could find them (nil otherwise).
 func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool) (*Walk, error) {
-	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: tcached}, a)
+	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(tcached)}, a)
 }
 
 // WalkLists reads only what glibc's malloc_info and malloc_trim read: the
@@ -190,8 +195,44 @@ func (wk *walker) damage(at uint64, what string, abort bool) {
 // rw reports whether [addr, addr+n) lies in one readable, writable mapping:
 // the only place allocator data can be.
 func (wk *walker) rw(addr, n uint64) bool {
-	m, ok := maps.Find(wk.ms, addr)
-	return ok && m.Readable() && m.Writable() && n <= m.End-addr // no overflow with a garbage n
+	if wk.spans == nil {
+		wk.spans = newRWSpans(wk.ms)
+	}
+	end, ok := wk.spans.find(addr)
+	return ok && n <= end-addr // no overflow with a garbage n
+}
+
+// rwSpans are the readable, writable mappings, in address order, with the
+// one found last: the walker checks every pointer it follows, and most fall
+// in the mapping of the one before.
+type rwSpans struct {
+	spans []Range
+	last  int
+}
+
+func newRWSpans(ms []maps.Mapping) *rwSpans {
+	s := &rwSpans{}
+	for _, m := range ms {
+		if m.Readable() && m.Writable() {
+			s.spans = append(s.spans, Range{m.Start, m.End})
+		}
+	}
+	return s
+}
+
+// find returns the end of the readable, writable mapping holding addr.
+func (s *rwSpans) find(addr uint64) (uint64, bool) {
+	if s.last < len(s.spans) {
+		if r := s.spans[s.last]; r.Start <= addr && addr < r.End {
+			return r.End, true
+		}
+	}
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].End > addr })
+	if i < len(s.spans) && s.spans[i].Start <= addr {
+		s.last = i
+		return s.spans[i].End, true
+	}
+	return 0, false
 }
 
 func (wk *walker) params() error {
@@ -237,7 +278,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		aw.AttachedThreads = le(st, lay.StateAttached)
 	}
 	mi := Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
-	wk.free, wk.fast, wk.badSize = map[uint64]bool{}, map[uint64]bool{}, map[uint64]bool{}
+	wk.free, wk.fast, wk.badSize = newAddrSet(), newAddrSet(), map[uint64]bool{}
 
 	if aw.Top != 0 && wk.rw(aw.Top, 16) {
 		if sz, ok := wk.mem.word(aw.Top + 8); ok {
@@ -316,26 +357,49 @@ func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
 		return 0, 0
 	}
 	size = sz &^ sizeBits
-	seen := map[uint64]bool{}
+	seen := wk.metBefore(wk.fast)
 	for prev := slot; p != 0; count++ {
-		if p%16 != 0 || seen[p] || !wk.rw(p, 32) {
+		again := seen(p)
+		if p%16 != 0 || again || !wk.rw(p, 32) {
 			what := "unaligned fastbin chunk (glibc aborts on this)"
 			switch {
-			case seen[p]:
+			case again:
 				what = "fastbin list loops"
 			case p%16 == 0:
 				what = "fastbin chunk is not in writable memory"
 			}
-			if seen[p] && wk.loops(list, int(count)+1) || !seen[p] && wk.genuine(list, prev, p, int(count)) {
+			if again && wk.loops(list, int(count)+1) || !again && wk.genuine(list, prev, p, int(count)) {
 				wk.damage(prev, fmt.Sprintf("%s: its fd leads to %#x", what, p), true)
 			}
 			break
 		}
-		seen[p] = true
-		wk.fast[p] = true
+		wk.path = append(wk.path, p)
+		wk.fast.add(p)
 		prev, p = p, wk.fastFd(p)
 	}
 	return count, size
+}
+
+// metBefore starts the walk of one list, whose every chunk the walk adds to
+// all (and to wk.path) as it goes; the function it returns says whether a
+// chunk was met before in this list. A chunk not in all was not: the
+// common case costs a bitmap test, and the list's own set is built only
+// once some chunk is met again in the arena (a loop, or lists that cross).
+func (wk *walker) metBefore(all *addrSet) func(uint64) bool {
+	wk.path = wk.path[:0]
+	var here map[uint64]bool
+	return func(p uint64) bool {
+		if here == nil {
+			if !all.has(p) {
+				return false
+			}
+			here = make(map[uint64]bool, len(wk.path))
+		}
+		for _, q := range wk.path[len(here):] {
+			here[q] = true
+		}
+		return here[p]
+	}
 }
 
 func (wk *walker) fastFd(p uint64) uint64 {
@@ -433,9 +497,9 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 	// A chunk met twice in this list is a loop; one met before in another
 	// bin is followed on: if the lists really cross, the walk comes round
 	// to it again through that bin's head.
-	here := map[uint64]bool{}
+	seen := wk.metBefore(wk.free)
 	for n, prev := 0, list.head; r != head; n++ {
-		if n == maxListLen || here[r] {
+		if n == maxListLen || seen(r) {
 			if wk.loops(list, n+1) {
 				wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: r, What: fmt.Sprintf("bin %d loops without returning to its head (glibc's walk never ends)", i), Hang: true})
 			}
@@ -464,7 +528,8 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 			aw.FreeBytes += sz
 			aw.LargestFree = max(aw.LargestFree, sz)
 		}
-		wk.free[r], here[r] = true, true
+		wk.free.add(r)
+		wk.path = append(wk.path, r)
 		sc.Count++
 		sc.Total += raw
 		sc.From = min(sc.From, raw)
@@ -542,7 +607,12 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			wk.damage(s.start, "heap start is not in writable memory", false)
 			return
 		}
+		warm := ^uint64(0)
 		for p := s.start; p < s.end; {
+			if b := (p + 8) &^ (wk.mem.size - 1); b != warm {
+				wk.mem.warm(b)
+				warm = b
+			}
 			raw, ok := wk.mem.word(p + 8)
 			sz := raw &^ sizeBits
 			if !ok || sz%16 != 0 || p+sz > s.end {
@@ -555,9 +625,9 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 				break
 			}
 			switch {
-			case wk.free[p]:
-			case wk.fast[p]:
-			case wk.tcached[p]:
+			case wk.free.has(p):
+			case wk.fast.has(p):
+			case wk.tcached.has(p):
 				aw.TcacheChunks++
 				aw.TcacheBytes += sz
 				aw.InUseChunks++
@@ -588,7 +658,7 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 		head := aw.Addr + uint64(off) - 16
 		r := le(st, off)
 		seen := map[uint64]bool{}
-		for r != 0 && r != head && wk.free[r] && !seen[r] { // else damaged, and reported
+		for r != 0 && r != head && wk.free.has(r) && !seen[r] { // else damaged, and reported
 			seen[r] = true
 			raw, _ := wk.mem.word(r + 8)
 			size := raw &^ sizeBits

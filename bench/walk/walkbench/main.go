@@ -1,0 +1,163 @@
+// Command walk measures arenactl's read-only walker on a live process: the
+// free-list walk (glibc.WalkLists, what the injection preflight reads) and
+// the full walk (glibc.WalkAll: every thread's tcache, then every chunk of
+// every heap, as `arenactl info --read-only` does), with every thread of the
+// process stopped for the whole run. See README.md in this directory.
+//
+//	go run ./bench/walk/walkbench -pid PID [-n 5] [-cpuprofile FILE] [-memprofile FILE]
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"time"
+
+	"arenactl/internal/glibc"
+	"arenactl/internal/live"
+)
+
+func main() {
+	pid := flag.Int("pid", 0, "the process to walk (every thread is stopped while this runs)")
+	n := flag.Int("n", 5, "walks of each kind")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the walks to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the walks to this file")
+	flag.Parse()
+	if *pid <= 0 || *n <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: walk -pid PID [-n N] [-cpuprofile FILE] [-memprofile FILE]")
+		os.Exit(2)
+	}
+	if err := run(*pid, *n, *cpuprofile, *memprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "walk:", err)
+		os.Exit(1)
+	}
+}
+
+// walkStats is what one kind of walk saw, and its times.
+type walkStats struct {
+	name          string
+	chunks, bytes uint64 // chunks and heap bytes it covers
+	times         []time.Duration
+}
+
+func (s *walkStats) print() {
+	sort.Slice(s.times, func(i, j int) bool { return s.times[i] < s.times[j] })
+	med := s.times[len(s.times)/2]
+	fmt.Printf("%-10s %10d chunks %8.3f GiB   median %8.1f ms (min %.1f, max %.1f)   %6.2f M chunks/s   %6.2f GiB/s\n",
+		s.name, s.chunks, float64(s.bytes)/(1<<30), ms(med), ms(s.times[0]), ms(s.times[len(s.times)-1]),
+		float64(s.chunks)/med.Seconds()/1e6, float64(s.bytes)/(1<<30)/med.Seconds())
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func run(pid, n int, cpuprofile, memprofile string) error {
+	t, err := live.OpenReadOnly(pid)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	lay, err := glibc.LayoutFor(t.Libc.Version)
+	if err != nil {
+		return err
+	}
+	anchors, err := glibc.FindAnchors(t.Libc, lay, t)
+	if err != nil {
+		return err
+	}
+	frozen, err := t.Freeze(3 * time.Second)
+	if err != nil {
+		return err
+	}
+	defer frozen.Thaw()
+
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+
+	lists := &walkStats{name: "free lists"}
+	full := &walkStats{name: "full walk"}
+	var digest [32]byte
+	var peakHeap uint64
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		w, err := glibc.WalkLists(t, lay, anchors, t.Mappings)
+		if err != nil {
+			return err
+		}
+		lists.times = append(lists.times, time.Since(start))
+		lists.chunks, lists.bytes = 0, 0
+		for _, a := range w.Malloc.Arenas {
+			lists.chunks += a.FastCount + a.RestCount
+			lists.bytes += a.FastBytes + a.RestBytes
+		}
+
+		runtime.GC()
+		start = time.Now()
+		w, caches, err := glibc.WalkAll(t, t.Libc, lay, anchors, t.Mappings, frozen.TLS)
+		if err != nil {
+			return err
+		}
+		full.times = append(full.times, time.Since(start))
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapAlloc)
+		full.chunks, full.bytes = 0, 0
+		for _, a := range w.Arenas {
+			full.chunks += a.InUseChunks + a.FreeChunks + a.FastChunks
+			full.bytes += a.InUseBytes + a.FreeBytes + a.FastBytes
+		}
+		// The same process, stopped throughout: every walk must give the
+		// same result, before and after a change to the walker too.
+		b, err := json.Marshal(struct {
+			Malloc  *glibc.MallocInfo
+			Arenas  []glibc.ArenaWalk
+			Mmapped glibc.MmappedChunks
+			Damage  []glibc.Damage
+			Caches  []glibc.ThreadCache
+		}{w.Malloc, w.Arenas, w.Mmapped, w.Damage, caches})
+		if err != nil {
+			return err
+		}
+		d := sha256.Sum256(b)
+		if i > 0 && d != digest {
+			return fmt.Errorf("walk %d differs from walk 1", i+1)
+		}
+		digest = d
+	}
+	held, err := frozen.Thaw()
+	if err != nil {
+		return err
+	}
+	if memprofile != "" {
+		f, err := os.Create(memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("process %d (%s), glibc %s, %d threads; %d walks of each kind, every thread stopped for %.2f s in all\n",
+		pid, t.Exe, t.Libc.Version, len(frozen.TLS), n, held.Seconds())
+	lists.print()
+	full.print()
+	fmt.Printf("Go heap after a full walk, largest: %.1f MiB; result digest %x\n", float64(peakHeap)/(1<<20), digest[:8])
+	return nil
+}

@@ -1,0 +1,53 @@
+package glibc
+
+// addrSet is a set of chunk addresses: one bit per 16-byte granule, in a
+// bitmap per 64 MiB region of address space, allocated when the region is
+// first used. The walker marks and tests millions of chunks (every free
+// chunk, then every chunk of every heap): a bitmap costs 8 bytes per KiB of
+// address space and keeps neighbouring chunks in one cache line, where a Go
+// map costs tens of bytes per entry and a cache miss per lookup. Addresses
+// that are not 16-aligned (only damage yields them) go to a map.
+type addrSet struct {
+	bits regionMap[uint64]
+	odd  map[uint64]bool
+}
+
+func newAddrSet() *addrSet { return &addrSet{bits: newRegionMap[uint64](regionSize / 16 / 64)} }
+
+func (s *addrSet) add(a uint64) {
+	if a%16 != 0 {
+		if s.odd == nil {
+			s.odd = map[uint64]bool{}
+		}
+		s.odd[a] = true
+		return
+	}
+	g := a % regionSize / 16
+	s.bits.get(a, true)[g/64] |= 1 << (g % 64)
+}
+
+func (s *addrSet) has(a uint64) bool {
+	if s == nil {
+		return false
+	}
+	if a%16 != 0 {
+		return s.odd[a]
+	}
+	b := s.bits.get(a, false)
+	g := a % regionSize / 16
+	return b != nil && b[g/64]&(1<<(g%64)) != 0
+}
+
+// setOf is the set of the keys of m that are true.
+func setOf(m map[uint64]bool) *addrSet {
+	if len(m) == 0 {
+		return nil
+	}
+	s := newAddrSet()
+	for a, ok := range m {
+		if ok {
+			s.add(a)
+		}
+	}
+	return s
+}

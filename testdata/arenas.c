@@ -19,7 +19,11 @@
  *                 being where the XML is in its memory
  *   check         verify every kept block: "ok" or "corrupt"
  *   quit          stop the workers, verify, free everything, exit 0 (3 if damaged)
- * It prints "ready" once the heap is laid out and every worker is parked. */
+ * It prints "ready" once the heap is laid out and every worker is parked.
+ *
+ * Arguments: MODE [THREADS [BLOCKS]]; BLOCKS (default and at most 4200) is
+ * how many blocks each thread lays out, so that a small BLOCKS makes a small
+ * heap (scripts/make-core-fixtures.sh uses it for compact cores). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +53,7 @@ struct worker {
 };
 
 static int nthreads = 4;
+static int nblocks = KEEP;
 static const char *mode = "park";
 static struct worker *workers;
 static volatile int stopping;
@@ -81,7 +86,7 @@ static void lay_out(struct worker *w) {
 	static const size_t sizes[] = {24, 40, 56, 72, 100, 200, 500, 1000, 1500, 3000, 9000, 40000};
 	void *tmp[KEEP];
 	int n = 0;
-	for (int i = 0; i < KEEP; i++) {
+	for (int i = 0; i < nblocks; i++) {
 		size_t sz = sizes[rnd(&seed) % (sizeof sizes / sizeof *sizes)];
 		void *p = malloc(sz);
 		if (!p) abort();
@@ -290,6 +295,8 @@ static int busy(void) {
 int main(int argc, char **argv) {
 	if (argc > 1) mode = argv[1];
 	if (argc > 2) nthreads = atoi(argv[2]);
+	if (argc > 3) nblocks = atoi(argv[3]);
+	if (nblocks < 0 || nblocks > KEEP) nblocks = KEEP;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(mode, "busy")) return busy();
 

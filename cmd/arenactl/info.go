@@ -38,6 +38,7 @@ stops, and nothing is written to the target's own output.`,
 			}
 			collect := collectInfo
 			if isCoreArg(args[0]) {
+				cf.debugDirs = f.debugDirs
 				collect = func(context.Context, int, injectFlags) (*glibc.Report, error) { return collectCore(args[0], cf) }
 			} else if readOnly {
 				collect = func(ctx context.Context, pid int, f injectFlags) (*glibc.Report, error) {

@@ -22,6 +22,12 @@ type jsonLibc struct {
 	// Static: path is a static executable (read-only walks only).
 	Static      bool   `json:"static,omitempty"`
 	VersionFrom string `json:"version_from,omitempty"`
+	// For a core: where libc came from (a file whose build-id matches,
+	// the snapshot's note, or memory alone), and, when memory alone could
+	// not pin the version down, the oldest that fits (version is the
+	// newest, whose format is printed).
+	Source     string `json:"source,omitempty"`
+	VersionMin string `json:"version_min,omitempty"`
 }
 
 type jsonInjection struct {
@@ -153,6 +159,9 @@ type jsonReadOnly struct {
 	Threads   []jsonThread `json:"threads"`
 	Mmapped   jsonMmapped  `json:"mmapped"`
 	Damage    []jsonDamage `json:"damage"`
+	// TcachesSkipped says why threads' tcaches were not read (a core
+	// read without libc's file).
+	TcachesSkipped string `json:"tcaches_skipped,omitempty"`
 }
 
 type jsonTotals struct {
@@ -211,6 +220,8 @@ type jsonCore struct {
 	CrashTid  int    `json:"crash_tid"`
 	Signal    int    `json:"signal"`
 	FaultAddr uint64 `json:"fault_addr"`
+	// LibcNotes say what was tried for libc and not used.
+	LibcNotes []string `json:"libc_notes,omitempty"`
 }
 
 type jsonInfo struct {
@@ -280,7 +291,11 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func libcJSON(l glibc.LibcInfo) jsonLibc {
-	return jsonLibc{Path: l.Path, Version: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom}
+	j := jsonLibc{Path: l.Path, Version: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom, Source: l.Source}
+	if !l.MinVersion.IsZero() {
+		j.VersionMin = l.MinVersion.String()
+	}
+	return j
 }
 
 func injectionJSON(in glibc.Injection) jsonInjection {
@@ -335,7 +350,7 @@ func infoJSON(r *glibc.Report, findings []diagnose.Finding) jsonInfo {
 	out.Maps = mapsSummaryJSON(r.Maps.Classes, r.Maps.Rollup)
 	out.Findings = findingsJSON(findings)
 	if c := r.Core; c != nil {
-		out.Core = &jsonCore{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, Signal: c.Signal, FaultAddr: c.FaultAddr}
+		out.Core = &jsonCore{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, Signal: c.Signal, FaultAddr: c.FaultAddr, LibcNotes: c.LibcNotes}
 	}
 	if r.ReadOnly != nil {
 		out.ReadOnly = readOnlyJSON(r.ReadOnly)
@@ -367,7 +382,7 @@ func readOnlyJSON(ro *glibc.ReadOnly) *jsonReadOnly {
 		Params: jsonParams{TrimThreshold: p.TrimThreshold, TopPad: p.TopPad, MmapThreshold: p.MmapThreshold, ArenaTest: p.ArenaTest,
 			ArenaMax: p.ArenaMax, NoDynThreshold: p.NoDynThreshold, MmapMax: p.NMmapsMax, MaxMmaps: p.MaxNMmaps,
 			MaxMmappedMem: p.MaxMmappedMem, TcacheCount: p.TcacheCount, TcacheMaxBytes: p.TcacheMaxBytes, HeapMax: p.HeapMax},
-		Threads: []jsonThread{}, Damage: []jsonDamage{},
+		Threads: []jsonThread{}, Damage: []jsonDamage{}, TcachesSkipped: ro.TcachesSkipped,
 		Mmapped: jsonMmapped{Count: w.Mmapped.Count, Bytes: w.Mmapped.Bytes, Sizes: []jsonTcacheBin{}},
 	}
 	index := map[uint64]int{}

@@ -29,7 +29,7 @@ func newTable(w io.Writer, header ...any) *tablewriter.Table {
 
 func renderInfo(w io.Writer, r *glibc.Report) error {
 	if c := r.Core; c != nil {
-		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, r.Libc.Version, r.Libc.Path)
+		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, versionText(r.Libc), r.Libc.Path)
 		switch sig := syscall.Signal(c.Signal); sig {
 		case 0:
 		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGTRAP:
@@ -37,6 +37,7 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 		default:
 			fmt.Fprintf(w, "written when thread %d received %s\n", c.CrashTid, unix.SignalName(sig))
 		}
+		renderCoreLibc(w, r)
 	} else {
 		fmt.Fprintf(w, "process %d (%s), %s, glibc %s (%s)\n", r.Pid, r.Exe, threads(r.Threads, "1 thread", "%d threads"), r.Libc.Version, r.Libc.Path)
 	}
@@ -101,6 +102,29 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 	return renderMapSummary(w, r.Maps.Classes, r.Maps.Rollup)
 }
 
+// versionText is the glibc version, or the range memory alone narrowed
+// it to.
+func versionText(l glibc.LibcInfo) string {
+	if l.MinVersion.IsZero() {
+		return l.Version.String()
+	}
+	return fmt.Sprintf("%s to %s", l.MinVersion, l.Version)
+}
+
+// renderCoreLibc says where a core's libc came from, and what was tried
+// and not used.
+func renderCoreLibc(w io.Writer, r *glibc.Report) {
+	l := r.Libc
+	line := "libc: " + l.Source
+	if !l.MinVersion.IsZero() {
+		line += fmt.Sprintf(" (which cannot tell these versions apart: read as %s)", l.Version)
+	}
+	fmt.Fprintln(w, line)
+	for _, n := range r.Core.LibcNotes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
 // renderWalk prints what the read-only walk adds to malloc_info.
 func renderWalk(w io.Writer, ro *glibc.ReadOnly) error {
 	wk := ro.Walk
@@ -139,8 +163,14 @@ func renderWalk(w io.Writer, ro *glibc.ReadOnly) error {
 	if wk.Mmapped.Count > 0 {
 		fmt.Fprintf(w, "mmapped chunks found in the map: %d, %s\n", wk.Mmapped.Count, human(wk.Mmapped.Bytes))
 	}
-	if !wk.Exact {
+	switch {
+	case !wk.Exact && wk.Layout.GarbageUnsorted:
 		fmt.Fprintln(w, "note: this glibc prints uninitialised memory as <unsorted>; the numbers above are the true ones")
+	case !wk.Exact:
+		fmt.Fprintln(w, "note: the glibc versions the memory fits print malloc_info differently: the XML and the free totals are the newest one's")
+	}
+	if ro.TcachesSkipped != "" {
+		fmt.Fprintf(w, "tcaches: not read: %s\n", ro.TcachesSkipped)
 	}
 	for _, d := range wk.Damage {
 		fmt.Fprintf(w, "DAMAGE: %s\n", d)

@@ -201,8 +201,15 @@ func writeFrozen(ctx context.Context, t *live.Target, frozen *live.Frozen, w *os
 	rep := &snapshotReport{Threads: len(ths), Mappings: len(t.Mappings)}
 	whole, resident := dumpCandidates(t, ths, full) // disjoint
 	rec := &recorder{mem: t, base: mergeRanges(append(append([]core.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
-	walked := make(chan error, 1)
-	go func() { walked <- walkRecorded(t, rec, frozen.TLS) }()
+	type walkResult struct {
+		w   *glibc.Walk
+		err error
+	}
+	walked := make(chan walkResult, 1)
+	go func() {
+		w, err := walkRecorded(t, rec, frozen.TLS)
+		walked <- walkResult{w, err}
+	}()
 
 	in, untouched := splitResident(t.Pid, resident)
 	dump := mergeRanges(append(whole, in...))
@@ -221,8 +228,12 @@ func writeFrozen(ctx context.Context, t *live.Target, frozen *live.Frozen, w *os
 	if err != nil {
 		return nil, err // the walk only reads; it may finish after the thaw
 	}
-	if err := <-walked; err != nil {
-		rep.WalkErr = err.Error()
+	// What the walk used (libc's identity, the layout, the anchors, the TLS
+	// slots) goes into the core, so that reading it needs no libc file.
+	if wr := <-walked; wr.err != nil {
+		rep.WalkErr = wr.err.Error()
+	} else {
+		cw.AddNote(core.NoteAllocator, glibc.NewRecord(t.Libc, wr.w).Marshal())
 	}
 	extra := rec.ranges(t.Mappings)
 	if err := cw.Dump(ctx, t, extra); err != nil {
@@ -445,18 +456,18 @@ func (r *recorder) ranges(ms []maps.Mapping) []core.Range {
 }
 
 // walkRecorded runs the read-only walk (anchors, tcaches, heaps, mmapped
-// chunks) through the recorder; its result is not needed, only its reads.
-func walkRecorded(t *live.Target, mem glibc.Memory, tls []glibc.ThreadTLS) error {
+// chunks) through the recorder, for its reads and for what it used.
+func walkRecorded(t *live.Target, mem glibc.Memory, tls []glibc.ThreadTLS) (*glibc.Walk, error) {
 	lay, err := glibc.LayoutFor(t.Libc.Version)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	anchors, err := glibc.FindAnchors(t.Libc, lay, mem)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, _, err = glibc.WalkAll(mem, t.Libc, lay, anchors, t.Mappings, tls)
-	return err
+	w, _, err := glibc.WalkAll(mem, t.Libc, lay, anchors, t.Mappings, tls)
+	return w, err
 }
 
 // identity is what NT_PRPSINFO and NT_AUXV say about the process.

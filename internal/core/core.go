@@ -26,9 +26,10 @@ type Core struct {
 	Mappings []maps.Mapping
 
 	segs     []segment
-	ownMaps  []maps.Mapping // an arenactl snapshot's own copy of /proc/PID/smaps
-	zeros    []Range        // an arenactl snapshot's memory that reads as zeros
-	data     []byte         // the mapped file
+	ownMaps  []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
+	zeros    []Range           // an arenactl snapshot's memory that reads as zeros
+	extra    map[uint32][]byte // arenactl notes of other types, by type
+	data     []byte            // the mapped file
 	file     *os.File
 	unpacked string // temporary file to remove on Close, for compressed cores
 }
@@ -170,6 +171,10 @@ func (c *Core) load() error {
 	}
 	return nil
 }
+
+// Note returns the descriptor of the arenactl note of type typ (see
+// Writer.AddNote), nil when the core has none.
+func (c *Core) Note(typ uint32) []byte { return c.extra[typ] }
 
 // ReadAt reads memory of the dumped process. Bytes the core does not hold
 // give ErrNotInCore (wrapped with the address); those an arenactl snapshot

@@ -4,9 +4,11 @@
 // glibc walker and the report code never know which one they read.
 //
 // Writer writes arenactl's snapshots: cores with only the memory that
-// matters, which gdb opens like any other core. Two notes of their own give
-// arenactl the process's exact mapping list and the memory that reads as
-// zeros without being in the file.
+// matters, which gdb opens like any other core. Notes of their own (name
+// "ARENACTL") give arenactl the process's exact mapping list (type 1), the
+// memory that reads as zeros without being in the file (type 2), and what
+// the snapshot knew of the allocator (type 3, NoteAllocator: glibc.Record),
+// so that reading it needs no libc file.
 //
 // The file is mapped, never read whole into memory; compressed cores (zstd,
 // gzip, xz) are first unpacked to a temporary file.

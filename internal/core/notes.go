@@ -97,6 +97,13 @@ func (c *Core) arenactlNote(typ uint32, desc []byte) error {
 			}
 			c.zeros = append(c.zeros, z)
 		}
+	default:
+		// Kept for whoever knows the type (NoteAllocator is glibc's);
+		// copied, since the file is unmapped on Close.
+		if c.extra == nil {
+			c.extra = map[uint32][]byte{}
+		}
+		c.extra[typ] = append([]byte(nil), desc...)
 	}
 	return nil
 }

@@ -88,6 +88,11 @@ const (
 	ntZeros = 2
 )
 
+// NoteAllocator is the type of the ARENACTL note in which a snapshot
+// records what it knew of the allocator (glibc.Record), so that reading the
+// snapshot needs no libc file. The core package only carries it.
+const NoteAllocator = 3
+
 // Sizes of the kernel's x86_64 note structures and of ELF headers.
 const (
 	prstatusSize    = 336
@@ -120,7 +125,13 @@ type Writer struct {
 	off    uint64   // where the next dumped byte goes
 	placed []placed // every dumped run of pages with its file offset
 	zeros  []Range  // pages that read as zeros, not written
+	extra  []extraNote
 	st     WriteStats
+}
+
+type extraNote struct {
+	typ  uint32
+	desc []byte
 }
 
 // placed is a dumped run of pages and where its bytes are in the file.
@@ -249,8 +260,16 @@ func totalSize(rs []Range) uint64 {
 	return n
 }
 
-// Close writes the note of zero pages, the program headers and the ELF
-// header, and returns what the core holds.
+// AddNote adds an ARENACTL note of type typ (NoteAllocator, say) to the
+// core; Close writes it after the memory, with the note of zero pages, so
+// that it may say what was learnt while the memory was dumped. Core.Note
+// reads it back.
+func (w *Writer) AddNote(typ uint32, desc []byte) {
+	w.extra = append(w.extra, extraNote{typ, append([]byte(nil), desc...)})
+}
+
+// Close writes the note of zero pages and those of AddNote, the program
+// headers and the ELF header, and returns what the core holds.
 func (w *Writer) Close() (WriteStats, error) {
 	sort.Slice(w.placed, func(i, j int) bool { return w.placed[i].Start < w.placed[j].Start })
 	segs, err := planSegments(w.ms, w.placed)
@@ -272,6 +291,9 @@ func (w *Writer) Close() (WriteStats, error) {
 	}
 	var zb bytes.Buffer
 	appendNote(&zb, noteArenactl, ntZeros, zeroNote(w.zeros))
+	for _, n := range w.extra {
+		appendNote(&zb, noteArenactl, n.typ, n.desc)
+	}
 	zoff := w.off
 	if _, err := w.w.WriteAt(zb.Bytes(), int64(zoff)); err != nil {
 		return w.st, err

@@ -96,6 +96,8 @@ func TestWriteReadBack(t *testing.T) {
 	if err := w.Dump(ctx, mem, []Range{{0x400000, 0x401000}, {0x7f0000000000, 0x7f0000002000}}); err != nil {
 		t.Fatal(err)
 	}
+	w.AddNote(NoteAllocator, []byte(`{"note_version":1}`))
+	w.AddNote(99, []byte("odd"))
 	st, err := w.Close()
 	f.Close()
 	if err != nil {
@@ -128,6 +130,9 @@ func TestWriteReadBack(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c.Mappings, testMaps) {
 		t.Errorf("mappings\n%+v\nwant\n%+v", c.Mappings, testMaps)
+	}
+	if string(c.Note(NoteAllocator)) != `{"note_version":1}` || string(c.Note(99)) != "odd" || c.Note(ntMaps) != nil || c.Note(5) != nil {
+		t.Errorf("notes added: %q, %q; not added: %q, %q", c.Note(NoteAllocator), c.Note(99), c.Note(ntMaps), c.Note(5))
 	}
 
 	want := func(addr uint64, n int) []byte {

@@ -34,11 +34,21 @@ type Libc struct {
 	// its own copy of glibc (FindStaticImage): Path is the executable.
 	Static bool
 	// VersionFrom says how Version was established when not from the
-	// banner (static executables); "" for the banner.
+	// banner (static executables, memory alone); "" for the banner.
 	VersionFrom string
+	// MinVersion is set when the version could only be narrowed to a
+	// range (libc known from a core's memory alone): MinVersion to
+	// Version, the newest, whose malloc_info format is the one printed.
+	MinVersion Version
+	// Source says where a core's libc came from (SourceFile, ...); "" for
+	// a live process.
+	Source string
 
 	syms map[string]Symbol
 	img  image
+	// recordedTLS are the TLS offsets of a snapshot's Record: searched
+	// instead of the file's GOT slots (tlsOffsets). nil without one.
+	recordedTLS []uint64
 }
 
 // Lookup returns a defined function or object of libc's dynamic symbol table,
@@ -91,6 +101,19 @@ func FindLoader(ms []maps.Mapping) []maps.Mapping {
 // arenactl needs from its file, opened through open: the load bias, the
 // dynamic symbols, the build-id and the version banner.
 func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
+	m0, ok := LibcMapping(ms)
+	if !ok {
+		return nil, ErrNoLibc
+	}
+	return loadObject(ms, m0, "libc", open, func(ef *elf.File, l *Libc) (err error) {
+		l.Banner, l.Version, err = banner(ef)
+		return err
+	})
+}
+
+// LibcMapping returns libc's lowest mapping: the one that holds its ELF
+// header when it maps the file from offset 0.
+func LibcMapping(ms []maps.Mapping) (maps.Mapping, bool) {
 	first := -1
 	for i, m := range ms {
 		if isLibc(m) && (first < 0 || m.Start < ms[first].Start) {
@@ -98,12 +121,9 @@ func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
 		}
 	}
 	if first < 0 {
-		return nil, ErrNoLibc
+		return maps.Mapping{}, false
 	}
-	return loadObject(ms, ms[first], "libc", open, func(ef *elf.File, l *Libc) (err error) {
-		l.Banner, l.Version, err = banner(ef)
-		return err
-	})
+	return ms[first], true
 }
 
 // loadObject reads the ELF file mapped at m0 (its lowest mapping), opened

@@ -31,6 +31,9 @@ type CoreInfo struct {
 	CrashTid  int    // the thread that received the signal
 	Signal    int    // 0 when the core records none (gcore, snapshots)
 	FaultAddr uint64 // si_addr
+	// LibcNotes say what was tried for libc and not used (a file of
+	// another build, a snapshot note that did not fit), in order.
+	LibcNotes []string
 }
 
 // ReadOnly is what the read-only walk adds to a report.
@@ -39,6 +42,9 @@ type ReadOnly struct {
 	Tcaches []ThreadCache
 	Frozen  time.Duration // how long every thread was stopped; 0 with Torn
 	Torn    bool          // read without stopping the process: numbers may be inconsistent
+	// TcachesSkipped says why no thread's tcache was read ("" when they
+	// were looked for).
+	TcachesSkipped string
 }
 
 // LibcInfo identifies the target's libc.
@@ -51,11 +57,17 @@ type LibcInfo struct {
 	Static bool
 	// VersionFrom says how Version was found when there was no banner.
 	VersionFrom string
+	// MinVersion is set when memory alone narrowed the version to the
+	// range MinVersion to Version.
+	MinVersion Version
+	// Source says where a core's libc came from; "" for a live process.
+	Source string
 }
 
 // Info extracts the identifying part of a Libc.
 func (l *Libc) Info() LibcInfo {
-	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom}
+	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom,
+		MinVersion: l.MinVersion, Source: l.Source}
 }
 
 // MapsSummary is the memory-map side of a report: per-class totals and the

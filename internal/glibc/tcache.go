@@ -38,8 +38,23 @@ type TcacheBin struct {
 // thread_arena (glibc-malloc.md §7.4). It returns the caches and the set of
 // chunk addresses they hold, for the chunk walk to count as cached.
 func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
+	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
+	return caches, cached, dmg
+}
+
+// TLSSlots are the thread-pointer offsets (two's complement: below it) of
+// libc's tcache and thread_arena variables, as the tcache search settled on
+// them. A snapshot records them (Record), so that a reader of the snapshot
+// needs no libc file to find every thread's tcache.
+type TLSSlots struct {
+	Tcache, Arena       uint64
+	HasTcache, HasArena bool
+}
+
+func tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
+	var slots TLSSlots
 	if lay.TcacheBins == 0 || len(threads) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, slots
 	}
 	c := newBlockMem(mem)
 	isArena := map[uint64]bool{}
@@ -47,12 +62,13 @@ func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 		isArena[a] = true
 	}
 	type slotVals struct {
+		off           uint64
 		vals          []uint64 // per thread
 		tcache, arena int      // how many threads' values look like one
 	}
 	var best, bestArena *slotVals
 	for _, off := range l.tlsOffsets(c) {
-		sv := &slotVals{}
+		sv := &slotVals{off: off}
 		for _, th := range threads {
 			v, _ := c.word(th.FsBase + off)
 			sv.vals = append(sv.vals, v)
@@ -71,11 +87,15 @@ func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 		}
 	}
 	if best == nil {
-		return nil, nil, nil
+		return nil, nil, nil, slots
+	}
+	slots.Tcache, slots.HasTcache = best.off, true
+	if bestArena != nil {
+		slots.Arena, slots.HasArena = bestArena.off, true
 	}
 	var out []ThreadCache
 	var dmg []Damage
-	var slots []binSlots
+	var bins []binSlots
 	cached := map[uint64]bool{}
 	for i, th := range threads {
 		tc := ThreadCache{Tid: th.Tid}
@@ -89,13 +109,13 @@ func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 		}
 		if tc.Addr != 0 {
 			s, d := readTcache(c, lay, &tc, cached)
-			slots, dmg = append(slots, s...), append(dmg, d...)
+			bins, dmg = append(bins, s...), append(dmg, d...)
 		}
 		out = append(out, tc)
 	}
-	dmg = append(dmg, checkSlots(slots)...)
+	dmg = append(dmg, checkSlots(bins)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Tid < out[j].Tid })
-	return out, cached, dmg
+	return out, cached, dmg, slots
 }
 
 // isTcache reports whether v can be a thread's tcache_perthread_struct: a
@@ -115,7 +135,13 @@ func isTcache(c *blockMem, lay Layout, v uint64) bool {
 // executable has no such slots: its TLS block, libc's variables included,
 // sits right below the thread pointer at a link-time constant distance
 // (local-exec), so every word of that block is a candidate.
+//
+// A Libc made from a snapshot's Record has no file: its offsets are the
+// ones recorded.
 func (l *Libc) tlsOffsets(c *blockMem) []uint64 {
+	if l.recordedTLS != nil {
+		return l.recordedTLS
+	}
 	var offs []uint64
 	if l.Static {
 		for off := uint64(0); off+8 <= l.img.tlsSize; off += 8 {
@@ -237,11 +263,12 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function.
 func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
-	caches, cached, dmg := Tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
+	caches, cached, dmg, slots := tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
 	w, err := WalkHeap(mem, lay, a, ms, cached)
 	if err != nil {
 		return nil, nil, err
 	}
 	w.Damage = append(w.Damage, dmg...)
+	w.TLS = slots
 	return w, caches, nil
 }

@@ -4,11 +4,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
+
+// endsByInterrupt marks a command for which Ctrl-C is the normal way to
+// finish (watch without --count): interrupted with no error, it exits 0.
+const endsByInterrupt = "ends-by-interrupt"
 
 func main() {
 	// The signals a user or a supervisor sends to stop us. They must not
@@ -20,8 +25,13 @@ func main() {
 	// which happens after every thread has been given back.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := newRoot().ExecuteContext(ctx)
-	if err == nil && ctx.Err() != nil {
+	cmd, err := newRoot().ExecuteContextC(ctx)
+	if err == nil && ctx.Err() != nil && cmd.Annotations[endsByInterrupt] == "true" {
+		os.Exit(exitOK)
+	}
+	// Whatever was under way when the signal came has given its thread back
+	// by now; say so rather than a bare "context canceled".
+	if (err == nil || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
 		err = errInterrupted
 	}
 	if err != nil {

@@ -23,7 +23,7 @@ more than one thread for a few milliseconds.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see 'arenactl %s --help')", err, c.Name())}
 	})
-	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd())
+	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd(), newWatchCmd(), newDiffCmd())
 	return root
 }
 

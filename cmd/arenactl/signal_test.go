@@ -38,7 +38,7 @@ func stallTarget(t *testing.T) (*testutil.Target, func()) {
 // what was left behind. The target then runs on unharmed.
 func TestCallTimeoutRestoresTarget(t *testing.T) {
 	tg, drain := stallTarget(t)
-	r := run(t, "info", "--timeout", "300ms", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	r := run(t, "info", "--timeout", "1s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	expectRefusal(t, r, exitCallFailed, "did not return in time", "abandoned", "registers restored", "left in the target")
 	drain()
 	if a := tg.Send("check"); a != "ok" {

@@ -6,7 +6,6 @@ import (
 
 	"arenactl/internal/glibc"
 	"arenactl/internal/live"
-	"arenactl/internal/maps"
 )
 
 // preflight is the check made before a thread is borrowed for malloc_info
@@ -48,14 +47,11 @@ func runPreflight(t *live.Target, f injectFlags) (*preflight, error) {
 	if len(w.FatalDamage()) == 0 {
 		return pf, nil
 	}
-	// Heaps may have grown since the target was opened: a chunk in new
-	// memory must not look wild.
-	ms, err := maps.Read(t.Pid, false)
-	if err != nil {
-		return nil, err
-	}
+	// Heaps may have grown since the target was opened: the freeze re-reads
+	// the mappings once nothing runs, so a chunk in new memory cannot look
+	// wild to this walk.
 	if pf.frozen, err = whileFrozen(t, f.timeout, func() (err error) {
-		w, err = glibc.WalkLists(t, lay, anchors, ms)
+		w, err = glibc.WalkLists(t, lay, anchors, t.Mappings)
 		return err
 	}); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"arenactl/internal/glibc"
+	"arenactl/internal/maps"
 	"arenactl/internal/ptrace"
 )
 
@@ -69,7 +70,31 @@ func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
 			f.TLS = append(f.TLS, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.Regs().Fs_base})
 		}
 	}
+	// The mappings read before the freeze may be stale by now: a busy
+	// process grows its heaps (mprotect) all the time, and a walk against
+	// the old list takes a top chunk in the new part for a wild pointer.
+	// Now that nothing runs, the list read here stays true until Thaw.
+	if err := t.refreshMaps(f); err != nil {
+		f.Thaw()
+		return nil, err
+	}
 	return f, nil
+}
+
+// refreshMaps re-reads /proc/PID/maps (without smaps: the walk needs only
+// the ranges) and classifies it with the frozen threads' stack pointers.
+func (t *Target) refreshMaps(f *Frozen) error {
+	ms, err := maps.Read(t.Pid, false)
+	if err != nil {
+		return err
+	}
+	sps := map[int]uint64{}
+	for _, th := range f.threads {
+		sps[th.Tid] = th.Regs().Rsp
+	}
+	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
+	t.Mappings = ms
+	return nil
 }
 
 // FrozenThread is one stopped thread's full register state, for writing a

@@ -455,8 +455,9 @@ func (r *recorder) ranges(ms []maps.Mapping) []core.Range {
 	return mergeRanges(out)
 }
 
-// walkRecorded runs the read-only walk (anchors, tcaches, heaps, mmapped
-// chunks) through the recorder, for its reads and for what it used.
+// walkRecorded runs the read-only walk (anchors, tcaches, lists, heaps,
+// mmapped chunks; not every chunk) through the recorder, for its reads and
+// for what it used.
 func walkRecorded(t *live.Target, mem glibc.Memory, tls []glibc.ThreadTLS) (*glibc.Walk, error) {
 	lay, err := glibc.LayoutFor(t.Libc.Version)
 	if err != nil {
@@ -466,7 +467,9 @@ func walkRecorded(t *live.Target, mem glibc.Memory, tls []glibc.ThreadTLS) (*gli
 	if err != nil {
 		return nil, err
 	}
-	w, _, err := glibc.WalkAll(mem, t.Libc, lay, anchors, t.Mappings, tls)
+	// The heaps are dumped whole; what the walk must add is the rest (lists'
+	// pages are in the heaps too, tcaches in TLS, mmapped chunks' headers).
+	w, _, err := glibc.WalkWithoutChunks(mem, t.Libc, lay, anchors, t.Mappings, tls)
 	return w, err
 }
 

@@ -263,8 +263,22 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function.
 func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, tls, false)
+}
+
+// WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,
+// free lists, heaps and the mmapped-chunk scan. It is what a snapshot must
+// see to record the layout, the anchors, the TLS slots and the pages a later
+// reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
+// large heap the chunk walk is most of a walk's time, and the process is
+// frozen for it.
+func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, tls, true)
+}
+
+func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, noChunks bool) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
-	w, err := WalkHeap(mem, lay, a, ms, cached)
+	w, err := walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks}, a)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -118,6 +118,7 @@ type walker struct {
 	tcached   *addrSet
 	path      []uint64 // the chunks met so far in the list being walked
 	listsOnly bool
+	noChunks  bool // skip the chunk walk only (the mmapped-chunk scan still runs)
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -331,7 +332,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	} else {
 		wk.heaps(&aw, &mi)
 	}
-	if !wk.listsOnly {
+	if !wk.listsOnly && !wk.noChunks {
 		wk.chunks(&aw)
 	}
 	wk.trimRanges(&aw, st)

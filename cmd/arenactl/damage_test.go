@@ -222,3 +222,18 @@ func sigcont(t *testing.T, tg *testutil.Target) {
 		t.Fatal(err)
 	}
 }
+
+// --no-heap-check skips the pre-flight walk: the report says so, and on a
+// healthy heap the injection goes ahead as before.
+func TestNoHeapCheckSkipsPreflight(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "2")
+	r := mustRun(t, "info", "--json", "--no-heap-check", fmt.Sprint(tg.Pid))
+	var rep jsonInfo
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Injection == nil || rep.Injection.PreflightSkipped != "--no-heap-check" || rep.Injection.PreflightWalks != 0 {
+		t.Fatalf("injection %+v", rep.Injection)
+	}
+	mustQuit(t, tg)
+}

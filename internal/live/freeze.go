@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
 	"arenactl/internal/ptrace"
 )
 
@@ -84,17 +83,11 @@ func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
 // refreshMaps re-reads /proc/PID/maps (without smaps: the walk needs only
 // the ranges) and classifies it with the frozen threads' stack pointers.
 func (t *Target) refreshMaps(f *Frozen) error {
-	ms, err := maps.Read(t.Pid, false)
-	if err != nil {
-		return err
-	}
 	sps := map[int]uint64{}
 	for _, th := range f.threads {
 		sps[th.Tid] = th.Regs().Rsp
 	}
-	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
-	t.Mappings = ms
-	return nil
+	return t.readMappings(false, sps)
 }
 
 // FrozenThread is one stopped thread's full register state, for writing a

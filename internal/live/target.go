@@ -68,7 +68,11 @@ func (t *Target) load(allowStatic bool) error {
 		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
 	}
 	t.Exe = exe
-	if err := t.Refresh(); err != nil {
+	// Finding libc and choosing a thread need the ranges and classes, not
+	// the smaps counters: every report reads those again when it needs
+	// them (after the thread is released, or just before the call), and
+	// smaps makes the kernel walk page tables.
+	if err := t.readMappings(false, nil); err != nil {
 		return err
 	}
 	t.Allocator, err = glibc.DetectAllocator(t.Mappings, t.Exe, t.OpenFile)
@@ -92,12 +96,20 @@ func (t *Target) load(allowStatic bool) error {
 }
 
 // Refresh re-reads the mappings with their smaps counters and classifies them.
-func (t *Target) Refresh() error {
-	ms, err := maps.Read(t.Pid, true)
+func (t *Target) Refresh() error { return t.readMappings(true, nil) }
+
+// readMappings reads /proc/PID/maps, or smaps with its counters, and
+// classifies it. Thread stacks are found from sps when the caller knows the
+// stack pointers (frozen threads), else from what /proc shows of blocked
+// threads.
+func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
+	ms, err := maps.Read(t.Pid, smaps)
 	if err != nil {
 		return err
 	}
-	sps, _ := maps.StackPointers(t.Pid)
+	if sps == nil {
+		sps, _ = maps.StackPointers(t.Pid)
+	}
 	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
 	t.Mappings = ms
 	return nil

@@ -1,4 +1,4 @@
-module arenactl
+module github.com/arenactl/arenactl
 
 go 1.26.0
 

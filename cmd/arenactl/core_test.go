@@ -12,7 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // crashCore has an arenas.c target write its own malloc_info and dump core

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"arenactl/internal/core"
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // coreFlags say where a core's files are when it comes from another machine.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // The kinds of damage corrupt.c does, and what glibc would do on each if

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"strings"
 
-	"arenactl/internal/core"
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // Exit codes. They are documented in README.md; keep the two in step.

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"arenactl/internal/diagnose"
-	"arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 // diagnoseEnv gathers what the diagnosis needs beyond the report: for a live

@@ -10,8 +10,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // fixture is one core of testdata/cores (scripts/make-core-fixtures.sh):

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // The tests run the real arenactl binary against real C programs built from

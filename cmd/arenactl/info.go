@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/diagnose"
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
-	"arenactl/internal/maps"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 func newInfoCmd() *cobra.Command {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 	"syscall"
 
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc"
 )
 
 // The target writes malloc_info itself, from its main thread, at a quiescent

@@ -5,9 +5,9 @@ import (
 	"io"
 	"sort"
 
-	"arenactl/internal/diagnose"
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // The JSON schema (documented in README.md). Names are stable: add fields,

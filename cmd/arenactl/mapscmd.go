@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/maps"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 func newMapsCmd() *cobra.Command {

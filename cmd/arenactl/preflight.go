@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 // preflight is the check made before a thread is borrowed for malloc_info

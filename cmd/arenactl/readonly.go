@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // collectReadOnly builds the info report from memory alone. With freeze,

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // frozenTarget asks an arenas.c target to write its own malloc_info and stop

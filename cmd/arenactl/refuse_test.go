@@ -1,7 +1,7 @@
 package main
 
 import (
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 
 	"fmt"
 	"io"

@@ -12,8 +12,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 func newTable(w io.Writer, header ...any) *tablewriter.Table {

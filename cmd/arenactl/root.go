@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc"
 )
 
 func newRoot() *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // findingIDs runs info on pid (read-only unless told otherwise) and returns

@@ -18,10 +18,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/core"
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 type snapshotFlags struct {

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"arenactl/internal/core"
-	"arenactl/internal/maps"
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // snapshot runs arenactl snapshot and returns its JSON report.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // A static executable carries its own glibc malloc: --read-only reads it

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // tcacheTarget is what testdata/tcache.c says on its ready line: each

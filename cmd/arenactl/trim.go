@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 func newTrimCmd() *cobra.Command {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"arenactl/internal/diagnose"
-	"arenactl/internal/glibc"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 type watchFlags struct {

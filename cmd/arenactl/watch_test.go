@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // startGrow runs testdata/grow.c: a worker thread with an arena of its own,

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Core is an opened core file.

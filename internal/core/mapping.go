@@ -4,7 +4,7 @@ import (
 	"debug/elf"
 	"sort"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // brkRandom is how far above the executable the kernel may start the brk

@@ -3,7 +3,7 @@ package core
 import (
 	"bytes"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Note types the kernel writes into a core (linux/elf.h).

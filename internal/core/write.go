@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // PageSize is the x86_64 page size: every dumped range starts and ends on

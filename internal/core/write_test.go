@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // fakeMem is a synthetic address space: every readable mapping holds a

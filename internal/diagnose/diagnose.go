@@ -10,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Severity orders findings.

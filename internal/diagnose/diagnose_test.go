@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 const mib = 1 << 20

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // AllocatorKind says whose malloc a process runs, which decides whether

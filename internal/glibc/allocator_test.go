@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/maps"
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // waitC allocates a little, says "ready ADDR" and waits for stdin to close.

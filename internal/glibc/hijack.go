@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // ThreadState is what the hijack policy needs to know of a stopped thread.

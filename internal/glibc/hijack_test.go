@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/maps"
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // procMem reads a live process's memory through /proc/PID/mem; the threads

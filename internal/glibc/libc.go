@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Symbol is a libc symbol as it lies in the target: Value has the load bias

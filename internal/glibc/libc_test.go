@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/maps"
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // BuildIDInMemory reads the GNU build-id of the ELF object whose first page

@@ -3,7 +3,7 @@ package glibc
 import (
 	"time"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Report is what `arenactl info` learned about a target. Every renderer

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Where a core's libc came from (Libc.Source).

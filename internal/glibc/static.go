@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // FindStaticImage treats a static executable as the object that holds the

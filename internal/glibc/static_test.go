@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // systemLibc is the libc.so.6 the test programs run with by default.

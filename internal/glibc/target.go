@@ -3,7 +3,7 @@ package glibc
 import (
 	"os"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Memory reads the target's address space. A live process and a core file

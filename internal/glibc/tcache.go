@@ -1,7 +1,7 @@
 package glibc
 
 import (
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 
 	"fmt"
 	"sort"

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // words is memory made of little-endian words; unset words read as 0.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Walk is the allocator's state read from memory, without running anything

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // Frozen is a process with every thread stopped, for reading the allocator

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // HijackOptions say how long to look for a safe thread and how long a call

@@ -1,6 +1,6 @@
 package live
 
-import "arenactl/internal/ptrace"
+import "github.com/arenactl/arenactl/internal/ptrace"
 
 // StoppedThreads lists the threads of pid, except one, that are stopped:
 // state T (SIGSTOP and the like) or t (stopped by a tracer). A thread that

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/maps"
-	"arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // Target is a live process opened for inspection. Opening it stops nothing.

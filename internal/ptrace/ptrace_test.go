@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }

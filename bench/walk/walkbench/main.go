@@ -18,8 +18,8 @@ import (
 	"sort"
 	"time"
 
-	"arenactl/internal/glibc"
-	"arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 func main() {

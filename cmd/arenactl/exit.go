@@ -7,6 +7,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
@@ -30,7 +31,7 @@ const (
 	exitInterrupted = 130
 )
 
-var errInterrupted = errors.New("interrupted: the target was restored and released")
+var errInterrupted = inspect.ErrInterrupted
 
 type usageError struct{ msg string }
 

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"github.com/arenactl/arenactl/internal/testutil"
 	"syscall"
+
+	"github.com/arenactl/arenactl/internal/testutil"
 
 	"encoding/json"
 	"fmt"

@@ -8,6 +8,7 @@ import (
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 // The JSON schema (documented in README.md). Names are stable: add fields,
@@ -290,7 +291,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func libcJSON(l glibc.LibcInfo) jsonLibc {
+func libcJSON(l report.LibcInfo) jsonLibc {
 	j := jsonLibc{Path: l.Path, Version: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom, Source: l.Source}
 	if !l.MinVersion.IsZero() {
 		j.VersionMin = l.MinVersion.String()
@@ -298,7 +299,7 @@ func libcJSON(l glibc.LibcInfo) jsonLibc {
 	return j
 }
 
-func injectionJSON(in glibc.Injection) jsonInjection {
+func injectionJSON(in report.Injection) jsonInjection {
 	return jsonInjection{Tid: in.Tid, Blocked: in.Blocked, StoppedUs: in.Stopped.Microseconds(), CallUs: in.Call.Microseconds(), Refusals: in.Refusals,
 		PreflightUs: in.Preflight.Microseconds(), PreflightWalks: in.PreflightWalks, PreflightFrozenUs: in.PreflightFrozen.Microseconds(),
 		PreflightSkipped: in.PreflightSkipped}
@@ -315,7 +316,7 @@ func sizeJSON(s glibc.SizeClass) jsonSize {
 	return jsonSize{From: s.From, To: s.To, Total: s.Total, Count: s.Count, Fast: s.Fast}
 }
 
-func infoJSON(r *glibc.Report, findings []diagnose.Finding) jsonInfo {
+func infoJSON(r *report.Report, findings []diagnose.Finding) jsonInfo {
 	mi := r.Malloc
 	out := jsonInfo{Pid: r.Pid, Exe: r.Exe, Threads: r.Threads, Libc: libcJSON(r.Libc), Arenas: []jsonArena{}}
 	if r.Injection != nil {
@@ -326,7 +327,7 @@ func infoJSON(r *glibc.Report, findings []diagnose.Finding) jsonInfo {
 		a := &mi.Arenas[i]
 		ja := jsonArena{
 			Index: a.Index, Main: a.Index == 0, SystemCurrent: a.SystemCurrent, SystemMax: a.SystemMax,
-			InUseBytes: sat(a.SystemCurrent, a.FreeBytes()), FreeBytes: a.FreeBytes(), FreePercent: a.FreePercent(),
+			InUseBytes: a.InUse(), FreeBytes: a.FreeBytes(), FreePercent: a.FreePercent(),
 			FastCount: opt(a.HasFast, a.FastCount), FastBytes: opt(a.HasFast, a.FastBytes),
 			RestCount: a.RestCount, RestBytes: a.RestBytes, LargestFree: a.LargestFreeClass(),
 			AspaceTotal: a.AspaceTotal, AspaceMprotect: a.AspaceMprotect, Subheaps: opt(a.HasSubheaps, a.Subheaps),
@@ -374,7 +375,7 @@ func arenaWalkJSON(a *glibc.ArenaWalk) *jsonArenaWalk {
 	return j
 }
 
-func readOnlyJSON(ro *glibc.ReadOnly) *jsonReadOnly {
+func readOnlyJSON(ro *report.ReadOnly) *jsonReadOnly {
 	w := ro.Walk
 	p := w.Params
 	j := &jsonReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Layout: w.Layout.Profile,
@@ -450,7 +451,7 @@ func mapsJSON(pid int, sum []maps.ClassSummary, roll maps.Rollup, ms []maps.Mapp
 	return out
 }
 
-func trimJSON(r *glibc.TrimReport) jsonTrim {
+func trimJSON(r *report.TrimReport) jsonTrim {
 	out := jsonTrim{Pid: r.Pid, Libc: libcJSON(r.Libc), Pad: r.Pad, DryRun: r.DryRun, Classes: []jsonTrimClass{}}
 	if !r.DryRun {
 		result, released, in := r.Result, r.Released(), injectionJSON(r.Injection)

@@ -35,7 +35,7 @@ func main() {
 		err = errInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "arenactl: %v\n", err)
+		fmt.Fprintf(os.Stderr, "arenactl: %v%s\n", err, hint(err))
 		os.Exit(exitCode(err))
 	}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/report"
 	"github.com/spf13/cobra"
-
-	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 func newMapsCmd() *cobra.Command {
@@ -22,54 +20,26 @@ libraries, other files, anonymous memory, and kernel mappings. It stops
 nothing and runs nothing in the target.`,
 		Args: pidOrCoreArg,
 		RunE: func(c *cobra.Command, args []string) error {
+			var m *report.Maps
+			var err error
 			if isCoreArg(args[0]) {
-				core, err := openCore(args[0])
-				if err != nil {
-					return err
-				}
-				defer core.Close()
-				sum := maps.Summarize(core.Mappings)
-				if asJSON {
-					return writeJSON(os.Stdout, mapsJSON(core.Pid, sum, maps.Rollup{}, core.Mappings, all))
-				}
-				fmt.Println("from a core: sizes only (a core records no RSS)")
-				return renderMaps(os.Stdout, sum, maps.Rollup{}, core.Mappings, all)
+				m, err = inspect.CoreMaps(args[0])
+			} else {
+				m, err = inspect.Maps(parsePid(args))
 			}
-			pid := parsePid(args)
-			if _, err := ptrace.ReadStatus(pid, pid); err != nil {
+			if err != nil {
 				return err
 			}
-			ms, err := maps.Read(pid, true)
-			if err != nil {
-				return mapsErr(pid, err)
-			}
-			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-			sps, _ := maps.StackPointers(pid)
-			maps.Classify(ms, maps.Hints{ExePath: exe, StackPointers: sps})
-			roll, err := maps.ReadRollup(pid)
-			if err != nil {
-				return mapsErr(pid, err)
-			}
-			sum := maps.Summarize(ms)
 			if asJSON {
-				return writeJSON(os.Stdout, mapsJSON(pid, sum, roll, ms, all))
+				return writeJSON(os.Stdout, mapsJSON(m.Pid, m.Summary.Classes, m.Summary.Rollup, m.Mappings, all))
 			}
-			return renderMaps(os.Stdout, sum, roll, ms, all)
+			if m.FromCore {
+				fmt.Println("from a core: sizes only (a core records no RSS)")
+			}
+			return renderMaps(os.Stdout, m.Summary.Classes, m.Summary.Rollup, m.Mappings, all)
 		},
 	}
 	c.Flags().BoolVar(&all, "all", false, "list every mapping with its class")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-// mapsErr turns a failure to read /proc into the same errors (and exit
-// codes) that attaching would give.
-func mapsErr(pid int, err error) error {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("process %d: %w", pid, ptrace.ErrNoProcess)
-	case errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("process %d: %w (run arenactl as the same user as the process, or as root)", pid, ptrace.ErrPermission)
-	}
-	return err
 }

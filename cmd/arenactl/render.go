@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 	"io"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 func newTable(w io.Writer, header ...any) *tablewriter.Table {
@@ -27,7 +29,7 @@ func newTable(w io.Writer, header ...any) *tablewriter.Table {
 	return t
 }
 
-func renderInfo(w io.Writer, r *glibc.Report) error {
+func renderInfo(w io.Writer, r *report.Report) error {
 	if c := r.Core; c != nil {
 		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, versionText(r.Libc), r.Libc.Path)
 		switch sig := syscall.Signal(c.Signal); sig {
@@ -74,17 +76,12 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 		if a.HasFast {
 			fastN, fastB = strconv.FormatUint(a.FastCount, 10), human(a.FastBytes)
 		}
-		t.Append(name, human(a.SystemCurrent), human(a.SystemMax), human(sat(a.SystemCurrent, a.FreeBytes())),
+		t.Append(name, human(a.SystemCurrent), human(a.SystemMax), human(a.InUse()),
 			human(a.FreeBytes()), fmt.Sprintf("%.1f", a.FreePercent()), fastN, fastB,
 			strconv.FormatUint(a.RestCount, 10), human(a.RestBytes), human(a.LargestFreeClass()), heaps)
 	}
-	free := mi.FastBytes + mi.RestBytes
-	pct := 0.0
-	if mi.SystemCurrent > 0 {
-		pct = 100 * float64(free) / float64(mi.SystemCurrent)
-	}
-	t.Footer(fmt.Sprintf("%d arenas", len(mi.Arenas)), human(mi.SystemCurrent), human(mi.SystemMax), human(sat(mi.SystemCurrent, free)),
-		human(free), fmt.Sprintf("%.1f", pct), strconv.FormatUint(mi.FastCount, 10), human(mi.FastBytes),
+	t.Footer(fmt.Sprintf("%d arenas", len(mi.Arenas)), human(mi.SystemCurrent), human(mi.SystemMax), human(mi.InUse()),
+		human(mi.FreeBytes()), fmt.Sprintf("%.1f", mi.FreePercent()), strconv.FormatUint(mi.FastCount, 10), human(mi.FastBytes),
 		strconv.FormatUint(mi.RestCount, 10), human(mi.RestBytes), "", "")
 	if err := t.Render(); err != nil {
 		return err
@@ -104,7 +101,7 @@ func renderInfo(w io.Writer, r *glibc.Report) error {
 
 // versionText is the glibc version, or the range memory alone narrowed
 // it to.
-func versionText(l glibc.LibcInfo) string {
+func versionText(l report.LibcInfo) string {
 	if l.MinVersion.IsZero() {
 		return l.Version.String()
 	}
@@ -113,7 +110,7 @@ func versionText(l glibc.LibcInfo) string {
 
 // renderCoreLibc says where a core's libc came from, and what was tried
 // and not used.
-func renderCoreLibc(w io.Writer, r *glibc.Report) {
+func renderCoreLibc(w io.Writer, r *report.Report) {
 	l := r.Libc
 	line := "libc: " + l.Source
 	if !l.MinVersion.IsZero() {
@@ -126,7 +123,7 @@ func renderCoreLibc(w io.Writer, r *glibc.Report) {
 }
 
 // renderWalk prints what the read-only walk adds to malloc_info.
-func renderWalk(w io.Writer, ro *glibc.ReadOnly) error {
+func renderWalk(w io.Writer, ro *report.ReadOnly) error {
 	wk := ro.Walk
 	threads := map[uint64]int{}
 	for _, tc := range ro.Tcaches {
@@ -203,7 +200,7 @@ func renderMaps(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup, ms []map
 	return t.Render()
 }
 
-func renderTrim(w io.Writer, r *glibc.TrimReport) error {
+func renderTrim(w io.Writer, r *report.TrimReport) error {
 	if r.DryRun {
 		return renderTrimPrediction(w, r)
 	}
@@ -227,7 +224,7 @@ func renderTrim(w io.Writer, r *glibc.TrimReport) error {
 
 // renderTrimPrediction prints a dry run: per arena, what malloc_trim would
 // madvise or give back, and how much of it is resident now.
-func renderTrimPrediction(w io.Writer, r *glibc.TrimReport) error {
+func renderTrimPrediction(w io.Writer, r *report.TrimReport) error {
 	p := r.Prediction
 	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) would release %s of RSS now (dry run: nothing ran in the target; every thread was stopped %s for the walk)\n\n",
 		r.Pid, r.Libc.Version, r.Pad, human(p.Resident), fmtDur(r.Frozen))
@@ -259,7 +256,7 @@ func renderTrimPrediction(w io.Writer, r *glibc.TrimReport) error {
 
 // frozenForPreflight says when every thread was stopped, briefly, before
 // the call: for the pre-flight's second walk, when the first looked damaged.
-func frozenForPreflight(in *glibc.Injection) string {
+func frozenForPreflight(in *report.Injection) string {
 	if in.PreflightFrozen == 0 {
 		return ""
 	}
@@ -280,7 +277,7 @@ type trimRow struct {
 }
 
 // trimRows pairs the per-class summaries before and after, then the process.
-func trimRows(r *glibc.TrimReport) []trimRow {
+func trimRows(r *report.TrimReport) []trimRow {
 	idx := map[maps.Class]*trimRow{}
 	var rows []*trimRow
 	get := func(c maps.Class) *trimRow {
@@ -309,13 +306,6 @@ func trimRows(r *glibc.TrimReport) []trimRow {
 	out = append(out, trimRow{name: "process", rssBefore: r.Before.Rollup.Rss, rssAfter: r.After.Rollup.Rss,
 		pdBefore: r.Before.Rollup.PrivateDirty, pdAfter: r.After.Rollup.PrivateDirty})
 	return out
-}
-
-func sat(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
 }
 
 // human prints a byte count the way people read RSS: 1024-based units.

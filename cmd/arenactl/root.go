@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
 )
 
 func newRoot() *cobra.Command {
@@ -51,12 +52,13 @@ type injectFlags struct {
 	json    bool
 	// debugDirs are searched for libc's detached debug file by build-id
 	// when memory is read rather than code run (--read-only).
-	debugDirs []string
-	// noHeapCheck skips the pre-flight walk of the free lists before an
-	// injection: on a large, busy heap it costs CPU (up to about a second
-	// on 2 CPUs shared with 8 allocating threads), at the price of not
-	// catching damage that would make glibc abort.
-	noHeapCheck bool
+	debugDirs   []string
+	noHeapCheck bool // inspect.Options.NoHeapCheck
+}
+
+// options are the flags as inspect takes them.
+func (f *injectFlags) options() inspect.Options {
+	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck}
 }
 
 func (f *injectFlags) register(c *cobra.Command) {

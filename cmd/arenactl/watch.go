@@ -13,8 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/diagnose"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 type watchFlags struct {
@@ -57,11 +58,11 @@ exits, watch says so and exits 10.`,
 				return &usageError{msg: "--thread goes with --inject: a read-only sample borrows no thread"}
 			}
 			pid := parsePid(args)
-			collect := func(ctx context.Context) (*glibc.Report, error) {
+			collect := func(ctx context.Context) (*report.Report, error) {
 				if wf.inject {
-					return collectInfo(ctx, pid, f)
+					return inspect.Info(ctx, pid, f.options())
 				}
-				return collectReadOnly(pid, f, !wf.noFreeze)
+				return inspect.ReadOnly(pid, f.options(), !wf.noFreeze)
 			}
 			w := &watcher{out: os.Stdout, pid: pid, json: f.json, flags: wf}
 			return w.run(c.Context(), collect)
@@ -98,7 +99,7 @@ const maxFailures = 3
 // run samples until --count, an interruption (nil error, the context
 // cancelled), the process's exit or maxFailures failures in a row. The
 // summary is printed in every case once a sample was taken.
-func (w *watcher) run(ctx context.Context, collect func(context.Context) (*glibc.Report, error)) error {
+func (w *watcher) run(ctx context.Context, collect func(context.Context) (*report.Report, error)) error {
 	born, _ := processStart(w.pid)
 	var failed int
 	next := time.Now()
@@ -195,7 +196,7 @@ func (w *watcher) gone() error {
 }
 
 // add records and prints one sample.
-func (w *watcher) add(at time.Time, rep *glibc.Report) error {
+func (w *watcher) add(at time.Time, rep *report.Report) error {
 	s := &jsonWatchSample{Time: at.Format(time.RFC3339Nano), Sample: w.n,
 		jsonInfo: infoJSON(rep, diagnose.Diagnose(rep, diagnoseEnv(strconv.Itoa(w.pid))))}
 	w.n++

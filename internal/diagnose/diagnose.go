@@ -12,6 +12,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 // Severity orders findings.
@@ -54,7 +55,7 @@ const (
 )
 
 // Diagnose returns the findings for a report, most severe and largest first.
-func Diagnose(r *glibc.Report, env Env) []Finding {
+func Diagnose(r *report.Report, env Env) []Finding {
 	d := &diag{r: r, env: env, tunables: parseTunables(env.Vars["GLIBC_TUNABLES"])}
 	d.arenas()
 	d.fragmentation()
@@ -71,7 +72,7 @@ func Diagnose(r *glibc.Report, env Env) []Finding {
 }
 
 type diag struct {
-	r        *glibc.Report
+	r        *report.Report
 	env      Env
 	tunables map[string]string
 	out      []Finding
@@ -192,10 +193,10 @@ func (d *diag) fragmentation() {
 			heapRss += c.Rss
 		}
 	}
-	inUse := mi.SystemCurrent - min(mi.SystemCurrent, mi.FastBytes+mi.RestBytes)
+	inUse := mi.InUse()
 	residentFree := heapRss - min(heapRss, inUse)
 	if d.r.Maps.Rollup.Rss == 0 { // a core: no RSS, judge by malloc's own counts
-		residentFree = mi.FastBytes + mi.RestBytes
+		residentFree = mi.FreeBytes()
 	}
 	if len(detail) > 0 && residentFree >= minSavings && float64(residentFree) >= fragPercent/100.0*float64(max(heapRss, mi.SystemCurrent)) {
 		f := Finding{

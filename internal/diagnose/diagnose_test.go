@@ -6,11 +6,12 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 const mib = 1 << 20
 
-func report(arenas ...glibc.Arena) *glibc.Report {
+func reportOf(arenas ...glibc.Arena) *report.Report {
 	mi := &glibc.MallocInfo{Arenas: arenas}
 	for i := range arenas {
 		mi.Arenas[i].Index = i
@@ -18,7 +19,7 @@ func report(arenas ...glibc.Arena) *glibc.Report {
 		mi.RestBytes += arenas[i].RestBytes
 		mi.FastBytes += arenas[i].FastBytes
 	}
-	return &glibc.Report{Libc: glibc.LibcInfo{Version: glibc.Version{Major: 2, Minor: 36}}, Threads: 20, Malloc: mi}
+	return &report.Report{Libc: report.LibcInfo{Version: glibc.Version{Major: 2, Minor: 36}}, Threads: 20, Malloc: mi}
 }
 
 func ids(fs []Finding) string {
@@ -34,7 +35,7 @@ func TestArenaBloat(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		as = append(as, glibc.Arena{SystemCurrent: 64 * mib, RestBytes: 40 * mib})
 	}
-	r := report(as...)
+	r := reportOf(as...)
 	fs := Diagnose(r, Env{OnlineCPUs: 2, AffinityCPUs: 2, Vars: map[string]string{}})
 	// Without RSS (as from a core) the free memory also counts as
 	// fragmentation; the arena finding, larger and critical, comes first.
@@ -57,9 +58,9 @@ func TestArenaBloat(t *testing.T) {
 }
 
 func TestFragmentationNeedsResidentFreeMemory(t *testing.T) {
-	r := report(glibc.Arena{SystemCurrent: 200 * mib, RestBytes: 180 * mib})
+	r := reportOf(glibc.Arena{SystemCurrent: 200 * mib, RestBytes: 180 * mib})
 	heap := func(rss uint64) {
-		r.Maps = glibc.MapsSummary{Classes: []maps.ClassSummary{{Class: maps.ClassMainHeap, Rss: rss}}, Rollup: maps.Rollup{Rss: rss + 10*mib}}
+		r.Maps = report.MapsSummary{Classes: []maps.ClassSummary{{Class: maps.ClassMainHeap, Rss: rss}}, Rollup: maps.Rollup{Rss: rss + 10*mib}}
 	}
 	heap(200 * mib)
 	fs := Diagnose(r, Env{})
@@ -73,9 +74,9 @@ func TestFragmentationNeedsResidentFreeMemory(t *testing.T) {
 }
 
 func TestThresholdsAndStacks(t *testing.T) {
-	r := report(glibc.Arena{SystemCurrent: 10 * mib})
-	r.ReadOnly = &glibc.ReadOnly{Walk: &glibc.Walk{Params: glibc.Params{MmapThreshold: 8 * mib, TrimThreshold: 16 * mib}}}
-	r.Maps = glibc.MapsSummary{
+	r := reportOf(glibc.Arena{SystemCurrent: 10 * mib})
+	r.ReadOnly = &report.ReadOnly{Walk: &glibc.Walk{Params: glibc.Params{MmapThreshold: 8 * mib, TrimThreshold: 16 * mib}}}
+	r.Maps = report.MapsSummary{
 		Classes: []maps.ClassSummary{{Class: maps.ClassThreadStack, Count: 48, Rss: 96 * mib}, {Class: maps.ClassMainHeap, Rss: 10 * mib}},
 		Rollup:  maps.Rollup{Rss: 120 * mib},
 	}

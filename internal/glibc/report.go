@@ -55,6 +55,11 @@ type Arena struct {
 // in use.
 func (a *Arena) FreeBytes() uint64 { return a.FastBytes + a.RestBytes }
 
+// InUse is what the arena holds from the system and has not free in any
+// list: system - free. Chunks cached in threads' tcaches count as in use,
+// as malloc_info counts them.
+func (a *Arena) InUse() uint64 { return a.SystemCurrent - min(a.SystemCurrent, a.FreeBytes()) }
+
 // FreeChunks is the number of free chunks glibc counted: fastbins plus rest.
 func (a *Arena) FreeChunks() uint64 { return a.FastCount + a.RestCount }
 
@@ -105,4 +110,19 @@ type MallocInfo struct {
 	AspaceMprotect       uint64
 
 	Raw []byte // the XML exactly as read
+}
+
+// FreeBytes is the free memory of every arena, as glibc's trailer sums it.
+func (m *MallocInfo) FreeBytes() uint64 { return m.FastBytes + m.RestBytes }
+
+// InUse is system - free over every arena.
+func (m *MallocInfo) InUse() uint64 { return m.SystemCurrent - min(m.SystemCurrent, m.FreeBytes()) }
+
+// FreePercent is FreeBytes as a percentage of SystemCurrent; 0 when the
+// process holds nothing from the system.
+func (m *MallocInfo) FreePercent() float64 {
+	if m.SystemCurrent == 0 {
+		return 0
+	}
+	return 100 * float64(m.FreeBytes()) / float64(m.SystemCurrent)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
@@ -14,7 +13,6 @@ import (
 type Frozen struct {
 	t       *Target
 	threads []*ptrace.Thread
-	TLS     []glibc.ThreadTLS
 	start   time.Time
 }
 
@@ -66,7 +64,6 @@ func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
 				return nil, err
 			}
 			f.threads = append(f.threads, th)
-			f.TLS = append(f.TLS, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.Regs().Fs_base})
 		}
 	}
 	// The mappings read before the freeze may be stale by now: a busy
@@ -77,6 +74,7 @@ func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
 		f.Thaw()
 		return nil, err
 	}
+	t.frozen = f
 	return f, nil
 }
 
@@ -118,5 +116,8 @@ func (f *Frozen) Thaw() (time.Duration, error) {
 		}
 	}
 	f.threads = nil
+	if f.t.frozen == f {
+		f.t.frozen = nil
+	}
 	return time.Since(f.start), first
 }

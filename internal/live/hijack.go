@@ -62,7 +62,7 @@ type Session struct {
 // tried one at a time, each stopped only while it is examined; the others
 // never stop. It retries until opts.Timeout, or until ctx is done.
 func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, error) {
-	policy := glibc.NewHijackPolicy(t.Libc, t.Mappings, t)
+	policy := glibc.NewHijackPolicy(t.Libc, t.mappings, t)
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
 	reasons := map[int]string{}

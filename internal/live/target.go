@@ -14,10 +14,11 @@ import (
 type Target struct {
 	Pid       int
 	Exe       string
-	Mappings  []maps.Mapping
+	mappings  []maps.Mapping
 	Libc      *glibc.Libc
 	Allocator glibc.Allocator
 	proc      *ptrace.Process
+	frozen    *Frozen // the freeze in force, if any
 }
 
 // NotGlibcError: the process does not allocate with glibc's malloc.
@@ -75,12 +76,12 @@ func (t *Target) load(allowStatic bool) error {
 	if err := t.readMappings(false, nil); err != nil {
 		return err
 	}
-	t.Allocator, err = glibc.DetectAllocator(t.Mappings, t.Exe, t.OpenFile)
+	t.Allocator, err = glibc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
 	}
 	if t.Allocator.Kind == glibc.AllocStatic && allowStatic {
-		if t.Libc, err = glibc.FindStaticImage(t.Mappings, t.Exe, t.OpenFile); err != nil {
+		if t.Libc, err = glibc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil
@@ -88,7 +89,7 @@ func (t *Target) load(allowStatic bool) error {
 	if t.Allocator.Kind != glibc.AllocGlibc {
 		return &NotGlibcError{Pid: t.Pid, Allocator: t.Allocator}
 	}
-	t.Libc, err = glibc.FindLibc(t.Mappings, t.OpenFile)
+	t.Libc, err = glibc.FindLibc(t.mappings, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
 	}
@@ -111,7 +112,7 @@ func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
 		sps, _ = maps.StackPointers(t.Pid)
 	}
 	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
-	t.Mappings = ms
+	t.mappings = ms
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 )
 
@@ -61,11 +62,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 		return err
 	}
 	defer t.Close()
-	lay, err := glibc.LayoutFor(t.Libc.Version)
-	if err != nil {
-		return err
-	}
-	anchors, err := glibc.FindAnchors(t.Libc, lay, t)
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: glibc.DefaultDebugDirs})
 	if err != nil {
 		return err
 	}
@@ -74,6 +71,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 		return err
 	}
 	defer frozen.Thaw()
+	threads := len(t.Threads())
 
 	if cpuprofile != "" {
 		f, err := os.Create(cpuprofile)
@@ -96,7 +94,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 	var peakHeap uint64
 	for i := 0; i < n; i++ {
 		start := time.Now()
-		w, err := glibc.WalkLists(t, lay, anchors, t.Mappings)
+		w, err := h.WalkLists()
 		if err != nil {
 			return err
 		}
@@ -109,7 +107,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 
 		runtime.GC()
 		start = time.Now()
-		w, caches, err := glibc.WalkAll(t, t.Libc, lay, anchors, t.Mappings, frozen.TLS)
+		w, caches, err := h.Walk()
 		if err != nil {
 			return err
 		}
@@ -155,7 +153,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 		}
 	}
 	fmt.Printf("process %d (%s), glibc %s, %d threads; %d walks of each kind, every thread stopped for %.2f s in all\n",
-		pid, t.Exe, t.Libc.Version, len(frozen.TLS), n, held.Seconds())
+		pid, t.Exe, t.Libc.Version, threads, n, held.Seconds())
 	lists.print()
 	full.print()
 	fmt.Printf("Go heap after a full walk, largest: %.1f MiB; result digest %x\n", float64(peakHeap)/(1<<20), digest[:8])

@@ -1,11 +1,15 @@
-package main
+package inspect
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 // preflight is the check made before a thread is borrowed for malloc_info
@@ -26,20 +30,20 @@ type preflight struct {
 	skipped string
 }
 
-func runPreflight(t *live.Target, f injectFlags) (*preflight, error) {
+func runPreflight(t *live.Target, o Options) (*preflight, error) {
 	start := time.Now()
 	pf := &preflight{}
 	defer func() { pf.took = time.Since(start) }()
-	if f.noHeapCheck {
+	if o.NoHeapCheck {
 		pf.skipped = "--no-heap-check"
 		return pf, nil
 	}
-	lay, anchors, err := listsAnchors(t, f)
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
 	if err != nil {
-		pf.skipped = err.Error()
+		pf.skipped = fmt.Errorf("process %d: %w", t.Pid, err).Error()
 		return pf, nil
 	}
-	w, err := glibc.WalkLists(t, lay, anchors, t.Mappings)
+	w, err := h.WalkLists()
 	if err != nil {
 		if live.IsGone(err) {
 			return nil, err
@@ -54,8 +58,8 @@ func runPreflight(t *live.Target, f injectFlags) (*preflight, error) {
 	// Heaps may have grown since the target was opened: the freeze re-reads
 	// the mappings once nothing runs, so a chunk in new memory cannot look
 	// wild to this walk.
-	if pf.frozen, err = whileFrozen(t, f.timeout, func() (err error) {
-		w, err = glibc.WalkLists(t, lay, anchors, t.Mappings)
+	if pf.frozen, err = whileFrozen(t, o.Timeout, func() (err error) {
+		w, err = h.WalkLists()
 		return err
 	}); err != nil {
 		return nil, err
@@ -65,19 +69,6 @@ func runPreflight(t *live.Target, f injectFlags) (*preflight, error) {
 		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
 	}
 	return pf, nil
-}
-
-// listsAnchors finds what a walk of t's free lists starts from.
-func listsAnchors(t *live.Target, f injectFlags) (glibc.Layout, glibc.Anchors, error) {
-	lay, err := glibc.LayoutFor(t.Libc.Version)
-	if err != nil {
-		return lay, glibc.Anchors{}, fmt.Errorf("process %d: %w", t.Pid, err)
-	}
-	anchors, err := glibc.FindAnchorsWith(t.Libc, lay, t, f.debugDirs)
-	if err != nil {
-		return lay, anchors, fmt.Errorf("process %d: %w", t.Pid, err)
-	}
-	return lay, anchors, nil
 }
 
 // whileFrozen stops every thread of t, runs read and lets them all go; it
@@ -116,6 +107,55 @@ func (pf *preflight) checkLocks(t *live.Target, borrowed int) error {
 }
 
 // record notes the check in the injection's report.
-func (pf *preflight) record(in *glibc.Injection) {
+func (pf *preflight) record(in *report.Injection) {
 	in.Preflight, in.PreflightWalks, in.PreflightFrozen, in.PreflightSkipped = pf.took, pf.walks, pf.frozen, pf.skipped
+}
+
+// injectCall borrows a thread that is safe to borrow, checks the arena
+// locks again now that it is known which thread that is, runs call in it and
+// gives it back. It reports the borrowed thread, the time it was held and
+// the pre-flight walk that preceded it.
+func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, call func(glibc.Caller) error) (report.Injection, error) {
+	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: o.Timeout, Tid: o.Tid})
+	if err != nil {
+		return report.Injection{}, err
+	}
+	if err := pf.checkLocks(t, sess.Tid); err != nil {
+		sess.Release()
+		return report.Injection{}, err
+	}
+	start := time.Now()
+	callErr := call(sess)
+	dur := time.Since(start)
+	held, relErr := sess.Release()
+	if err := firstErr(ctx, callErr, relErr); err != nil {
+		return report.Injection{}, err
+	}
+	in := report.Injection{Tid: sess.Tid, Blocked: blockedName(sess.Syscall), Refusals: sess.Refusals, Stopped: held, Call: dur}
+	pf.record(&in)
+	return in, nil
+}
+
+// firstErr decides what a finished injection reports: the call's own error,
+// then a failure to release, then a signal that arrived meanwhile (the
+// target is restored in every case by then).
+func firstErr(ctx context.Context, callErr, relErr error) error {
+	switch {
+	case callErr != nil && errors.Is(callErr, context.Canceled):
+		return ErrInterrupted
+	case callErr != nil:
+		return callErr
+	case relErr != nil:
+		return relErr
+	case ctx.Err() != nil:
+		return ErrInterrupted
+	}
+	return nil
+}
+
+func blockedName(nr int64) string {
+	if nr < 0 {
+		return "running"
+	}
+	return glibc.SyscallName(nr)
 }

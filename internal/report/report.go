@@ -1,8 +1,15 @@
-package glibc
+// Package report owns the model of what one run of arenactl learned about a
+// target: the malloc statistics (glibc's own or the walk's), the memory map
+// by class, how the numbers were obtained (an injected call, a read-only
+// walk, a core) and what a trim did. Every renderer (table, JSON, XML) and
+// the diagnosis read this one model, so they cannot disagree; numbers
+// derived from it (in use, free %, totals) are computed here, once.
+package report
 
 import (
 	"time"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -13,7 +20,7 @@ type Report struct {
 	Exe     string
 	Libc    LibcInfo
 	Threads int
-	Malloc  *MallocInfo
+	Malloc  *glibc.MallocInfo
 	Maps    MapsSummary
 	// Injection says which thread ran malloc_info and for how long it was
 	// held; nil when nothing ran in the target.
@@ -38,8 +45,8 @@ type CoreInfo struct {
 
 // ReadOnly is what the read-only walk adds to a report.
 type ReadOnly struct {
-	Walk    *Walk
-	Tcaches []ThreadCache
+	Walk    *glibc.Walk
+	Tcaches []glibc.ThreadCache
 	Frozen  time.Duration // how long every thread was stopped; 0 with Torn
 	Torn    bool          // read without stopping the process: numbers may be inconsistent
 	// TcachesSkipped says why no thread's tcache was read ("" when they
@@ -50,7 +57,7 @@ type ReadOnly struct {
 // LibcInfo identifies the target's libc.
 type LibcInfo struct {
 	Path    string
-	Version Version
+	Version glibc.Version
 	Banner  string
 	BuildID string
 	// Static: Path is a static executable holding its own glibc malloc.
@@ -59,13 +66,13 @@ type LibcInfo struct {
 	VersionFrom string
 	// MinVersion is set when memory alone narrowed the version to the
 	// range MinVersion to Version.
-	MinVersion Version
+	MinVersion glibc.Version
 	// Source says where a core's libc came from; "" for a live process.
 	Source string
 }
 
-// Info extracts the identifying part of a Libc.
-func (l *Libc) Info() LibcInfo {
+// LibcOf extracts the identifying part of a Libc.
+func LibcOf(l *glibc.Libc) LibcInfo {
 	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom,
 		MinVersion: l.MinVersion, Source: l.Source}
 }
@@ -110,13 +117,44 @@ type TrimReport struct {
 	// made). With DryRun nothing ran: Result, Injection and After are
 	// unset, Frozen is how long every thread was stopped for the walk, and
 	// Damage what it found.
-	Prediction *TrimPrediction
+	Prediction *glibc.TrimPrediction
 	DryRun     bool
 	Frozen     time.Duration
-	Damage     []Damage
+	Damage     []glibc.Damage
 }
 
 // Released is the drop in resident memory across the trim, process-wide.
 func (t *TrimReport) Released() int64 {
 	return int64(t.Before.Rollup.Rss) - int64(t.After.Rollup.Rss)
+}
+
+// Snapshot is what `arenactl snapshot` did.
+type Snapshot struct {
+	Pid            int
+	Exe            string
+	Path           string
+	Size           int64 // bytes of the file written
+	CoreSize       int64 // bytes of the core before compression
+	Compressed     bool
+	Full           bool
+	Frozen         time.Duration
+	Threads        int
+	Dumped         uint64 // bytes of process memory in the core
+	Zeros          uint64 // bytes of memory chosen that read as zeros: listed, not written
+	Unreadable     uint64 // bytes of memory chosen that the process would not give: left out
+	Mappings       int
+	DumpedMappings int
+	Segments       int
+	AnonRSS        uint64 // the process's anonymous resident memory at the time
+	Recorded       uint64 // bytes added because the allocator walk read them
+	WalkErr        string // the recording walk failed; the core may lack some mmapped chunks' headers
+}
+
+// Maps is what `arenactl maps` read: every mapping classified, and the
+// totals per class.
+type Maps struct {
+	Pid      int
+	Mappings []maps.Mapping
+	Summary  MapsSummary
+	FromCore bool // sizes only: a core records no RSS
 }

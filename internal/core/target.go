@@ -1,0 +1,99 @@
+package core
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// Target is a core file opened as a target.Target: its memory (with the
+// pages the kernel left out read from the files it maps), its mappings
+// classified as a live process's are, and its files found under a sysroot
+// (for a core from another machine; "" for this one).
+type Target struct {
+	*Core
+	sysroot string
+	// instead maps a recorded path to the file that stands for it: the
+	// heap layer chooses libc's after checking its build-id, and names
+	// none ("") when no file may be trusted for it.
+	instead map[string]string
+	mem     *WithFiles
+}
+
+// OpenTarget opens the core at path as a target whose files are looked for
+// under sysroot.
+func OpenTarget(path, sysroot string) (*Target, error) {
+	c, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	maps.Classify(c.Mappings, maps.Hints{ExePath: c.Exe(), StackPointers: c.StackPointers()})
+	t := &Target{Core: c, sysroot: sysroot, instead: map[string]string{}}
+	t.mem = c.WithFiles(t.openPath)
+	return t, nil
+}
+
+// UseFile makes file stand for the file the core recorded at recorded, for
+// reading memory and for OpenFile; "" means no file may be read for it.
+// Files already opened for the old choice are closed.
+func (t *Target) UseFile(recorded, file string) {
+	t.instead[recorded] = file
+	t.mem.Close()
+	t.mem = t.Core.WithFiles(t.openPath)
+}
+
+// Path is where a file the core recorded is looked for: the file chosen
+// with UseFile, else the recorded path under the sysroot.
+func (t *Target) Path(recorded string) (string, bool) {
+	if f, ok := t.instead[recorded]; ok {
+		return f, f != ""
+	}
+	return t.SysrootPath(recorded), true
+}
+
+// SysrootPath is where a file the core recorded is under the sysroot.
+func (t *Target) SysrootPath(recorded string) string { return filepath.Join(t.sysroot, recorded) }
+
+func (t *Target) openPath(recorded string) (*os.File, error) {
+	p, ok := t.Path(recorded)
+	if !ok {
+		return nil, &os.PathError{Op: "open", Path: recorded, Err: os.ErrNotExist}
+	}
+	return os.Open(p)
+}
+
+// ReadAt reads the core's memory, and the mapped files' where the core
+// has none.
+func (t *Target) ReadAt(p []byte, addr uint64) (int, error) { return t.mem.ReadAt(p, addr) }
+
+// Process is the dumped process: NT_PRPSINFO's pid and name, the executable
+// from the auxiliary vector.
+func (t *Target) Process() target.Process {
+	return target.Process{Pid: t.Core.Pid, Exe: t.Core.Exe(), Command: t.Core.Command}
+}
+
+// Mappings are the core's mappings, classified.
+func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }
+
+// Threads are every thread the core holds, the one that got the signal
+// first.
+func (t *Target) Threads() []target.Thread {
+	out := make([]target.Thread, len(t.Core.Threads))
+	for i, th := range t.Core.Threads {
+		out[i] = target.Thread{Tid: th.Tid, PC: th.PC(), SP: th.SP(), FsBase: th.FsBase()}
+	}
+	return out
+}
+
+// OpenFile opens the file behind a mapping where the core's files are.
+func (t *Target) OpenFile(m maps.Mapping) (*os.File, error) { return t.openPath(m.Path) }
+
+// Close closes the files read and the core.
+func (t *Target) Close() error {
+	t.mem.Close()
+	return t.Core.Close()
+}
+
+var _ target.Target = (*Target)(nil)

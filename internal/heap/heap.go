@@ -1,0 +1,112 @@
+// Package heap owns a target's glibc heap as one opened thing: which libc
+// the target runs, the layout of its allocator's structures and where they
+// are (main_arena, mp_), found once, from the target's files, debug files or
+// memory alone. Every walk, the pre-flight checks, the trim prediction and a
+// snapshot's record of the walk are methods of Heap, so no caller strings
+// the lower steps of internal/glibc together itself.
+//
+// A Heap reads through a target.Target and never knows whether it is a live
+// process or a core; only opening differs: a live process's libc is the
+// file its mapping points at, a core's must be found and checked
+// (OpenCore).
+package heap
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// Heap is a target's allocator, located.
+type Heap struct {
+	T       target.Target
+	Libc    *glibc.Libc
+	Layout  glibc.Layout
+	Anchors glibc.Anchors
+	// SameFormat is false when memory alone fitted glibc versions that
+	// print malloc_info differently: the XML may not be glibc's to the byte.
+	SameFormat bool
+	// LibcNotes say what was tried for a core's libc and not used, in order.
+	LibcNotes []string
+	// TcachesSkipped says why no thread's tcache can be read ("" when they
+	// can): the TLS slots are unknown without libc's file.
+	TcachesSkipped string
+}
+
+// Options are where debug files may be found, and for a core, its libc.
+type Options struct {
+	// DebugDirs hold debug files by build-id (DIR/.build-id/xx/rest), for
+	// main_arena and mp_ by symbol, and a core's libc itself.
+	DebugDirs []string
+	// LibcFile is a core's libc.so.6 wherever it is now; used only if its
+	// build-id is the core's.
+	LibcFile string
+	// NoLibcFile: for a core, open no libc file at all; a snapshot's own
+	// record is still used.
+	NoLibcFile bool
+}
+
+// Open locates the allocator of a target whose libc is known (a live
+// process: the file behind its mapping is the one it runs).
+func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
+	lay, err := glibc.LayoutFor(l.Version)
+	if err != nil {
+		return nil, err
+	}
+	anchors, err := glibc.FindAnchorsWith(l, lay, t, o.DebugDirs)
+	if err != nil {
+		return nil, err
+	}
+	return &Heap{T: t, Libc: l, Layout: lay, Anchors: anchors, SameFormat: true}, nil
+}
+
+// tls is what the tcache walk needs of the target's threads: none when the
+// TLS slots are unknown, or the target has no thread registers (a live
+// process not frozen).
+func (h *Heap) tls() []glibc.ThreadTLS {
+	if h.TcachesSkipped != "" {
+		return nil
+	}
+	var out []glibc.ThreadTLS
+	for _, th := range h.T.Threads() {
+		out = append(out, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase})
+	}
+	return out
+}
+
+// Walk is the full read-only walk: every arena's lists and chunks, the
+// mmapped chunks, and every known thread's tcache.
+func (h *Heap) Walk() (*glibc.Walk, []glibc.ThreadCache, error) {
+	w, caches, err := glibc.WalkAll(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls())
+	if w != nil {
+		w.Exact = w.Exact && h.SameFormat
+	}
+	return w, caches, err
+}
+
+// WalkLists walks what malloc_info and malloc_trim walk (the arena ring,
+// fastbins, bins, heaps), without the chunks: the pre-flight check and the
+// trim prediction.
+func (h *Heap) WalkLists() (*glibc.Walk, error) {
+	return glibc.WalkLists(h.T, h.Layout, h.Anchors, h.T.Mappings())
+}
+
+// WalkThrough is the walk without the chunks, reading through mem (a
+// recorder of what it reads, for a snapshot).
+func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
+	w, _, err := glibc.WalkWithoutChunks(mem, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls())
+	return w, err
+}
+
+// Record is what a snapshot keeps of the walk, so that reading it needs no
+// libc file.
+func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).Marshal() }
+
+// errorf wraps err with the target's identity.
+func errorf(t target.Target, err error) error {
+	return fmt.Errorf("process %d: %w", t.Process().Pid, err)
+}
+
+func trimDeleted(p string) string { return strings.TrimSuffix(p, " (deleted)") }

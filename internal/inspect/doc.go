@@ -1,0 +1,36 @@
+// Package inspect owns arenactl's use cases, each one flow from a target to
+// a report: info by an injected malloc_info, info by a read-only walk (live,
+// frozen or not), info of a core, trim and its dry run, a snapshot, and the
+// pre-flight checks every injection makes. cmd/arenactl parses flags, calls
+// one function here and renders what it returns; another front end (an
+// exporter, a profiler) calls the same functions.
+//
+// Errors describe conditions, wrapped with the process or file they concern;
+// what to do about them (hints, exit codes) is the caller's to say.
+package inspect
+
+import (
+	"errors"
+	"time"
+)
+
+// Options are what the live use cases share.
+type Options struct {
+	// Timeout bounds the search for a safe thread, an injected call, and
+	// stopping every thread for a freeze.
+	Timeout time.Duration
+	// Tid, when not 0, is the one thread to borrow.
+	Tid int
+	// DebugDirs hold detached debug files by build-id, for main_arena and
+	// mp_ by symbol.
+	DebugDirs []string
+	// NoHeapCheck skips the pre-flight walk of the free lists before an
+	// injection: on a large, busy heap it costs CPU (up to about a second on
+	// 2 CPUs shared with 8 allocating threads), at the price of not catching
+	// damage that would make glibc abort.
+	NoHeapCheck bool
+}
+
+// ErrInterrupted: a signal (context cancellation) ended the run; the target
+// was restored and released before it returned.
+var ErrInterrupted = errors.New("interrupted: the target was restored and released")

@@ -1,0 +1,152 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// Info runs glibc's own malloc_info in one borrowed thread of the process
+// and builds the report. The maps are read after the thread is released, so
+// that reading them adds nothing to the time the thread is held.
+func Info(ctx context.Context, pid int, o Options) (*report.Report, error) {
+	t, err := live.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	pf, err := runPreflight(t, o)
+	if err != nil {
+		return nil, err
+	}
+	var raw []byte
+	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
+		raw, err = glibc.RunMallocInfo(ctx, c, t.Libc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	mi, err := glibc.ParseMallocInfo(raw)
+	if err != nil {
+		return nil, fmt.Errorf("glibc's malloc_info output could not be parsed: %w", err)
+	}
+	rep := &report.Report{
+		Pid:       pid,
+		Exe:       t.Exe,
+		Libc:      report.LibcOf(t.Libc),
+		Malloc:    mi,
+		Injection: &in,
+	}
+	rep.Threads = countThreads(pid)
+	rep.Maps, err = readMaps(t)
+	return rep, err
+}
+
+// ReadOnly builds the info report from memory alone. With freeze, every
+// thread is stopped from just before the walk to just after it; the libc
+// file and the maps are read before, the smaps summary after. A static
+// executable is accepted: its own copy of glibc's malloc is read.
+func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
+	t, err := live.OpenReadOnly(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	// Symbols and static signatures come from files: found before anything
+	// is stopped, so the freeze lasts only as long as the walk itself.
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	ro := &report.ReadOnly{Torn: !freeze}
+	var frozen *live.Frozen
+	if freeze {
+		if frozen, err = t.Freeze(o.Timeout); err != nil {
+			return nil, err
+		}
+	}
+	walk, caches, werr := h.Walk()
+	if frozen != nil {
+		held, terr := frozen.Thaw()
+		ro.Frozen = held
+		if werr == nil {
+			werr = terr
+		}
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, werr)
+	}
+	ro.Walk, ro.Tcaches = walk, caches
+	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), Malloc: walk.Malloc, ReadOnly: ro}
+	rep.Threads = countThreads(pid)
+	rep.Maps, err = readMaps(t)
+	return rep, err
+}
+
+// CoreOptions say where a core's files are when it comes from another
+// machine, and where debug files are.
+type CoreOptions struct {
+	Sysroot string
+	heap.Options
+}
+
+// Core builds the info report of a core: the same read-only walk as for a
+// live process, over the core's memory (and the files it maps, for pages
+// the kernel did not dump).
+func Core(path string, o CoreOptions) (*report.Report, error) {
+	t, err := core.OpenTarget(path, o.Sysroot)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	h, err := heap.OpenCore(t, o.Options)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	walk, caches, err := h.Walk()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p, ths := t.Process(), t.Threads()
+	rep := &report.Report{
+		Pid: p.Pid, Exe: p.Exe, Libc: report.LibcOf(h.Libc), Threads: len(ths), Malloc: walk.Malloc,
+		ReadOnly: &report.ReadOnly{Walk: walk, Tcaches: caches, TcachesSkipped: h.TcachesSkipped},
+		Maps:     report.MapsSummary{Classes: maps.Summarize(t.Mappings())},
+		Core:     &report.CoreInfo{Path: path, CrashTid: ths[0].Tid, Command: p.Command, LibcNotes: h.LibcNotes},
+	}
+	if t.Signal != nil {
+		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
+	}
+	return rep, nil
+}
+
+// countThreads is the number of threads the process has now; 0 when that
+// cannot be read (the report says nothing then).
+func countThreads(pid int) int {
+	tids, err := ptrace.Tasks(pid)
+	if err != nil {
+		return 0
+	}
+	return len(tids)
+}
+
+// readMaps reads the memory map with its smaps counters, by class, and the
+// process-wide rollup.
+func readMaps(t *live.Target) (report.MapsSummary, error) {
+	if err := t.Refresh(); err != nil {
+		return report.MapsSummary{}, err
+	}
+	roll, err := maps.ReadRollup(t.Pid)
+	if err != nil {
+		return report.MapsSummary{}, err
+	}
+	return report.MapsSummary{Classes: maps.Summarize(t.Mappings()), Rollup: roll}, nil
+}

@@ -1,0 +1,497 @@
+package inspect
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// SnapshotOptions say where and how to write a snapshot.
+type SnapshotOptions struct {
+	Out     string        // the core file to write
+	Full    bool          // also the stacks and all other anonymous memory
+	Zstd    bool          // compress it, after the threads are released
+	Timeout time.Duration // for stopping every thread
+	// DebugDirs hold debug files by build-id, for main_arena and mp_.
+	DebugDirs []string
+}
+
+// Snapshot freezes the process, writes its core to a temporary file next
+// to o.Out, thaws it, then compresses or renames the file into place. A
+// failure or a signal leaves no file behind. The allocator is located
+// before anything is stopped.
+func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot, error) {
+	t, err := live.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	id, err := readIdentity(pid)
+	if err != nil {
+		return nil, err
+	}
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	tmp, err := createPartial(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer tmp.discard()
+
+	frozen, err := t.Freeze(o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer frozen.Thaw() // on a panic; Thaw is idempotent
+	rep, werr := writeFrozen(ctx, t, h, frozen, tmp.File, id, o.Full)
+	held, terr := frozen.Thaw()
+	if ctx.Err() != nil {
+		return nil, ErrInterrupted
+	}
+	if werr == nil {
+		werr = terr
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	rep.Frozen, rep.Full = held, o.Full
+	rep.Pid, rep.Exe, rep.Path = pid, t.Exe, o.Out
+
+	rep.Size = rep.CoreSize
+	if o.Zstd {
+		rep.Compressed = true
+		if rep.Size, err = compressInto(ctx, tmp.File, o.Out); err != nil && ctx.Err() != nil {
+			return nil, ErrInterrupted
+		}
+	} else {
+		err = tmp.commit()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// partial is a file written next to its final path under a hidden name:
+// commit renames it into place, discard removes it unless committed.
+type partial struct {
+	*os.File
+	path      string
+	committed bool
+}
+
+func createPartial(path string) (*partial, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-")
+	if err != nil {
+		return nil, err
+	}
+	return &partial{File: f, path: path}, nil
+}
+
+func (p *partial) commit() error {
+	if err := p.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(p.Name(), p.path); err != nil {
+		return err
+	}
+	p.committed = true
+	return nil
+}
+
+func (p *partial) discard() {
+	if !p.committed {
+		p.Close()
+		os.Remove(p.Name())
+	}
+}
+
+// writeFrozen decides what to dump and writes the core; every thread is
+// stopped meanwhile. The allocator walk that finds the pages to add runs
+// while the chosen memory is written.
+func writeFrozen(ctx context.Context, t *live.Target, h *heap.Heap, frozen *live.Frozen, w *os.File, id identity, full bool) (*report.Snapshot, error) {
+	if err := t.Refresh(); err != nil { // the mappings as they are now, with smaps
+		return nil, err
+	}
+	// The walk allocates a fresh block for every 256 KiB of heap it reads:
+	// collecting that garbage while the process is frozen would only take
+	// CPU from the walk and the write. Up to a bound, it waits for the thaw.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+	ths := frozen.Threads()
+	rep := &report.Snapshot{Threads: len(ths), Mappings: len(t.Mappings())}
+	whole, resident := dumpCandidates(t, ths, full) // disjoint
+	rec := &recorder{mem: t, base: mergeRanges(append(append([]core.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
+	type walkResult struct {
+		w   *glibc.Walk
+		err error
+	}
+	walked := make(chan walkResult, 1)
+	go func() {
+		// The heaps are dumped whole; what the walk must add is the
+		// rest (lists' pages are in the heaps too, tcaches in TLS,
+		// mmapped chunks' headers).
+		w, err := h.WalkThrough(rec)
+		walked <- walkResult{w, err}
+	}()
+
+	in, untouched := splitResident(t.Pid, resident)
+	dump := mergeRanges(append(whole, in...))
+	snap := &core.Snapshot{
+		Pid: t.Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
+		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: t.Mappings(),
+	}
+	for _, th := range ths {
+		snap.Threads = append(snap.Threads, core.SnapshotThread{Tid: th.Tid, Regs: core.RegsOf(&th.Regs), XState: th.XState})
+	}
+	cw, err := core.NewWriter(w, snap)
+	if err == nil {
+		cw.Zeros(untouched)
+		err = cw.Dump(ctx, t, dump)
+	}
+	if err != nil {
+		return nil, err // the walk only reads; it may finish after the thaw
+	}
+	// What the walk used (libc's identity, the layout, the anchors, the TLS
+	// slots) goes into the core, so that reading it needs no libc file.
+	if wr := <-walked; wr.err != nil {
+		rep.WalkErr = wr.err.Error()
+	} else {
+		cw.AddNote(core.NoteAllocator, h.Record(wr.w))
+	}
+	extra := rec.ranges(t.Mappings())
+	if err := cw.Dump(ctx, t, extra); err != nil {
+		return nil, err
+	}
+	ws, err := cw.Close()
+	if err != nil {
+		return nil, err
+	}
+	rep.CoreSize, rep.Dumped, rep.Zeros, rep.Unreadable, rep.Segments = ws.Size, ws.Dumped, ws.Zeros, ws.Unreadable, ws.Segments
+	for _, m := range t.Mappings() {
+		rep.AnonRSS += m.Anonymous
+		if overlaps(dump, m.Start, m.End) || overlaps(extra, m.Start, m.End) {
+			rep.DumpedMappings++
+		}
+	}
+	for _, r := range extra {
+		rep.Recorded += r.End - r.Start
+	}
+	return rep, nil
+}
+
+// tlsBelow and tlsAbove bound the memory kept around each thread pointer:
+// glibc's static TLS blocks (tcache and thread_arena among them) lie just
+// below it, its struct pthread above.
+const (
+	tlsBelow = 64 << 10
+	tlsAbove = 4 << 10
+)
+
+// dumpCandidates chooses the memory to dump: whole ranges, and (disjoint
+// from them) ranges of which only the resident or swapped pages are worth
+// writing.
+//
+// By default: the heaps (resident pages), the writable data of libc, ld.so
+// and the program with the bss after each (resident pages), the vDSO (for
+// debuggers' unwinders), and a window around every thread pointer. With
+// full: all anonymous memory and every private file mapping with written
+// pages too. Never PROT_NONE, file text, [vvar] or [vsyscall].
+func dumpCandidates(t *live.Target, ths []live.FrozenThread, full bool) (whole, resident []core.Range) {
+	objs := map[string]bool{trimDeleted(t.Exe): true, trimDeleted(t.Libc.Path): true}
+	for _, m := range glibc.FindLoader(t.Mappings()) {
+		objs[trimDeleted(m.Path)] = true
+	}
+	ms := t.Mappings()
+	for i, m := range ms {
+		r := core.Range{Start: m.Start, End: m.End}
+		file := strings.HasPrefix(m.Path, "/")
+		switch {
+		case !m.Readable() || m.Path == "[vvar]" || m.Path == "[vvar_vclock]" || m.Path == "[vsyscall]":
+		case m.Class == maps.ClassMainHeap || m.Class == maps.ClassArenaHeap:
+			resident = append(resident, r)
+		case m.Path == "[vdso]":
+			whole = append(whole, r)
+		case file:
+			written := m.Writable() || m.Anonymous > 0 // .data, .bss, or RELRO (GOT) after relocation
+			if !m.Executable() && strings.HasSuffix(m.Perms, "p") && written && (full || objs[trimDeleted(m.Path)]) {
+				whole = append(whole, r)
+			}
+		case full && m.Perms[3] == 's':
+			whole = append(whole, r) // shared: untouched pages may hold data elsewhere
+		case full:
+			resident = append(resident, r)
+		case i > 0 && m.Path == "" && m.Writable() && ms[i-1].End == m.Start && ms[i-1].Writable() && objs[trimDeleted(ms[i-1].Path)]:
+			resident = append(resident, r) // the bss past the file's last page
+		}
+	}
+	for _, th := range ths {
+		fs := th.Regs.Fs_base
+		m, ok := maps.Find(ms, fs)
+		if !ok || !m.Readable() || strings.HasPrefix(m.Path, "/") {
+			continue
+		}
+		lo, hi := max(m.Start, (fs-min(fs, tlsBelow))&^(core.PageSize-1)), min(m.End, alignPage(fs+tlsAbove))
+		whole = append(whole, core.Range{Start: lo, End: hi})
+	}
+	whole = mergeRanges(whole)
+	return whole, subtract(mergeRanges(resident), whole)
+}
+
+// subtract returns the parts of a outside b; both are sorted and merged.
+func subtract(a, b []core.Range) []core.Range {
+	var out []core.Range
+	j := 0
+	for _, r := range a {
+		for j < len(b) && b[j].End <= r.Start {
+			j++
+		}
+		cur := r.Start
+		for k := j; k < len(b) && b[k].Start < r.End; k++ {
+			if b[k].Start > cur {
+				out = append(out, core.Range{Start: cur, End: b[k].Start})
+			}
+			cur = max(cur, b[k].End)
+		}
+		if cur < r.End {
+			out = append(out, core.Range{Start: cur, End: r.End})
+		}
+	}
+	return out
+}
+
+func trimDeleted(p string) string { return strings.TrimSuffix(p, " (deleted)") }
+
+func alignPage(x uint64) uint64 { return (x + core.PageSize - 1) &^ (core.PageSize - 1) }
+
+// mergeRanges sorts rs and joins the ones that overlap or touch.
+func mergeRanges(rs []core.Range) []core.Range {
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+	out := rs[:0]
+	for _, r := range rs {
+		if r.End <= r.Start {
+			continue
+		}
+		if n := len(out); n > 0 && r.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, r.End)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// overlaps reports whether the sorted ranges rs meet [start, end).
+func overlaps(rs []core.Range, start, end uint64) bool {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].End > start })
+	return i < len(rs) && rs[i].Start < end
+}
+
+// covers reports whether [start, end) lies inside one of the sorted,
+// merged ranges rs.
+func covers(rs []core.Range, start, end uint64) bool {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].End > start })
+	return i < len(rs) && rs[i].Start <= start && end <= rs[i].End
+}
+
+// splitResident splits rs by /proc/PID/pagemap into the pages in RAM or in
+// swap, and the others: anonymous pages never touched (a heap's tail, what
+// malloc_trim gave back), which read as zeros. Without the pagemap, every
+// page counts as resident.
+func splitResident(pid int, rs []core.Range) (in, out []core.Range) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return rs, nil
+	}
+	defer f.Close()
+	const present, swapped = 1 << 63, 1 << 62
+	buf := make([]byte, 8*4096)
+	for _, r := range rs {
+		run, runIn := r.Start, true // the current run of pages of one kind
+		for pg := r.Start; pg < r.End; {
+			n := min((r.End-pg)/core.PageSize, uint64(len(buf)/8))
+			b := buf[:8*n]
+			if _, err := f.ReadAt(b, int64(pg/core.PageSize*8)); err != nil {
+				return rs, nil
+			}
+			for i := uint64(0); i < n; i, pg = i+1, pg+core.PageSize {
+				isIn := binary.LittleEndian.Uint64(b[8*i:])&(present|swapped) != 0
+				if isIn == runIn {
+					continue
+				}
+				if pg > run && runIn {
+					in = append(in, core.Range{Start: run, End: pg})
+				} else if pg > run {
+					out = append(out, core.Range{Start: run, End: pg})
+				}
+				run, runIn = pg, isIn
+			}
+		}
+		if runIn {
+			in = append(in, core.Range{Start: run, End: r.End})
+		} else {
+			out = append(out, core.Range{Start: run, End: r.End})
+		}
+	}
+	return in, out
+}
+
+// recorder is the process's memory as the allocator walk sees it, noting
+// every page the walk reads outside the ranges already chosen (base), so
+// that the core holds exactly what a walk of it will read. Large reads
+// outside base are refused: the walk's block cache then reads word by
+// word, and only the pages it really uses are noted.
+type recorder struct {
+	mem   glibc.Memory
+	base  []core.Range
+	pages map[uint64]bool
+}
+
+var errNotRecorded = errors.New("a large read outside the dumped memory")
+
+func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
+	end := addr + uint64(len(p))
+	if covers(r.base, addr, end) {
+		return r.mem.ReadAt(p, addr)
+	}
+	if len(p) > 2*core.PageSize {
+		return 0, errNotRecorded
+	}
+	n, err := r.mem.ReadAt(p, addr)
+	for pg := addr &^ (core.PageSize - 1); pg < addr+uint64(n); pg += core.PageSize {
+		if !covers(r.base, pg, pg+core.PageSize) {
+			r.pages[pg] = true
+		}
+	}
+	return n, err
+}
+
+// ranges returns the recorded pages, less those of file text (which the
+// file itself gives a reader of the core).
+func (r *recorder) ranges(ms []maps.Mapping) []core.Range {
+	var out []core.Range
+	for pg := range r.pages {
+		m, ok := maps.Find(ms, pg)
+		if ok && m.Readable() && !(m.Executable() && strings.HasPrefix(m.Path, "/")) {
+			out = append(out, core.Range{Start: pg, End: pg + core.PageSize})
+		}
+	}
+	return mergeRanges(out)
+}
+
+// identity is what NT_PRPSINFO and NT_AUXV say about the process.
+type identity struct {
+	comm, args      string
+	state           byte
+	ppid, pgrp, sid int
+	uid, gid        uint32
+	auxv            []byte
+}
+
+func readIdentity(pid int) (identity, error) {
+	var id identity
+	dir := fmt.Sprintf("/proc/%d", pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return id, procErr(pid, err)
+	}
+	// pid (comm) state ppid pgrp session ...; comm may hold spaces and ')'.
+	s := string(stat)
+	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if lp < 0 || rp < lp {
+		return id, fmt.Errorf("process %d: unexpected stat %q", pid, s)
+	}
+	id.comm = s[lp+1 : rp]
+	if f := strings.Fields(s[rp+1:]); len(f) >= 4 {
+		id.state = f[0][0]
+		id.ppid, _ = strconv.Atoi(f[1])
+		id.pgrp, _ = strconv.Atoi(f[2])
+		id.sid, _ = strconv.Atoi(f[3])
+	}
+	if cmd, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		id.args = strings.TrimRight(strings.ReplaceAll(string(cmd), "\x00", " "), " ")
+	}
+	if fi, err := os.Stat(dir); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id.uid, id.gid = st.Uid, st.Gid
+		}
+	}
+	if id.auxv, err = os.ReadFile(dir + "/auxv"); err != nil {
+		return id, procErr(pid, err)
+	}
+	return id, nil
+}
+
+// compressInto writes the zstd compression of the core in src to path
+// (through a temporary file, renamed into place when complete) and returns
+// its size.
+func compressInto(ctx context.Context, src *os.File, path string) (int64, error) {
+	out, err := createPartial(path)
+	if err != nil {
+		return 0, err
+	}
+	defer out.discard()
+	enc, err := zstd.NewWriter(out)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := io.Copy(enc, ctxReader{ctx, io.NewSectionReader(src, 0, 1<<62)}); err != nil {
+		enc.Close()
+		return 0, err
+	}
+	if err := enc.Close(); err != nil {
+		return 0, err
+	}
+	st, err := out.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), out.commit()
+}
+
+// ctxReader stops a copy when ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// procErr turns a failure to read /proc/PID into the errors attaching would
+// give.
+func procErr(pid int, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("process %d: %w", pid, ptrace.ErrNoProcess)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("process %d: %w", pid, ptrace.ErrPermission)
+	}
+	return err
+}

@@ -1,0 +1,107 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// Trim runs glibc's malloc_trim(pad) in one borrowed thread and measures
+// what it gave back: the memory map before and after, next to what the free
+// lists predicted just before the call.
+func Trim(ctx context.Context, pid int, pad uint64, o Options) (*report.TrimReport, error) {
+	t, err := live.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	pf, err := runPreflight(t, o)
+	if err != nil {
+		return nil, err
+	}
+	// The prediction reuses the pre-flight walk, made with no thread
+	// stopped, rather than a walk of its own with the process frozen:
+	// freezing every thread is what trim exists to avoid, the walk is a few
+	// milliseconds old when the call starts, and the free lists of a busy
+	// process change during the call anyway. A prediction that cannot be
+	// made leaves Prediction nil; it never stops the trim.
+	var pred *glibc.TrimPrediction
+	if pf.walk != nil {
+		pred, _ = predictTrim(t.Pid, pf.walk, pad)
+	}
+	before, err := readMaps(t)
+	if err != nil {
+		return nil, err
+	}
+	var result int
+	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
+		result, err = glibc.RunMallocTrim(ctx, c, t.Libc, pad)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	after, err := readMaps(t)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report.TrimReport{
+		Pid: pid, Libc: report.LibcOf(t.Libc), Pad: pad, Result: result,
+		Injection: in,
+		Before:    before, After: after, Prediction: pred,
+	}
+	return rep, nil
+}
+
+// DryRunTrim predicts malloc_trim(pad) without running anything in the
+// target. Every thread is stopped for the walk alone: main_arena is found
+// before, and which pages are resident is read after, so that the freeze
+// lasts as long as reading the free lists takes. The pages of free chunks
+// stay as they are unless the process allocates them meanwhile, which would
+// change the lists as much.
+func DryRunTrim(pid int, pad uint64, o Options) (*report.TrimReport, error) {
+	t, err := live.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	var walk *glibc.Walk
+	held, err := whileFrozen(t, o.Timeout, func() (err error) {
+		walk, err = h.WalkLists()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	pred, err := predictTrim(pid, walk, pad)
+	if err != nil {
+		return nil, err
+	}
+	before, err := readMaps(t)
+	if err != nil {
+		return nil, err
+	}
+	return &report.TrimReport{Pid: pid, Libc: report.LibcOf(t.Libc), Pad: pad, Before: before,
+		Prediction: pred, DryRun: true, Frozen: held, Damage: walk.Damage}, nil
+}
+
+func predictTrim(pid int, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
+	pm, err := live.OpenPagemap(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer pm.Close()
+	pred, err := glibc.PredictTrim(w, pad, pm)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return pred, nil
+}

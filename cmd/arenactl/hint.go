@@ -3,14 +3,27 @@ package main
 import (
 	"errors"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 // hint is what the user can do about err, added to its one line; the
 // packages below describe conditions and leave this to the command line.
 func hint(err error) string {
-	var memOnly *heap.MemoryOnlyError
+	var (
+		memOnly *heap.MemoryOnlyError
+		damaged *glibc.HeapDamageError
+		locked  *glibc.LockedArenaError
+		nonGlib *live.NotGlibcError
+	)
 	switch {
+	case errors.As(err, &nonGlib) && nonGlib.Allocator.Kind == glibc.AllocStatic:
+		return " (info --read-only reads its allocator without calling anything)"
+	case errors.As(err, &damaged):
+		return "; use --read-only"
+	case errors.As(err, &locked):
+		return "; continue the process (kill -CONT) or use --read-only"
 	case errors.As(err, &memOnly):
 		return " (no libc file to read it with: give the matching one with --libc, or the machine's files with --sysroot)"
 	}

@@ -25,9 +25,9 @@ func (e *HeapDamageError) Error() string {
 		more = fmt.Sprintf(" (and %d more)", e.More)
 	}
 	if e.Damage.Hang && !e.Damage.Abort {
-		return fmt.Sprintf("the heap is damaged in a way that makes glibc loop forever: %s%s; injecting malloc_info/malloc_trim would hang the target with an arena lock held; use --read-only", e.Damage, more)
+		return fmt.Sprintf("the heap is damaged in a way that makes glibc loop forever: %s%s; injecting malloc_info/malloc_trim would hang the target with an arena lock held", e.Damage, more)
 	}
-	return fmt.Sprintf("the heap is damaged in a way that makes glibc abort: %s%s; injecting malloc_info/malloc_trim would kill the target; use --read-only", e.Damage, more)
+	return fmt.Sprintf("the heap is damaged in a way that makes glibc abort: %s%s; injecting malloc_info/malloc_trim would kill the target", e.Damage, more)
 }
 
 // Fatal reports whether an injected malloc_info or malloc_trim would kill or
@@ -91,7 +91,7 @@ func (e *LockedArenaError) Error() string {
 		}
 		ids = append(ids, fmt.Sprint(tid))
 	}
-	return fmt.Sprintf("arena %d (%#x) is locked (mutex %d) while threads of the process are stopped (%s): the holder may never release the lock, and malloc_info/malloc_trim would wait for it; continue the process (kill -CONT) or use --read-only",
+	return fmt.Sprintf("arena %d (%#x) is locked (mutex %d) while threads of the process are stopped (%s): the holder may never release the lock, and malloc_info/malloc_trim would wait for it",
 		e.Index, e.Arena, e.Mutex, strings.Join(ids, ", "))
 }
 

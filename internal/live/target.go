@@ -34,7 +34,7 @@ func (e *NotGlibcError) Error() string {
 	case glibc.AllocMusl:
 		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
 	case glibc.AllocStatic:
-		return fmt.Sprintf("process %d is statically linked: there is no libc to call into (info --read-only reads its allocator without calling anything)", e.Pid)
+		return fmt.Sprintf("process %d is statically linked: there is no libc to call into", e.Pid)
 	}
 	return fmt.Sprintf("process %d: no glibc found in its mappings", e.Pid)
 }

@@ -14,14 +14,15 @@ import (
 
 // Set by scripts/release.sh with
 // -ldflags "-X github.com/arenactl/arenactl/internal/buildinfo.version=v1.2.3"
-// (and commit, dirty). The commit is stamped too because the Go toolchain
+// (and commit, commitTime, dirty). The commit is stamped too because the Go toolchain
 // records none when building in a linked git worktree (golang/go#58218) or
 // from a source tree without .git, and may record the enclosing checkout's
 // in a nested one.
 var (
-	version string
-	commit  string
-	dirty   string // "true" or "false"; empty when not stamped
+	version    string
+	commit     string
+	commitTime string // RFC 3339
+	dirty      string // "true" or "false"; empty when not stamped
 )
 
 // Info describes one build.
@@ -56,12 +57,15 @@ type Info struct {
 // Read returns the running binary's build information.
 func Read() Info {
 	bi, _ := debug.ReadBuildInfo()
-	return fromBuildInfo(bi, version, commit, dirty)
+	return fromBuildInfo(bi, stamp{version, commit, commitTime, dirty})
 }
+
+// stamp is what the release script set with -X.
+type stamp struct{ version, commit, commitTime, dirty string }
 
 // fromBuildInfo merges the recorded build information with the stamped
 // values; bi may be nil (a binary built without module support).
-func fromBuildInfo(bi *debug.BuildInfo, stampVersion, stampCommit, stampDirty string) Info {
+func fromBuildInfo(bi *debug.BuildInfo, st stamp) Info {
 	in := Info{GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH}
 	if bi != nil {
 		in.GoVersion = bi.GoVersion
@@ -86,16 +90,12 @@ func fromBuildInfo(bi *debug.BuildInfo, stampVersion, stampCommit, stampDirty st
 	}
 	// The release script asked git itself; prefer that over what the
 	// toolchain found by walking up from the source directory.
-	if stampCommit != "" {
-		if stampCommit != in.Commit {
-			in.CommitTime = ""
-		}
-		in.Commit = stampCommit
-		in.Dirty = stampDirty == "true"
+	if st.commit != "" {
+		in.Commit, in.CommitTime, in.Dirty = st.commit, st.commitTime, st.dirty == "true"
 	}
 	switch {
-	case stampVersion != "":
-		in.Version, in.VersionFrom = stampVersion, "release stamp"
+	case st.version != "":
+		in.Version, in.VersionFrom = st.version, "release stamp"
 	case in.ModuleVersion != "" && in.ModuleVersion != "(devel)":
 		in.Version, in.VersionFrom = in.ModuleVersion, "module"
 	default:

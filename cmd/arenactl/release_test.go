@@ -121,10 +121,19 @@ func TestRelease(t *testing.T) {
 			t.Errorf("%s does not name the release:\n%.300s", page, b)
 		}
 	}
-	for _, f := range []string{"arenactl.bash", "_arenactl", "arenactl.fish"} {
-		if _, err := os.Stat(filepath.Join(dist, name, "completions", f)); err != nil {
+	for _, s := range []struct{ file, shell string }{{"arenactl.bash", "bash"}, {"_arenactl", "zsh"}, {"arenactl.fish", "fish"}} {
+		path := filepath.Join(dist, name, "completions", s.file)
+		if _, err := os.Stat(path); err != nil {
 			t.Error(err)
+		} else if sh, err := exec.LookPath(s.shell); err == nil {
+			if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
+				t.Errorf("%s -n %s: %v\n%s", s.shell, s.file, err, out)
+			}
 		}
+	}
+	// The scripts ask the binary itself; its answer must hold the flags.
+	if r := runCmd(t, exec.Command(bin, "__complete", "info", "--re")); r.code != 0 || !strings.Contains(r.stdout, "--read-only") {
+		t.Errorf("arenactl __complete info --re: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// Every line of SHA256SUMS matches, and covers the binary and tarball.

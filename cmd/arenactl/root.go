@@ -22,16 +22,17 @@ more than one thread for a few milliseconds.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{msg: fmt.Sprintf("%v (see 'arenactl %s --help')", err, c.Name())}
+		return &usageError{msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd(), newWatchCmd(), newDiffCmd())
+	addVersion(root)
 	return root
 }
 
 // pidArg accepts exactly one positive process id.
 func pidArg(c *cobra.Command, args []string) error {
 	if len(args) != 1 {
-		return &usageError{msg: fmt.Sprintf("%s takes one process id (see 'arenactl %s --help')", c.Name(), c.Name())}
+		return &usageError{msg: fmt.Sprintf("%s takes one process id (see '%s --help')", c.Name(), c.CommandPath())}
 	}
 	pid, err := strconv.Atoi(args[0])
 	if err != nil || pid <= 0 {

@@ -1,7 +1,8 @@
 // Package core reads ELF core files: the kernel's, gcore's and arenactl's
-// own snapshots. It gives the same things a live process gives the rest of
-// arenactl (memory, mappings, threads with their registers), so that the
-// glibc walker and the report code never know which one they read.
+// own snapshots. Target opens one as a target.Target, the same view a live
+// process gives (memory, classified mappings, threads with their registers,
+// the files it mapped, under a sysroot for another machine's core), so that
+// the heap layer never knows which one it reads.
 //
 // Writer writes arenactl's snapshots: cores with only the memory that
 // matters, which gdb opens like any other core. Notes of their own (name

@@ -1,4 +1,4 @@
-// Package diagnose turns a glibc Report into findings: what makes the
+// Package diagnose turns a report.Report into findings: what makes the
 // process's memory high, the numbers that show it, the fix for the target's
 // glibc version, and what the fix would save. It reads only the report and
 // a few facts about the process's environment, so it works the same on a

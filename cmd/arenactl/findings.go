@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/diagnose"
-	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/inspect"
 )
 
 // diagnoseEnv gathers what the diagnosis needs beyond the report: for a live
@@ -15,11 +15,7 @@ func diagnoseEnv(arg string) diagnose.Env {
 	if isCoreArg(arg) {
 		return diagnose.Env{}
 	}
-	e, err := live.ReadMallocEnv(parsePid([]string{arg}))
-	if err != nil {
-		return diagnose.Env{}
-	}
-	return diagnose.Env{OnlineCPUs: e.OnlineCPUs, AffinityCPUs: e.AffinityCPUs, Vars: e.Vars}
+	return inspect.DiagnoseEnv(parsePid([]string{arg}))
 }
 
 func renderFindings(w io.Writer, fs []diagnose.Finding) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -131,7 +132,7 @@ func (w *watcher) run(ctx context.Context, collect func(context.Context) (*repor
 			continue
 		}
 		failed = 0
-		if born == "" { // it had not started, or exited and came back
+		if born == 0 { // it had not started, or exited and came back
 			born, _ = processStart(w.pid)
 		}
 		if err := w.add(at, rep); err != nil {
@@ -160,32 +161,16 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // processStart reads when pid started (clock ticks after boot), to tell the
 // process from a later one that reuses its pid.
-func processStart(pid int) (string, bool) {
-	state, f := procStat(pid)
-	if len(f) < 20 || state == 'Z' || state == 'X' {
-		return "", false
+func processStart(pid int) (uint64, bool) {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || st.Exited() {
+		return 0, false
 	}
-	return f[19], true
-}
-
-// procStat returns the state and the fields after the command name of
-// /proc/pid/stat (state first), or nothing when the process is gone.
-func procStat(pid int) (byte, []string) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if err != nil || i < 0 {
-		return 0, nil
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) == 0 {
-		return 0, nil
-	}
-	return f[0][0], f
+	return st.StartTime, true
 }
 
 // processGone: pid exited (a zombie counts), or is another process now.
-func processGone(pid int, born string) bool {
+func processGone(pid int, born uint64) bool {
 	now, ok := processStart(pid)
 	return !ok || now != born
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -18,14 +19,14 @@ func Maps(pid int) (*report.Maps, error) {
 	}
 	ms, err := maps.Read(pid, true)
 	if err != nil {
-		return nil, procErr(pid, err)
+		return nil, procfs.Error(pid, err)
 	}
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	sps, _ := maps.StackPointers(pid)
 	maps.Classify(ms, maps.Hints{ExePath: exe, StackPointers: sps})
 	roll, err := maps.ReadRollup(pid)
 	if err != nil {
-		return nil, procErr(pid, err)
+		return nil, procfs.Error(pid, err)
 	}
 	return &report.Maps{Pid: pid, Mappings: ms, Summary: report.MapsSummary{Classes: maps.Summarize(ms), Rollup: roll}}, nil
 }

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -22,7 +19,7 @@ import (
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
@@ -316,43 +313,26 @@ func covers(rs []core.Range, start, end uint64) bool {
 	return i < len(rs) && rs[i].Start <= start && end <= rs[i].End
 }
 
-// splitResident splits rs by /proc/PID/pagemap into the pages in RAM or in
-// swap, and the others: anonymous pages never touched (a heap's tail, what
-// malloc_trim gave back), which read as zeros. Without the pagemap, every
-// page counts as resident.
+// splitResident splits rs by /proc/PID/pagemap into the pages that hold
+// data (in RAM or in swap), and the others: anonymous pages never touched (a
+// heap's tail, what malloc_trim gave back), which read as zeros. Without the
+// pagemap, every page counts as holding data.
 func splitResident(pid int, rs []core.Range) (in, out []core.Range) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	pm, err := procfs.OpenPagemap(pid)
 	if err != nil {
 		return rs, nil
 	}
-	defer f.Close()
-	const present, swapped = 1 << 63, 1 << 62
-	buf := make([]byte, 8*4096)
+	defer pm.Close()
 	for _, r := range rs {
-		run, runIn := r.Start, true // the current run of pages of one kind
-		for pg := r.Start; pg < r.End; {
-			n := min((r.End-pg)/core.PageSize, uint64(len(buf)/8))
-			b := buf[:8*n]
-			if _, err := f.ReadAt(b, int64(pg/core.PageSize*8)); err != nil {
-				return rs, nil
+		err := pm.Runs(r.Start, r.End, func(start, end uint64, data bool) {
+			if data {
+				in = append(in, core.Range{Start: start, End: end})
+			} else {
+				out = append(out, core.Range{Start: start, End: end})
 			}
-			for i := uint64(0); i < n; i, pg = i+1, pg+core.PageSize {
-				isIn := binary.LittleEndian.Uint64(b[8*i:])&(present|swapped) != 0
-				if isIn == runIn {
-					continue
-				}
-				if pg > run && runIn {
-					in = append(in, core.Range{Start: run, End: pg})
-				} else if pg > run {
-					out = append(out, core.Range{Start: run, End: pg})
-				}
-				run, runIn = pg, isIn
-			}
-		}
-		if runIn {
-			in = append(in, core.Range{Start: run, End: r.End})
-		} else {
-			out = append(out, core.Range{Start: run, End: r.End})
+		})
+		if err != nil {
+			return rs, nil
 		}
 	}
 	return in, out
@@ -412,34 +392,15 @@ type identity struct {
 
 func readIdentity(pid int) (identity, error) {
 	var id identity
-	dir := fmt.Sprintf("/proc/%d", pid)
-	stat, err := os.ReadFile(dir + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
-		return id, procErr(pid, err)
+		return id, err
 	}
-	// pid (comm) state ppid pgrp session ...; comm may hold spaces and ')'.
-	s := string(stat)
-	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if lp < 0 || rp < lp {
-		return id, fmt.Errorf("process %d: unexpected stat %q", pid, s)
-	}
-	id.comm = s[lp+1 : rp]
-	if f := strings.Fields(s[rp+1:]); len(f) >= 4 {
-		id.state = f[0][0]
-		id.ppid, _ = strconv.Atoi(f[1])
-		id.pgrp, _ = strconv.Atoi(f[2])
-		id.sid, _ = strconv.Atoi(f[3])
-	}
-	if cmd, err := os.ReadFile(dir + "/cmdline"); err == nil {
-		id.args = strings.TrimRight(strings.ReplaceAll(string(cmd), "\x00", " "), " ")
-	}
-	if fi, err := os.Stat(dir); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			id.uid, id.gid = st.Uid, st.Gid
-		}
-	}
-	if id.auxv, err = os.ReadFile(dir + "/auxv"); err != nil {
-		return id, procErr(pid, err)
+	id.comm, id.state, id.ppid, id.pgrp, id.sid = st.Comm, st.State, st.PPid, st.Pgrp, st.Session
+	id.args, _ = procfs.Cmdline(pid)
+	id.uid, id.gid, _ = procfs.Owner(pid)
+	if id.auxv, err = procfs.Auxv(pid); err != nil {
+		return id, err
 	}
 	return id, nil
 }
@@ -482,16 +443,4 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-// procErr turns a failure to read /proc/PID into the errors attaching would
-// give.
-func procErr(pid int, err error) error {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("process %d: %w", pid, ptrace.ErrNoProcess)
-	case errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("process %d: %w", pid, ptrace.ErrPermission)
-	}
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
@@ -94,7 +95,7 @@ func DryRunTrim(pid int, pad uint64, o Options) (*report.TrimReport, error) {
 }
 
 func predictTrim(pid int, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
-	pm, err := live.OpenPagemap(pid)
+	pm, err := procfs.OpenPagemap(pid)
 	if err != nil {
 		return nil, err
 	}

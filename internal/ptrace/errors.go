@@ -3,13 +3,17 @@ package ptrace
 import (
 	"errors"
 	"fmt"
+
+	"github.com/arenactl/arenactl/internal/procfs"
 )
 
 var (
-	// ErrNoProcess: the process or thread does not exist (any more).
-	ErrNoProcess = errors.New("no such process")
+	// ErrNoProcess: the process or thread does not exist (any more). The
+	// same condition as procfs's: a /proc file or a ptrace call may be the
+	// first to see it.
+	ErrNoProcess = procfs.ErrNoProcess
 	// ErrPermission: the kernel refused to let us trace the process.
-	ErrPermission = errors.New("permission denied")
+	ErrPermission = procfs.ErrPermission
 	// ErrGone: the target exited or was killed while we worked on it.
 	ErrGone = errors.New("target exited")
 )

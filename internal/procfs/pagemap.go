@@ -1,4 +1,4 @@
-package live
+package procfs
 
 import (
 	"encoding/binary"
@@ -11,7 +11,12 @@ import (
 )
 
 // Pagemap reads /proc/PID/pagemap, which says for every page of the target
-// whether it is in RAM. It implements glibc.Residency.
+// whether it is in RAM or in swap. It implements glibc.Residency.
+//
+// Two questions are asked of it, with two rules: Resident is "would
+// madvise(MADV_DONTNEED) lower RSS" (the trim prediction), Runs is "does the
+// page hold data" (what a snapshot must write). A swapped page holds data
+// but is not resident; the shared zero page is present but holds nothing.
 type Pagemap struct {
 	f    *os.File
 	page uint64
@@ -21,6 +26,7 @@ type Pagemap struct {
 // pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const (
 	pmPresent   = 1 << 63
+	pmSwapped   = 1 << 62
 	pmFile      = 1 << 61 // file page or shared anonymous
 	pmExclusive = 1 << 56 // mapped by this process only
 	pmPFN       = 1<<55 - 1
@@ -29,9 +35,9 @@ const (
 
 // OpenPagemap opens the pagemap of pid. Close it when done.
 func OpenPagemap(pid int) (*Pagemap, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	f, err := os.Open(Path(pid, "pagemap"))
 	if err != nil {
-		return nil, fmt.Errorf("process %d: reading which pages are resident: %w", pid, err)
+		return nil, Error(pid, fmt.Errorf("reading which pages are resident: %w", err))
 	}
 	return &Pagemap{f: f, page: uint64(os.Getpagesize()), zero: zeroPFN()}, nil
 }
@@ -73,6 +79,38 @@ func (p *Pagemap) counts(e uint64) bool {
 		return pfn != p.zero
 	}
 	return e&(pmExclusive|pmFile) != 0
+}
+
+// Runs splits [start, end) into runs of pages that hold data (present or
+// swapped) and pages that do not (never touched, or given back: they read
+// as zeros), calling fn for each run in address order.
+func (p *Pagemap) Runs(start, end uint64, fn func(start, end uint64, data bool)) error {
+	buf := make([]byte, 8*min((end-start)/p.page, pmBatch))
+	run, runData := start, true
+	for pg := start; pg < end; {
+		n := min((end-pg)/p.page, pmBatch)
+		if n == 0 {
+			break // not a whole page: the caller's ranges are page-aligned
+		}
+		b := buf[:8*n]
+		if _, err := p.f.ReadAt(b, int64(pg/p.page*8)); err != nil {
+			return fmt.Errorf("reading the pagemap at %#x: %w", pg, err)
+		}
+		for i := uint64(0); i < n; i, pg = i+1, pg+p.page {
+			data := binary.LittleEndian.Uint64(b[8*i:])&(pmPresent|pmSwapped) != 0
+			if data == runData {
+				continue
+			}
+			if pg > run {
+				fn(run, pg, runData)
+			}
+			run, runData = pg, data
+		}
+	}
+	if end > run {
+		fn(run, end, runData)
+	}
+	return nil
 }
 
 // Close releases the file.

@@ -1,0 +1,121 @@
+// Package procfs owns arenactl's reading of /proc/PID/*: each file is
+// parsed here, once, with one rule for what its fields mean, and its errors
+// say which process and file they concern. Nothing here attaches to or
+// stops anything (internal/ptrace does).
+package procfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+var (
+	// ErrNoProcess: the process or thread does not exist (any more).
+	ErrNoProcess = errors.New("no such process")
+	// ErrPermission: the kernel refused to let us read or trace the process.
+	ErrPermission = errors.New("permission denied")
+)
+
+// Path is /proc/PID/name.
+func Path(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", pid, name) }
+
+// Error wraps a failure to read /proc/PID/... as the condition it means:
+// ErrNoProcess for a process that is gone, ErrPermission for one we may not
+// read; other errors as they are, with the process.
+func Error(pid int, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ESRCH):
+		return fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("process %d: %w", pid, ErrPermission)
+	}
+	return fmt.Errorf("process %d: %w", pid, err)
+}
+
+// Stat is what arenactl uses of /proc/PID/stat.
+type Stat struct {
+	Comm                string // may hold spaces and ')'
+	State               byte   // R, S, D, T, t, Z, X, ...
+	PPid, Pgrp, Session int
+	StartTime           uint64 // clock ticks after boot: tells a process from a later one with its pid
+}
+
+// ReadStat reads /proc/PID/stat.
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile(Path(pid, "stat"))
+	if err != nil {
+		return Stat{}, Error(pid, err)
+	}
+	return parseStat(pid, string(b))
+}
+
+func parseStat(pid int, s string) (Stat, error) {
+	var st Stat
+	// pid (comm) state ppid pgrp session ...: comm may hold spaces and ')'.
+	lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if lp < 0 || rp < lp {
+		return st, fmt.Errorf("process %d: unexpected %s %q", pid, Path(pid, "stat"), s)
+	}
+	st.Comm = s[lp+1 : rp]
+	f := strings.Fields(s[rp+1:])
+	if len(f) == 0 || f[0] == "" {
+		return st, fmt.Errorf("process %d: unexpected %s %q", pid, Path(pid, "stat"), s)
+	}
+	st.State = f[0][0]
+	if len(f) >= 4 {
+		st.PPid, _ = strconv.Atoi(f[1])
+		st.Pgrp, _ = strconv.Atoi(f[2])
+		st.Session, _ = strconv.Atoi(f[3])
+	}
+	if len(f) >= 20 {
+		st.StartTime, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, nil
+}
+
+// Exited reports whether the state is a zombie's or a dead process's.
+func (s Stat) Exited() bool { return s.State == 'Z' || s.State == 'X' }
+
+// Owner is the uid and gid that own /proc/PID: the process's effective ids.
+func Owner(pid int) (uid, gid uint32, err error) {
+	fi, err := os.Stat(Path(pid, ""))
+	if err != nil {
+		return 0, 0, Error(pid, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("process %d: no owner for %s", pid, Path(pid, ""))
+	}
+	return st.Uid, st.Gid, nil
+}
+
+// Cmdline is the process's arguments joined by spaces.
+func Cmdline(pid int) (string, error) {
+	b, err := os.ReadFile(Path(pid, "cmdline"))
+	if err != nil {
+		return "", Error(pid, err)
+	}
+	return strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " "), nil
+}
+
+// Auxv is the process's auxiliary vector, raw.
+func Auxv(pid int) ([]byte, error) {
+	b, err := os.ReadFile(Path(pid, "auxv"))
+	if err != nil {
+		return nil, Error(pid, err)
+	}
+	return b, nil
+}
+
+// Exe is the path of the process's executable as the kernel names it.
+func Exe(pid int) (string, error) {
+	p, err := os.Readlink(Path(pid, "exe"))
+	if err != nil {
+		return "", Error(pid, err)
+	}
+	return p, nil
+}

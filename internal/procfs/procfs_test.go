@@ -1,0 +1,73 @@
+package procfs
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseStat(t *testing.T) {
+	st, err := parseStat(7, "7 (a (b) c) S 1 7 7 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 123456 0 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Comm != "a (b) c" || st.State != 'S' || st.PPid != 1 || st.Pgrp != 7 || st.Session != 7 || st.StartTime != 123456 {
+		t.Errorf("%+v", st)
+	}
+	for _, bad := range []string{"", "7 no parens", "7 (x)", "7 (x) "} {
+		if _, err := parseStat(7, bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestReadStatSelf(t *testing.T) {
+	st, err := ReadStat(os.Getpid())
+	if err != nil || st.State != 'R' || st.StartTime == 0 || st.PPid != os.Getppid() {
+		t.Fatalf("%+v, %v", st, err)
+	}
+	if _, err := ReadStat(1 << 30); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("a pid that cannot exist: %v", err)
+	}
+}
+
+// Runs tells pages that hold data from pages never touched or given back.
+func TestPagemapRuns(t *testing.T) {
+	page := os.Getpagesize()
+	b, err := unix.Mmap(-1, 0, 8*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	for _, pg := range []int{0, 1, 4} {
+		b[pg*page] = 1
+	}
+	pm, err := OpenPagemap(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pm.Close()
+	start := uint64(uintptr(unsafe.Pointer(&b[0])))
+	type run struct {
+		from, to int
+		data     bool
+	}
+	var got []run
+	if err := pm.Runs(start, start+uint64(8*page), func(s, e uint64, data bool) {
+		got = append(got, run{int(s-start) / page, int(e-start) / page, data})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []run{{0, 2, true}, {2, 4, false}, {4, 5, true}, {5, 8, false}}
+	if len(got) != len(want) {
+		t.Fatalf("runs %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("runs %v, want %v", got, want)
+		}
+	}
+}

@@ -20,7 +20,10 @@ import (
 // testdata/cores (scripts/make-core-fixtures.sh), the malloc_info it
 // renders is byte for byte the one glibc itself printed when the core was
 // taken. It needs neither root nor a compiler: the cores are committed, and
-// the libc files are read only where this machine has them.
+// the libc files are read only where this machine has them. (Checked as
+// nobody, with no compiler on PATH: setpriv --reuid=nobody --regid=nogroup
+// --clear-groups env -i PATH=/usr/local/go/bin CGO_ENABLED=0 GOPROXY=off
+// GOCACHE=... GOMODCACHE=... go test -run TestWalkCoreFixtures.)
 //
 // cmd/arenactl's TestCoreFixtures checks the same through the binary, with
 // the flags that choose a libc; this one checks the walk itself, and the

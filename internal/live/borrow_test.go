@@ -77,8 +77,9 @@ func TestBorrowEachParkedThread(t *testing.T) {
 		if err != nil {
 			t.Fatalf("borrowing thread %s (%d): %v", th.name, th.tid, err)
 		}
-		if s.Tid != th.tid || !glibc.SafeSyscall(s.Syscall) {
-			t.Errorf("borrowed thread %d in syscall %d, want thread %s (%d) in a safe syscall", s.Tid, s.Syscall, th.name, th.tid)
+		want := map[string][]int64{"main": {unix.SYS_READ}, "nanosleep": sleeping, "poll": {unix.SYS_POLL}, "condvar": {unix.SYS_FUTEX}}[th.name]
+		if s.Tid != th.tid || !glibc.SafeSyscall(s.Syscall) || !slices.Contains(want, s.Syscall) {
+			t.Errorf("borrowed thread %d in syscall %d, want thread %s (%d) in one of %v", s.Tid, s.Syscall, th.name, th.tid, want)
 		}
 		if got := stoppedOthers(t, lt.Pid, 0); !slices.Equal(got, []int{th.tid}) {
 			t.Errorf("stopped threads while %s is borrowed: %v, want only it", th.name, got)
@@ -172,8 +173,8 @@ func TestBorrowRefusesUnsafeThreads(t *testing.T) {
 	for i := 1; i+1 < len(f); i += 2 {
 		tid[f[i]], _ = strconv.Atoi(f[i+1])
 	}
-	testutil.WaitUntil(t, "main to wait for main_arena's lock", func() bool { return inSyscall(tg.Pid, tg.Pid, "202 ") })
-	testutil.WaitUntil(t, "stats to block in write", func() bool { return inSyscall(tg.Pid, tid["stats"], "1 ") })
+	testutil.WaitUntil(t, "main to wait for main_arena's lock", func() bool { return inSyscall(tg.Pid, tg.Pid, unix.SYS_FUTEX) })
+	testutil.WaitUntil(t, "stats to block in write", func() bool { return inSyscall(tg.Pid, tid["stats"], unix.SYS_WRITE) })
 	tgt := openLive(t, tg.Pid)
 
 	for _, c := range []struct {
@@ -222,18 +223,22 @@ func TestBorrowRefusesUnsafeThreads(t *testing.T) {
 	}
 	allLetGo(t, tg.Pid)
 	// Every thread goes back where it was.
-	for name, want := range map[string]string{"main": "202 ", "stats": "1 ", "handler": "35 ", "sleeper": "35 ", "condvar": "202 "} {
-		testutil.WaitUntil(t, name+" to be back in its syscall", func() bool { return inSyscall(tg.Pid, tid[name], want) })
+	futex, write := []int64{unix.SYS_FUTEX}, []int64{unix.SYS_WRITE}
+	for name, want := range map[string][]int64{"main": futex, "stats": write, "handler": sleeping, "sleeper": sleeping, "condvar": futex} {
+		testutil.WaitUntil(t, name+" to be back in its syscall", func() bool { return inSyscall(tg.Pid, tid[name], want...) })
 	}
 }
 
-// inSyscall reports whether /proc says thread tid of pid is blocked in the
-// syscall whose number and a space begin want. nanosleep after a stop
-// restarts as restart_syscall, which counts as nanosleep here.
-func inSyscall(pid, tid int, want string) bool {
+// sleeping are the syscalls of a thread in nanosleep: glibc's calls
+// clock_nanosleep, which a stop restarts as restart_syscall.
+var sleeping = []int64{unix.SYS_NANOSLEEP, unix.SYS_CLOCK_NANOSLEEP, unix.SYS_RESTART_SYSCALL}
+
+// inSyscall reports whether /proc says thread tid of pid is blocked in one
+// of the syscalls nrs.
+func inSyscall(pid, tid int, nrs ...int64) bool {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/syscall")
-	s := string(b)
-	return strings.HasPrefix(s, want) || want == "35 " && strings.HasPrefix(s, "219 ")
+	nr, err := strconv.ParseInt(strings.Fields(string(b) + " x")[0], 10, 64)
+	return err == nil && slices.Contains(nrs, nr)
 }
 
 // StoppedThreads sees a process stopped by a signal (job control) as well
@@ -274,7 +279,7 @@ func TestBorrowNoSafeThread(t *testing.T) {
 	cmd.Stderr = pw
 	tg := testutil.StartCmd(t, cmd)
 	pw.Close()
-	testutil.WaitUntil(t, "the target to block in write", func() bool { return inSyscall(tg.Pid, tg.Pid, "1 ") })
+	testutil.WaitUntil(t, "the target to block in write", func() bool { return inSyscall(tg.Pid, tg.Pid, unix.SYS_WRITE) })
 	tgt := openLive(t, tg.Pid)
 	s, err := borrow(context.Background(), tgt, 0, 200*time.Millisecond)
 	var ns *live.NoSafeThreadError
@@ -288,5 +293,5 @@ func TestBorrowNoSafeThread(t *testing.T) {
 		t.Errorf("pid %d, reasons %v; want process %d's one thread with its reason", ns.Pid, ns.Reasons, tg.Pid)
 	}
 	allLetGo(t, tg.Pid)
-	testutil.WaitUntil(t, "the target to be back in write", func() bool { return inSyscall(tg.Pid, tg.Pid, "1 ") })
+	testutil.WaitUntil(t, "the target to be back in write", func() bool { return inSyscall(tg.Pid, tg.Pid, unix.SYS_WRITE) })
 }

@@ -105,10 +105,10 @@ func TestBorrowEachParkedThread(t *testing.T) {
 		if _, err := s.Release(); err != nil {
 			t.Errorf("a second release of %s: %v", th.name, err)
 		}
+		allLetGo(t, lt.Pid)
 		if got := stoppedOthers(t, lt.Pid, 0); len(got) != 0 {
 			t.Errorf("stopped threads after %s was released: %v", th.name, got)
 		}
-		allLetGo(t, lt.Pid)
 		lt.check(t)
 	}
 	lt.quit(t)

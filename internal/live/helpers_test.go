@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -179,15 +180,26 @@ func taskStates(t *testing.T, pid int) map[int]taskState {
 }
 
 // allLetGo checks that no thread of pid is stopped or traced: whatever the
-// package stopped, it gave back.
+// package stopped, it gave back. A thread let go may show its stop for a
+// moment, until the kernel wakes it, so the check is retried (for at most
+// testutil.Patience, a hang guard).
 func allLetGo(t *testing.T, pid int) {
 	t.Helper()
-	for tid, st := range taskStates(t, pid) {
-		if st.dead() {
-			continue
+	deadline := time.Now().Add(testutil.Patience)
+	for {
+		var held []string
+		for tid, st := range taskStates(t, pid) {
+			if !st.dead() && (st.state == 't' || st.state == 'T' || st.tracer != 0) {
+				held = append(held, fmt.Sprintf("thread %d: state %c, tracer %d", tid, st.state, st.tracer))
+			}
 		}
-		if st.state == 't' || st.state == 'T' || st.tracer != 0 {
-			t.Errorf("thread %d: state %c, tracer %d; want running or sleeping, untraced", tid, st.state, st.tracer)
+		if len(held) == 0 {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Errorf("threads still stopped or traced: %s", strings.Join(held, "; "))
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -64,84 +64,37 @@ type coreHeap struct {
 	walk    *glibc.Walk
 	caches  []glibc.ThreadCache
 	threads int  // threads in the core
-	exact   bool // the XML is glibc's whichever version memory alone fits
+	exact   bool // the XML is glibc's (whichever version memory alone fits)
 }
 
 // walkCore opens the core at path and walks its heap, with libc found from
 // the snapshot's allocator note when the core has one, else from libcFile
-// when it is not "", else from memory alone. It opens no file but
-// libcFile. It is the one place in this file that knows how a core is
-// opened and walked today.
-//
-// It repeats, in short, what cmd/arenactl's resolveLibc and collectCore do
-// (without the search for candidate files and the notes on what was
-// tried): the library has no call for it yet.
+// when it is not "", else from memory alone. No other file is opened: the
+// sysroot is an empty directory and there are no debug directories. It is
+// the one place in this file that knows how a core is opened and walked.
 func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 	t.Helper()
-	c, err := core.Open(path)
+	c, err := core.OpenTarget(path, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	maps.Classify(c.Mappings, maps.Hints{ExePath: c.Exe(), StackPointers: c.StackPointers()})
-	h := &coreHeap{threads: len(c.Threads), exact: true}
-	var lay glibc.Layout
-	var anchors glibc.Anchors
-	open := func(p string) (*os.File, error) {
-		if libcFile != "" && glibc.IsLibcPath(p) {
-			return os.Open(libcFile)
-		}
-		return nil, fmt.Errorf("%s: no file is opened for this test", p)
-	}
-	mem := c.WithFiles(open)
-	t.Cleanup(mem.Close)
-	if first, ok := glibc.LibcMapping(c.Mappings); ok {
-		h.memID, _ = glibc.BuildIDInMemory(c, first.Start)
-	}
-	withTLS := true
-	switch note := c.Note(core.NoteAllocator); {
-	case note != nil:
-		rec, err := glibc.ParseRecord(note)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.libc, lay, anchors, err = rec.Libc(c.Mappings, mem); err != nil {
-			t.Fatal(err)
-		}
-	case libcFile != "":
-		h.libc, err = glibc.FindLibc(c.Mappings, func(maps.Mapping) (*os.File, error) { return os.Open(libcFile) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.libc.BuildID != h.memID {
-			t.Fatalf("%s has build-id %s, the core's libc %s", libcFile, h.libc.BuildID, h.memID)
-		}
-		h.libc.Source = glibc.SourceFile
-		if lay, err = glibc.LayoutFor(h.libc.Version); err != nil {
-			t.Fatal(err)
-		}
-		if anchors, err = glibc.FindAnchorsWith(h.libc, lay, mem, nil); err != nil {
-			t.Fatal(err)
-		}
-	default:
-		mo, err := glibc.FromMemory(c.Mappings, mem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.libc, lay, anchors, h.exact = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
-		withTLS = false // the TLS slots are known only from libc's file or the note
-	}
-	var tls []glibc.ThreadTLS
-	for _, th := range c.Threads {
-		if withTLS {
-			tls = append(tls, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase()})
-		}
-	}
-	if h.walk, h.caches, err = glibc.WalkAll(mem, h.libc, lay, anchors, c.Mappings, tls); err != nil {
+	h, err := heap.OpenCore(c, heap.Options{LibcFile: libcFile, NoLibcFile: libcFile == ""})
+	if err != nil {
 		t.Fatal(err)
 	}
-	h.exact = h.exact && h.walk.Exact
-	return h
+	ch := &coreHeap{libc: h.Libc, threads: len(c.Threads())}
+	if first, ok := glibc.LibcMapping(c.Mappings()); ok {
+		ch.memID, _ = glibc.BuildIDInMemory(c, first.Start)
+	}
+	if libcFile != "" && ch.libc.Source != glibc.SourceFile {
+		t.Fatalf("libc from %v, not the file %s: %q", ch.libc.Source, libcFile, h.LibcNotes)
+	}
+	if ch.walk, ch.caches, err = h.Walk(); err != nil {
+		t.Fatal(err)
+	}
+	ch.exact = ch.walk.Exact
+	return ch
 }
 
 // libcFileFor is the libc file of a glibc the fixtures ran under, "" when

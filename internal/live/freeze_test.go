@@ -11,8 +11,8 @@ import (
 )
 
 // frozen is a freeze as these tests see it: each stopped thread with its
-// stack pointer and thread pointer, as the registers and the TLS list give
-// them, and the mappings as read while frozen.
+// stack pointer and thread pointer, as the freeze's registers and the
+// target's thread list give them, and the mappings as read while frozen.
 type frozen struct {
 	threads  []frozenThread
 	mappings []maps.Mapping
@@ -21,8 +21,8 @@ type frozen struct {
 
 type frozenThread struct {
 	tid        int
-	sp, fsBase uint64 // from the registers
-	tls        uint64 // from the TLS list the walker is given; 0: absent
+	sp, fsBase uint64 // from the freeze's registers
+	tls        uint64 // from the target's thread list, which the heap walks; 0: absent
 }
 
 // freeze freezes tgt. It is the one place in these tests that knows the
@@ -34,15 +34,21 @@ func freeze(t *testing.T, tgt *live.Target) *frozen {
 		t.Fatal(err)
 	}
 	tls := map[int]uint64{}
-	for _, x := range f.TLS {
-		tls[x.Tid] = x.FsBase
+	for _, th := range tgt.Threads() {
+		tls[th.Tid] = th.FsBase
 	}
-	fr := &frozen{mappings: tgt.Mappings, thaw: func() error { _, err := f.Thaw(); return err }}
+	fr := &frozen{mappings: tgt.Mappings(), thaw: func() error {
+		_, err := f.Thaw()
+		if n := len(tgt.Threads()); n != 0 {
+			t.Errorf("the target lists %d threads with registers after the thaw, want none", n)
+		}
+		return err
+	}}
 	for _, th := range f.Threads() {
 		fr.threads = append(fr.threads, frozenThread{tid: th.Tid, sp: th.Regs.Rsp, fsBase: th.Regs.Fs_base, tls: tls[th.Tid]})
 	}
 	if len(tls) != len(fr.threads) {
-		t.Errorf("%d threads stopped, %d in the TLS list", len(fr.threads), len(tls))
+		t.Errorf("%d threads stopped, %d in the target's thread list", len(fr.threads), len(tls))
 	}
 	return fr
 }

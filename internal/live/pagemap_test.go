@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/procfs"
 )
 
 // resident is how many bytes of [start, end) in pid are resident, by the
@@ -15,7 +15,7 @@ import (
 // that API.
 func resident(t *testing.T, pid int, start, end uint64) uint64 {
 	t.Helper()
-	pm, err := live.OpenPagemap(pid)
+	pm, err := procfs.OpenPagemap(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestPagemapGone(t *testing.T) {
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 		t.Skipf("pid %d was reused already", pid)
 	}
-	pm, err := live.OpenPagemap(pid)
+	pm, err := procfs.OpenPagemap(pid)
 	if err == nil {
 		pm.Close()
 		t.Fatalf("pagemap of exited process %d opened", pid)

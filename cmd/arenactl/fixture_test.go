@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"debug/elf"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,69 +13,6 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
-
-// fixture is one core of testdata/cores (scripts/make-core-fixtures.sh):
-// arenas-<version>-<kind>.core.zst and the malloc_info glibc printed when
-// it was taken, arenas-<version>-<kind>.xml.
-type fixture struct {
-	name, version, kind string // kind: "kernel" or "snapshot"
-	core                string
-	xml                 []byte
-}
-
-func fixtures(t *testing.T) []fixture {
-	t.Helper()
-	dir := filepath.Join(testutil.RepoRoot(t), "testdata", "cores")
-	xmls, _ := filepath.Glob(filepath.Join(dir, "arenas-*.xml"))
-	var fs []fixture
-	for _, x := range xmls {
-		name := strings.TrimSuffix(filepath.Base(x), ".xml")
-		parts := strings.Split(name, "-")
-		b, err := os.ReadFile(x)
-		if err != nil || len(parts) != 3 {
-			t.Fatalf("%s: %v", x, err)
-		}
-		fs = append(fs, fixture{name: name, version: parts[1], kind: parts[2], core: filepath.Join(dir, name+".core.zst"), xml: b})
-	}
-	if len(fs) != 8 {
-		t.Fatalf("%d core fixtures in %s, want a kernel core and a snapshot for each of 2.31, 2.36, 2.41, 2.43", len(fs), dir)
-	}
-	return fs
-}
-
-// libcFileFor is the libc file of a glibc the fixtures ran under, "" when
-// this machine has none: the trees of scripts/fetch-glibc.sh, and the
-// system's for 2.36.
-func libcFileFor(t *testing.T, version string) string {
-	for _, g := range testutil.GlibcTrees(t) {
-		if g.Version == version && g.LibDir != "" {
-			return filepath.Join(g.LibDir, "libc.so.6")
-		}
-	}
-	if sys := "/usr/lib/x86_64-linux-gnu/libc.so.6"; version == "2.36" && fileExists(sys) {
-		return sys
-	}
-	return ""
-}
-
-// fileBuildID is the GNU build-id of an ELF file, in hex.
-func fileBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		return ""
-	}
-	b, err := s.Data()
-	if err != nil || len(b) < 16 {
-		t.Fatalf("%s: build-id note: %v", path, err)
-	}
-	return hex.EncodeToString(b[16:])
-}
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
@@ -94,15 +29,15 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestCoreFixtures(t *testing.T) {
 	empty := t.TempDir()
 	noFiles := []string{"--sysroot", empty, "--debug-dir", empty}
-	for _, fx := range fixtures(t) {
-		t.Run(fx.name, func(t *testing.T) {
-			if fx.kind == "snapshot" {
-				args := append(append([]string{}, noFiles...), "--no-libc-file", fx.core)
-				if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.xml) {
-					t.Fatalf("the snapshot differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", fx.xml, got)
+	for _, fx := range testutil.CoreFixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
+			if fx.Kind == "snapshot" {
+				args := append(append([]string{}, noFiles...), "--no-libc-file", fx.Core)
+				if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.XML) {
+					t.Fatalf("the snapshot differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", fx.XML, got)
 				}
 				rep := infoJSONOf(t, args...)
-				if rep.Libc.Source != glibc.SourceRecord || rep.Libc.Version != fx.version || rep.Libc.VersionMin != "" || !rep.ReadOnly.Exact {
+				if rep.Libc.Source != glibc.SourceRecord || rep.Libc.Version != fx.Version || rep.Libc.VersionMin != "" || !rep.ReadOnly.Exact {
 					t.Errorf("glibc %+v, exact %v", rep.Libc, rep.ReadOnly.Exact)
 				}
 				// The note's TLS slots find every thread's tcache and arena.
@@ -116,34 +51,34 @@ func TestCoreFixtures(t *testing.T) {
 				}
 				return
 			}
-			memArgs := [][]string{{"--no-libc-file", fx.core}, append(append([]string{}, noFiles...), fx.core)}
+			memArgs := [][]string{{"--no-libc-file", fx.Core}, append(append([]string{}, noFiles...), fx.Core)}
 			mem := infoJSONOf(t, memArgs[0]...)
-			if libc := libcFileFor(t, fx.version); libc == "" {
-				t.Logf("no glibc %s here (scripts/fetch-glibc.sh): the core is read from memory only", fx.version)
+			if libc := testutil.LibcFileFor(t, fx.Version); libc == "" {
+				t.Logf("no glibc %s here (scripts/fetch-glibc.sh): the core is read from memory only", fx.Version)
 			} else {
-				args := []string{"--libc", libc, "--debug-dir", empty, fx.core}
+				args := []string{"--libc", libc, "--debug-dir", empty, fx.Core}
 				rep := infoJSONOf(t, args...)
-				if fileBuildID(t, libc) != mem.Libc.BuildID {
+				if testutil.FileBuildID(t, libc) != mem.Libc.BuildID {
 					// The system's libc, updated since the fixture was made:
 					// another build is refused, and memory alone is read.
 					if rep.Libc.Source != glibc.SourceMemory || !strings.Contains(strings.Join(rep.Core.LibcNotes, "\n"), "another build") {
 						t.Errorf("libc %s of build %s for a core of build %s: %+v, notes %q", libc, rep.Libc.BuildID, mem.Libc.BuildID, rep.Libc, rep.Core.LibcNotes)
 					}
 				} else {
-					if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.xml) {
-						t.Fatalf("the core read with %s differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", libc, fx.xml, got)
+					if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.XML) {
+						t.Fatalf("the core read with %s differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", libc, fx.XML, got)
 					}
-					if rep.Libc.Source != glibc.SourceFile || rep.Libc.Version != fx.version || len(rep.ReadOnly.Threads) != 3 {
+					if rep.Libc.Source != glibc.SourceFile || rep.Libc.Version != fx.Version || len(rep.ReadOnly.Threads) != 3 {
 						t.Errorf("glibc %+v, %d threads", rep.Libc, len(rep.ReadOnly.Threads))
 					}
 				}
 				// A libc of another version at the recorded path's place is
 				// refused, however it is given.
 				for _, g := range testutil.GlibcTrees(t) {
-					if other := libcFileFor(t, g.Version); g.Version != fx.version && other != "" {
-						rep := infoJSONOf(t, "--libc", other, "--sysroot", empty, "--debug-dir", empty, fx.core)
+					if other := testutil.LibcFileFor(t, g.Version); g.Version != fx.Version && other != "" {
+						rep := infoJSONOf(t, "--libc", other, "--sysroot", empty, "--debug-dir", empty, fx.Core)
 						if rep.Libc.Source != glibc.SourceMemory || !strings.Contains(strings.Join(rep.Core.LibcNotes, "\n"), "another build") {
-							t.Errorf("--libc of glibc %s for a %s core: %+v, notes %q", g.Version, fx.version, rep.Libc, rep.Core.LibcNotes)
+							t.Errorf("--libc of glibc %s for a %s core: %+v, notes %q", g.Version, fx.Version, rep.Libc, rep.Core.LibcNotes)
 						}
 						break
 					}
@@ -154,19 +89,19 @@ func TestCoreFixtures(t *testing.T) {
 				if rep.Libc.Source != glibc.SourceMemory || rep.ReadOnly.TcachesSkipped == "" || len(rep.ReadOnly.Threads) != 0 || rep.Libc.BuildID == "" {
 					t.Errorf("%v: glibc %+v, threads %v, tcaches %q", args, rep.Libc, rep.ReadOnly.Threads, rep.ReadOnly.TcachesSkipped)
 				}
-				if !inRange(fx.version, rep.Libc.VersionMin, rep.Libc.Version) {
-					t.Errorf("%v: glibc %s to %s, the core's is %s", args, rep.Libc.VersionMin, rep.Libc.Version, fx.version)
+				if !inRange(fx.Version, rep.Libc.VersionMin, rep.Libc.Version) {
+					t.Errorf("%v: glibc %s to %s, the core's is %s", args, rep.Libc.VersionMin, rep.Libc.Version, fx.Version)
 				}
 				got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout
-				if rep.ReadOnly.Exact || rep.Libc.Version == fx.version {
-					if got != string(fx.xml) {
-						t.Fatalf("%v: memory alone differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", args, fx.xml, got)
+				if rep.ReadOnly.Exact || rep.Libc.Version == fx.Version {
+					if got != string(fx.XML) {
+						t.Fatalf("%v: memory alone differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", args, fx.XML, got)
 					}
 				} else {
-					sameTotals(t, fx.xml, []byte(got))
+					sameTotals(t, fx.XML, []byte(got))
 				}
 			}
-			if fx.version == "2.31" && mem.ReadOnly.Exact {
+			if fx.Version == "2.31" && mem.ReadOnly.Exact {
 				t.Error("memory alone cannot tell 2.30 from 2.31, which print differently, yet exact is true")
 			}
 		})

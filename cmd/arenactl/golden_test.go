@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
@@ -19,14 +21,14 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestGolden"
 // deliberate (go test ./cmd/arenactl -run TestGolden -update).
 func TestGolden(t *testing.T) {
 	empty := t.TempDir()
-	for _, fx := range fixtures(t) {
+	for _, fx := range testutil.CoreFixtures(t) {
 		for _, c := range []struct{ suffix, cmd, format string }{
 			{".txt", "info", ""},
 			{".json", "info", "--json"},
 			{".xml", "info", "--xml"},
 			{".maps.json", "maps", "--json"},
 		} {
-			name := fx.name + c.suffix
+			name := fx.Name + c.suffix
 			t.Run(name, func(t *testing.T) {
 				args := []string{c.cmd}
 				if c.format != "" {
@@ -35,7 +37,7 @@ func TestGolden(t *testing.T) {
 				if c.cmd == "info" {
 					args = append(args, "--sysroot", empty, "--debug-dir", empty, "--no-libc-file")
 				}
-				compareGolden(t, name, mustRun(t, append(args, fx.core)...).stdout)
+				compareGolden(t, name, mustRun(t, append(args, fx.Core)...).stdout)
 			})
 		}
 	}

@@ -1,13 +1,8 @@
 package glibc_test
 
 import (
-	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/core"
@@ -28,34 +23,6 @@ import (
 // cmd/arenactl's TestCoreFixtures checks the same through the binary, with
 // the flags that choose a libc; this one checks the walk itself, and the
 // numbers a walk finds that malloc_info does not print.
-
-// coreFixture is one arenas-<version>-<kind>.core.zst and the XML glibc
-// printed when it was taken.
-type coreFixture struct {
-	name, version, kind string // kind: "kernel" or "snapshot"
-	core                string
-	xml                 []byte
-}
-
-func coreFixtures(t *testing.T) []coreFixture {
-	t.Helper()
-	dir := filepath.Join(testutil.RepoRoot(t), "testdata", "cores")
-	xmls, _ := filepath.Glob(filepath.Join(dir, "arenas-*.xml"))
-	var fs []coreFixture
-	for _, x := range xmls {
-		name := strings.TrimSuffix(filepath.Base(x), ".xml")
-		parts := strings.Split(name, "-")
-		b, err := os.ReadFile(x)
-		if err != nil || len(parts) != 3 {
-			t.Fatalf("%s: %v", x, err)
-		}
-		fs = append(fs, coreFixture{name: name, version: parts[1], kind: parts[2], core: filepath.Join(dir, name+".core.zst"), xml: b})
-	}
-	if len(fs) != 8 {
-		t.Fatalf("%d core fixtures in %s, want a kernel core and a snapshot for each of 2.31, 2.36, 2.41, 2.43", len(fs), dir)
-	}
-	return fs
-}
 
 // coreHeap is what walkCore found in a core.
 type coreHeap struct {
@@ -97,88 +64,50 @@ func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 	return ch
 }
 
-// libcFileFor is the libc file of a glibc the fixtures ran under, "" when
-// this machine has none: the trees of scripts/fetch-glibc.sh (under
-// testdata/glibc), and the system's for 2.36.
-func libcFileFor(t *testing.T, version string) string {
-	for _, g := range testutil.GlibcTrees(t) {
-		if g.Version == version && g.LibDir != "" {
-			return filepath.Join(g.LibDir, "libc.so.6")
-		}
-	}
-	if sys := "/usr/lib/x86_64-linux-gnu/libc.so.6"; version == "2.36" {
-		if _, err := os.Stat(sys); err == nil {
-			return sys
-		}
-	}
-	return ""
-}
-
-// fileBuildID is the GNU build-id of an ELF file, in hex, read with
-// debug/elf rather than the package's own reader, so that the comparison
-// with the core's does not take the package's word for both sides.
-func fileBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		return ""
-	}
-	b, err := s.Data()
-	if err != nil || len(b) < 16 {
-		t.Fatalf("%s: build-id note: %v", path, err)
-	}
-	return hex.EncodeToString(b[16:])
-}
-
 func TestWalkCoreFixtures(t *testing.T) {
-	for _, fx := range coreFixtures(t) {
-		t.Run(fx.name, func(t *testing.T) {
-			if fx.kind == "snapshot" {
-				h := walkCore(t, fx.core, "")
-				if h.libc.Source != glibc.SourceRecord || h.libc.Version.String() != fx.version || !h.exact {
-					t.Errorf("libc %s from %v, exact %v; want %s from the note, exact", h.libc.Version, h.libc.Source, h.exact, fx.version)
+	for _, fx := range testutil.CoreFixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
+			if fx.Kind == "snapshot" {
+				h := walkCore(t, fx.Core, "")
+				if h.libc.Source != glibc.SourceRecord || h.libc.Version.String() != fx.Version || !h.exact {
+					t.Errorf("libc %s from %v, exact %v; want %s from the note, exact", h.libc.Version, h.libc.Source, h.exact, fx.Version)
 				}
-				sameXML(t, "the snapshot", fx.xml, h.walk)
+				sameXML(t, "the snapshot", fx.XML, h.walk)
 				checkWalk(t, h, true)
 				return
 			}
-			mem := walkCore(t, fx.core, "")
+			mem := walkCore(t, fx.Core, "")
 			if mem.libc.Source != glibc.SourceMemory || mem.memID == "" || len(mem.caches) != 0 {
 				t.Errorf("memory alone: libc from %v, build-id %q, %d tcaches", mem.libc.Source, mem.memID, len(mem.caches))
 			}
-			if !versionIn(fx.version, mem.libc) {
-				t.Errorf("memory alone: glibc %s to %s, the core's is %s", mem.libc.MinVersion, mem.libc.Version, fx.version)
+			if !versionIn(fx.Version, mem.libc) {
+				t.Errorf("memory alone: glibc %s to %s, the core's is %s", mem.libc.MinVersion, mem.libc.Version, fx.Version)
 			}
-			if mem.exact || mem.libc.Version.String() == fx.version {
-				sameXML(t, "memory alone", fx.xml, mem.walk)
+			if mem.exact || mem.libc.Version.String() == fx.Version {
+				sameXML(t, "memory alone", fx.XML, mem.walk)
 			} else {
-				sameTotals(t, fx.xml, mem.walk.Malloc.Raw)
+				sameTotals(t, fx.XML, mem.walk.Malloc.Raw)
 			}
-			if fx.version == "2.31" && mem.exact {
+			if fx.Version == "2.31" && mem.exact {
 				t.Error("memory alone cannot tell 2.30 from 2.31, which print differently, yet the walk says exact")
 			}
 			checkWalk(t, mem, false)
 
-			libc := libcFileFor(t, fx.version)
+			libc := testutil.LibcFileFor(t, fx.Version)
 			switch {
 			case libc == "":
-				t.Logf("no glibc %s here (scripts/fetch-glibc.sh): the core is read from memory alone", fx.version)
+				t.Logf("no glibc %s here (scripts/fetch-glibc.sh): the core is read from memory alone", fx.Version)
 				return
-			case fileBuildID(t, libc) != mem.memID:
+			case testutil.FileBuildID(t, libc) != mem.memID:
 				// The system's libc, updated since the fixture was made.
-				t.Logf("%s is of build %s, the core's libc of %s: read from memory alone", libc, fileBuildID(t, libc), mem.memID)
+				t.Logf("%s is of build %s, the core's libc of %s: read from memory alone", libc, testutil.FileBuildID(t, libc), mem.memID)
 				return
 			}
-			h := walkCore(t, fx.core, libc)
-			if h.libc.Version.String() != fx.version || !h.exact {
+			h := walkCore(t, fx.Core, libc)
+			if h.libc.Version.String() != fx.Version || !h.exact {
 				t.Errorf("with %s: glibc %s, exact %v", libc, h.libc.Version, h.exact)
 			}
-			sameXML(t, "with "+libc, fx.xml, h.walk)
+			sameXML(t, "with "+libc, fx.XML, h.walk)
 			checkWalk(t, h, true)
 			// Both ways find the same allocator.
 			if h.walk.Anchors.MainArena != mem.walk.Anchors.MainArena || h.walk.Anchors.Mp != mem.walk.Anchors.Mp {

@@ -62,9 +62,9 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 	defer t.Close()
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
-	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
+		return nil, err
 	}
 	ro := &report.ReadOnly{Torn: !freeze}
 	var frozen *live.Frozen
@@ -149,4 +149,15 @@ func readMaps(t *live.Target) (report.MapsSummary, error) {
 		return report.MapsSummary{}, err
 	}
 	return report.MapsSummary{Classes: maps.Summarize(t.Mappings()), Rollup: roll}, nil
+}
+
+// openHeap locates a live process's allocator: its libc is the file its
+// mapping points at. Symbols and static signatures come from files, so this
+// is done before anything is stopped.
+func openHeap(t *live.Target, debugDirs []string) (*heap.Heap, error) {
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: debugDirs})
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	return h, nil
 }

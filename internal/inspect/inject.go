@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -38,9 +37,9 @@ func runPreflight(t *live.Target, o Options) (*preflight, error) {
 		pf.skipped = "--no-heap-check"
 		return pf, nil
 	}
-	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {
-		pf.skipped = fmt.Errorf("process %d: %w", t.Pid, err).Error()
+		pf.skipped = err.Error()
 		return pf, nil
 	}
 	w, err := h.WalkLists()

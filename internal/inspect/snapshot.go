@@ -3,7 +3,6 @@ package inspect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,9 +46,9 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 	if err != nil {
 		return nil, err
 	}
-	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
+		return nil, err
 	}
 	tmp, err := createPartial(o.Out)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -70,9 +69,9 @@ func DryRunTrim(pid int, pad uint64, o Options) (*report.TrimReport, error) {
 		return nil, err
 	}
 	defer t.Close()
-	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs})
+	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
+		return nil, err
 	}
 	var walk *glibc.Walk
 	held, err := whileFrozen(t, o.Timeout, func() (err error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -41,15 +42,18 @@ compresses it after the threads are released.`,
 			if f.out == "" {
 				return &usageError{msg: "snapshot needs -o FILE (see 'arenactl snapshot --help')"}
 			}
-			if fi, err := os.Stat(f.out); err == nil && fi.IsDir() {
-				return &usageError{msg: fmt.Sprintf("-o %s is a directory; give the core file's name", f.out)}
+			if err := hostfs.CheckOutput(f.out); err != nil {
+				return outputErr(err)
 			}
 			if strings.HasSuffix(f.out, ".zst") {
 				f.zstd = true
 			}
 			rep, err := inspect.Snapshot(c.Context(), parsePid(args), inspect.SnapshotOptions{Out: f.out, Full: f.full, Zstd: f.zstd, Timeout: f.timeout, DebugDirs: glibc.DefaultDebugDirs})
 			if err != nil {
-				return err
+				return outputErr(err)
+			}
+			if n := len(rep.RemovedPartials); n > 0 {
+				fmt.Fprintf(os.Stderr, "arenactl: removed %d partial file(s) an interrupted snapshot had left: %s\n", n, strings.Join(rep.RemovedPartials, " "))
 			}
 			if f.json {
 				return writeJSON(os.Stdout, snapshotJSON(rep))
@@ -58,7 +62,7 @@ compresses it after the threads are released.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&f.out, "output", "o", "", "the core file to write (replaced if it exists)")
+	c.Flags().StringVarP(&f.out, "output", "o", "", "the core file to write (a regular file there is replaced; anything else is refused)")
 	c.Flags().BoolVar(&f.full, "full", false, "also dump the stacks and all other anonymous memory (for gdb backtraces)")
 	c.Flags().BoolVar(&f.zstd, "zstd", false, "compress the core with zstd (implied by a FILE ending in .zst)")
 	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop")
@@ -113,4 +117,12 @@ func snapshotJSON(r *report.Snapshot) jsonSnapshot {
 		Full: r.Full, FrozenUs: r.Frozen.Microseconds(), Threads: r.Threads, DumpedBytes: r.Dumped, ZeroBytes: r.Zeros, RecordedBytes: r.Recorded,
 		Unreadable: r.Unreadable, Mappings: r.Mappings, DumpedMappings: r.DumpedMappings, Segments: r.Segments, AnonRSS: r.AnonRSS,
 		WalkError: r.WalkErr}
+}
+
+// outputErr turns a refused -o into a usage error that says why.
+func outputErr(err error) error {
+	if hostfs.IsNotRegular(err) {
+		return &usageError{msg: fmt.Sprintf("-o %v: snapshot writes a new file or replaces a regular one, nothing else", err)}
+	}
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -50,11 +50,13 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := createPartial(o.Out)
+	// Refused here, before anything is stopped, unless o.Out is new or
+	// a regular file (hostfs.CheckOutput).
+	tmp, err := hostfs.CreateOutput(o.Out)
 	if err != nil {
 		return nil, err
 	}
-	defer tmp.discard()
+	defer tmp.Discard()
 
 	frozen, err := t.Freeze(o.Timeout)
 	if err != nil {
@@ -74,6 +76,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 	}
 	rep.Frozen, rep.Full = held, o.Full
 	rep.Pid, rep.Exe, rep.Path = pid, t.Exe, o.Out
+	rep.RemovedPartials = tmp.Removed
 
 	rep.Size = rep.CoreSize
 	if o.Zstd {
@@ -82,46 +85,12 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 			return nil, ErrInterrupted
 		}
 	} else {
-		err = tmp.commit()
+		err = tmp.Commit()
 	}
 	if err != nil {
 		return nil, err
 	}
 	return rep, nil
-}
-
-// partial is a file written next to its final path under a hidden name:
-// commit renames it into place, discard removes it unless committed.
-type partial struct {
-	*os.File
-	path      string
-	committed bool
-}
-
-func createPartial(path string) (*partial, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-")
-	if err != nil {
-		return nil, err
-	}
-	return &partial{File: f, path: path}, nil
-}
-
-func (p *partial) commit() error {
-	if err := p.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(p.Name(), p.path); err != nil {
-		return err
-	}
-	p.committed = true
-	return nil
-}
-
-func (p *partial) discard() {
-	if !p.committed {
-		p.Close()
-		os.Remove(p.Name())
-	}
 }
 
 // writeFrozen decides what to dump and writes the core; every thread is
@@ -408,11 +377,11 @@ func readIdentity(pid int) (identity, error) {
 // (through a temporary file, renamed into place when complete) and returns
 // its size.
 func compressInto(ctx context.Context, src *os.File, path string) (int64, error) {
-	out, err := createPartial(path)
+	out, err := hostfs.CreateOutput(path)
 	if err != nil {
 		return 0, err
 	}
-	defer out.discard()
+	defer out.Discard()
 	enc, err := zstd.NewWriter(out)
 	if err != nil {
 		return 0, err
@@ -428,7 +397,7 @@ func compressInto(ctx context.Context, src *os.File, path string) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	return st.Size(), out.commit()
+	return st.Size(), out.Commit()
 }
 
 // ctxReader stops a copy when ctx is done.

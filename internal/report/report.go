@@ -148,6 +148,9 @@ type Snapshot struct {
 	AnonRSS        uint64 // the process's anonymous resident memory at the time
 	Recorded       uint64 // bytes added because the allocator walk read them
 	WalkErr        string // the recording walk failed; the core may lack some mmapped chunks' headers
+	// RemovedPartials are partial files of the same path that a killed
+	// snapshot had left, removed before this one was written.
+	RemovedPartials []string
 }
 
 // Maps is what `arenactl maps` read: every mapping classified, and the

@@ -5,6 +5,7 @@ import (
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/spf13/cobra"
 
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -37,7 +38,9 @@ func (f *coreFlags) register(c *cobra.Command) {
 // pidOrCoreArg accepts one process id or the path of a core file.
 func pidOrCoreArg(c *cobra.Command, args []string) error {
 	if len(args) == 1 && isCoreArg(args[0]) {
-		if _, err := os.Stat(args[0]); err != nil {
+		if _, err := os.Stat(args[0]); errors.Is(err, os.ErrPermission) {
+			return err // the same exit code as a core that cannot be read
+		} else if err != nil {
 			return &usageError{msg: fmt.Sprintf("%q is neither a process id nor a readable core file: %v", args[0], err)}
 		}
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/core"
@@ -69,7 +70,7 @@ func exitCode(err error) int {
 		return exitState
 	case errors.Is(err, ptrace.ErrNoProcess):
 		return exitNoProcess
-	case errors.Is(err, ptrace.ErrPermission):
+	case errors.Is(err, ptrace.ErrPermission), isFilePermission(err):
 		return exitPermission
 	case errors.As(err, &notGlibc):
 		return exitNotGlibc
@@ -87,4 +88,12 @@ func exitCode(err error) int {
 		return exitUsage // cobra's own error for a mistyped subcommand
 	}
 	return exitError
+}
+
+// isFilePermission: a file arenactl was given (a core, the directory it is
+// in, snapshot's -o) may not be read or written. Only a path's error: a
+// bare EPERM from a system call on a process means something else.
+func isFilePermission(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrPermission)
 }

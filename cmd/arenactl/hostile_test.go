@@ -1,10 +1,23 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"os/exec"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/glibc"
+
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -58,4 +71,194 @@ func TestSnapshotOutputNotRegular(t *testing.T) {
 		t.Error("the target was left traced or stopped")
 	}
 	mustQuit(t, tg)
+}
+
+// fixtureCore is the uncompressed kernel core of the 2.36 fixture, with
+// the system libc it ran with ("" when this machine lacks it).
+func fixtureCore(t *testing.T) (raw []byte, libc string) {
+	t.Helper()
+	for _, fx := range fixtures(t) {
+		if fx.version != "2.36" || fx.kind != "kernel" {
+			continue
+		}
+		b, err := os.ReadFile(fx.core)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := zstd.NewReader(nil)
+		defer d.Close()
+		raw, err := d.DecodeAll(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw, libcFileFor(t, "2.36")
+	}
+	t.Fatal("no 2.36 kernel core among the fixtures")
+	return nil, ""
+}
+
+// writeCore writes a crafted core into a temporary directory.
+func writeCore(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// expectQuickRefusal runs arenactl on a crafted input: one line and the
+// exit code, never a crash or a hang (a run past a minute counts as one;
+// the tests assert no time beyond that guard).
+func expectQuickRefusal(t *testing.T, code int, words []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, arenactl, args...)
+	r := runCmd(t, cmd)
+	if ctx.Err() != nil {
+		t.Fatalf("arenactl %s hung", strings.Join(args, " "))
+	}
+	expectRefusal(t, r, code, words...)
+}
+
+// libc's writable PT_LOAD claiming 2^45 bytes and main_arena.next zeroed:
+// the scan for main_arena read the whole mapping and ran out of memory.
+func TestCraftedCoreHugeLibcSegment(t *testing.T) {
+	raw, libc := fixtureCore(t)
+	if libc == "" {
+		t.Skip("the system libc of the 2.36 fixture is missing")
+	}
+	src := writeCore(t, "orig", raw)
+	c, err := core.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo, err := glibc.FromMemory(c.Mappings, c.WithFiles(func(string) (*os.File, error) { return nil, os.ErrNotExist }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextAt := mo.Anchors.MainArena + uint64(mo.Layout.StateNext)
+	ef, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroed, grown := false, false
+	for i, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		if p.Vaddr <= nextAt && nextAt+8 <= p.Vaddr+p.Filesz {
+			clear(raw[p.Off+nextAt-p.Vaddr:][:8])
+			zeroed = true
+			if p.Flags&elf.PF_W != 0 {
+				// That segment is libc's .data: make it claim 2^45 bytes.
+				ph := binary.LittleEndian.Uint64(raw[32:]) + uint64(i)*uint64(binary.LittleEndian.Uint16(raw[54:]))
+				binary.LittleEndian.PutUint64(raw[ph+40:], 1<<45)
+				grown = true
+			}
+		}
+	}
+	c.Close()
+	if !zeroed || !grown {
+		t.Fatalf("main_arena.next at %#x not in a writable segment of the core", nextAt)
+	}
+	crafted := writeCore(t, "huge-libc.core", raw)
+	// The segment now runs into the ones after it: refused as a core no
+	// process has (the scan for main_arena that read it whole is bounded:
+	// internal/glibc's TestScanMainArenaHugeMapping).
+	expectQuickRefusal(t, exitBadCore, []string{crafted, "overlap"}, "info", "--libc", libc, "--debug-dir", t.TempDir(), crafted)
+}
+
+// noteAt is the file offset of the header of the first note of type typ.
+func noteAt(t *testing.T, raw []byte, typ uint32) int {
+	t.Helper()
+	ef, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		for off := p.Off; off+12 <= p.Off+p.Filesz; {
+			namesz, descsz := binary.LittleEndian.Uint32(raw[off:]), binary.LittleEndian.Uint32(raw[off+4:])
+			if binary.LittleEndian.Uint32(raw[off+8:]) == typ {
+				return int(off)
+			}
+			off += 12 + uint64(namesz+3)&^3 + uint64(descsz+3)&^3
+		}
+	}
+	t.Fatalf("no note of type %#x", typ)
+	return 0
+}
+
+// Crafted inputs get one line and exit 12, quickly: an NT_FILE note of 48
+// bytes claiming 2 files (it panicked: slice bounds out of range), a FIFO
+// (open(2) blocked forever), a directory, /dev/zero and /dev/urandom
+// ("not an ELF file", "empty file" before).
+func TestCraftedCoreInputs(t *testing.T) {
+	raw, _ := fixtureCore(t)
+	n := noteAt(t, raw, 0x46494c45) // NT_FILE
+	nameEnd := n + 12 + int(binary.LittleEndian.Uint32(raw[n:])+3)&^3
+	binary.LittleEndian.PutUint32(raw[n+4:], 48)
+	binary.LittleEndian.PutUint64(raw[nameEnd:], 2)
+	ntFile := writeCore(t, "ntfile.core", raw)
+	expectQuickRefusal(t, exitBadCore, []string{ntFile, "NT_FILE claims 2 files"}, "info", ntFile)
+
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	unix.Mkfifo(fifo, 0o644)
+	for _, cmd := range []string{"info", "maps"} {
+		expectQuickRefusal(t, exitBadCore, []string{fifo, "not a regular file (a FIFO)"}, cmd, fifo)
+		expectQuickRefusal(t, exitBadCore, []string{dir, "is a directory"}, cmd, dir)
+		for _, dev := range []string{"/dev/zero", "/dev/urandom"} {
+			expectQuickRefusal(t, exitBadCore, []string{dev, "not a regular file (a character device)"}, cmd, dev)
+		}
+	}
+}
+
+// A FIFO where the core's libc (or another file it maps) should be is
+// passed over with a note, not opened for ever.
+func TestCoreLibcIsFIFO(t *testing.T) {
+	raw, _ := fixtureCore(t)
+	core := writeCore(t, "core", raw)
+	root := t.TempDir()
+	fifo := filepath.Join(root, "usr/lib/x86_64-linux-gnu/libc.so.6")
+	os.MkdirAll(filepath.Dir(fifo), 0o755)
+	unix.Mkfifo(fifo, 0o644)
+	for _, args := range [][]string{{"--sysroot", root}, {"--libc", fifo}} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		r := runCmd(t, exec.CommandContext(ctx, arenactl, append(append([]string{"info", "--json", "--debug-dir", root}, args...), core)...))
+		hung := ctx.Err() != nil
+		cancel()
+		if hung {
+			t.Fatalf("%v: arenactl hung on the FIFO", args)
+		}
+		if r.code != exitOK || !strings.Contains(r.stdout, "not a regular file (a FIFO)") {
+			t.Errorf("%v: exit %d, stderr %s, notes lack the FIFO:\n%.2000s", args, r.code, r.stderr, r.stdout)
+		}
+	}
+}
+
+// A core that may not be read, and one in a directory that may not be
+// searched, give the one permission exit code (it was 1 for the first and
+// 2 for the second).
+func TestCoreUnreadable(t *testing.T) {
+	raw, _ := fixtureCore(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	core := filepath.Join(dir, "core")
+	os.WriteFile(core, raw, 0o600)
+	closed := filepath.Join(dir, "closed")
+	os.Mkdir(closed, 0o700)
+	inClosed := filepath.Join(closed, "core")
+	os.WriteFile(inClosed, raw, 0o644)
+	closedDir := filepath.Join(dir, "closed-dir")
+	os.Mkdir(closedDir, 0o000)
+	for _, p := range []string{core, inClosed, closedDir} {
+		cmd := exec.Command(arenactl, "info", p)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		expectRefusal(t, runCmd(t, cmd), exitPermission, p, "permission denied")
+	}
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -68,7 +70,12 @@ var ErrNotInCore = errors.New("not in the core")
 // Open maps a core file. A compressed one is unpacked to a temporary file
 // first; Close removes it.
 func Open(path string) (*Core, error) {
-	f, err := os.Open(path)
+	// Only a regular file: a FIFO would block the open, a device give
+	// endless bytes or none, a directory nothing to read.
+	f, err := hostfs.OpenRegular(path)
+	if nr := (*hostfs.NotRegularError)(nil); errors.As(err, &nr) {
+		return nil, &Error{Path: path, What: strings.TrimPrefix(nr.Error(), path+": ")}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +172,16 @@ func (c *Core) load() error {
 		return c.bad("a core without threads (no NT_PRSTATUS)")
 	}
 	sort.Slice(c.segs, func(i, j int) bool { return c.segs[i].Vaddr < c.segs[j].Vaddr })
+	// Memory sizes are not bounded by the file: a segment that wraps
+	// around the address space, or runs into the next, is no process's.
+	for i, s := range c.segs {
+		if s.Vaddr+s.Memsz < s.Vaddr {
+			return c.bad("a segment at %#x claims %#x bytes, past the end of the address space", s.Vaddr, s.Memsz)
+		}
+		if i > 0 && c.segs[i-1].Vaddr+c.segs[i-1].Memsz > s.Vaddr {
+			return c.bad("segments at %#x (%#x bytes) and %#x overlap", c.segs[i-1].Vaddr, c.segs[i-1].Memsz, s.Vaddr)
+		}
+	}
 	c.Mappings = c.ownMaps
 	if c.Mappings == nil {
 		c.Mappings = c.mappings()

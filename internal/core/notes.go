@@ -115,7 +115,7 @@ func (c *Core) fileNote(d []byte) error {
 		return c.bad("NT_FILE too short")
 	}
 	n, page := le64(d), le64(d[8:])
-	if n > uint64(len(d))/24 {
+	if n > (uint64(len(d))-16)/24 { // the triples follow the two words
 		return c.bad("NT_FILE claims %d files", n)
 	}
 	names := bytes.Split(d[16+24*n:], []byte{0})

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
@@ -61,7 +62,9 @@ func (t *Target) openPath(recorded string) (*os.File, error) {
 	if !ok {
 		return nil, &os.PathError{Op: "open", Path: recorded, Err: os.ErrNotExist}
 	}
-	return os.Open(p)
+	// A regular file only: a FIFO at a path the core names would block
+	// the open for ever.
+	return hostfs.OpenRegular(p)
 }
 
 // ReadAt reads the core's memory, and the mapped files' where the core

@@ -221,17 +221,29 @@ func selfBins(st []byte, lay Layout, addr uint64) int {
 // the most self-referential bins (glibc-malloc.md §11.2).
 func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
 	best, bestN := uint64(0), 0
+	state := uint64(lay.StateSize)
 	for _, m := range l.Mappings {
 		if !m.Writable() {
 			continue
 		}
-		buf, err := readBytes(mem, m.Start, m.Size())
-		if err != nil {
-			continue
-		}
-		for off := uint64(0); off+uint64(lay.StateSize) <= uint64(len(buf)); off += 16 {
-			if n := selfBins(buf[off:off+uint64(lay.StateSize)], lay, m.Start+off); n > bestN {
-				best, bestN = m.Start+off, n
+		// main_arena is in libc's .data, within its first megabytes
+		// whatever size the mapping claims (a crafted core can claim
+		// 2^45 bytes): read that much at most, a window at a time, and
+		// go past windows memory does not have.
+		end := m.Start + min(m.Size(), maxScan)
+		buf := make([]byte, scanWindow+state)
+		for w := m.Start; w+state <= end; {
+			want := min(uint64(len(buf)), end-w)
+			got, _ := mem.ReadAt(buf[:want], w)
+			for off := uint64(0); off < scanWindow && off+state <= uint64(got); off += 16 {
+				if n := selfBins(buf[off:off+state], lay, w+off); n > bestN {
+					best, bestN = w+off, n
+				}
+			}
+			if uint64(got) == want {
+				w += scanWindow
+			} else { // on past the page memory lacks
+				w = (w + uint64(got) + pageSize) &^ (pageSize - 1)
 			}
 		}
 	}
@@ -248,7 +260,22 @@ func le(b []byte, off int64) uint64 {
 	return binary.LittleEndian.Uint64(b[off:])
 }
 
+// Bounds of scanMainArena: how far into a writable mapping, and how much
+// at a time.
+const (
+	maxScan    = 16 << 20
+	scanWindow = 1 << 20
+)
+
+// maxRead bounds one readBytes: the structures read whole (an arena, mp_,
+// headers, a note) are a few KiB; a size from damaged or crafted memory
+// must not become an allocation of terabytes.
+const maxRead = 64 << 20
+
 func readBytes(mem Memory, addr, n uint64) ([]byte, error) {
+	if n > maxRead {
+		return nil, fmt.Errorf("reading %#x: %d bytes asked, more than any structure read whole", addr, n)
+	}
 	b := make([]byte, n)
 	if _, err := mem.ReadAt(b, addr); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -118,7 +119,7 @@ func tryLibc(t *core.Target, path, memID string) (l *glibc.Libc, why string, mis
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Sprintf("libc file %s: not found", path), true
 	}
-	l, err := glibc.FindLibc(t.Mappings(), func(maps.Mapping) (*os.File, error) { return os.Open(path) })
+	l, err := glibc.FindLibc(t.Mappings(), func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(path) })
 	switch {
 	case err != nil:
 		return nil, fmt.Sprintf("libc file %s: %v", path, err), false

@@ -59,6 +59,13 @@ func OpenRegular(path string) (*os.File, error) {
 	for err == unix.EINTR {
 		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	}
+	if err == unix.ENXIO {
+		// A socket cannot be opened at all: name it, not the errno.
+		var st unix.Stat_t
+		if unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil, &NotRegularError{Path: path, Kind: kindOf(modeOf(st.Mode))}
+		}
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -1,21 +1,26 @@
 package main
 
 import (
-	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/inspect"
-	"github.com/spf13/cobra"
-
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/inspect"
 )
 
 // coreFlags say where a core's files are when it comes from another machine.
 type coreFlags struct {
-	sysroot    string
-	libc       string
-	noLibcFile bool
+	sysroot     string
+	libc        string
+	noLibcFile  bool
+	maxUnpacked sizeValue
 }
 
 // isCoreArg tells a core file from a process id: a PID is all digits.
@@ -26,12 +31,13 @@ func isCoreArg(arg string) bool {
 
 // options are the flags as inspect takes them.
 func (f coreFlags) options(debugDirs []string) inspect.CoreOptions {
-	return inspect.CoreOptions{Sysroot: f.sysroot, Options: heap.Options{DebugDirs: debugDirs, LibcFile: f.libc, NoLibcFile: f.noLibcFile}}
+	return inspect.CoreOptions{Sysroot: f.sysroot, Options: heap.Options{DebugDirs: debugDirs, LibcFile: f.libc, NoLibcFile: f.noLibcFile}, Unpack: f.maxUnpacked.unpackOptions()}
 }
 
 func (f *coreFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.sysroot, "sysroot", "", "for a core from another machine: the directory holding that machine's files (its libc at SYSROOT/usr/lib/...)")
 	c.Flags().StringVar(&f.libc, "libc", "", "for a core: the libc.so.6 the process used, wherever it is now (used only if its build-id is the core's)")
+	f.maxUnpacked.register(c)
 	c.Flags().BoolVar(&f.noLibcFile, "no-libc-file", false, "for a core: open no libc file; find the allocator from the core's memory alone (a snapshot's own note is still used)")
 }
 
@@ -46,4 +52,46 @@ func pidOrCoreArg(c *cobra.Command, args []string) error {
 		return nil
 	}
 	return pidArg(c, args)
+}
+
+// sizeValue is --max-unpacked: a byte count given as 123, 64M, 32G or 1T
+// (powers of 1024).
+type sizeValue int64
+
+func (v *sizeValue) String() string {
+	if *v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*v), 10)
+}
+
+func (v *sizeValue) Type() string { return "SIZE" }
+
+func (v *sizeValue) Set(s string) error {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(s), "ib"), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("kmgt", t[n-1]); i >= 0 {
+			mult, t = 1<<(10*(i+1)), t[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size such as 64G", s)
+	}
+	*v = sizeValue(n * mult)
+	return nil
+}
+
+func (v *sizeValue) register(c *cobra.Command) {
+	c.Flags().Var(v, "max-unpacked", fmt.Sprintf("for a compressed core: the most bytes it may unpack to (default %dG); the ELF headers' size is checked first, then the stream, in $TMPDIR", core.DefaultMaxUnpacked>>30))
+}
+
+// unpackOptions: the limit, and progress on stderr when it is a terminal.
+func (v sizeValue) unpackOptions() core.Options {
+	o := core.Options{MaxUnpacked: int64(v)}
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err == nil {
+		o.Progress = os.Stderr
+	}
+	return o
 }

@@ -42,6 +42,7 @@ func (e *usageError) Error() string { return e.msg }
 func exitCode(err error) int {
 	var (
 		badCore  *core.Error
+		tooLarge *core.TooLargeError
 		traced   *ptrace.TracedError
 		state    *ptrace.StateError
 		notGlibc *live.NotGlibcError
@@ -62,7 +63,7 @@ func exitCode(err error) int {
 		return exitInterrupted
 	case errors.As(err, &usage):
 		return exitUsage
-	case errors.As(err, &badCore):
+	case errors.As(err, &badCore), errors.As(err, &tooLarge):
 		return exitBadCore
 	case errors.As(err, &traced):
 		return exitTraced

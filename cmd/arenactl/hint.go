@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
@@ -16,6 +17,8 @@ func hint(err error) string {
 		damaged *glibc.HeapDamageError
 		locked  *glibc.LockedArenaError
 		nonGlib *live.NotGlibcError
+		large   *core.TooLargeError
+		space   *core.SpaceError
 	)
 	switch {
 	case errors.As(err, &nonGlib) && nonGlib.Allocator.Kind == glibc.AllocStatic:
@@ -24,6 +27,10 @@ func hint(err error) string {
 		return "; use --read-only"
 	case errors.As(err, &locked):
 		return "; continue the process (kill -CONT) or use --read-only"
+	case errors.As(err, &large):
+		return " (a larger --max-unpacked opens it)"
+	case errors.As(err, &space):
+		return " (free space there, or set TMPDIR to a directory with more)"
 	case errors.As(err, &memOnly):
 		return " (no libc file to read it with: give the matching one with --libc, or the machine's files with --sysroot)"
 	}

@@ -262,3 +262,89 @@ func TestCoreUnreadable(t *testing.T) {
 		expectRefusal(t, runCmd(t, cmd), exitPermission, p, "permission denied")
 	}
 }
+
+// zstdBomb is a zstd stream of head then about total zero bytes: one
+// small frame of zeros repeated.
+func zstdBomb(head []byte, total int64) []byte {
+	e, _ := zstd.NewWriter(nil)
+	defer e.Close()
+	frame := e.EncodeAll(make([]byte, 8<<20), nil)
+	out := e.EncodeAll(head, nil)
+	for n := int64(0); n < total; n += 8 << 20 {
+		out = append(out, frame...)
+	}
+	return out
+}
+
+// unpackingInto tells whether process pid has a file open in dir (the
+// unpacked copy, unlinked, shows as "dir/#inode (deleted)").
+func unpackingInto(pid int, dir string) bool {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.HasPrefix(l, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Unpacking a compressed core honours SIGINT (it ran to the end before)
+// and leaves nothing in TMPDIR, not even after SIGKILL; a bomb of zeros
+// and a core claiming more than --max-unpacked are refused at once.
+func TestUnpackHostile(t *testing.T) {
+	raw, _ := fixtureCore(t)
+	head := append([]byte(nil), raw[:64<<10]...)
+	ef, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its first PT_LOAD now claims 1 TiB of file.
+	phoff, phent := binary.LittleEndian.Uint64(raw[32:]), uint64(binary.LittleEndian.Uint16(raw[54:]))
+	for i, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			binary.LittleEndian.PutUint64(head[phoff+uint64(i)*phent+32:], 1<<40)
+			break
+		}
+	}
+	dir := t.TempDir()
+	bombPath := filepath.Join(dir, "claims-1T.core.zst")
+	os.WriteFile(bombPath, zstdBomb(head, 1<<40), 0o644)
+	zeros := filepath.Join(dir, "zeros.zst")
+	os.WriteFile(zeros, zstdBomb(nil, 16<<30), 0o644)
+
+	tmp := t.TempDir()
+	env := append(os.Environ(), "TMPDIR="+tmp)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
+		cmd := exec.Command(arenactl, "info", "--max-unpacked", "2T", bombPath)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitUntil(t, "arenactl to unpack", func() bool { return unpackingInto(cmd.Process.Pid, tmp) })
+		cmd.Process.Signal(sig)
+		cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		if sig != syscall.SIGKILL && (code != exitInterrupted || strings.Count(stderr.String(), "\n") != 1) {
+			t.Errorf("%v: exit %d, stderr %q", sig, code, stderr.String())
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("%v: left in TMPDIR: %v", sig, left)
+		}
+	}
+
+	cmd := exec.Command(arenactl, "info", bombPath)
+	cmd.Env = env
+	expectRefusal(t, runCmd(t, cmd), exitBadCore, bombPath, "more than the limit of 34359738368", "--max-unpacked")
+	cmd = exec.Command(arenactl, "maps", zeros)
+	cmd.Env = env
+	expectRefusal(t, runCmd(t, cmd), exitBadCore, zeros, "does not hold an ELF file")
+	fx := filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-kernel.core.zst")
+	cmd = exec.Command(arenactl, "info", "--max-unpacked", "1M", fx)
+	cmd.Env = env
+	expectRefusal(t, runCmd(t, cmd), exitBadCore, "more than the limit of 1048576", "--max-unpacked")
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}

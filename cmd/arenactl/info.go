@@ -34,7 +34,7 @@ stops, and nothing is written to the target's own output.`,
 			var err error
 			switch {
 			case isCoreArg(args[0]):
-				rep, err = inspect.Core(args[0], cf.options(f.debugDirs))
+				rep, err = inspect.Core(c.Context(), args[0], cf.options(f.debugDirs))
 			case readOnly:
 				rep, err = inspect.ReadOnly(parsePid(args), f.options(), !noFreeze)
 			default:

@@ -11,6 +11,7 @@ import (
 
 func newMapsCmd() *cobra.Command {
 	var all, asJSON bool
+	var maxUnpacked sizeValue
 	c := &cobra.Command{
 		Use:   "maps PID",
 		Short: "Summarize the process's memory map by class (heaps, stacks, libraries, ...) with RSS",
@@ -23,7 +24,7 @@ nothing and runs nothing in the target.`,
 			var m *report.Maps
 			var err error
 			if isCoreArg(args[0]) {
-				m, err = inspect.CoreMaps(args[0])
+				m, err = inspect.CoreMaps(c.Context(), args[0], maxUnpacked.unpackOptions())
 			} else {
 				m, err = inspect.Maps(parsePid(args))
 			}
@@ -41,5 +42,6 @@ nothing and runs nothing in the target.`,
 	}
 	c.Flags().BoolVar(&all, "all", false, "list every mapping with its class")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	maxUnpacked.register(c)
 	return c
 }

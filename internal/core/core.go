@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -27,13 +28,12 @@ type Core struct {
 	Files    []FileMapping // NT_FILE: which file backs which range
 	Mappings []maps.Mapping
 
-	segs     []segment
-	ownMaps  []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
-	zeros    []Range           // an arenactl snapshot's memory that reads as zeros
-	extra    map[uint32][]byte // arenactl notes of other types, by type
-	data     []byte            // the mapped file
-	file     *os.File
-	unpacked string // temporary file to remove on Close, for compressed cores
+	segs    []segment
+	ownMaps []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
+	zeros   []Range           // an arenactl snapshot's memory that reads as zeros
+	extra   map[uint32][]byte // arenactl notes of other types, by type
+	data    []byte            // the mapped file
+	file    *os.File
 }
 
 // segment is one PT_LOAD: memory [Vaddr, Vaddr+Memsz), of which the first
@@ -67,9 +67,15 @@ func (e *Error) Error() string { return e.Path + ": " + e.What }
 // (a PROT_NONE reservation, file text the kernel left out, a hole).
 var ErrNotInCore = errors.New("not in the core")
 
-// Open maps a core file. A compressed one is unpacked to a temporary file
-// first; Close removes it.
+// Open maps a core file, with the default Options.
 func Open(path string) (*Core, error) {
+	return OpenContext(context.Background(), path, Options{})
+}
+
+// OpenContext maps a core file. A compressed one is first unpacked to a
+// temporary file that no name links to (see Options); cancelling ctx
+// stops the unpacking.
+func OpenContext(ctx context.Context, path string, opt Options) (*Core, error) {
 	// Only a regular file: a FIFO would block the open, a device give
 	// endless bytes or none, a directory nothing to read.
 	f, err := hostfs.OpenRegular(path)
@@ -80,7 +86,7 @@ func Open(path string) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{Path: path}
-	if f, err = c.unpack(f); err != nil {
+	if f, err = c.unpack(ctx, f, opt); err != nil {
 		return nil, err
 	}
 	c.file = f
@@ -91,7 +97,7 @@ func Open(path string) (*Core, error) {
 	return c, nil
 }
 
-// Close unmaps the file and removes a temporary unpacked copy.
+// Close unmaps the file (and so frees an unpacked copy's space).
 func (c *Core) Close() error {
 	if c.data != nil {
 		unix.Munmap(c.data)
@@ -101,11 +107,26 @@ func (c *Core) Close() error {
 		c.file.Close()
 		c.file = nil
 	}
-	if c.unpacked != "" {
-		os.Remove(c.unpacked)
-		c.unpacked = ""
-	}
 	return nil
+}
+
+// identify checks the start of an ELF file (its magic already seen) for
+// an x86_64 core; it says what else it is, or "".
+func identify(hdr []byte) string {
+	if len(hdr) < 20 {
+		return "truncated: the ELF header is cut off"
+	}
+	typ, machine := elf.Type(binary.LittleEndian.Uint16(hdr[16:])), elf.Machine(binary.LittleEndian.Uint16(hdr[18:]))
+	if hdr[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
+		typ, machine = elf.Type(binary.BigEndian.Uint16(hdr[16:])), elf.Machine(binary.BigEndian.Uint16(hdr[18:]))
+	}
+	if typ != elf.ET_CORE {
+		return fmt.Sprintf("an ELF file of type %s, not a core file", typ)
+	}
+	if machine != elf.EM_X86_64 || elf.Class(hdr[elf.EI_CLASS]) != elf.ELFCLASS64 {
+		return fmt.Sprintf("a core of another architecture (%s, %s); arenactl reads x86_64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
+	}
+	return ""
 }
 
 func (c *Core) bad(format string, args ...any) error {
@@ -124,20 +145,12 @@ func (c *Core) load() error {
 	// cut-off executable or a foreign core is named as such rather than
 	// failing somewhere in its tables.
 	var hdr [20]byte
-	if n, _ := c.file.ReadAt(hdr[:], 0); n < 4 || !bytes.Equal(hdr[:4], []byte(elf.ELFMAG)) {
+	n, _ := c.file.ReadAt(hdr[:], 0)
+	if n < 4 || !bytes.Equal(hdr[:4], []byte(elf.ELFMAG)) {
 		return c.bad("not an ELF file")
-	} else if n < len(hdr) {
-		return c.bad("truncated: the ELF header is cut off")
 	}
-	typ, machine := elf.Type(binary.LittleEndian.Uint16(hdr[16:])), elf.Machine(binary.LittleEndian.Uint16(hdr[18:]))
-	if hdr[elf.EI_DATA] == byte(elf.ELFDATA2MSB) {
-		typ, machine = elf.Type(binary.BigEndian.Uint16(hdr[16:])), elf.Machine(binary.BigEndian.Uint16(hdr[18:]))
-	}
-	if typ != elf.ET_CORE {
-		return c.bad("an ELF file of type %s, not a core file", typ)
-	}
-	if machine != elf.EM_X86_64 || elf.Class(hdr[elf.EI_CLASS]) != elf.ELFCLASS64 {
-		return c.bad("a core of another architecture (%s, %s); arenactl reads x86_64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
+	if what := identify(hdr[:n]); what != "" {
+		return c.bad("%s", what)
 	}
 	ef, err := elf.NewFile(c.file)
 	if err != nil {

@@ -12,5 +12,6 @@
 // so that reading it needs no libc file.
 //
 // The file is mapped, never read whole into memory; compressed cores (zstd,
-// gzip, xz) are first unpacked to a temporary file.
+// gzip, xz) are first unpacked to an unlinked temporary file, checked from
+// their first bytes and bounded (Options). Only regular files are opened.
 package core

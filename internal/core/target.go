@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 
@@ -26,7 +27,13 @@ type Target struct {
 // OpenTarget opens the core at path as a target whose files are looked for
 // under sysroot.
 func OpenTarget(path, sysroot string) (*Target, error) {
-	c, err := Open(path)
+	return OpenTargetContext(context.Background(), path, sysroot, Options{})
+}
+
+// OpenTargetContext is OpenTarget with a compressed core unpacked as opt
+// says, stopped when ctx is cancelled.
+func OpenTargetContext(ctx context.Context, path, sysroot string, opt Options) (*Target, error) {
+	c, err := OpenContext(ctx, path, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -96,13 +96,14 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 type CoreOptions struct {
 	Sysroot string
 	heap.Options
+	Unpack core.Options // for a compressed core
 }
 
 // Core builds the info report of a core: the same read-only walk as for a
 // live process, over the core's memory (and the files it maps, for pages
 // the kernel did not dump).
-func Core(path string, o CoreOptions) (*report.Report, error) {
-	t, err := core.OpenTarget(path, o.Sysroot)
+func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, error) {
+	t, err := core.OpenTargetContext(ctx, path, o.Sysroot, o.Unpack)
 	if err != nil {
 		return nil, err
 	}

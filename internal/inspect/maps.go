@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -33,8 +34,8 @@ func Maps(pid int) (*report.Maps, error) {
 
 // CoreMaps is the memory map a core recorded, classified: sizes only, a
 // core has no RSS.
-func CoreMaps(path string) (*report.Maps, error) {
-	t, err := core.OpenTarget(path, "")
+func CoreMaps(ctx context.Context, path string, unpack core.Options) (*report.Maps, error) {
+	t, err := core.OpenTargetContext(ctx, path, "", unpack)
 	if err != nil {
 		return nil, err
 	}

@@ -244,4 +244,3 @@ func TestUnpackNoSpace(t *testing.T) {
 		t.Errorf("left: %v", left)
 	}
 }
-

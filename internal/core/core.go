@@ -32,7 +32,8 @@ type Core struct {
 	ownMaps []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
 	zeros   []Range           // an arenactl snapshot's memory that reads as zeros
 	extra   map[uint32][]byte // arenactl notes of other types, by type
-	data    []byte            // the mapped file
+	data    []byte            // the mapped file (or OpenBytes's bytes)
+	mapped  bool              // data is a mapping of file, to unmap
 	file    *os.File
 }
 
@@ -99,10 +100,11 @@ func OpenContext(ctx context.Context, path string, opt Options) (*Core, error) {
 
 // Close unmaps the file (and so frees an unpacked copy's space).
 func (c *Core) Close() error {
-	if c.data != nil {
+	if c.mapped {
 		unix.Munmap(c.data)
-		c.data = nil
+		c.mapped = false
 	}
+	c.data = nil
 	if c.file != nil {
 		c.file.Close()
 		c.file = nil
@@ -141,36 +143,55 @@ func (c *Core) load() error {
 	if st.Size() == 0 {
 		return c.bad("empty file")
 	}
+	c.data, err = unix.Mmap(int(c.file.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("%s: mapping the file: %w", c.Path, err)
+	}
+	c.mapped = true
+	return c.parse()
+}
+
+// OpenBytes reads a core held in memory (b, named path in messages); b
+// must stay unchanged while the Core is used. For tests and fuzzing: no
+// file, no unpacking.
+func OpenBytes(path string, b []byte) (*Core, error) {
+	c := &Core{Path: path, data: b}
+	if len(b) == 0 {
+		return nil, c.bad("empty file")
+	}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parse reads the core in c.data.
+func (c *Core) parse() error {
 	// The identification and type come from the fixed header, so that a
 	// cut-off executable or a foreign core is named as such rather than
 	// failing somewhere in its tables.
-	var hdr [20]byte
-	n, _ := c.file.ReadAt(hdr[:], 0)
-	if n < 4 || !bytes.Equal(hdr[:4], []byte(elf.ELFMAG)) {
+	hdr := c.data[:min(len(c.data), 20)]
+	if len(hdr) < 4 || !bytes.Equal(hdr[:4], []byte(elf.ELFMAG)) {
 		return c.bad("not an ELF file")
 	}
-	if what := identify(hdr[:n]); what != "" {
+	if what := identify(hdr); what != "" {
 		return c.bad("%s", what)
 	}
-	ef, err := elf.NewFile(c.file)
+	ef, err := elf.NewFile(bytes.NewReader(c.data))
 	if err != nil {
 		return c.bad("truncated or damaged ELF headers: %v", err)
 	}
 	defer ef.Close()
-	size := uint64(st.Size())
-	c.data, err = unix.Mmap(int(c.file.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
-	if err != nil {
-		return fmt.Errorf("%s: mapping the file: %w", c.Path, err)
-	}
+	size := uint64(len(c.data))
 	for i, p := range ef.Progs {
 		switch p.Type {
 		case elf.PT_LOAD:
-			if p.Off+p.Filesz > size {
+			if p.Filesz > size || p.Off > size-p.Filesz {
 				return c.bad("truncated: segment %d at %#x needs the file up to byte %d, the file has %d", i, p.Vaddr, p.Off+p.Filesz, size)
 			}
 			c.segs = append(c.segs, segment{Vaddr: p.Vaddr, Memsz: p.Memsz, Off: p.Off, Filesz: p.Filesz, Flags: p.Flags})
 		case elf.PT_NOTE:
-			if p.Off+p.Filesz > size {
+			if p.Filesz > size || p.Off > size-p.Filesz {
 				return c.bad("truncated: the notes need the file up to byte %d, the file has %d", p.Off+p.Filesz, size)
 			}
 			if err := c.notes(c.data[p.Off : p.Off+p.Filesz]); err != nil {

@@ -26,7 +26,7 @@ func (c *Core) Slice(addr, n uint64) []byte {
 // this process: they stay in the page cache, and slices stay valid (a page
 // touched again is mapped again).
 func (c *Core) Release() {
-	if c.data != nil {
+	if c.mapped { // never on OpenBytes's memory: it would read as zeros
 		unix.Madvise(c.data, unix.MADV_DONTNEED)
 	}
 }

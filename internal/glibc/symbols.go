@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/arenactl/arenactl/internal/hostfs"
 )
 
 // DefaultDebugDirs is where distributions install detached debug files
@@ -78,11 +80,17 @@ func debugAnchors(id string, dirs []string) (*symbolAnchors, error) {
 	if !ok {
 		return nil, errNoDebugFile
 	}
-	ef, err := elf.Open(p)
+	// A regular file only: the build-id comes from the target or a core,
+	// and a FIFO at its path would block the open for ever.
+	f, err := hostfs.OpenRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("debug file %s: %w", p, err)
 	}
-	defer ef.Close()
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("debug file %s: %w", p, err)
+	}
 	// The path only claims the build-id; a stale file left behind by an
 	// upgrade under a wrong name must not lend its addresses.
 	if got := buildID(ef); got != "" && got != id {

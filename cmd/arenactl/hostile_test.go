@@ -246,7 +246,12 @@ func TestCoreLibcIsFIFO(t *testing.T) {
 // 2 for the second).
 func TestCoreUnreadable(t *testing.T) {
 	raw, _ := fixtureCore(t)
-	dir := t.TempDir()
+	// Not under t.TempDir(), whose parent only root may search.
+	dir, err := os.MkdirTemp("", "arenactl-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
 	core := filepath.Join(dir, "core")
 	os.WriteFile(core, raw, 0o600)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/arenactl/arenactl/internal/core"
 )
 
 // endsByInterrupt marks a command for which Ctrl-C is the normal way to
@@ -30,8 +32,10 @@ func main() {
 		os.Exit(exitOK)
 	}
 	// Whatever was under way when the signal came has given its thread back
-	// by now; say so rather than a bare "context canceled".
-	if (err == nil || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
+	// by now; say so rather than a bare "context canceled" (a core's
+	// unpack, with no thread, says what it stopped).
+	var unpack *core.StoppedError
+	if (err == nil || errors.Is(err, context.Canceled) && !errors.As(err, &unpack)) && ctx.Err() != nil {
 		err = errInterrupted
 	}
 	if err != nil {

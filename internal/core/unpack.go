@@ -69,6 +69,19 @@ func (e *SpaceError) Error() string {
 	return fmt.Sprintf("%s: unpacking it into %s stopped after %d bytes written: %d bytes free there", e.Path, e.Dir, e.Written, e.Free)
 }
 
+// StoppedError is an unpack stopped by its context (a signal): nothing of
+// it is left, the temporary file having never had a name.
+type StoppedError struct {
+	Path string
+	Err  error // the context's
+}
+
+func (e *StoppedError) Error() string {
+	return "interrupted while unpacking " + e.Path + "; nothing of it was left in the temporary directory"
+}
+
+func (e *StoppedError) Unwrap() error { return e.Err }
+
 // headerLimit bounds how much of a compressed core is unpacked into memory
 // to read its ELF and program headers (a kernel core puts them first:
 // 56 bytes per mapping).
@@ -237,7 +250,7 @@ func (u *unpacker) read(b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
 		if err := u.ctx.Err(); err != nil {
-			return n, fmt.Errorf("unpacking %s: %w", u.c.Path, err)
+			return n, &StoppedError{Path: u.c.Path, Err: err}
 		}
 		m, err := u.r.Read(b[n:])
 		n += m

@@ -214,7 +214,8 @@ func TestUnpackProgressAndCancel(t *testing.T) {
 	defer cancel()
 	w := &cancelOnWrite{cancel: cancel}
 	_, err := OpenContext(ctx, p, Options{MaxUnpacked: 2 << 40, Progress: w})
-	if !errors.Is(err, context.Canceled) {
+	var stopped *StoppedError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &stopped) {
 		t.Fatalf("err %v", err)
 	}
 	out := w.buf.String()

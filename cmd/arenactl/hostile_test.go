@@ -77,11 +77,11 @@ func TestSnapshotOutputNotRegular(t *testing.T) {
 // the system libc it ran with ("" when this machine lacks it).
 func fixtureCore(t *testing.T) (raw []byte, libc string) {
 	t.Helper()
-	for _, fx := range fixtures(t) {
-		if fx.version != "2.36" || fx.kind != "kernel" {
+	for _, fx := range testutil.CoreFixtures(t) {
+		if fx.Version != "2.36" || fx.Kind != "kernel" {
 			continue
 		}
-		b, err := os.ReadFile(fx.core)
+		b, err := os.ReadFile(fx.Core)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func fixtureCore(t *testing.T) (raw []byte, libc string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return raw, libcFileFor(t, "2.36")
+		return raw, testutil.LibcFileFor(t, "2.36")
 	}
 	t.Fatal("no 2.36 kernel core among the fixtures")
 	return nil, ""

@@ -247,13 +247,20 @@ func (u *unpacker) fill(n int, what string) ([]byte, error) {
 // stream cut short is reported as truncated, never taken for a shorter
 // core.
 func (u *unpacker) read(b []byte) (int, error) {
-	n := 0
+	n, empty := 0, 0
 	for n < len(b) {
 		if err := u.ctx.Err(); err != nil {
 			return n, &StoppedError{Path: u.c.Path, Err: err}
 		}
 		m, err := u.r.Read(b[n:])
 		n += m
+		if m == 0 && err == nil {
+			if empty++; empty == 100 {
+				err = io.ErrNoProgress
+			}
+		} else {
+			empty = 0
+		}
 		switch {
 		case err == io.EOF:
 			return n, io.EOF

@@ -336,3 +336,11 @@ func (d *Diff) ClassesChanged() int {
 	}
 	return n
 }
+
+// MatchedBy says how the arenas were matched: "address" or "position".
+func (d *Diff) MatchedBy() string {
+	if d.ByAddress {
+		return "address"
+	}
+	return "position"
+}

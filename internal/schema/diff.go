@@ -93,11 +93,8 @@ type Diff struct {
 
 // NewDiff is the document of d.
 func NewDiff(d *report.Diff) Diff {
-	out := Diff{Before: diffSide(d.Before), After: diffSide(d.After), Warnings: d.Warnings, Changed: d.Changed, MatchedBy: "position",
+	out := Diff{Before: diffSide(d.Before), After: diffSide(d.After), Warnings: d.Warnings, Changed: d.Changed, MatchedBy: d.MatchedBy(),
 		Arenas: []ArenaDiff{}, Classes: []ClassDiff{}, FindingsAppeared: findingsOf(d.Appeared), FindingsCleared: findingsOf(d.Cleared)}
-	if d.ByAddress {
-		out.MatchedBy = "address"
-	}
 	for _, a := range d.Arenas {
 		out.Arenas = append(out.Arenas, ArenaDiff{Index: a.Index, IndexBefore: a.IndexBefore, Main: a.Main, Addr: a.Addr,
 			Status: string(a.Status), Growth: a.Growth, MallocDiff: mallocDiff(a.MallocDiff)})

@@ -1,0 +1,258 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// Info prints an info report as tables: the arenas, what the walk adds,
+// the memory map.
+func Info(w io.Writer, r *report.Report) error {
+	if c := r.Core; c != nil {
+		fmt.Fprintf(w, "core %s of process %d (%s, %s), %d threads, glibc %s (%s)\n", c.Path, r.Pid, c.Command, r.Exe, r.Threads, versionText(r.Libc), r.Libc.Path)
+		switch sig := syscall.Signal(c.Signal); sig {
+		case 0:
+		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGTRAP:
+			fmt.Fprintf(w, "written when thread %d received %s (fault address %#x)\n", c.CrashTid, unix.SignalName(sig), c.FaultAddr)
+		default:
+			fmt.Fprintf(w, "written when thread %d received %s\n", c.CrashTid, unix.SignalName(sig))
+		}
+		coreLibc(w, r)
+	} else {
+		fmt.Fprintf(w, "process %d (%s), %s, glibc %s (%s)\n", r.Pid, r.Exe, Plural(r.Threads, "1 thread", "%d threads"), r.Libc.Version, r.Libc.Path)
+	}
+	if in := r.Injection; in != nil {
+		others := ", no other thread was stopped"
+		if in.PreflightFrozen > 0 {
+			others = frozenForPreflight(in)
+		}
+		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s%s\n\n", in.Tid, in.Blocked, Duration(in.Stopped), others)
+	}
+	if ro := r.ReadOnly; ro != nil {
+		switch {
+		case r.Core != nil:
+			fmt.Fprintln(w, "read from the core's memory")
+		case ro.Torn:
+			fmt.Fprintln(w, "read from memory without stopping the process: threads that allocated meanwhile may have torn these numbers")
+		default:
+			fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(len(ro.Tcaches), "its thread was", "its %d threads were"), Duration(ro.Frozen))
+		}
+		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)
+	}
+	mi := r.Malloc
+	t := newTable(w, "arena", "system", "max", "in use", "free", "free%", "fast n", "fast bytes", "rest n", "rest bytes", "largest free", "heaps")
+	for i := range mi.Arenas {
+		a := &mi.Arenas[i]
+		name := strconv.Itoa(a.Index)
+		heaps := "-"
+		if a.Index == 0 {
+			name += " main"
+		} else if a.HasSubheaps {
+			heaps = strconv.FormatUint(a.Subheaps, 10)
+		}
+		fastN, fastB := "-", "-"
+		if a.HasFast {
+			fastN, fastB = strconv.FormatUint(a.FastCount, 10), Human(a.FastBytes)
+		}
+		t.Append(name, Human(a.SystemCurrent), Human(a.SystemMax), Human(a.InUse()),
+			Human(a.FreeBytes()), fmt.Sprintf("%.1f", a.FreePercent()), fastN, fastB,
+			strconv.FormatUint(a.RestCount, 10), Human(a.RestBytes), Human(a.LargestFreeClass()), heaps)
+	}
+	t.Footer(fmt.Sprintf("%d arenas", len(mi.Arenas)), Human(mi.SystemCurrent), Human(mi.SystemMax), Human(mi.InUse()),
+		Human(mi.FreeBytes()), fmt.Sprintf("%.1f", mi.FreePercent()), strconv.FormatUint(mi.FastCount, 10), Human(mi.FastBytes),
+		strconv.FormatUint(mi.RestCount, 10), Human(mi.RestBytes), "", "")
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if mi.HasMmap {
+		fmt.Fprintf(w, "mmapped chunks (outside every arena): %d, %s\n", mi.MmapCount, Human(mi.MmapBytes))
+	}
+	fmt.Fprintln(w, "in use = system - free; it includes chunks cached in threads' tcaches, which malloc_info cannot see.")
+	fmt.Fprintln(w)
+	if r.ReadOnly != nil {
+		if err := walk(w, r.ReadOnly); err != nil {
+			return err
+		}
+	}
+	return mapSummary(w, r.Maps.Classes, r.Maps.Rollup)
+}
+
+// versionText is the glibc version, or the range memory alone narrowed
+// it to.
+func versionText(l report.LibcInfo) string {
+	if l.MinVersion.IsZero() {
+		return l.Version.String()
+	}
+	return fmt.Sprintf("%s to %s", l.MinVersion, l.Version)
+}
+
+// renderCoreLibc says where a core's libc came from, and what was tried
+// and not used.
+func coreLibc(w io.Writer, r *report.Report) {
+	l := r.Libc
+	line := "libc: " + l.Source
+	if !l.MinVersion.IsZero() {
+		line += fmt.Sprintf(" (which cannot tell these versions apart: read as %s)", l.Version)
+	}
+	fmt.Fprintln(w, line)
+	for _, n := range r.Core.LibcNotes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
+// renderWalk prints what the read-only walk adds to malloc_info.
+func walk(w io.Writer, ro *report.ReadOnly) error {
+	wk := ro.Walk
+	threads := map[uint64]int{}
+	for _, tc := range ro.Tcaches {
+		if tc.Arena != 0 {
+			threads[tc.Arena]++
+		}
+	}
+	fmt.Fprintln(w, "from the chunk walk (not in malloc_info):")
+	t := newTable(w, "arena", "address", "in use", "chunks", "in tcaches", "top", "largest free chunk", "trimmable", "threads", "lock")
+	for i := range wk.Arenas {
+		a := &wk.Arenas[i]
+		inUse, chunks := "-", "-"
+		if a.Walked {
+			inUse, chunks = Human(a.InUseBytes), strconv.FormatUint(a.InUseChunks, 10)
+		}
+		lock := "free"
+		if a.Mutex != 0 {
+			lock = "held"
+		}
+		t.Append(strconv.Itoa(i), fmt.Sprintf("%#x", a.Addr), inUse, chunks, Human(a.TcacheBytes), Human(a.TopSize),
+			Human(a.LargestFree), Human(a.Trimmable()), strconv.Itoa(threads[a.Addr]), lock)
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	tcChunks, tcBytes := ro.Tcached()
+	if len(ro.Tcaches) > 0 {
+		fmt.Fprintf(w, "tcaches: %d chunks, %s across %d threads (per thread in --json)\n", tcChunks, Human(tcBytes), len(ro.Tcaches))
+	}
+	if wk.Mmapped.Count > 0 {
+		fmt.Fprintf(w, "mmapped chunks found in the map: %d, %s\n", wk.Mmapped.Count, Human(wk.Mmapped.Bytes))
+	}
+	switch {
+	case !wk.Exact && wk.Layout.GarbageUnsorted:
+		fmt.Fprintln(w, "note: this glibc prints uninitialised memory as <unsorted>; the numbers above are the true ones")
+	case !wk.Exact:
+		fmt.Fprintln(w, "note: the glibc versions the memory fits print malloc_info differently: the XML and the free totals are the newest one's")
+	}
+	if ro.TcachesSkipped != "" {
+		fmt.Fprintf(w, "tcaches: not read: %s\n", ro.TcachesSkipped)
+	}
+	for _, d := range wk.Damage {
+		fmt.Fprintf(w, "DAMAGE: %s\n", d)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func mapSummary(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup) error {
+	fmt.Fprintf(w, "memory map: RSS %s, Private_Dirty %s, Swap %s\n", Human(roll.Rss), Human(roll.PrivateDirty), Human(roll.Swap))
+	t := newTable(w, "class", "mappings", "size", "rss", "private dirty", "swap")
+	for _, c := range sum {
+		t.Append(c.Class.String(), strconv.Itoa(c.Count), Human(c.Size), Human(c.Rss), Human(c.PrivateDirty), Human(c.Swap))
+	}
+	return t.Render()
+}
+
+// Maps prints the memory map by class; with all, every mapping after it.
+func Maps(w io.Writer, m *report.Maps, all bool) error {
+	if m.FromCore {
+		fmt.Fprintln(w, "from a core: sizes only (a core records no RSS)")
+	}
+	if err := mapSummary(w, m.Summary.Classes, m.Summary.Rollup); err != nil {
+		return err
+	}
+	if !all {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "start", "end", "perms", "size", "rss", "private dirty", "class", "path")
+	for _, m := range m.Mappings {
+		t.Append(fmt.Sprintf("%x", m.Start), fmt.Sprintf("%x", m.End), m.Perms, Human(m.Size()), Human(m.Rss), Human(m.PrivateDirty), m.Class.String(), m.Path)
+	}
+	return t.Render()
+}
+
+// Trim prints what a trim did, or with --dry-run what it would do.
+func Trim(w io.Writer, r *report.TrimReport) error {
+	if r.DryRun {
+		return trimPrediction(w, r)
+	}
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) returned %d (%s) in %s; thread %d (%s) was held %s%s\n\n",
+		r.Pid, r.Libc.Version, r.Pad, r.Result, trimMeaning(r.Result), Duration(r.Injection.Call), r.Injection.Tid, r.Injection.Blocked, Duration(r.Injection.Stopped),
+		frozenForPreflight(&r.Injection))
+	t := newTable(w, "class", "rss before", "rss after", "released", "private dirty before", "private dirty after")
+	for _, row := range r.Rows() {
+		t.Append(row.Name, Human(row.RssBefore), Human(row.RssAfter), signedHuman(int64(row.RssBefore)-int64(row.RssAfter)),
+			Human(row.PdBefore), Human(row.PdAfter))
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "released: %s of RSS (%s -> %s)\n", signedHuman(r.Released()), Human(r.Before.Rollup.Rss), Human(r.After.Rollup.Rss))
+	if p := r.Prediction; p != nil {
+		fmt.Fprintf(w, "predicted: %s, from the free lists walked just before the call (--dry-run shows it per arena)\n", Human(p.Resident))
+	}
+	return nil
+}
+
+// renderTrimPrediction prints a dry run: per arena, what malloc_trim would
+// madvise or give back, and how much of it is resident now.
+func trimPrediction(w io.Writer, r *report.TrimReport) error {
+	p := r.Prediction
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) would release %s of RSS now (dry run: nothing ran in the target; every thread was stopped %s for the walk)\n\n",
+		r.Pid, r.Libc.Version, r.Pad, Human(p.Resident), Duration(r.Frozen))
+	t := newTable(w, "arena", "address", "free chunks", "trimmable", "of which top", "resident now")
+	var chunks int
+	for _, a := range p.Arenas {
+		name, top := strconv.Itoa(a.Index), "-"
+		if a.Main {
+			name += " main"
+			top = Human(a.Top)
+		}
+		chunks += a.Chunks
+		t.Append(name, fmt.Sprintf("%#x", a.Addr), strconv.Itoa(a.Chunks), Human(a.Bytes), top, Human(a.Resident))
+	}
+	t.Footer(fmt.Sprintf("%d arenas", len(p.Arenas)), "", strconv.Itoa(chunks), Human(p.Bytes), "", Human(p.Resident))
+	if err := t.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "free chunks: those holding whole pages malloc_trim would madvise; top: the main heap's top it would give back with sbrk (above --pad);")
+	fmt.Fprintln(w, "trimmable counts those pages resident or not, resident now what RSS would drop by.")
+	for _, d := range r.Damage {
+		fmt.Fprintf(w, "DAMAGE: %s\n", d)
+	}
+	if err := glibc.PreflightDamage(&glibc.Walk{Damage: r.Damage}); err != nil {
+		fmt.Fprintf(w, "a real trim would be refused: %v\n", err)
+	}
+	return nil
+}
+
+// frozenForPreflight says when every thread was stopped, briefly, before
+// the call: for the pre-flight's second walk, when the first looked damaged.
+func frozenForPreflight(in *report.Injection) string {
+	if in.PreflightFrozen == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; every thread was stopped %s before, for a second pre-flight walk (the first, made running, read lists in flux)", Duration(in.PreflightFrozen))
+}
+
+func trimMeaning(rc int) string {
+	if rc == 1 {
+		return "memory was given back"
+	}
+	return "nothing could be given back"
+}

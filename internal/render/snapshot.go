@@ -1,0 +1,30 @@
+package render
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// Snapshot says what snapshot wrote.
+func Snapshot(w io.Writer, r *report.Snapshot) {
+	size := Human(uint64(r.Size))
+	if r.Compressed {
+		size += fmt.Sprintf(" zstd (%s uncompressed)", Human(uint64(r.CoreSize)))
+	}
+	fmt.Fprintf(w, "process %d (%s): core written to %s, %s\n", r.Pid, r.Exe, r.Path, size)
+	fmt.Fprintf(w, "%d threads were frozen for %s\n", r.Threads, Duration(r.Frozen))
+	what := "heaps, libc's and the program's data, TLS, pages the allocator walk read"
+	if r.Full {
+		what = "all anonymous and written private memory"
+	}
+	fmt.Fprintf(w, "memory: %s written (%s) from %d of %d mappings, %s more listed as zeros; the process's anonymous RSS is %s\n",
+		Human(r.Dumped), what, r.DumpedMappings, r.Mappings, Human(r.Zeros), Human(r.AnonRSS))
+	if r.Unreadable > 0 {
+		fmt.Fprintf(w, "%s of it could not be read (guard pages) and is left out\n", Human(r.Unreadable))
+	}
+	if r.WalkErr != "" {
+		fmt.Fprintf(w, "warning: the allocator walk failed (%s); the core holds the heaps and libc's data but may lack mmapped chunks' headers\n", r.WalkErr)
+	}
+}

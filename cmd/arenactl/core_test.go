@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,7 +60,7 @@ func TestInfoFromCore(t *testing.T) {
 				t.Fatalf("the core's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
 			}
 			var rep jsonInfo
-			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", core).stdout), &rep); err != nil {
+			if err := decodeDoc([]byte(mustRun(t, "info", "--json", core).stdout), &rep); err != nil {
 				t.Fatal(err)
 			}
 			if rep.Core == nil || rep.Core.Signal != int(syscall.SIGABRT) || rep.Threads != 5 || len(rep.ReadOnly.Threads) != 5 {

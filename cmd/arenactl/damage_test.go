@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -100,7 +99,7 @@ func TestDamageReadOnly(t *testing.T) {
 					t.Fatalf("%v: exit %d: %s", mode, r.code, r.stderr)
 				}
 				var got jsonInfo
-				if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				if err := decodeDoc([]byte(r.stdout), &got); err != nil {
 					t.Fatalf("%v: %v\n%s", mode, err, r.stdout)
 				}
 				found := false
@@ -229,7 +228,7 @@ func TestNoHeapCheckSkipsPreflight(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "2")
 	r := mustRun(t, "info", "--json", "--no-heap-check", fmt.Sprint(tg.Pid))
 	var rep jsonInfo
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Injection == nil || rep.Injection.PreflightSkipped != "--no-heap-check" || rep.Injection.PreflightWalks != 0 {

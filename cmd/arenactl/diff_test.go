@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,7 +23,7 @@ func diffJSON(t *testing.T, a, b string) (jsonDiff, result) {
 	t.Helper()
 	r := mustRun(t, "diff", "--json", a, b)
 	var d jsonDiff
-	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &d); err != nil {
 		t.Fatalf("diff --json: %v\n%s", err, r.stdout)
 	}
 	return d, r
@@ -192,28 +191,4 @@ func TestDiffBadInput(t *testing.T) {
 	expectRefusal(t, run(t, "diff", maps, maps), exitError, "no arenas")
 	expectRefusal(t, run(t, "diff", junk, junk), exitError, "not JSON")
 	expectRefusal(t, run(t, "diff", filepath.Join(dir, "none"), junk), exitError, "no such file")
-}
-
-// Without addresses (injected malloc_info), a thread arena created between
-// the two documents is recognised: glibc links each new arena right after
-// main_arena, so the older ones are matched from the end of the list.
-func TestDiffMatchesArenasByPosition(t *testing.T) {
-	arena := func(i int, system uint64) jsonArena {
-		return jsonArena{Index: i, Main: i == 0, SystemCurrent: system, InUseBytes: system}
-	}
-	a := []jsonArena{arena(0, 100), arena(1, 200)}
-	b := []jsonArena{arena(0, 100), arena(1, 50), arena(2, 200)}
-	pairs, byAddr := matchArenas(a, b)
-	if byAddr || len(pairs) != 3 {
-		t.Fatalf("%d pairs, by address %v", len(pairs), byAddr)
-	}
-	for _, p := range pairs {
-		d := arenaDiff(p[0], p[1])
-		switch {
-		case p[1].Index == 1 && d.Status != "new":
-			t.Errorf("the new arena is %s", d.Status)
-		case p[1].Index != 1 && (d.Status != "unchanged" || p[0] == nil):
-			t.Errorf("arena %d: %s", p[1].Index, d.Status)
-		}
-	}
 }

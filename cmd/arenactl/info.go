@@ -7,7 +7,9 @@ import (
 
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
 )
 
 func newInfoCmd() *cobra.Command {
@@ -48,10 +50,10 @@ stops, and nothing is written to the target's own output.`,
 			case xml:
 				_, err = os.Stdout.Write(rep.Malloc.Raw)
 			case f.json:
-				err = writeJSON(os.Stdout, infoJSON(rep, findings))
+				err = writeJSON(os.Stdout, schema.NewInfo(rep, findings))
 			default:
-				if err = renderInfo(os.Stdout, rep); err == nil {
-					err = renderFindings(os.Stdout, findings)
+				if err = render.Info(os.Stdout, rep); err == nil {
+					err = render.Findings(os.Stdout, findings)
 				}
 			}
 			return err

@@ -5,7 +5,6 @@ import (
 
 	"github.com/arenactl/arenactl/internal/testutil"
 
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +36,7 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 	}
 	r = mustRun(t, "info", "--json", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	var got jsonInfo
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
 	}
 	if len(got.Arenas) != len(mi.Arenas) {
@@ -126,7 +125,7 @@ func TestInfoOnSingleThreadedBusyLoop(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		r := mustRun(t, "info", "--json", fmt.Sprint(tg.Pid))
 		var got jsonInfo
-		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		if err := decodeDoc([]byte(r.stdout), &got); err != nil {
 			t.Fatal(err)
 		}
 		if got.Injection.Blocked != "running" || len(got.Arenas) != 1 || got.Threads != 1 {
@@ -163,7 +162,7 @@ func TestInfoOnEveryGlibc(t *testing.T) {
 			}
 			var got jsonInfo
 			r = mustRun(t, "info", "--json", pid)
-			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			if err := decodeDoc([]byte(r.stdout), &got); err != nil {
 				t.Fatal(err)
 			}
 			if got.Libc.Version != g.Version || len(got.Arenas) != 4 {

@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -42,4 +44,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "arenactl: %v%s\n", err, hint(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// writeJSON prints a document of package schema, indented.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

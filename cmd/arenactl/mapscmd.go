@@ -1,12 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
-	"github.com/arenactl/arenactl/internal/inspect"
-	"github.com/arenactl/arenactl/internal/report"
 	"github.com/spf13/cobra"
+
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
 )
 
 func newMapsCmd() *cobra.Command {
@@ -32,12 +34,9 @@ nothing and runs nothing in the target.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(os.Stdout, mapsJSON(m.Pid, m.Summary.Classes, m.Summary.Rollup, m.Mappings, all))
+				return writeJSON(os.Stdout, schema.NewMaps(m, all))
 			}
-			if m.FromCore {
-				fmt.Println("from a core: sizes only (a core records no RSS)")
-			}
-			return renderMaps(os.Stdout, m.Summary.Classes, m.Summary.Rollup, m.Mappings, all)
+			return render.Maps(os.Stdout, m, all)
 		},
 	}
 	c.Flags().BoolVar(&all, "all", false, "list every mapping with its class")

@@ -4,7 +4,6 @@ import (
 	"github.com/arenactl/arenactl/internal/testutil"
 
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -141,7 +140,7 @@ func TestMariaDB(t *testing.T) {
 	}
 	var info jsonInfo
 	r := mustRun(t, "info", "--json", strconv.Itoa(pid))
-	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &info); err != nil {
 		t.Fatalf("info --json is not JSON: %v\n%s", err, r.stdout)
 	}
 	// glibc 2.26+ caps the arenas at 8 per CPU of the affinity mask, and 64
@@ -160,7 +159,7 @@ func TestMariaDB(t *testing.T) {
 
 	var trim jsonTrim
 	r = mustRun(t, "trim", "--json", strconv.Itoa(pid))
-	if err := json.Unmarshal([]byte(r.stdout), &trim); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &trim); err != nil {
 		t.Fatalf("trim --json is not JSON: %v\n%s", err, r.stdout)
 	}
 	if trim.Result == nil || trim.ReleasedBytes == nil || trim.Injection == nil {
@@ -218,7 +217,7 @@ func TestMariaDB(t *testing.T) {
 			var in struct {
 				Injection jsonInjection `json:"injection"`
 			}
-			if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+			if err := decodeDoc([]byte(r.stdout), &in); err != nil {
 				t.Fatalf("%s --json under load is not JSON: %v\n%s", verb, err, r.stdout)
 			}
 			stopped = append(stopped, fmt.Sprintf("%dµs", in.Injection.StoppedUs))

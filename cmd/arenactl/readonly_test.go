@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,7 +106,7 @@ func readOnlyInfo(t *testing.T, pid string, flags ...string) jsonInfo {
 	t.Helper()
 	r := mustRun(t, append(append([]string{"info", "--read-only", "--json"}, flags...), pid)...)
 	var got jsonInfo
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	if got.ReadOnly == nil {

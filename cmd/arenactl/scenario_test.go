@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +17,7 @@ func findingIDs(t *testing.T, pid int, args ...string) []string {
 	t.Helper()
 	r := mustRun(t, append(append([]string{"info", "--json"}, args...), fmt.Sprint(pid))...)
 	var rep jsonInfo
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	var ids []string

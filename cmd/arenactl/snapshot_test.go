@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,7 +22,7 @@ func snapshot(t *testing.T, pid int, path string, flags ...string) jsonSnapshot 
 	t.Helper()
 	r := mustRun(t, append([]string{"snapshot", "--json", fmt.Sprint(pid), "-o", path}, flags...)...)
 	var rep jsonSnapshot
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	fi, err := os.Stat(path)
@@ -37,7 +36,7 @@ func infoJSONOf(t *testing.T, args ...string) jsonInfo {
 	t.Helper()
 	var rep jsonInfo
 	r := mustRun(t, append([]string{"info", "--json"}, args...)...)
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	return rep

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
 
-	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -34,7 +33,7 @@ func TestStressAgainstHammeringThreads(t *testing.T) {
 			var in struct {
 				Injection jsonInjection `json:"injection"`
 			}
-			if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+			if err := decodeDoc([]byte(r.stdout), &in); err != nil {
 				t.Fatalf("run %d: %v", i, err)
 			}
 			refusals += in.Injection.Refusals

@@ -6,7 +6,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
 )
 
 func newTrimCmd() *cobra.Command {
@@ -41,9 +43,9 @@ malloc_trim(pad) would release now (the free pages that are resident).`,
 				return err
 			}
 			if f.json {
-				return writeJSON(os.Stdout, trimJSON(rep))
+				return writeJSON(os.Stdout, schema.NewTrim(rep))
 			}
-			return renderTrim(os.Stdout, rep)
+			return render.Trim(os.Stdout, rep)
 		},
 	}
 	f.register(c)

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
 
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -151,7 +150,7 @@ func trimmableFreed(t *testing.T, tg *testutil.Target) int64 {
 func trimJSONOf(t *testing.T, r result) jsonTrim {
 	t.Helper()
 	var rep jsonTrim
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("trim --json: %v\n%s", err, r.stdout)
 	}
 	return rep

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +15,9 @@ import (
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
 )
 
 type watchFlags struct {
@@ -88,7 +89,7 @@ type watcher struct {
 	json  bool
 	flags watchFlags
 
-	first, prev *jsonWatchSample
+	first, prev *report.Summary
 	n           int      // samples taken
 	rss         []uint64 // every sample's RSS, for the trend
 }
@@ -177,52 +178,42 @@ func processGone(pid int, born uint64) bool {
 
 func (w *watcher) gone() error {
 	w.summary()
-	return fmt.Errorf("process %d exited after %s: %w", w.pid, threads(w.n, "1 sample", "%d samples"), ptrace.ErrGone)
+	return fmt.Errorf("process %d exited after %s: %w", w.pid, render.Plural(w.n, "1 sample", "%d samples"), ptrace.ErrGone)
 }
 
 // add records and prints one sample.
 func (w *watcher) add(at time.Time, rep *report.Report) error {
-	s := &jsonWatchSample{Time: at.Format(time.RFC3339Nano), Sample: w.n,
-		jsonInfo: infoJSON(rep, diagnose.Diagnose(rep, diagnoseEnv(strconv.Itoa(w.pid))))}
+	findings := diagnose.Diagnose(rep, diagnoseEnv(strconv.Itoa(w.pid)))
+	s := report.Summarize(rep, diagnose.Summaries(findings))
+	// Without the monotonic reading: the summary's span is the one the
+	// printed times show.
+	s.Sample = &report.Sample{Index: w.n, Time: at.Round(0)}
 	w.n++
-	w.rss = append(w.rss, s.Maps.Process.Rss)
+	w.rss = append(w.rss, s.Rollup.Rss)
 	prev := w.prev
 	if w.first == nil {
 		w.first = s
 	}
 	w.prev = s
 	if w.json {
-		b, err := json.Marshal(s)
+		b, err := json.Marshal(schema.NewWatchSample(s.Sample.Index, at, rep, findings))
 		if err != nil {
 			return err
 		}
 		_, err = w.out.Write(append(b, '\n'))
 		return err
 	}
+	clock := render.WatchClock(w.flags.interval)
 	if prev == nil {
-		fmt.Fprintf(w.out, "watching process %d (%s), glibc %s: %s, %s\n", s.Pid, s.Exe, s.Libc.Version, w.how(), w.howLong())
-		fmt.Fprintf(w.out, sampleFormat, len(w.clock()), "time", "rss", "heap rss", "arenas", "system", "in use", "free", "free%", "tcache'd", "stopped")
+		render.WatchHeader(w.out, s, w.how()+", "+w.howLong(), clock)
 	}
-	st := sampleStats(&s.jsonInfo)
-	fmt.Fprintf(w.out, sampleFormat, len(w.clock()), at.Format(w.clock()), human(st.rss), human(st.heapRss), strconv.Itoa(len(s.Arenas)),
-		human(st.system), human(st.inUse), human(st.free), st.freePct, st.tcache, st.stopped)
+	render.WatchSample(w.out, at, clock, rep, s)
 	if prev != nil {
-		d := diffInfo(prev, s)
-		w.arenaChanges(d)
-		renderFindingChanges(w.out, d, "  ")
+		d := report.Compare(prev, s)
+		render.ArenaChanges(w.out, d, w.flags.minChange)
+		render.FindingChanges(w.out, d, "  ")
 	}
 	return nil
-}
-
-const sampleFormat = "%-*s %10s %10s %6s %10s %10s %10s %6s %10s %10s\n"
-
-// clock is how a sample's time is printed: to the millisecond when samples
-// are less than a second apart.
-func (w *watcher) clock() string {
-	if w.flags.interval < time.Second {
-		return "15:04:05.000"
-	}
-	return "15:04:05"
 }
 
 func (w *watcher) how() string {
@@ -239,77 +230,7 @@ func (w *watcher) howLong() string {
 	if w.flags.count == 0 {
 		return fmt.Sprintf("every %s until interrupted (Ctrl-C)", w.flags.interval)
 	}
-	return fmt.Sprintf("every %s, %s", w.flags.interval, threads(w.flags.count, "1 sample", "%d samples"))
-}
-
-type stats struct {
-	rss, heapRss, system, inUse, free uint64
-	freePct, tcache, stopped          string
-}
-
-// sampleStats is what a sample's line shows.
-func sampleStats(j *jsonInfo) stats {
-	st := stats{rss: j.Maps.Process.Rss, system: j.Totals.SystemCurrent, tcache: "-", stopped: "-"}
-	for _, c := range j.Maps.Classes {
-		if c.Class == "main-heap" || c.Class == "arena-heap" {
-			st.heapRss += c.Rss
-		}
-	}
-	for _, a := range j.Arenas {
-		st.inUse += a.InUseBytes
-		st.free += a.FreeBytes
-	}
-	st.freePct = "-"
-	if st.system > 0 {
-		st.freePct = fmt.Sprintf("%.1f", 100*float64(st.free)/float64(st.system))
-	}
-	if ro := j.ReadOnly; ro != nil {
-		var tc uint64
-		for _, th := range ro.Threads {
-			tc += th.TcacheBytes
-		}
-		st.tcache = human(tc)
-		if !ro.Torn {
-			st.stopped = fmtDur(time.Duration(ro.FrozenUs) * time.Microsecond)
-		}
-	}
-	if in := j.Injection; in != nil {
-		st.stopped = fmtDur(time.Duration(in.StoppedUs) * time.Microsecond)
-	}
-	return st
-}
-
-// arenaChanges prints, under a sample, the arenas that appeared or went
-// since the previous one, and those of which a measure changed by
-// --min-change or more.
-func (w *watcher) arenaChanges(d jsonDiff) {
-	for _, a := range d.Arenas {
-		var parts []string
-		switch a.Status {
-		case "unchanged":
-			continue
-		case "new":
-			parts = append(parts, "new, system "+human(a.SystemCurrent.After))
-		case "gone":
-			parts = append(parts, "gone")
-		default:
-			for _, n := range mallocDeltas(a.jsonMallocDiff) {
-				if n.d != nil && uint64(abs(n.d.Delta)) >= w.flags.minChange {
-					parts = append(parts, fmt.Sprintf("%s %s → %s", n.name, deltaHuman(n.d.Delta), human(n.d.After)))
-				}
-			}
-		}
-		if parts != nil {
-			fmt.Fprintf(w.out, "  arena %s: %s\n", arenaLabel(a), strings.Join(parts, ", "))
-		}
-	}
-}
-
-func abs(n int64) int64 {
-	if n < 0 {
-		return -n
-	}
-	return n
+	return fmt.Sprintf("every %s, %s", w.flags.interval, render.Plural(w.flags.count, "1 sample", "%d samples"))
 }
 
 // summary prints what changed from the first sample to the last, after a
@@ -318,55 +239,5 @@ func (w *watcher) summary() {
 	if w.json || w.n == 0 {
 		return
 	}
-	first, last := w.first, w.prev
-	t0, _ := time.Parse(time.RFC3339Nano, first.Time)
-	t1, _ := time.Parse(time.RFC3339Nano, last.Time)
-	fmt.Fprintf(w.out, "\nsummary of %s, %s to %s (%s)\n", threads(w.n, "1 sample", "%d samples"),
-		t0.Format(w.clock()), t1.Format(w.clock()), t1.Sub(t0).Round(time.Millisecond))
-	if w.n == 1 {
-		fmt.Fprintln(w.out, "one sample: nothing to compare")
-		return
-	}
-	lo, hi := minMax(w.rss)
-	fmt.Fprintf(w.out, "RSS trend %s (lowest %s, highest %s)\n", sparkline(w.rss, 60), human(lo), human(hi))
-	d := diffInfo(first, last)
-	if !d.Changed {
-		fmt.Fprintln(w.out, "no change from the first sample to the last: the same arenas, memory map, RSS and findings")
-		return
-	}
-	fmt.Fprintln(w.out, "from the first sample to the last:")
-	renderDiffBody(w.out, d)
-}
-
-func minMax(xs []uint64) (lo, hi uint64) {
-	lo, hi = xs[0], xs[0]
-	for _, x := range xs {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
-}
-
-// sparkline draws xs in at most width block characters, lowest to highest;
-// when there are more values than cells, a cell shows the highest of its
-// share.
-func sparkline(xs []uint64, width int) string {
-	const blocks = "▁▂▃▄▅▆▇█"
-	levels := []rune(blocks)
-	cells := xs
-	if len(xs) > width {
-		cells = make([]uint64, width)
-		for i := range cells {
-			_, cells[i] = minMax(xs[i*len(xs)/width : (i+1)*len(xs)/width])
-		}
-	}
-	lo, hi := minMax(cells)
-	var b strings.Builder
-	for _, x := range cells {
-		l := 0
-		if hi > lo {
-			l = int((x - lo) * uint64(len(levels)-1) / (hi - lo))
-		}
-		b.WriteRune(levels[l])
-	}
-	return b.String()
+	render.WatchSummary(w.out, w.n, w.first, w.prev, w.rss, render.WatchClock(w.flags.interval))
 }

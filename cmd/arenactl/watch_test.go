@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -117,13 +118,16 @@ func TestWatchJSONLines(t *testing.T) {
 			break
 		}
 		var info jsonInfo
-		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Arenas) == 0 || info.Pid != tg.Pid {
+		if err := decodeDoc([]byte(l), &info); err != nil || len(info.Arenas) == 0 || info.Pid != tg.Pid {
 			t.Fatalf("line %d is not an info document of %d: %v\n%s", len(samples), tg.Pid, err, l)
 		}
 		dec := json.NewDecoder(strings.NewReader(l))
 		dec.DisallowUnknownFields() // every name is info's, or time and sample
+		if err := dec.Decode(&schema.WatchSample{}); err != nil {
+			t.Fatalf("line %d: %v\n%s", len(samples), err, l)
+		}
 		var s jsonWatchSample
-		if err := dec.Decode(&s); err != nil {
+		if err := decodeDoc([]byte(l), &s); err != nil {
 			t.Fatalf("line %d: %v\n%s", len(samples), err, l)
 		}
 		samples = append(samples, s)
@@ -260,22 +264,4 @@ func TestWatchUsage(t *testing.T) {
 	expectRefusal(t, run(t, "watch", "--thread", "5", "1"), exitUsage, "--inject")
 	expectRefusal(t, run(t, "watch", "--inject", "--no-freeze", "1"), exitUsage, "--no-freeze")
 	expectRefusal(t, run(t, "watch", "99999999"), exitNoProcess, "process 99999999", "no such process")
-}
-
-// The sparkline spans the lowest to the highest value, and squeezes a long
-// series into its width.
-func TestWatchSparkline(t *testing.T) {
-	if got := sparkline([]uint64{1, 1, 5, 9}, 60); got != "▁▁▄█" {
-		t.Errorf("sparkline = %q", got)
-	}
-	if got := sparkline([]uint64{3, 3}, 60); got != "▁▁" {
-		t.Errorf("flat sparkline = %q", got)
-	}
-	long := make([]uint64, 1000)
-	for i := range long {
-		long[i] = uint64(i)
-	}
-	if got := []rune(sparkline(long, 60)); len(got) != 60 || got[0] != '▁' || got[59] != '█' {
-		t.Errorf("long sparkline = %q", string(got))
-	}
 }

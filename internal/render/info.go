@@ -94,7 +94,7 @@ func versionText(l report.LibcInfo) string {
 	return fmt.Sprintf("%s to %s", l.MinVersion, l.Version)
 }
 
-// renderCoreLibc says where a core's libc came from, and what was tried
+// coreLibc says where a core's libc came from, and what was tried
 // and not used.
 func coreLibc(w io.Writer, r *report.Report) {
 	l := r.Libc
@@ -108,7 +108,7 @@ func coreLibc(w io.Writer, r *report.Report) {
 	}
 }
 
-// renderWalk prints what the read-only walk adds to malloc_info.
+// walk prints what the read-only walk adds to malloc_info.
 func walk(w io.Writer, ro *report.ReadOnly) error {
 	wk := ro.Walk
 	threads := map[uint64]int{}
@@ -209,7 +209,7 @@ func Trim(w io.Writer, r *report.TrimReport) error {
 	return nil
 }
 
-// renderTrimPrediction prints a dry run: per arena, what malloc_trim would
+// trimPrediction prints a dry run: per arena, what malloc_trim would
 // madvise or give back, and how much of it is resident now.
 func trimPrediction(w io.Writer, r *report.TrimReport) error {
 	p := r.Prediction

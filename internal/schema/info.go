@@ -8,6 +8,7 @@ import (
 	"github.com/arenactl/arenactl/internal/report"
 )
 
+// Libc identifies the target's glibc.
 type Libc struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
@@ -24,6 +25,7 @@ type Libc struct {
 	VersionMin string `json:"version_min,omitempty"`
 }
 
+// Injection is the thread borrowed to run malloc_info or malloc_trim.
 type Injection struct {
 	Tid       int    `json:"tid"`
 	Blocked   string `json:"blocked_in"`
@@ -41,6 +43,7 @@ type Injection struct {
 	PreflightSkipped  string `json:"preflight_skipped,omitempty"`
 }
 
+// Size is one <size> or <unsorted> line of malloc_info.
 type Size struct {
 	From  uint64 `json:"from"`
 	To    uint64 `json:"to"`
@@ -49,6 +52,7 @@ type Size struct {
 	Fast  bool   `json:"fast"`
 }
 
+// Arena is one arena as malloc_info (or the walk, as glibc would) reports it.
 type Arena struct {
 	Index          int     `json:"index"`
 	Main           bool    `json:"main"`
@@ -71,12 +75,14 @@ type Arena struct {
 	Walk *ArenaWalk `json:"walk,omitempty"`
 }
 
+// Heap is one heap of a non-main arena.
 type Heap struct {
 	Addr         uint64 `json:"addr"`
 	Size         uint64 `json:"size"`
 	MprotectSize uint64 `json:"mprotect_size"`
 }
 
+// ArenaWalk is what the read-only walk adds to an arena.
 type ArenaWalk struct {
 	Addr            uint64 `json:"addr"`
 	Mutex           uint32 `json:"mutex"`
@@ -98,11 +104,13 @@ type ArenaWalk struct {
 	TrimmableBytes  uint64 `json:"trimmable_bytes"`
 }
 
+// TcacheBin is a chunk size and how many chunks of it.
 type TcacheBin struct {
 	Size  uint64 `json:"size"`
 	Count uint64 `json:"count"`
 }
 
+// Thread is one thread's tcache.
 type Thread struct {
 	Tid          int         `json:"tid"`
 	Arena        *int        `json:"arena"`
@@ -112,6 +120,7 @@ type Thread struct {
 	TcacheBins   []TcacheBin `json:"tcache_bins"`
 }
 
+// Damage is an inconsistency the walk found in the allocator's lists.
 type Damage struct {
 	Arena uint64 `json:"arena"`
 	Addr  uint64 `json:"addr"`
@@ -120,6 +129,7 @@ type Damage struct {
 	Hang  bool   `json:"glibc_would_hang"`
 }
 
+// Params are malloc's tunables as mp_ holds them.
 type Params struct {
 	TrimThreshold  uint64 `json:"trim_threshold"`
 	TopPad         uint64 `json:"top_pad"`
@@ -135,12 +145,14 @@ type Params struct {
 	HeapMax        uint64 `json:"heap_max"`
 }
 
+// Mmapped is the chunks mmapped outside every arena, found in the map.
 type Mmapped struct {
 	Count uint64      `json:"count"`
 	Bytes uint64      `json:"bytes"`
 	Sizes []TcacheBin `json:"sizes"`
 }
 
+// ReadOnly is what the read-only walk adds to info.
 type ReadOnly struct {
 	FrozenUs  int64    `json:"frozen_us"`
 	Torn      bool     `json:"torn"`
@@ -158,6 +170,7 @@ type ReadOnly struct {
 	TcachesSkipped string `json:"tcaches_skipped,omitempty"`
 }
 
+// Totals is malloc_info's own sums over every arena.
 type Totals struct {
 	SystemCurrent  uint64  `json:"system_current"`
 	SystemMax      uint64  `json:"system_max"`
@@ -171,6 +184,7 @@ type Totals struct {
 	MmapBytes      *uint64 `json:"mmap_bytes"`
 }
 
+// Core says which core a document comes from and why it was written.
 type Core struct {
 	Path      string `json:"path"`
 	Command   string `json:"command"`

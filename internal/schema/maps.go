@@ -4,6 +4,7 @@ import (
 	"github.com/arenactl/arenactl/internal/report"
 )
 
+// Class is one memory-map class.
 type Class struct {
 	Class        string `json:"class"`
 	Count        int    `json:"count"`
@@ -14,6 +15,7 @@ type Class struct {
 	Swap         uint64 `json:"swap"`
 }
 
+// Rollup is the process's smaps_rollup.
 type Rollup struct {
 	Rss          uint64 `json:"rss"`
 	Pss          uint64 `json:"pss"`
@@ -30,6 +32,7 @@ type MapsSummary struct {
 	Mappings []Mapping `json:"mappings,omitempty"`
 }
 
+// Mapping is one mapping, with maps --all.
 type Mapping struct {
 	Start        uint64 `json:"start"`
 	End          uint64 `json:"end"`

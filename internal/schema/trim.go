@@ -4,6 +4,7 @@ import (
 	"github.com/arenactl/arenactl/internal/report"
 )
 
+// TrimClass is one heap class (or the process) before and after a trim.
 type TrimClass struct {
 	Class              string `json:"class"`
 	RssBefore          uint64 `json:"rss_before"`
@@ -12,7 +13,7 @@ type TrimClass struct {
 	PrivateDirtyAfter  uint64 `json:"private_dirty_after"`
 }
 
-// Trim is the trim report. With --dry-run nothing ran: result,
+// Trim is the document of trim --json. With --dry-run nothing ran: result,
 // injection and released_bytes are null and classes is empty.
 type Trim struct {
 	Pid           int         `json:"pid"`
@@ -29,6 +30,7 @@ type Trim struct {
 	Prediction     *TrimPrediction `json:"prediction"`
 }
 
+// TrimPrediction is what the free lists said malloc_trim would release.
 type TrimPrediction struct {
 	// Torn: walked without stopping the process (before a real trim);
 	// FrozenUs: with --dry-run, how long every thread was stopped.
@@ -40,6 +42,7 @@ type TrimPrediction struct {
 	Damage         []Damage    `json:"damage"` // --dry-run: what the walk found
 }
 
+// ArenaTrim is the prediction for one arena.
 type ArenaTrim struct {
 	Index          int    `json:"index"`
 	Main           bool   `json:"main"`

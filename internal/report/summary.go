@@ -25,9 +25,11 @@ type Summary struct {
 	SystemCurrent uint64
 	// MmapBytes is nil when glibc prints no mmap total (up to 2.19).
 	MmapBytes *uint64
-	Rollup    maps.Rollup
-	Classes   []ClassMeasures
-	Findings  []Finding
+	// Rollup holds the process's counters a document carries: RSS, PSS,
+	// Private_Dirty and _Clean, Anonymous, Swap.
+	Rollup   maps.Rollup
+	Classes  []ClassMeasures
+	Findings []Finding
 }
 
 // Sample says which sample of a watch a summary is.
@@ -70,8 +72,10 @@ type Finding struct {
 // compared by.
 func Summarize(r *Report, fs []Finding) *Summary {
 	mi := r.Malloc
-	s := &Summary{Pid: r.Pid, Exe: r.Exe, Glibc: r.Libc.Version.String(), SystemCurrent: mi.SystemCurrent,
-		Rollup: r.Maps.Rollup, Findings: fs}
+	roll := r.Maps.Rollup
+	s := &Summary{Pid: r.Pid, Exe: r.Exe, Glibc: r.Libc.Version.String(), SystemCurrent: mi.SystemCurrent, Findings: fs,
+		Rollup: maps.Rollup{Rss: roll.Rss, Pss: roll.Pss, PrivateDirty: roll.PrivateDirty, PrivateClean: roll.PrivateClean,
+			Anonymous: roll.Anonymous, Swap: roll.Swap}}
 	if mi.HasMmap {
 		s.MmapBytes = ptr(mi.MmapBytes)
 	}

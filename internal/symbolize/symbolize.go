@@ -1,0 +1,224 @@
+// Package symbolize owns naming a target's code addresses: the module, the
+// function (from .symtab, or .dynsym when the file is stripped; C++ names
+// demangled with github.com/ianlancetaylor/demangle, as pprof does) and,
+// when debug info is found (the module's own, or a separate debug file by
+// build-id or .gnu_debuglink, as addr2line and gdb look), the file and
+// line. Everything is parsed once per module and kept: a profile asks for
+// the same addresses again and again.
+package symbolize
+
+import (
+	"debug/elf"
+	"sort"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+
+	"github.com/arenactl/arenactl/internal/module"
+)
+
+// Location is what is known of one address.
+type Location struct {
+	Addr     uint64
+	Module   string // the module's path as mapped; "" when in none
+	BuildID  string
+	Offset   uint64 // Addr in the module's file terms (Addr - load bias)
+	Function string // demangled, without parameters; "" when no symbol covers Addr
+	Mangled  string // the symbol as in the file
+	FuncOff  uint64 // Addr - the function's start
+	File     string // from the line table, when debug info was found
+	Line     int
+	// Inlined is set when Addr is in code inlined from other functions:
+	// innermost first, each function with the file:line Addr is at inside
+	// it; the last is the function it all was inlined into (Function).
+	// File/Line above are the innermost's. From DWARF only.
+	Inlined []InlinedCall
+}
+
+// InlinedCall is one function of an inline chain.
+type InlinedCall struct {
+	Function string
+	File     string // where Addr is, inside this function
+	Line     int
+}
+
+// Symbolizer names addresses of one target. Not safe for concurrent use.
+type Symbolizer struct {
+	mods  *module.Table
+	syms  map[*module.Module]*modInfo
+	cache map[uint64]Location
+}
+
+// New makes a symbolizer over a target's module table (shared with the
+// unwinder).
+func New(mods *module.Table) *Symbolizer {
+	return &Symbolizer{mods: mods, syms: map[*module.Module]*modInfo{}, cache: map[uint64]Location{}}
+}
+
+const maxCachedLocations = 1 << 16
+
+// Symbolize names addr. Addresses of call sites should be given as the
+// unwinder's Frame.LookupPC (inside the call, not the return address).
+func (s *Symbolizer) Symbolize(addr uint64) Location {
+	if loc, ok := s.cache[addr]; ok {
+		return loc
+	}
+	loc := s.symbolize(addr)
+	if len(s.cache) >= maxCachedLocations {
+		clear(s.cache)
+	}
+	s.cache[addr] = loc
+	return loc
+}
+
+// Forget drops what was cached, after the module table was refreshed
+// (an address may now belong to another module).
+func (s *Symbolizer) Forget() {
+	clear(s.cache)
+	live := map[*module.Module]bool{}
+	for _, m := range s.mods.Modules() {
+		live[m] = true
+	}
+	for m := range s.syms {
+		if !live[m] {
+			delete(s.syms, m)
+		}
+	}
+}
+
+func (s *Symbolizer) symbolize(addr uint64) Location {
+	loc := Location{Addr: addr}
+	mod, ok := s.mods.Lookup(addr)
+	if !ok {
+		return loc
+	}
+	loc.Module, loc.BuildID, loc.Offset = mod.Path, mod.BuildID(), addr-mod.Bias
+	mi := s.syms[mod]
+	if mi == nil {
+		mi = load(mod)
+		s.syms[mod] = mi
+	}
+	if sym, ok := mi.symbolAt(loc.Offset); ok {
+		loc.Mangled, loc.FuncOff = sym.name, loc.Offset-sym.addr
+		loc.Function = Demangle(sym.name)
+	}
+	if mi.dw != nil {
+		loc.File, loc.Line = mi.dw.line(loc.Offset)
+		loc.Inlined = mi.dw.inlined(loc.Offset, loc.File, loc.Line)
+		if loc.Function == "" && len(loc.Inlined) == 0 {
+			loc.Function = mi.dw.function(loc.Offset)
+		}
+	}
+	return loc
+}
+
+// Demangle turns a C++ (Itanium ABI) or Rust symbol into its source name
+// without parameter lists (templates kept: "b<int>::step"), as pprof's
+// "templates" mode shows; other names are returned unchanged.
+func Demangle(name string) string {
+	if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") {
+		return name
+	}
+	return demangle.Filter(name, demangle.NoParams, demangle.NoEnclosingParams, demangle.NoClones)
+}
+
+type symbol struct {
+	addr, size uint64
+	name       string
+}
+
+type modInfo struct {
+	syms []symbol // sorted by address, one per address
+	dw   *dwarfInfo
+}
+
+func load(mod *module.Module) *modInfo {
+	mi := &modInfo{}
+	ef, err := mod.ELF()
+	if err != nil {
+		return mi
+	}
+	dbg, _ := mod.Debug()
+	var all []elf.Symbol
+	for _, f := range []*elf.File{ef, dbg} {
+		if f == nil {
+			continue
+		}
+		if ss, err := f.Symbols(); err == nil {
+			all = append(all, ss...)
+		}
+		if f == ef {
+			if ss, err := f.DynamicSymbols(); err == nil {
+				all = append(all, ss...)
+			}
+		}
+	}
+	mi.syms = funcSymbols(all)
+	if dbg != nil {
+		if d, err := dbg.DWARF(); err == nil {
+			mi.dw = newDwarfInfo(d)
+		}
+	}
+	return mi
+}
+
+// funcSymbols keeps function symbols, one per address: of aliases
+// (malloc, __libc_malloc, __GI___libc_malloc) the global one with the
+// fewest leading underscores, as a reader would name it.
+func funcSymbols(all []elf.Symbol) []symbol {
+	better := func(a, b elf.Symbol) bool {
+		ga, gb := elf.ST_BIND(a.Info) == elf.STB_GLOBAL, elf.ST_BIND(b.Info) == elf.STB_GLOBAL
+		if ga != gb {
+			return ga
+		}
+		wa, wb := elf.ST_BIND(a.Info) == elf.STB_WEAK, elf.ST_BIND(b.Info) == elf.STB_WEAK
+		if wa != wb {
+			return wa
+		}
+		ua := len(a.Name) - len(strings.TrimLeft(a.Name, "_"))
+		ub := len(b.Name) - len(strings.TrimLeft(b.Name, "_"))
+		if ua != ub {
+			return ua < ub
+		}
+		if len(a.Name) != len(b.Name) {
+			return len(a.Name) < len(b.Name)
+		}
+		return a.Name < b.Name
+	}
+	best := map[uint64]elf.Symbol{}
+	for _, s := range all {
+		t := elf.ST_TYPE(s.Info)
+		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF || s.Name == "" {
+			continue
+		}
+		if i := strings.IndexByte(s.Name, '@'); i > 0 { // versioned names from some readers
+			s.Name = s.Name[:i]
+		}
+		if o, ok := best[s.Value]; !ok || better(s, o) || (o.Size == 0 && s.Size != 0) {
+			if ok && s.Size == 0 && o.Size != 0 {
+				s.Size = o.Size
+			}
+			best[s.Value] = s
+		}
+	}
+	out := make([]symbol, 0, len(best))
+	for _, s := range best {
+		out = append(out, symbol{s.Value, s.Size, s.Name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	return out
+}
+
+func (mi *modInfo) symbolAt(vaddr uint64) (symbol, bool) {
+	s := mi.syms
+	i := sort.Search(len(s), func(i int) bool { return s[i].addr > vaddr }) - 1
+	if i < 0 {
+		return symbol{}, false
+	}
+	// A sized symbol must cover vaddr; an unsized one (hand-written
+	// assembly) is taken to reach the next symbol.
+	if s[i].size != 0 && vaddr >= s[i].addr+s[i].size {
+		return symbol{}, false
+	}
+	return s[i], true
+}

@@ -1,0 +1,264 @@
+package unwind
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/go-delve/delve/pkg/dwarf/frame"
+
+	"github.com/arenactl/arenactl/internal/module"
+)
+
+// DWARF register numbers of x86-64 (System V psABI, figure 3.36).
+const (
+	regRAX = 0
+	regRDX = 1
+	regRCX = 2
+	regRBX = 3
+	regRSI = 4
+	regRDI = 5
+	regRBP = 6
+	regRSP = 7
+	regR8  = 8
+	regR15 = 15
+	regRA  = 16 // the return address column: the caller's rip
+	nRegs  = 17
+)
+
+// ruleKind is how one register (or the CFA) is recovered in the caller.
+type ruleKind uint8
+
+const (
+	ruleSame      ruleKind = iota // unchanged (callee-saved and not saved, or unmentioned)
+	ruleUndefined                 // not recoverable (for the return address: the outermost frame)
+	ruleOffset                    // saved at CFA+off
+	ruleValOffset                 // is CFA+off
+	ruleRegister                  // is in register reg
+	ruleExpr                      // saved at the address expr computes (CFA pushed first)
+	ruleValExpr                   // is what expr computes (CFA pushed first)
+	ruleCFAReg                    // CFA only: reg+off
+	ruleCFAExpr                   // CFA only: expr
+)
+
+type rule struct {
+	kind ruleKind
+	reg  uint8
+	off  int64
+	expr []byte
+}
+
+// row is one line of a module's CFI table, compiled for one address: how
+// to find the CFA and the caller's registers there. Rows are cached by
+// address, since a profile sees the same return addresses again and again.
+type row struct {
+	cfa    rule
+	regs   [nRegs]rule
+	method Method
+	// signal: this frame is a signal trampoline ('S' augmentation, or
+	// __restore_rt recognized by its code); the caller's pc is where it was
+	// interrupted, not a return address.
+	signal bool
+}
+
+// cfi is a module's parsed call frame information, addresses in the file's
+// terms (before the load bias).
+type cfi struct {
+	fdes  []*frame.FrameDescriptionEntry // sorted by begin
+	plts  [][3]uint64                    // [start, end, kind] of PLT sections: 1 .plt, 2 .plt.sec/.plt.got
+	rows  map[uint64]*row
+	err   error // why there is no CFI at all
+	textS uint64
+}
+
+const maxCachedRows = 1 << 16
+
+func loadCFI(m *module.Module) *cfi {
+	c := &cfi{rows: map[uint64]*row{}}
+	ef, err := m.ELF()
+	if err != nil {
+		c.err = err
+		return c
+	}
+	var all []*frame.FrameDescriptionEntry
+	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+		if fdes, err := parseFrames(s, true); err == nil {
+			all = append(all, fdes...)
+		} else {
+			c.err = err
+		}
+	}
+	// .debug_frame, in the file itself or its separate debug file, covers
+	// what .eh_frame may leave out (code built -fno-asynchronous-unwind-tables
+	// -g); where both describe a function, .eh_frame's entry comes first
+	// and wins (they describe the same code).
+	for _, f := range []*elf.File{ef, debugOf(m, ef)} {
+		if f == nil {
+			continue
+		}
+		if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+			if fdes, err := parseFrames(s, false); err == nil {
+				all = append(all, fdes...)
+			}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Begin() < all[j].Begin() })
+	c.fdes = all
+	for _, s := range ef.Sections {
+		switch s.Name {
+		case ".plt":
+			c.plts = append(c.plts, [3]uint64{s.Addr, s.Addr + s.Size, 1})
+		case ".plt.sec", ".plt.got":
+			c.plts = append(c.plts, [3]uint64{s.Addr, s.Addr + s.Size, 2})
+		}
+	}
+	return c
+}
+
+func debugOf(m *module.Module, own *elf.File) *elf.File {
+	d, _ := m.Debug()
+	if d == own {
+		return nil
+	}
+	return d
+}
+
+// parseFrames parses .eh_frame or .debug_frame with delve's parser, which
+// assumes well-formed input: a file that makes it panic has no usable CFI.
+func parseFrames(s *elf.Section, eh bool) (fdes frame.FrameDescriptionEntries, err error) {
+	data, err := s.Data()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			fdes, err = nil, fmt.Errorf("malformed %s: %v", s.Name, r)
+		}
+	}()
+	ehAddr := uint64(0)
+	if eh {
+		ehAddr = s.Addr
+		if ehAddr == 0 { // delve reads 0 as "this is .debug_frame"
+			return nil, fmt.Errorf("%s at address 0", s.Name)
+		}
+	}
+	fdes, err = frame.Parse(data, binary.LittleEndian, 0, 8, ehAddr)
+	// Zero-length entries (left by the linker for discarded code) would
+	// shadow real ones in the search.
+	out := fdes[:0]
+	for _, f := range fdes {
+		if f != nil && f.CIE != nil && f.End() > f.Begin() {
+			out = append(out, f)
+		}
+	}
+	return out, err
+}
+
+func (c *cfi) fdeFor(vaddr uint64) *frame.FrameDescriptionEntry {
+	f := c.fdes
+	i := sort.Search(len(f), func(i int) bool { return f[i].Begin() > vaddr }) - 1
+	// Entries may nest or overlap after merging two sections: look back a
+	// few for one that covers vaddr.
+	for k := 0; i >= 0 && k < 4; i, k = i-1, k+1 {
+		if f[i].Cover(vaddr) {
+			return f[i]
+		}
+	}
+	return nil
+}
+
+func (c *cfi) pltKind(vaddr uint64) uint64 {
+	for _, p := range c.plts {
+		if vaddr >= p[0] && vaddr < p[1] {
+			return p[2]
+		}
+	}
+	return 0
+}
+
+// rowFor compiles (and caches) the row at vaddr; nil when no FDE covers it.
+func (c *cfi) rowFor(vaddr uint64) *row {
+	if r, ok := c.rows[vaddr]; ok {
+		return r
+	}
+	r := c.compile(vaddr)
+	if len(c.rows) >= maxCachedRows {
+		clear(c.rows)
+	}
+	c.rows[vaddr] = r
+	return r
+}
+
+func (c *cfi) compile(vaddr uint64) (r *row) {
+	fde := c.fdeFor(vaddr)
+	if fde == nil {
+		return nil
+	}
+	defer func() {
+		if recover() != nil { // delve's interpreter panics on truncated programs
+			r = nil
+		}
+	}()
+	fc, err := fde.EstablishFrame(vaddr)
+	if err != nil {
+		return nil
+	}
+	r = &row{method: MethodCFI}
+	for i := range r.regs {
+		r.regs[i] = rule{kind: ruleSame}
+	}
+	switch fc.CFA.Rule {
+	case frame.RuleCFA:
+		if fc.CFA.Reg >= nRegs {
+			return nil
+		}
+		r.cfa = rule{kind: ruleCFAReg, reg: uint8(fc.CFA.Reg), off: fc.CFA.Offset}
+	case frame.RuleExpression:
+		r.cfa = rule{kind: ruleCFAExpr, expr: fc.CFA.Expression}
+	default:
+		return nil
+	}
+	for reg, dr := range fc.Regs {
+		if reg >= nRegs {
+			continue
+		}
+		var ru rule
+		switch dr.Rule {
+		case frame.RuleUndefined:
+			ru = rule{kind: ruleUndefined}
+		case frame.RuleSameVal:
+			ru = rule{kind: ruleSame}
+		case frame.RuleOffset:
+			ru = rule{kind: ruleOffset, off: dr.Offset}
+		case frame.RuleValOffset:
+			ru = rule{kind: ruleValOffset, off: dr.Offset}
+		case frame.RuleRegister:
+			if dr.Reg >= nRegs {
+				ru = rule{kind: ruleUndefined}
+			} else {
+				ru = rule{kind: ruleRegister, reg: uint8(dr.Reg)}
+			}
+		case frame.RuleExpression:
+			ru = rule{kind: ruleExpr, expr: dr.Expression}
+		case frame.RuleValExpression:
+			ru = rule{kind: ruleValExpr, expr: dr.Expression}
+		default:
+			ru = rule{kind: ruleUndefined}
+		}
+		r.regs[reg] = ru
+	}
+	if fc.RetAddrReg != regRA {
+		if fc.RetAddrReg >= nRegs {
+			return nil
+		}
+		r.regs[regRA] = r.regs[fc.RetAddrReg]
+	}
+	for _, ch := range fde.CIE.Augmentation {
+		if ch == 'S' {
+			r.signal = true
+			r.method = MethodSignal
+		}
+	}
+	return r
+}

@@ -163,22 +163,27 @@ func load(mod *module.Module) *modInfo {
 }
 
 // funcSymbols keeps function symbols, one per address: of aliases
-// (malloc, __libc_malloc, __GI___libc_malloc) the global one with the
-// fewest leading underscores, as a reader would name it.
+// (malloc, __libc_malloc, __GI___libc_malloc; read, __read, __libc_read)
+// the one with the fewest leading underscores, global before weak before
+// local, as a reader would name it.
 func funcSymbols(all []elf.Symbol) []symbol {
 	better := func(a, b elf.Symbol) bool {
-		ga, gb := elf.ST_BIND(a.Info) == elf.STB_GLOBAL, elf.ST_BIND(b.Info) == elf.STB_GLOBAL
-		if ga != gb {
-			return ga
-		}
-		wa, wb := elf.ST_BIND(a.Info) == elf.STB_WEAK, elf.ST_BIND(b.Info) == elf.STB_WEAK
-		if wa != wb {
-			return wa
-		}
 		ua := len(a.Name) - len(strings.TrimLeft(a.Name, "_"))
 		ub := len(b.Name) - len(strings.TrimLeft(b.Name, "_"))
 		if ua != ub {
 			return ua < ub
+		}
+		rank := func(s elf.Symbol) int {
+			switch elf.ST_BIND(s.Info) {
+			case elf.STB_GLOBAL:
+				return 0
+			case elf.STB_WEAK:
+				return 1
+			}
+			return 2
+		}
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
 		}
 		if len(a.Name) != len(b.Name) {
 			return len(a.Name) < len(b.Name)

@@ -1,0 +1,258 @@
+package unwind_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// stackMax is how much of a stack the tests copy: enough for the chain
+// and a signal frame with its xsave area; the profiler copies 8 KiB.
+const stackMax = 64 << 10
+
+// named is a frame with its location.
+type named struct {
+	unwind.Frame
+	symbolize.Location
+}
+
+func symbolizeTrace(s *symbolize.Symbolizer, tr unwind.Trace) []named {
+	out := make([]named, len(tr.Frames))
+	for i, f := range tr.Frames {
+		out[i] = named{f, s.Symbolize(f.LookupPC())}
+	}
+	return out
+}
+
+func dump(fs []named, tr unwind.Trace) string {
+	var b strings.Builder
+	for i, f := range fs {
+		fmt.Fprintf(&b, "#%-2d %#x %-28s %s:%d  [%s] exact=%v via=%s\n", i, f.PC, f.Function,
+			filepath.Base(f.File), f.Location.Line, filepath.Base(f.Location.Module), f.Exact, f.Method)
+	}
+	fmt.Fprintf(&b, "stop: %s truncated=%v\n", tr.Stop, tr.Truncated)
+	return b.String()
+}
+
+// sourceLine is the 1-based line of testdata/unwind/file holding marker.
+func sourceLine(t testing.TB, file, marker string) int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(testutil.RepoRoot(t), "testdata", "unwind", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if strings.Contains(sc.Text(), marker) {
+			return n
+		}
+	}
+	t.Fatalf("%q not in %s", marker, file)
+	return 0
+}
+
+// indexOf is the first frame named fn at or after from, -1 if none.
+func indexOf(fs []named, fn string, from int) int {
+	for i := from; i < len(fs); i++ {
+		if fs[i].Function == fn {
+			return i
+		}
+	}
+	return -1
+}
+
+// expectRun checks that the frames from i on are named want, in order.
+func expectRun(t *testing.T, fs []named, i int, want []string, ctx string) {
+	t.Helper()
+	if i < 0 || i+len(want) > len(fs) {
+		t.Fatalf("chain %v not found:\n%s", want, ctx)
+	}
+	for k, w := range want {
+		if fs[i+k].Function != w {
+			t.Fatalf("frame #%d is %q, want %q (chain %v):\n%s", i+k, fs[i+k].Function, w, want, ctx)
+		}
+	}
+}
+
+var chainVariants = []struct {
+	name  string
+	flags []string
+}{
+	{"pie", []string{"-pie", "-fPIE"}},
+	{"nopie", []string{"-no-pie", "-fno-pie"}},
+	// No .eh_frame for the executable's own code: its CFI is in
+	// .debug_frame only.
+	{"debugframe", []string{"-fno-exceptions", "-fno-asynchronous-unwind-tables"}},
+}
+
+// TestUnwindChain unwinds a thread parked at the end of
+// main-less chain_main -> a::runner::run -> b<int>::step -> lib::c ->
+// nd::d -> leaf_wait -> read, built -O2 -fomit-frame-pointer, PIE and not,
+// with .eh_frame and with .debug_frame only.
+func TestUnwindChain(t *testing.T) {
+	for _, v := range chainVariants {
+		t.Run(v.name, func(t *testing.T) {
+			b := buildChain(t, v.name, v.flags...)
+			ct := startChain(t, b)
+			lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
+			mods := module.NewTable(lt, b.debugDir)
+			defer mods.Close()
+			u := unwind.New(mods)
+			tr := u.Unwind(smp.regs, smp.stack)
+			fs := symbolizeTrace(symbolize.New(mods), tr)
+			ctx := dump(fs, tr)
+			t.Logf("\n%s", ctx)
+
+			if tr.Stop != unwind.StopEnd || tr.Truncated {
+				t.Errorf("stopped with %s, want the outermost frame reached:\n%s", tr.Stop, ctx)
+			}
+			if !strings.Contains(fs[0].Location.Module, "libc.so") {
+				t.Errorf("leaf frame not in libc (the thread is in read):\n%s", ctx)
+			}
+			i := indexOf(fs, "leaf_wait", 0)
+			expectRun(t, fs, i, []string{"leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+			for k := 0; k < i; k++ {
+				if !strings.Contains(fs[k].Location.Module, "libc.so") {
+					t.Errorf("frame #%d before leaf_wait is not in libc:\n%s", k, ctx)
+				}
+			}
+			// Nothing here has a frame pointer: every step is by CFI.
+			for k := i; k < i+6; k++ {
+				if fs[k].Method != unwind.MethodCFI {
+					t.Errorf("frame #%d unwound by %s, want cfi:\n%s", k, fs[k].Method, ctx)
+				}
+			}
+			if f := fs[i]; filepath.Base(f.File) != "chain.cpp" || f.Location.Line != sourceLine(t, "chain.cpp", "int r = read(park_fd[0]") {
+				t.Errorf("leaf_wait at %s:%d, want chain.cpp:%d", f.File, f.Location.Line, sourceLine(t, "chain.cpp", "int r = read(park_fd[0]"))
+			}
+			// lib::c's line comes from the separate debug file (by build-id
+			// under the debug directory); nd::d has none.
+			if f := fs[i+2]; filepath.Base(f.File) != "lib_dbg.cpp" || f.Location.Line != sourceLine(t, "lib_dbg.cpp", "int r = nd::d(") {
+				t.Errorf("lib::c at %s:%d, want lib_dbg.cpp:%d", f.File, f.Location.Line, sourceLine(t, "lib_dbg.cpp", "int r = nd::d("))
+			}
+			if f := fs[i+1]; f.File != "" || !strings.HasSuffix(f.Location.Module, "libchain_nodbg.so") {
+				t.Errorf("nd::d: file %q module %q, want no file, in libchain_nodbg.so", f.File, f.Location.Module)
+			}
+			if f := fs[i+3]; f.Mangled != "_ZN1bIiE4stepEi" {
+				t.Errorf("b<int>::step's symbol is %q", f.Mangled)
+			}
+			ct.quit(t)
+		})
+	}
+}
+
+// TestUnwindSignalFrame unwinds a signal handler parked in read() through
+// the kernel's signal frame into the code it interrupted.
+func TestUnwindSignalFrame(t *testing.T) {
+	b := buildChain(t, "pie", chainVariants[0].flags...)
+	ct := startChain(t, b)
+	if got := ct.Send("signal"); got != "handling" {
+		t.Fatalf("signal: %q", got)
+	}
+	lt, smp := freezeSample(t, ct.Pid, ct.sigTid, stackMax)
+	mods := module.NewTable(lt, b.debugDir)
+	defer mods.Close()
+	tr := unwind.New(mods).Unwind(smp.regs, smp.stack)
+	fs := symbolizeTrace(symbolize.New(mods), tr)
+	ctx := dump(fs, tr)
+	t.Logf("\n%s", ctx)
+	if tr.Stop != unwind.StopEnd {
+		t.Errorf("stopped with %s:\n%s", tr.Stop, ctx)
+	}
+	i := indexOf(fs, "handler_park", 0)
+	expectRun(t, fs, i, []string{"handler_park", "on_signal"}, ctx)
+	sig := i + 2
+	if sig >= len(fs) || fs[sig].Method != unwind.MethodSignal || !strings.Contains(fs[sig].Location.Module, "libc.so") {
+		t.Fatalf("frame #%d is not libc's signal trampoline:\n%s", sig, ctx)
+	}
+	if fs[sig].Function != "__restore_rt" {
+		t.Errorf("the trampoline is named %q", fs[sig].Function)
+	}
+	if !fs[sig+1].Exact {
+		t.Errorf("the interrupted frame #%d is not marked exact:\n%s", sig+1, ctx)
+	}
+	j := indexOf(fs, "sig_wait", sig+1)
+	expectRun(t, fs, j, []string{"sig_wait", "sig_main"}, ctx)
+	for k := sig + 1; k < j; k++ {
+		if !strings.Contains(fs[k].Location.Module, "libc.so") {
+			t.Errorf("interrupted frame #%d is not in libc:\n%s", k, ctx)
+		}
+	}
+	ct.quit(t)
+}
+
+// TestUnwindAtMallocEntry is the profiler's case: the sample is taken at
+// malloc's first instruction, called from leaf_wait. The stack is the
+// parked thread's, with a return address into leaf_wait pushed where
+// the call would have pushed it (in the copy only; the target is not
+// touched).
+func TestUnwindAtMallocEntry(t *testing.T) {
+	b := buildChain(t, "pie", chainVariants[0].flags...)
+	ct := startChain(t, b)
+	lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
+	mods := module.NewTable(lt, b.debugDir)
+	defer mods.Close()
+	u := unwind.New(mods)
+	sym := symbolize.New(mods)
+	full := symbolizeTrace(sym, u.Unwind(smp.regs, smp.stack))
+	i := indexOf(full, "leaf_wait", 0)
+	if i < 1 {
+		t.Fatal("leaf_wait not unwound from the parked thread")
+	}
+	ret, sp := full[i].PC, full[i].SP // read's return into leaf_wait, and the stack there
+	off := sp - smp.stack.Addr
+	data := make([]byte, 8+len(smp.stack.Data)-int(off))
+	binary.LittleEndian.PutUint64(data, ret)
+	copy(data[8:], smp.stack.Data[off:])
+	regs := smp.regs
+	regs.PC, regs.SP = mallocAddr(t, mods), sp-8
+	tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
+	fs := symbolizeTrace(sym, tr)
+	ctx := dump(fs, tr)
+	t.Logf("\n%s", ctx)
+	expectRun(t, fs, 0, []string{"malloc", "leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+	if !fs[0].Exact || fs[0].Method != unwind.MethodCFI {
+		t.Errorf("malloc's frame: exact %v via %s", fs[0].Exact, fs[0].Method)
+	}
+	if tr.Stop != unwind.StopEnd {
+		t.Errorf("stopped with %s", tr.Stop)
+	}
+	ct.quit(t)
+}
+
+func mallocAddr(t testing.TB, mods *module.Table) uint64 {
+	t.Helper()
+	for _, m := range mods.Modules() {
+		if !strings.Contains(m.Path, "libc.so") {
+			continue
+		}
+		ef, err := m.ELF()
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, err := ef.DynamicSymbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range syms {
+			if s.Name == "malloc" && s.Value != 0 {
+				return s.Value + m.Bias
+			}
+		}
+	}
+	t.Fatal("no malloc in libc's dynamic symbols")
+	return 0
+}
+
+var _ = live.IsGone

@@ -256,3 +256,48 @@ func mallocAddr(t testing.TB, mods *module.Table) uint64 {
 }
 
 var _ = live.IsGone
+
+// TestUnwindWithoutCFI: nd::d is built with no CFI at all
+// (-fno-asynchronous-unwind-tables -fno-exceptions, no -g). With a frame
+// pointer the walk follows rbp through it and carries on by CFI; without
+// one it stops there (or wherever rbp leads, never past MaxFrames), and
+// the frames up to it are right either way.
+func TestUnwindWithoutCFI(t *testing.T) {
+	noCFI := []string{"-fno-asynchronous-unwind-tables", "-fno-exceptions"}
+	for _, v := range []struct {
+		name string
+		fp   bool
+	}{{"framepointer", true}, {"nothing", false}} {
+		t.Run(v.name, func(t *testing.T) {
+			flags := append([]string{}, noCFI...)
+			if v.fp {
+				flags = append(flags, "-fno-omit-frame-pointer")
+			}
+			b := buildChainLib(t, "nocfi-"+v.name, flags, chainVariants[0].flags...)
+			ct := startChain(t, b)
+			lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
+			mods := module.NewTable(lt, b.debugDir)
+			defer mods.Close()
+			tr := unwind.New(mods).Unwind(smp.regs, smp.stack)
+			fs := symbolizeTrace(symbolize.New(mods), tr)
+			ctx := dump(fs, tr)
+			t.Logf("\n%s", ctx)
+			i := indexOf(fs, "leaf_wait", 0)
+			if v.fp {
+				expectRun(t, fs, i, []string{"leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+				if fs[i+1].Method != unwind.MethodFramePointer {
+					t.Errorf("nd::d unwound by %s, want fp", fs[i+1].Method)
+				}
+				if tr.Stop != unwind.StopEnd {
+					t.Errorf("stopped with %s", tr.Stop)
+				}
+			} else {
+				expectRun(t, fs, i, []string{"leaf_wait", "nd::d"}, ctx)
+				if fs[i+1].Method == unwind.MethodCFI {
+					t.Errorf("nd::d unwound by CFI it does not have")
+				}
+			}
+			ct.quit(t)
+		})
+	}
+}

@@ -44,6 +44,12 @@ func gxx(t testing.TB, args ...string) {
 // libchain_nodbg.so without -g.
 func buildChain(t testing.TB, name string, exeFlags ...string) chainBuild {
 	t.Helper()
+	return buildChainLib(t, name, nil, exeFlags...)
+}
+
+// buildChainLib is buildChain with extra flags for libchain_nodbg.so.
+func buildChainLib(t testing.TB, name string, libFlags []string, exeFlags ...string) chainBuild {
+	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
 		t.Skip("g++ is not installed")
 	}
@@ -59,7 +65,7 @@ func buildChain(t testing.TB, name string, exeFlags ...string) chainBuild {
 	}
 	common := []string{"-O2", "-fomit-frame-pointer", "-Wl,--build-id"}
 	nodbg := filepath.Join(dir, "libchain_nodbg.so")
-	gxx(t, append(common, "-shared", "-fPIC", "-o", nodbg, filepath.Join(src, "lib_nodbg.cpp"))...)
+	gxx(t, append(append(common, libFlags...), "-shared", "-fPIC", "-o", nodbg, filepath.Join(src, "lib_nodbg.cpp"))...)
 	dbg := filepath.Join(dir, "libchain_dbg.so")
 	gxx(t, append(common, "-g", "-shared", "-fPIC", "-o", dbg, filepath.Join(src, "lib_dbg.cpp"),
 		"-L"+dir, "-lchain_nodbg", "-Wl,-rpath,"+dir)...)

@@ -133,8 +133,15 @@ func TestUnwindChain(t *testing.T) {
 					t.Errorf("frame #%d unwound by %s, want cfi:\n%s", k, fs[k].Method, ctx)
 				}
 			}
-			if f := fs[i]; filepath.Base(f.File) != "chain.cpp" || f.Location.Line != sourceLine(t, "chain.cpp", "int r = read(park_fd[0]") {
-				t.Errorf("leaf_wait at %s:%d, want chain.cpp:%d", f.File, f.Location.Line, sourceLine(t, "chain.cpp", "int r = read(park_fd[0]"))
+			// leaf_wait's call of read is in wait_inner, inlined into it.
+			readLine, callLine := sourceLine(t, "chain.cpp", "int r = read(fd, &c, 1);"), sourceLine(t, "chain.cpp", "int r = wait_inner(park_fd[0]);")
+			if f := fs[i]; filepath.Base(f.File) != "chain.cpp" || f.Location.Line != readLine {
+				t.Errorf("leaf_wait's frame at %s:%d, want chain.cpp:%d", f.File, f.Location.Line, readLine)
+			}
+			if in := fs[i].Inlined; len(in) != 2 ||
+				in[0].Function != "wait_inner" || filepath.Base(in[0].File) != "chain.cpp" || in[0].Line != readLine ||
+				in[1].Function != "leaf_wait" || filepath.Base(in[1].File) != "chain.cpp" || in[1].Line != callLine {
+				t.Errorf("leaf_wait's inline chain is %+v, want wait_inner at chain.cpp:%d in leaf_wait at chain.cpp:%d", in, readLine, callLine)
 			}
 			// lib::c's line comes from the separate debug file (by build-id
 			// under the debug directory); nd::d has none.

@@ -3,7 +3,8 @@
 // -O2 -fomit-frame-pointer so only CFI can unwind them.
 //
 //   chain thread:  chain_main -> a::run -> b<int>::step -> lib::c (libchain_dbg.so, -g)
-//                  -> nd::d (libchain_nodbg.so, no -g) -> leaf_wait -> read()
+//                  -> nd::d (libchain_nodbg.so, no -g) -> leaf_wait
+//                  (-> wait_inner, inlined) -> read()
 //   signal thread: sig_main -> sig_wait -> read(); on SIGUSR1:
 //                  on_signal -> handler_park -> read()
 //
@@ -28,9 +29,15 @@ static pthread_t sig_thread;
 
 // Each step does some work after its call, so that no call is a tail call
 // and every frame stays on the stack.
-extern "C" __attribute__((noinline)) int leaf_wait(int n) {
+// Inlined into leaf_wait: the symbolizer reports both, innermost first.
+static inline __attribute__((always_inline)) int wait_inner(int fd) {
 	char c;
-	int r = read(park_fd[0], &c, 1);
+	int r = read(fd, &c, 1);
+	return r;
+}
+
+extern "C" __attribute__((noinline)) int leaf_wait(int n) {
+	int r = wait_inner(park_fd[0]);
 	return r + n;
 }
 

@@ -9,6 +9,7 @@ package symbolize
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"sort"
 	"strings"
 
@@ -128,8 +129,57 @@ type symbol struct {
 }
 
 type modInfo struct {
-	syms []symbol // sorted by address, one per address
-	dw   *dwarfInfo
+	syms     []symbol // sorted by address, one per address
+	sections [][2]uint64
+	dw       *dwarfInfo
+}
+
+// execSections are the module's code sections, [start, end): an unsized
+// symbol (_init, hand-written assembly) reaches at most its section's end,
+// not into the PLT after it.
+func execSections(ef *elf.File) [][2]uint64 {
+	var out [][2]uint64
+	for _, s := range ef.Sections {
+		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Size > 0 {
+			out = append(out, [2]uint64{s.Addr, s.Addr + s.Size})
+		}
+	}
+	return out
+}
+
+// pltSymbols names the PLT stubs "read@plt", as perf and gdb do, from
+// .rela.plt: BFD ld lays out one stub per relocation, in order, in .plt.sec
+// when there is one (IBT), else in .plt after its 16-byte header.
+func pltSymbols(ef *elf.File) []elf.Symbol {
+	rela := ef.Section(".rela.plt")
+	plt := ef.Section(".plt.sec")
+	first := uint64(0)
+	if plt == nil {
+		plt, first = ef.Section(".plt"), 16
+	}
+	if rela == nil || plt == nil || ef.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	data, err := rela.Data()
+	if err != nil {
+		return nil
+	}
+	dyn, err := ef.DynamicSymbols()
+	if err != nil {
+		return nil
+	}
+	var out []elf.Symbol
+	for k := 0; (k+1)*24 <= len(data); k++ {
+		info := binary.LittleEndian.Uint64(data[k*24+8:])
+		idx := info >> 32
+		addr := plt.Addr + first + uint64(k)*16
+		if idx == 0 || idx > uint64(len(dyn)) || addr+16 > plt.Addr+plt.Size {
+			continue
+		}
+		out = append(out, elf.Symbol{Name: dyn[idx-1].Name + "@plt", Value: addr, Size: 16,
+			Info: elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC), Section: elf.SHN_ABS})
+	}
+	return out
 }
 
 func load(mod *module.Module) *modInfo {
@@ -153,7 +203,8 @@ func load(mod *module.Module) *modInfo {
 			}
 		}
 	}
-	mi.syms = funcSymbols(all)
+	mi.syms = funcSymbols(append(all, pltSymbols(ef)...))
+	mi.sections = execSections(ef)
 	if dbg != nil {
 		if d, err := dbg.DWARF(); err == nil {
 			mi.dw = newDwarfInfo(d)
@@ -196,9 +247,6 @@ func funcSymbols(all []elf.Symbol) []symbol {
 		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF || s.Name == "" {
 			continue
 		}
-		if i := strings.IndexByte(s.Name, '@'); i > 0 { // versioned names from some readers
-			s.Name = s.Name[:i]
-		}
 		if o, ok := best[s.Value]; !ok || better(s, o) || (o.Size == 0 && s.Size != 0) {
 			if ok && s.Size == 0 && o.Size != 0 {
 				s.Size = o.Size
@@ -224,6 +272,13 @@ func (mi *modInfo) symbolAt(vaddr uint64) (symbol, bool) {
 	// assembly) is taken to reach the next symbol.
 	if s[i].size != 0 && vaddr >= s[i].addr+s[i].size {
 		return symbol{}, false
+	}
+	if s[i].size == 0 {
+		for _, sec := range mi.sections {
+			if s[i].addr >= sec[0] && s[i].addr < sec[1] && vaddr >= sec[1] {
+				return symbol{}, false
+			}
+		}
 	}
 	return s[i], true
 }

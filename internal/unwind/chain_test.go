@@ -160,7 +160,9 @@ func TestUnwindChain(t *testing.T) {
 }
 
 // TestUnwindSignalFrame unwinds a signal handler parked in read() through
-// the kernel's signal frame into the code it interrupted.
+// the kernel's signal frame into the code it interrupted: by libc's CFI
+// for __restore_rt, and by recognizing its code and reading the
+// rt_sigframe when that CFI is taken away.
 func TestUnwindSignalFrame(t *testing.T) {
 	b := buildChain(t, "pie", chainVariants[0].flags...)
 	ct := startChain(t, b)
@@ -168,33 +170,55 @@ func TestUnwindSignalFrame(t *testing.T) {
 		t.Fatalf("signal: %q", got)
 	}
 	lt, smp := freezeSample(t, ct.Pid, ct.sigTid, stackMax)
-	mods := module.NewTable(lt, b.debugDir)
-	defer mods.Close()
-	tr := unwind.New(mods).Unwind(smp.regs, smp.stack)
-	fs := symbolizeTrace(symbolize.New(mods), tr)
-	ctx := dump(fs, tr)
-	t.Logf("\n%s", ctx)
-	if tr.Stop != unwind.StopEnd {
-		t.Errorf("stopped with %s:\n%s", tr.Stop, ctx)
-	}
-	i := indexOf(fs, "handler_park", 0)
-	expectRun(t, fs, i, []string{"handler_park", "on_signal"}, ctx)
-	sig := i + 2
-	if sig >= len(fs) || fs[sig].Method != unwind.MethodSignal || !strings.Contains(fs[sig].Location.Module, "libc.so") {
-		t.Fatalf("frame #%d is not libc's signal trampoline:\n%s", sig, ctx)
-	}
-	if fs[sig].Function != "__restore_rt" {
-		t.Errorf("the trampoline is named %q", fs[sig].Function)
-	}
-	if !fs[sig+1].Exact {
-		t.Errorf("the interrupted frame #%d is not marked exact:\n%s", sig+1, ctx)
-	}
-	j := indexOf(fs, "sig_wait", sig+1)
-	expectRun(t, fs, j, []string{"sig_wait", "sig_main"}, ctx)
-	for k := sig + 1; k < j; k++ {
-		if !strings.Contains(fs[k].Location.Module, "libc.so") {
-			t.Errorf("interrupted frame #%d is not in libc:\n%s", k, ctx)
+	var trampoline uint64 // where the CFI run found __restore_rt
+	for _, byCode := range []bool{false, true} {
+		name := "cfi"
+		if byCode {
+			name = "by-code"
 		}
+		t.Run(name, func(t *testing.T) {
+			mods := module.NewTable(lt, b.debugDir)
+			defer mods.Close()
+			sym := symbolize.New(mods)
+			u := unwind.New(mods)
+			if byCode {
+				if trampoline == 0 {
+					t.Skip("the CFI run found no trampoline")
+				}
+				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool {
+					return m.Bias+vaddr+1 >= trampoline && m.Bias+vaddr < trampoline+16
+				})
+			}
+			tr := u.Unwind(smp.regs, smp.stack)
+			fs := symbolizeTrace(sym, tr)
+			ctx := dump(fs, tr)
+			t.Logf("\n%s", ctx)
+			if tr.Stop != unwind.StopEnd {
+				t.Errorf("stopped with %s:\n%s", tr.Stop, ctx)
+			}
+			i := indexOf(fs, "handler_park", 0)
+			expectRun(t, fs, i, []string{"handler_park", "on_signal"}, ctx)
+			sig := i + 2
+			if sig >= len(fs) || fs[sig].Method != unwind.MethodSignal || !strings.Contains(fs[sig].Location.Module, "libc.so") {
+				t.Fatalf("frame #%d is not libc's signal trampoline:\n%s", sig, ctx)
+			}
+			trampoline = fs[sig].PC
+			// Its name is in libc's .symtab, which Debian strips into
+			// libc6-dbg's debug file.
+			if _, debug := fs[sig].Frame.Module.Debug(); debug != "" && fs[sig].Function != "__restore_rt" {
+				t.Errorf("the trampoline is named %q", fs[sig].Function)
+			}
+			if !fs[sig+1].Exact {
+				t.Errorf("the interrupted frame #%d is not marked exact:\n%s", sig+1, ctx)
+			}
+			j := indexOf(fs, "sig_wait", sig+1)
+			expectRun(t, fs, j, []string{"sig_wait", "sig_main"}, ctx)
+			for k := sig + 1; k < j; k++ {
+				if !strings.Contains(fs[k].Location.Module, "libc.so") {
+					t.Errorf("interrupted frame #%d is not in libc:\n%s", k, ctx)
+				}
+			}
+		})
 	}
 	ct.quit(t)
 }
@@ -307,4 +331,60 @@ func TestUnwindWithoutCFI(t *testing.T) {
 			ct.quit(t)
 		})
 	}
+}
+
+// TestUnwindAtPLTEntry samples at the first instruction of the PLT stub
+// leaf_wait calls read through (as a sample taken by a hook reached
+// through the PLT would look), by ld's CFI for the PLT and, with that
+// taken away, by the PLT fallback.
+func TestUnwindAtPLTEntry(t *testing.T) {
+	b := buildChain(t, "pie", chainVariants[0].flags...)
+	ct := startChain(t, b)
+	lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
+	mods := module.NewTable(lt, b.debugDir)
+	defer mods.Close()
+	sym := symbolize.New(mods)
+	full := symbolizeTrace(sym, unwind.New(mods).Unwind(smp.regs, smp.stack))
+	i := indexOf(full, "leaf_wait", 0)
+	if i < 1 {
+		t.Fatal("leaf_wait not unwound from the parked thread")
+	}
+	ret, sp := full[i].PC, full[i].SP
+	exe := full[i].Frame.Module
+	var call [5]byte
+	if err := exe.ReadVaddr(call[:], ret-5-exe.Bias); err != nil || call[0] != 0xe8 {
+		t.Fatalf("no direct call before leaf_wait's return address: % x %v", call, err)
+	}
+	plt := ret + uint64(int64(int32(binary.LittleEndian.Uint32(call[1:]))))
+	off := sp - smp.stack.Addr
+	data := make([]byte, 8+len(smp.stack.Data)-int(off))
+	binary.LittleEndian.PutUint64(data, ret)
+	copy(data[8:], smp.stack.Data[off:])
+	regs := smp.regs
+	regs.PC, regs.SP = plt, sp-8
+	for _, fallback := range []bool{false, true} {
+		name := map[bool]string{false: "cfi", true: "fallback"}[fallback]
+		t.Run(name, func(t *testing.T) {
+			u := unwind.New(mods)
+			if fallback {
+				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m == exe && m.Bias+vaddr == plt })
+			}
+			tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
+			fs := symbolizeTrace(sym, tr)
+			ctx := dump(fs, tr)
+			t.Logf("PLT stub at %#x\n%s", plt, ctx)
+			if fs[0].Frame.Module != exe || fs[0].PC != plt || fs[0].Function != "read@plt" {
+				t.Fatalf("frame #0 is not the PLT stub read@plt:\n%s", ctx)
+			}
+			want := unwind.MethodCFI
+			if fallback {
+				want = unwind.MethodPLT
+			}
+			if fs[0].Method != want {
+				t.Errorf("the stub unwound by %s, want %s", fs[0].Method, want)
+			}
+			expectRun(t, fs, 1, []string{"leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+		})
+	}
+	ct.quit(t)
 }

@@ -148,6 +148,9 @@ type Unwinder struct {
 	mods      *module.Table
 	cfis      map[*module.Module]*cfi
 	MaxFrames int
+	// ignoreCFI makes the addresses it matches look as if they had no
+	// CFI, for the tests of the fallbacks on real code.
+	ignoreCFI func(m *module.Module, vaddr uint64) bool
 }
 
 // New makes an unwinder over a target's module table (shared with the
@@ -283,7 +286,10 @@ func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, stack *S
 	}
 	c := u.cfiOf(mod)
 	vaddr := lookup - mod.Bias
-	r := c.rowFor(vaddr)
+	var r *row
+	if u.ignoreCFI == nil || !u.ignoreCFI(mod, vaddr) {
+		r = c.rowFor(vaddr)
+	}
 	if r == nil {
 		if isRestoreRT(mod, vaddr) || isRestoreRT(mod, vaddr+1) {
 			return sigframe(cur, stack)

@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -387,4 +390,93 @@ func TestUnwindAtPLTEntry(t *testing.T) {
 		})
 	}
 	ct.quit(t)
+}
+
+// TestUnwindMatchesGDB compares the parked chain, inline frames expanded,
+// with gdb's bt of the same thread (gdb attaches after our freeze is
+// thawed; the thread has not moved).
+func TestUnwindMatchesGDB(t *testing.T) {
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Skip("gdb is not installed")
+	}
+	b := buildChain(t, "pie", chainVariants[0].flags...)
+	ct := startChain(t, b)
+	lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
+	mods := module.NewTable(lt, b.debugDir)
+	defer mods.Close()
+	tr := unwind.New(mods).Unwind(smp.regs, smp.stack)
+	var ours []string
+	for _, f := range symbolizeTrace(symbolize.New(mods), tr) {
+		if len(f.Inlined) > 0 {
+			for _, in := range f.Inlined {
+				ours = append(ours, in.Function)
+			}
+			continue
+		}
+		ours = append(ours, f.Function)
+	}
+	lt.Close() // gdb cannot attach while we trace the process
+	out, err := exec.Command(gdb, "-batch", "-nx", "-p", strconv.Itoa(ct.Pid),
+		"-ex", "set debug-file-directory /usr/lib/debug:"+b.debugDir,
+		"-ex", "thread apply all bt").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	theirs := gdbChain(string(out), ct.chainTid)
+	t.Logf("ours: %v\ngdb:  %v", ours, theirs)
+	from := func(fs []string, name string) []string {
+		for i, f := range fs {
+			if f == name {
+				return fs[i:]
+			}
+		}
+		return nil
+	}
+	// From our executable's first frame on (gdb names libc's frames by
+	// its own alias choice: __GI___libc_read for read).
+	o, g := from(ours, "wait_inner"), from(theirs, "wait_inner")
+	if len(o) == 0 || len(g) == 0 {
+		t.Fatalf("wait_inner missing: ours %v, gdb %v", ours, theirs)
+	}
+	for i := 0; i < len(g) && i < len(o); i++ {
+		if strings.Contains(g[i], "clone") && strings.Contains(o[i], "clone") {
+			break
+		}
+		if g[i] != o[i] {
+			t.Errorf("frame %d from wait_inner: ours %q, gdb %q", i, o[i], g[i])
+		}
+	}
+	if len(o) != len(g) {
+		t.Errorf("from wait_inner: %d frames here, %d in gdb", len(o), len(g))
+	}
+	ct.quit(t)
+}
+
+// gdbFrame is one line of gdb's bt: "#3  0x... in nd::d(int, int (*)(int)) () from ..."
+// or "#0  wait_inner (fd=...) at ...".
+var gdbFrame = regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(`)
+
+// gdbChain extracts the function names of thread tid's backtrace, without
+// parameter lists.
+func gdbChain(out string, tid int) []string {
+	var names []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "Thread ") {
+			in = strings.Contains(l, fmt.Sprintf("LWP %d)", tid))
+			continue
+		}
+		if !in {
+			continue
+		}
+		if m := gdbFrame.FindStringSubmatch(l); m != nil {
+			name := m[1]
+			if i := strings.Index(name, "("); i > 0 { // "nd::d(int, int (*)(int))"
+				name = name[:i]
+			}
+			names = append(names, name)
+		}
+	}
+	return names
 }

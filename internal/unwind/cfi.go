@@ -60,16 +60,20 @@ type row struct {
 	// __restore_rt recognized by its code); the caller's pc is where it was
 	// interrupted, not a return address.
 	signal bool
+	// When no FDE covers the address, the row says which fallback applies:
+	// sigframe (the trampoline recognized by its code: registers from the
+	// rt_sigframe), or noCFI (frame pointer if rbp chains, else stop). A
+	// PLT stub's row is an ordinary one (CFA = rsp+8 or +16).
+	sigframe, noCFI bool
 }
 
 // cfi is a module's parsed call frame information, addresses in the file's
 // terms (before the load bias).
 type cfi struct {
-	fdes  []*frame.FrameDescriptionEntry // sorted by begin
-	plts  [][3]uint64                    // [start, end, kind] of PLT sections: 1 .plt, 2 .plt.sec/.plt.got
-	rows  map[uint64]*row
-	err   error // why there is no CFI at all
-	textS uint64
+	fdes []*frame.FrameDescriptionEntry // sorted by begin
+	plts [][3]uint64                    // [start, end, kind] of PLT sections: 1 .plt, 2 .plt.sec/.plt.got
+	rows map[uint64]*row
+	err  error // why there is no CFI at all
 }
 
 const maxCachedRows = 1 << 16
@@ -168,26 +172,71 @@ func (c *cfi) fdeFor(vaddr uint64) *frame.FrameDescriptionEntry {
 	return nil
 }
 
-func (c *cfi) pltKind(vaddr uint64) uint64 {
+// pltKind says whether vaddr is in a PLT section (1 .plt, 2 .plt.sec or
+// .plt.got, 0 neither), and where that section starts.
+func (c *cfi) pltKind(vaddr uint64) (kind, start uint64) {
 	for _, p := range c.plts {
 		if vaddr >= p[0] && vaddr < p[1] {
-			return p[2]
+			return p[2], p[0]
 		}
 	}
-	return 0
+	return 0, 0
 }
 
-// rowFor compiles (and caches) the row at vaddr; nil when no FDE covers it.
-func (c *cfi) rowFor(vaddr uint64) *row {
+// rowFor compiles (and caches) the row at vaddr, a fallback row when no
+// FDE covers it.
+func (c *cfi) rowFor(m *module.Module, vaddr uint64) *row {
 	if r, ok := c.rows[vaddr]; ok {
 		return r
 	}
 	r := c.compile(vaddr)
+	if r == nil {
+		r = c.fallback(m, vaddr)
+	}
 	if len(c.rows) >= maxCachedRows {
 		clear(c.rows)
 	}
 	c.rows[vaddr] = r
 	return r
+}
+
+var (
+	sigframeRow = &row{method: MethodSignal, signal: true, sigframe: true}
+	noCFIRow    = &row{noCFI: true}
+)
+
+// fallback is the row for an address no FDE covers.
+func (c *cfi) fallback(m *module.Module, vaddr uint64) *row {
+	// The trampoline's return address is its first instruction, so the
+	// lookup address (one less) is the byte before it.
+	if isRestoreRT(m, vaddr) || isRestoreRT(m, vaddr+1) {
+		return sigframeRow
+	}
+	var off int64
+	kind, start := c.pltKind(vaddr)
+	switch kind {
+	case 1: // lazy .plt: jmp *got; push n; jmp .plt0 (each 16 bytes; the push at +6, .plt0 pushes first)
+		off = 8
+		if vaddr-start < 16 || (vaddr&15) >= 11 {
+			off = 16
+		}
+	case 2: // .plt.sec, .plt.got: jumps only
+		off = 8
+	default:
+		return noCFIRow
+	}
+	r := &row{method: MethodPLT, cfa: rule{kind: ruleCFAReg, reg: regRSP, off: off}}
+	r.regs[regRA] = rule{kind: ruleOffset, off: -8}
+	return r
+}
+
+// restoreRT is glibc's x86-64 __restore_rt: mov $15,%rax (rt_sigreturn);
+// syscall. The kernel makes a signal handler return into it.
+var restoreRT = [9]byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
+
+func isRestoreRT(mod *module.Module, vaddr uint64) bool {
+	var b [9]byte
+	return mod.ReadVaddr(b[:], vaddr) == nil && b == restoreRT
 }
 
 func (c *cfi) compile(vaddr uint64) (r *row) {

@@ -251,16 +251,28 @@ func TestUnwindAtMallocEntry(t *testing.T) {
 	copy(data[8:], smp.stack.Data[off:])
 	regs := smp.regs
 	regs.PC, regs.SP = mallocAddr(t, mods), sp-8
-	tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
-	fs := symbolizeTrace(sym, tr)
-	ctx := dump(fs, tr)
-	t.Logf("\n%s", ctx)
-	expectRun(t, fs, 0, []string{"malloc", "leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
-	if !fs[0].Exact || fs[0].Method != unwind.MethodCFI {
-		t.Errorf("malloc's frame: exact %v via %s", fs[0].Exact, fs[0].Method)
-	}
-	if tr.Stop != unwind.StopEnd {
-		t.Errorf("stopped with %s", tr.Stop)
+	regs.AtEntry = true
+	for _, noCFI := range []bool{false, true} {
+		name := map[bool]string{false: "cfi", true: "no-cfi"}[noCFI]
+		t.Run(name, func(t *testing.T) {
+			u := unwind.New(mods)
+			want := unwind.MethodCFI
+			if noCFI { // as if libc had no CFI for malloc: Regs.AtEntry decides
+				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.PC })
+				want = unwind.MethodEntry
+			}
+			tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
+			fs := symbolizeTrace(sym, tr)
+			ctx := dump(fs, tr)
+			t.Logf("\n%s", ctx)
+			expectRun(t, fs, 0, []string{"malloc", "leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+			if !fs[0].Exact || fs[0].Method != want {
+				t.Errorf("malloc's frame: exact %v via %s, want via %s", fs[0].Exact, fs[0].Method, want)
+			}
+			if tr.Stop != unwind.StopEnd {
+				t.Errorf("stopped with %s", tr.Stop)
+			}
+		})
 	}
 	ct.quit(t)
 }

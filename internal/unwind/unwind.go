@@ -11,7 +11,9 @@
 // glibc's signal trampoline (__restore_rt) is recognized by its code and
 // the interrupted registers read from the kernel's rt_sigframe; otherwise
 // rbp is followed as a frame pointer if it plausibly chains (points into
-// the copy, above sp, aligned), and the walk stops if not.
+// the copy, above sp, aligned), and the walk stops if not; a leaf the
+// caller says is at a function's entry (Regs.AtEntry) has its return
+// address at sp.
 package unwind
 
 import (
@@ -32,6 +34,10 @@ type Regs struct {
 	PC, SP                       uint64
 	RBP, RBX, R12, R13, R14, R15 uint64
 	HaveCalleeSaved              bool
+	// AtEntry: PC is the first instruction of a function (the profiler
+	// samples at malloc's entry), so the return address is at SP. Used
+	// only if the leaf's module has no CFI there; CFI says the same.
+	AtEntry bool
 }
 
 // FromPtrace takes the registers of a stopped thread.
@@ -56,6 +62,7 @@ const (
 	MethodSignal                     // a signal trampoline: the caller's registers from the kernel's sigframe
 	MethodPLT                        // a PLT stub without CFI: return address at rsp (+8 after its push)
 	MethodFramePointer               // no CFI: rbp followed as a frame pointer
+	MethodEntry                      // no CFI, but the leaf is at a function's entry (Regs.AtEntry): return address at sp
 )
 
 func (m Method) String() string {
@@ -68,6 +75,8 @@ func (m Method) String() string {
 		return "plt"
 	case MethodFramePointer:
 		return "fp"
+	case MethodEntry:
+		return "entry"
 	}
 	return "none"
 }
@@ -254,7 +263,7 @@ func (u *Unwinder) UnwindInto(frames []Frame, regs Regs, stack Stack) Trace {
 			tr.Stop = StopEnd
 			return tr
 		}
-		next, method, stop := u.step(&cur, mod, lookup, &stack)
+		next, method, stop := u.step(&cur, mod, lookup, regs.AtEntry && len(tr.Frames) == 1, &stack)
 		if method == MethodNone {
 			tr.Stop = stop
 			tr.Truncated = stop == StopTruncated
@@ -280,30 +289,26 @@ func (u *Unwinder) UnwindInto(frames []Frame, regs Regs, stack Stack) Trace {
 }
 
 // step finds the caller's registers.
-func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, stack *Stack) (regSet, Method, Stop) {
+func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, leafAtEntry bool, stack *Stack) (regSet, Method, Stop) {
 	if mod == nil {
 		return u.framePointer(cur, stack, StopNoModule)
 	}
 	c := u.cfiOf(mod)
 	vaddr := lookup - mod.Bias
 	var r *row
-	if u.ignoreCFI == nil || !u.ignoreCFI(mod, vaddr) {
-		r = c.rowFor(vaddr)
+	if u.ignoreCFI != nil && u.ignoreCFI(mod, vaddr) {
+		r = c.fallback(mod, vaddr)
+	} else {
+		r = c.rowFor(mod, vaddr)
 	}
-	if r == nil {
-		if isRestoreRT(mod, vaddr) || isRestoreRT(mod, vaddr+1) {
-			return sigframe(cur, stack)
-		}
-		switch c.pltKind(vaddr) {
-		case 1: // lazy .plt: jmp *got; push n; jmp .plt0 (push at +6 of each 16-byte entry; .plt0 pushes first)
-			off := uint64(8)
-			if vaddr-c.plts[0][0] < 16 || (vaddr&15) >= 11 {
-				off = 16
-			}
-			return retAt(cur, stack, cur.v[regRSP]+off, MethodPLT)
-		case 2:
-			return retAt(cur, stack, cur.v[regRSP]+8, MethodPLT)
-		}
+	switch {
+	case r.sigframe:
+		return sigframe(cur, stack)
+	case r.noCFI && leafAtEntry:
+		// Nothing pushed yet: the return address is at rsp. Following
+		// rbp here would skip the caller, whose frame pointer it still is.
+		return retAt(cur, stack, cur.v[regRSP]+8, MethodEntry)
+	case r.noCFI:
 		return u.framePointer(cur, stack, StopNoCFI)
 	}
 	return apply(r, cur, stack)
@@ -421,15 +426,6 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 		next.valid &^= 1 << regRA
 	}
 	return next, r.method, 0
-}
-
-// restoreRT is glibc's x86-64 __restore_rt: mov $15,%rax (rt_sigreturn);
-// syscall. The kernel makes a signal handler return into it.
-var restoreRT = [9]byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
-
-func isRestoreRT(mod *module.Module, vaddr uint64) bool {
-	var b [9]byte
-	return mod.ReadVaddr(b[:], vaddr) == nil && b == restoreRT
 }
 
 // The kernel's x86-64 rt_sigframe as the handler returns into the

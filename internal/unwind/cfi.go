@@ -128,25 +128,31 @@ func debugOf(m *module.Module, own *elf.File) *elf.File {
 	return d
 }
 
-// parseFrames parses .eh_frame or .debug_frame with delve's parser, which
-// assumes well-formed input: a file that makes it panic has no usable CFI.
-func parseFrames(s *elf.Section, eh bool) (fdes frame.FrameDescriptionEntries, err error) {
+// parseFrames parses .eh_frame or .debug_frame.
+func parseFrames(s *elf.Section, eh bool) (frame.FrameDescriptionEntries, error) {
 	data, err := s.Data()
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			fdes, err = nil, fmt.Errorf("malformed %s: %v", s.Name, r)
-		}
-	}()
-	ehAddr := uint64(0)
+	addr := uint64(0)
 	if eh {
-		ehAddr = s.Addr
-		if ehAddr == 0 { // delve reads 0 as "this is .debug_frame"
+		addr = s.Addr
+		if addr == 0 { // delve reads 0 as "this is .debug_frame"
 			return nil, fmt.Errorf("%s at address 0", s.Name)
 		}
 	}
+	return parseFrameData(s.Name, data, addr)
+}
+
+// parseFrameData parses CFI with delve's parser (ehAddr is .eh_frame's
+// address, 0 for .debug_frame). The parser assumes well-formed input: a
+// section that makes it panic has no usable CFI.
+func parseFrameData(name string, data []byte, ehAddr uint64) (fdes frame.FrameDescriptionEntries, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fdes, err = nil, fmt.Errorf("malformed %s: %v", name, r)
+		}
+	}()
 	fdes, err = frame.Parse(data, binary.LittleEndian, 0, 8, ehAddr)
 	// Zero-length entries (left by the linker for discarded code) would
 	// shadow real ones in the search.

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,7 +38,8 @@ type Module struct {
 	tg      target.Target
 
 	once    sync.Once
-	file    *os.File
+	file    io.ReaderAt // the opened file, or the vDSO's image read from memory
+	closer  io.Closer
 	elf     *elf.File
 	buildID string
 	err     error
@@ -74,20 +76,38 @@ func (m *Module) BuildID() string {
 }
 
 func (m *Module) open() {
-	f, err := m.tg.OpenFile(m.mapping)
+	if m.Path == VDSO {
+		// The kernel's vDSO is no file: its image is read from the
+		// target's memory (a core holds it too).
+		img := make([]byte, m.mapping.Size())
+		if _, err := m.tg.ReadAt(img, m.mapping.Start); err != nil {
+			m.err = fmt.Errorf("module %s: %w", m.Path, err)
+			return
+		}
+		m.file = bytes.NewReader(img)
+	} else {
+		f, err := m.tg.OpenFile(m.mapping)
+		if err != nil {
+			m.err = fmt.Errorf("module %s: %w", m.Path, err)
+			return
+		}
+		m.file, m.closer = f, f
+	}
+	ef, err := elf.NewFile(m.file)
 	if err != nil {
+		if m.closer != nil {
+			m.closer.Close()
+		}
+		m.file, m.closer = nil, nil
 		m.err = fmt.Errorf("module %s: %w", m.Path, err)
 		return
 	}
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		f.Close()
-		m.err = fmt.Errorf("module %s: %w", m.Path, err)
-		return
-	}
-	m.file, m.elf = f, ef
+	m.elf = ef
 	m.buildID = BuildIDOf(ef)
 }
+
+// VDSO is the name the kernel gives the vDSO's mapping.
+const VDSO = "[vdso]"
 
 // ReadVaddr reads the module's file contents at a file virtual address
 // (before the bias), as loaded: for code, what the target executes unless it
@@ -108,8 +128,8 @@ func (m *Module) ReadVaddr(p []byte, vaddr uint64) error {
 }
 
 func (m *Module) close() {
-	if m.file != nil {
-		m.file.Close()
+	if m.closer != nil {
+		m.closer.Close()
 	}
 	if m.debugFile != nil {
 		m.debugFile.Close()
@@ -150,7 +170,7 @@ func (m *Module) findDebug() {
 				filepath.Join(d, id[:2], id[2:]+".debug"))
 		}
 	}
-	if link := debugLink(ef); link != "" {
+	if link := debugLink(ef); link != "" && filepath.IsAbs(m.Path) {
 		dir := filepath.Dir(m.Path)
 		candidates = append(candidates, filepath.Join(dir, ".debug", link))
 		for _, d := range dirs {
@@ -269,7 +289,9 @@ func (t *Table) Refresh() {
 	var ranges []span
 	seen := map[fileKey]bool{}
 	for _, m := range ms {
-		if m.Path == "" || m.Path[0] == '[' || m.Inode == 0 {
+		// Named file mappings (a core's have no inode), and the vDSO;
+		// not [heap], [stack], [anon: ...].
+		if m.Path == "" || (m.Path[0] == '[' && m.Path != VDSO) {
 			continue
 		}
 		id := fmt.Sprintf("%s\x00%d\x00%s", m.Dev, m.Inode, m.Path)

@@ -226,12 +226,13 @@ func TestUnwindSignalFrame(t *testing.T) {
 	ct.quit(t)
 }
 
-// TestUnwindAtMallocEntry is the profiler's case: the sample is taken at
-// malloc's first instruction, called from leaf_wait. The stack is the
-// parked thread's, with a return address into leaf_wait pushed where
-// the call would have pushed it (in the copy only; the target is not
-// touched).
-func TestUnwindAtMallocEntry(t *testing.T) {
+// TestUnwindAtEntry is the profiler's case: the sample is taken at a
+// function's first instruction (malloc's), called from leaf_wait; and the
+// same at the vDSO's clock_gettime, whose image is read from memory. The
+// stack is the parked thread's, with a return address into leaf_wait
+// pushed where the call would have pushed it (in the copy only; the
+// target is not touched).
+func TestUnwindAtEntry(t *testing.T) {
 	b := buildChain(t, "pie", chainVariants[0].flags...)
 	ct := startChain(t, b)
 	lt, smp := freezeSample(t, ct.Pid, ct.chainTid, stackMax)
@@ -249,15 +250,21 @@ func TestUnwindAtMallocEntry(t *testing.T) {
 	data := make([]byte, 8+len(smp.stack.Data)-int(off))
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], smp.stack.Data[off:])
-	regs := smp.regs
-	regs.PC, regs.SP = mallocAddr(t, mods), sp-8
-	regs.AtEntry = true
-	for _, noCFI := range []bool{false, true} {
-		name := map[bool]string{false: "cfi", true: "no-cfi"}[noCFI]
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name, module, symbol, want string
+		noCFI                      bool
+	}{
+		{"malloc", "libc.so", "malloc", "malloc", false},
+		// As if libc had no CFI for malloc: Regs.AtEntry decides.
+		{"malloc-no-cfi", "libc.so", "malloc", "malloc", true},
+		{"vdso", module.VDSO, "__vdso_clock_gettime", "clock_gettime", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			regs := smp.regs
+			regs.PC, regs.SP, regs.AtEntry = symbolAddr(t, mods, c.module, c.symbol), sp-8, true
 			u := unwind.New(mods)
 			want := unwind.MethodCFI
-			if noCFI { // as if libc had no CFI for malloc: Regs.AtEntry decides
+			if c.noCFI {
 				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.PC })
 				want = unwind.MethodEntry
 			}
@@ -265,9 +272,9 @@ func TestUnwindAtMallocEntry(t *testing.T) {
 			fs := symbolizeTrace(sym, tr)
 			ctx := dump(fs, tr)
 			t.Logf("\n%s", ctx)
-			expectRun(t, fs, 0, []string{"malloc", "leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+			expectRun(t, fs, 0, []string{c.want, "leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
 			if !fs[0].Exact || fs[0].Method != want {
-				t.Errorf("malloc's frame: exact %v via %s, want via %s", fs[0].Exact, fs[0].Method, want)
+				t.Errorf("%s's frame: exact %v via %s, want via %s", c.want, fs[0].Exact, fs[0].Method, want)
 			}
 			if tr.Stop != unwind.StopEnd {
 				t.Errorf("stopped with %s", tr.Stop)
@@ -277,10 +284,12 @@ func TestUnwindAtMallocEntry(t *testing.T) {
 	ct.quit(t)
 }
 
-func mallocAddr(t testing.TB, mods *module.Table) uint64 {
+// symbolAddr is where the module whose path contains path has the dynamic
+// symbol name.
+func symbolAddr(t testing.TB, mods *module.Table, path, name string) uint64 {
 	t.Helper()
 	for _, m := range mods.Modules() {
-		if !strings.Contains(m.Path, "libc.so") {
+		if !strings.Contains(m.Path, path) {
 			continue
 		}
 		ef, err := m.ELF()
@@ -292,12 +301,13 @@ func mallocAddr(t testing.TB, mods *module.Table) uint64 {
 			t.Fatal(err)
 		}
 		for _, s := range syms {
-			if s.Name == "malloc" && s.Value != 0 {
+			if s.Name == name && s.Value != 0 {
 				return s.Value + m.Bias
 			}
 		}
+		t.Fatalf("no %s in %s's dynamic symbols", name, m.Path)
 	}
-	t.Fatal("no malloc in libc's dynamic symbols")
+	t.Fatalf("no module %s", path)
 	return 0
 }
 

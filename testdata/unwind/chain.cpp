@@ -10,7 +10,7 @@
 //
 // Protocol: prints "ready chain=TID sig=TID"; "signal" makes the signal
 // thread take SIGUSR1 and answers "handling" once the handler is parked;
-// "quit" answers "bye" and exits.
+// "crash" aborts (for a core); "quit" answers "bye" and exits.
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -118,6 +118,8 @@ int main() {
 				usleep(1000);
 			usleep(20000);
 			printf("handling\n");
+		} else if (!strncmp(line, "crash", 5)) {
+			abort();  // a core with both threads parked
 		} else if (!strncmp(line, "quit", 4)) {
 			printf("bye\n");
 			fflush(stdout);

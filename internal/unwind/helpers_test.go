@@ -113,7 +113,12 @@ type chainTarget struct {
 
 func startChain(t testing.TB, b chainBuild) *chainTarget {
 	t.Helper()
-	tg := testutil.Start(t, b.exe)
+	return startChainCmd(t, exec.Command(b.exe))
+}
+
+func startChainCmd(t testing.TB, cmd *exec.Cmd) *chainTarget {
+	t.Helper()
+	tg := testutil.StartCmd(t, cmd)
 	ct := &chainTarget{Target: tg}
 	for _, f := range strings.Fields(tg.Ready())[1:] {
 		k, v, _ := strings.Cut(f, "=")

@@ -188,7 +188,7 @@ func copyStack(t testing.TB, lt *live.Target, sp uint64, max int) unwind.Stack {
 	if _, err := lt.ReadAt(buf, sp); err != nil {
 		t.Fatalf("reading the stack at %#x: %v", sp, err)
 	}
-	return unwind.Stack{Addr: sp, Data: buf}
+	return unwind.Stack{Addr: sp, Data: buf, End: stack.End}
 }
 
 // quit checks that the target, frozen and thawed by the test, still

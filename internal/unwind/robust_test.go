@@ -26,7 +26,12 @@ func TestUnwindTruncatedCopy(t *testing.T) {
 	}
 	sawPartial := false
 	for n := 0; n <= len(smp.stack.Data); n += 8 {
-		tr := u.Unwind(smp.regs, unwind.Stack{Addr: smp.stack.Addr, Data: smp.stack.Data[:n]})
+		// With the stack's end known, and without.
+		end := smp.stack.End
+		if n%16 == 8 {
+			end = 0
+		}
+		tr := u.Unwind(smp.regs, unwind.Stack{Addr: smp.stack.Addr, Data: smp.stack.Data[:n], End: end})
 		if len(tr.Frames) == 0 || len(tr.Frames) > len(full.Frames) {
 			t.Fatalf("copy of %d bytes: %d frames (full: %d)", n, len(tr.Frames), len(full.Frames))
 		}
@@ -52,7 +57,7 @@ func TestUnwindTruncatedCopy(t *testing.T) {
 	// The profiler's 8 KiB copy: the parked chain is shallow, so it holds
 	// it all.
 	if n := min(8<<10, len(smp.stack.Data)); true {
-		tr := u.Unwind(smp.regs, unwind.Stack{Addr: smp.stack.Addr, Data: smp.stack.Data[:n]})
+		tr := u.Unwind(smp.regs, unwind.Stack{Addr: smp.stack.Addr, Data: smp.stack.Data[:n], End: smp.stack.End})
 		if tr.Truncated {
 			t.Errorf("8 KiB copy truncated at %d frames", len(tr.Frames))
 		}
@@ -106,7 +111,11 @@ func TestUnwindGarbage(t *testing.T) {
 		if it%3 == 0 { // a real return address in the parked chain, then garbage
 			regs.PC = smp.regs.PC
 		}
-		tr := u.Unwind(regs, unwind.Stack{Addr: base, Data: data})
+		stack := unwind.Stack{Addr: base, Data: data}
+		if it%2 == 0 {
+			stack.End = base + uint64(len(data))
+		}
+		tr := u.Unwind(regs, stack)
 		if len(tr.Frames) == 0 || len(tr.Frames) > u.MaxFrames {
 			t.Fatalf("iteration %d: %d frames", it, len(tr.Frames))
 		}

@@ -51,7 +51,17 @@ func FromPtrace(r *unix.PtraceRegs) Regs {
 type Stack struct {
 	Addr uint64
 	Data []byte
+	// End is the end of the thread's stack mapping, when known: a frame
+	// needing memory past the copy but below End means the copy was too
+	// short (Trace.Truncated); past End, a bad frame. Unknown (0), the
+	// copy counts as truncated for reads up to maxStack above it.
+	End uint64
 }
+
+// maxStack bounds how far above a copy a read still passes for the same
+// stack when Stack.End is unknown: larger than any default thread or main
+// stack (8 MiB), so that only a garbage address is called a bad frame.
+const maxStack = 256 << 20
 
 // Method says how a frame's caller was found.
 type Method uint8
@@ -204,8 +214,8 @@ func (r *regSet) set(i int, v uint64) {
 }
 
 var (
-	errBeyond = errors.New("beyond the stack copy")
-	errBelow  = errors.New("outside the stack copy")
+	errBeyond = errors.New("beyond the stack copy") // in the stack, but not copied
+	errBelow  = errors.New("outside the stack")     // below sp, or past the stack's end
 )
 
 func (s *Stack) read(addr uint64) (uint64, error) {
@@ -214,7 +224,7 @@ func (s *Stack) read(addr uint64) (uint64, error) {
 	}
 	off := addr - s.Addr
 	if off > uint64(len(s.Data)) || uint64(len(s.Data))-off < 8 {
-		if off > 1<<40 { // not a stack address at all
+		if s.End != 0 && addr+8 > s.End || s.End == 0 && off > maxStack {
 			return 0, errBelow
 		}
 		return 0, errBeyond
@@ -346,7 +356,7 @@ func (u *Unwinder) framePointer(cur *regSet, stack *Stack, fail Stop) (regSet, M
 	}
 	savedBP, err := stack.read(bp)
 	if err != nil {
-		if errors.Is(err, errBeyond) && bp-stack.Addr < 1<<24 {
+		if errors.Is(err, errBeyond) {
 			return regSet{}, MethodNone, StopTruncated
 		}
 		return regSet{}, MethodNone, fail

@@ -73,7 +73,6 @@ type cfi struct {
 	fdes []*frame.FrameDescriptionEntry // sorted by begin
 	plts [][3]uint64                    // [start, end, kind] of PLT sections: 1 .plt, 2 .plt.sec/.plt.got
 	rows map[uint64]*row
-	err  error // why there is no CFI at all
 }
 
 const maxCachedRows = 1 << 16
@@ -82,15 +81,12 @@ func loadCFI(m *module.Module) *cfi {
 	c := &cfi{rows: map[uint64]*row{}}
 	ef, err := m.ELF()
 	if err != nil {
-		c.err = err
-		return c
+		return c // no file, no CFI: every frame in it takes a fallback
 	}
 	var all []*frame.FrameDescriptionEntry
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		if fdes, err := parseFrames(s, true); err == nil {
 			all = append(all, fdes...)
-		} else {
-			c.err = err
 		}
 	}
 	// .debug_frame, in the file itself or its separate debug file, covers
@@ -108,7 +104,14 @@ func loadCFI(m *module.Module) *cfi {
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Begin() < all[j].Begin() })
-	c.fdes = all
+	dedup := all[:0]
+	for _, f := range all {
+		if len(dedup) > 0 && dedup[len(dedup)-1].Begin() == f.Begin() {
+			continue
+		}
+		dedup = append(dedup, f)
+	}
+	c.fdes = dedup
 	for _, s := range ef.Sections {
 		switch s.Name {
 		case ".plt":

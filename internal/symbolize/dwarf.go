@@ -91,6 +91,7 @@ func (di *dwarfInfo) load(off dwarf.Offset) *cuInfo {
 		ci.failed = true
 		return ci
 	}
+	var files []*dwarf.LineFile // indexed as DW_AT_call_file counts
 	if lr, err := di.d.LineReader(cu); err == nil && lr != nil {
 		var le dwarf.LineEntry
 		for lr.Next(&le) == nil {
@@ -100,11 +101,16 @@ func (di *dwarfInfo) load(off dwarf.Offset) *cuInfo {
 			}
 			ci.rows = append(ci.rows, lineRow{le.Address, name, le.Line, le.EndSequence})
 		}
-		sort.SliceStable(ci.rows, func(i, j int) bool { return ci.rows[i].addr < ci.rows[j].addr })
-	}
-	var files []*dwarf.LineFile
-	if lr, err := di.d.LineReader(cu); err == nil && lr != nil {
-		files = lr.Files()
+		// By address; a sequence's end before another's start at the same
+		// address, so that the lookup lands on the start.
+		sort.SliceStable(ci.rows, func(i, j int) bool {
+			a, b := ci.rows[i], ci.rows[j]
+			if a.addr != b.addr {
+				return a.addr < b.addr
+			}
+			return a.endSeq && !b.endSeq
+		})
+		files = lr.Files() // complete once the program was read (DWARF 4 may add files as it goes)
 	}
 	// The inline tree: subprograms and inlined subroutines with their
 	// ranges and nesting depth.

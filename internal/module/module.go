@@ -1,0 +1,386 @@
+// Package module owns the view of a target's code as loaded ELF objects: which
+// file is mapped where, at what load bias, with which build-id, and the
+// opened file itself. The unwinder (internal/unwind) and the symbolizer
+// (internal/symbolize) both look addresses up here, so each object is
+// opened and its headers parsed once however many samples name it.
+package module
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// Module is one ELF object mapped into the target. Its file is opened on
+// first use and shared by every lookup.
+type Module struct {
+	Path  string // as the target mapped it
+	Start uint64 // lowest address of its mappings
+	End   uint64 // end of its highest mapping
+	// Bias is what is added to the file's virtual addresses to get the
+	// target's: 0 for a non-PIE executable, the load base for a PIE or a
+	// shared library.
+	Bias uint64
+
+	key     fileKey
+	mapping maps.Mapping // one of its mappings, to open the file through
+	tg      target.Target
+
+	once    sync.Once
+	file    io.ReaderAt // the opened file, or the vDSO's image read from memory
+	closer  io.Closer
+	elf     *elf.File
+	buildID string
+	err     error
+
+	debugDirs []string
+	debugOnce sync.Once
+	debugFile *os.File
+	debugELF  *elf.File
+	debugPath string
+}
+
+// fileKey tells one mapped file from another across refreshes: the same
+// library mapped again after a dlopen/dlclose at another base is another
+// Module, the same one seen again is not.
+type fileKey struct {
+	dev   string
+	inode uint64
+	path  string
+	start uint64
+}
+
+// ELF opens (once) and parses the module's file through the target, so
+// that files in another mount namespace are reached (/proc/PID/map_files).
+func (m *Module) ELF() (*elf.File, error) {
+	m.once.Do(m.open)
+	return m.elf, m.err
+}
+
+// BuildID is the module's GNU build-id as hex, "" when it has none or its
+// file cannot be read.
+func (m *Module) BuildID() string {
+	m.once.Do(m.open)
+	return m.buildID
+}
+
+func (m *Module) open() {
+	if m.Path == VDSO {
+		// The kernel's vDSO is no file: its image is read from the
+		// target's memory (a core holds it too).
+		img := make([]byte, m.mapping.Size())
+		if _, err := m.tg.ReadAt(img, m.mapping.Start); err != nil {
+			m.err = fmt.Errorf("module %s: %w", m.Path, err)
+			return
+		}
+		m.file = bytes.NewReader(img)
+	} else {
+		f, err := m.tg.OpenFile(m.mapping)
+		if err != nil {
+			m.err = fmt.Errorf("module %s: %w", m.Path, err)
+			return
+		}
+		m.file, m.closer = f, f
+	}
+	ef, err := elf.NewFile(m.file)
+	if err != nil {
+		if m.closer != nil {
+			m.closer.Close()
+		}
+		m.file, m.closer = nil, nil
+		m.err = fmt.Errorf("module %s: %w", m.Path, err)
+		return
+	}
+	m.elf = ef
+	m.buildID = BuildIDOf(ef)
+}
+
+// VDSO is the name the kernel gives the vDSO's mapping.
+const VDSO = "[vdso]"
+
+// ReadVaddr reads the module's file contents at a file virtual address
+// (before the bias), as loaded: for code, what the target executes unless it
+// was patched.
+func (m *Module) ReadVaddr(p []byte, vaddr uint64) error {
+	ef, err := m.ELF()
+	if err != nil {
+		return err
+	}
+	for _, ph := range ef.Progs {
+		if ph.Type != elf.PT_LOAD || vaddr < ph.Vaddr || vaddr+uint64(len(p)) > ph.Vaddr+ph.Filesz {
+			continue
+		}
+		_, err := m.file.ReadAt(p, int64(ph.Off+vaddr-ph.Vaddr))
+		return err
+	}
+	return fmt.Errorf("module %s: %#x is not in a loaded segment", m.Path, vaddr)
+}
+
+func (m *Module) close() {
+	if m.closer != nil {
+		m.closer.Close()
+	}
+	if m.debugFile != nil {
+		m.debugFile.Close()
+	}
+}
+
+// DefaultDebugDir is where distributions install separate debug files
+// (Debian's -dbg/-dbgsym packages), searched as gdb and addr2line do.
+const DefaultDebugDir = "/usr/lib/debug"
+
+// Debug finds the module's DWARF (once): its own file when it carries
+// .debug_info, else a separate debug file by build-id
+// (DIR/.build-id/xx/rest.debug) or by .gnu_debuglink, under
+// /usr/lib/debug and the table's extra directories, as gdb and addr2line
+// look. The path is "" and the file nil when there is none: debug info is
+// used when present, never required. Separate debug files are host files
+// (as for gdb), not the target's.
+func (m *Module) Debug() (*elf.File, string) {
+	m.debugOnce.Do(m.findDebug)
+	return m.debugELF, m.debugPath
+}
+
+func (m *Module) findDebug() {
+	ef, err := m.ELF()
+	if err != nil {
+		return
+	}
+	if s := ef.Section(".debug_info"); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+		m.debugELF, m.debugPath = ef, m.Path
+		return
+	}
+	dirs := append([]string{DefaultDebugDir}, m.debugDirs...)
+	var candidates []string
+	if id := m.buildID; len(id) > 2 {
+		for _, d := range dirs {
+			candidates = append(candidates,
+				filepath.Join(d, ".build-id", id[:2], id[2:]+".debug"),
+				filepath.Join(d, id[:2], id[2:]+".debug"))
+		}
+	}
+	if link := debugLink(ef); link != "" && filepath.IsAbs(m.Path) {
+		dir := filepath.Dir(m.Path)
+		candidates = append(candidates, filepath.Join(dir, ".debug", link))
+		for _, d := range dirs {
+			candidates = append(candidates, filepath.Join(d, dir, link), filepath.Join(d, link))
+		}
+	}
+	for _, c := range candidates {
+		f, err := os.Open(c)
+		if err != nil {
+			continue
+		}
+		def, err := elf.NewFile(f)
+		if err != nil || def.Section(".debug_info") == nil ||
+			(m.buildID != "" && BuildIDOf(def) != "" && BuildIDOf(def) != m.buildID) {
+			f.Close()
+			continue
+		}
+		m.debugFile, m.debugELF, m.debugPath = f, def, c
+		return
+	}
+}
+
+// debugLink is the file name in a .gnu_debuglink section.
+func debugLink(ef *elf.File) string {
+	s := ef.Section(".gnu_debuglink")
+	if s == nil {
+		return ""
+	}
+	b, err := s.Data()
+	if err != nil {
+		return ""
+	}
+	if i := bytes.IndexByte(b, 0); i > 0 {
+		return filepath.Base(string(b[:i]))
+	}
+	return ""
+}
+
+// BuildIDOf reads the NT_GNU_BUILD_ID note of an ELF file, as hex.
+func BuildIDOf(ef *elf.File) string {
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		if id := noteBuildID(s.Open()); id != "" {
+			return id
+		}
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_NOTE {
+			if id := noteBuildID(p.Open()); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+func noteBuildID(r interface{ Read([]byte) (int, error) }) string {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r); err != nil && buf.Len() == 0 {
+		return ""
+	}
+	b := buf.Bytes()
+	for len(b) >= 12 {
+		namesz := binary.LittleEndian.Uint32(b[0:])
+		descsz := binary.LittleEndian.Uint32(b[4:])
+		typ := binary.LittleEndian.Uint32(b[8:])
+		name := uint64(namesz+3) &^ 3
+		desc := uint64(descsz+3) &^ 3
+		if uint64(len(b)) < 12+name+desc {
+			return ""
+		}
+		if typ == 3 && namesz == 4 && string(b[12:15]) == "GNU" {
+			return hex.EncodeToString(b[12+name : 12+name+uint64(descsz)])
+		}
+		b = b[12+name+desc:]
+	}
+	return ""
+}
+
+// Table is a target's modules by address. Not safe for concurrent use
+// with Refresh; lookups alone may run concurrently.
+type Table struct {
+	tg        target.Target
+	debugDirs []string
+	ranges    []span // executable mappings, sorted by start
+	mods      map[fileKey]*Module
+}
+
+type span struct {
+	start, end uint64
+	mod        *Module
+}
+
+// ErrNoModule: the address is not in an executable file mapping.
+var ErrNoModule = errors.New("address is not in a mapped executable file")
+
+// NewTable reads the target's mappings into modules. Each file is opened
+// once, when its module is first seen (its headers give the load bias).
+// debugDirs are searched for separate debug files after /usr/lib/debug.
+func NewTable(tg target.Target, debugDirs ...string) *Table {
+	t := &Table{tg: tg, debugDirs: debugDirs, mods: map[fileKey]*Module{}}
+	t.Refresh()
+	return t
+}
+
+// Refresh re-reads the target's mappings (after the caller refreshed the
+// target: a library dlopen'd meanwhile), keeping what was already parsed
+// of the modules still mapped at the same place.
+func (t *Table) Refresh() {
+	ms := t.tg.Mappings()
+	// A module's first mapping (file offset 0) fixes its identity and
+	// start; its executable mappings are what addresses are looked up in.
+	byFile := map[string]maps.Mapping{} // path+dev+inode -> first mapping seen at offset 0
+	var ranges []span
+	seen := map[fileKey]bool{}
+	for _, m := range ms {
+		// Named file mappings (a core's have no inode), and the vDSO;
+		// not [heap], [stack], [anon: ...].
+		if m.Path == "" || (m.Path[0] == '[' && m.Path != VDSO) {
+			continue
+		}
+		id := fmt.Sprintf("%s\x00%d\x00%s", m.Dev, m.Inode, m.Path)
+		if m.Offset == 0 {
+			byFile[id] = m
+		}
+		if !m.Executable() {
+			continue
+		}
+		first, ok := byFile[id]
+		if !ok {
+			first = m // mapped without its headers: bias from this mapping alone
+		}
+		key := fileKey{dev: m.Dev, inode: m.Inode, path: m.Path, start: first.Start}
+		mod := t.mods[key]
+		if mod == nil {
+			mod = &Module{Path: m.Path, Start: first.Start, key: key, mapping: m, tg: t.tg, debugDirs: t.debugDirs}
+			mod.Bias = biasFor(mod, m)
+			t.mods[key] = mod
+		}
+		if m.End > mod.End {
+			mod.End = m.End
+		}
+		seen[key] = true
+		ranges = append(ranges, span{m.Start, m.End, mod})
+	}
+	for k, mod := range t.mods {
+		if !seen[k] {
+			mod.close()
+			delete(t.mods, k)
+		}
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].start < ranges[j].start })
+	t.ranges = ranges
+}
+
+// biasFor computes the load bias from the executable mapping and the
+// PT_LOAD segment holding its file offset: the mapping shows where that
+// offset landed, the segment where the linker meant it to be.
+func biasFor(mod *Module, m maps.Mapping) uint64 {
+	ef, err := mod.ELF()
+	if err != nil {
+		return m.Start - m.Offset // the usual layout, for want of headers
+	}
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
+			continue
+		}
+		pageOff := p.Off &^ 0xfff
+		if m.Offset >= pageOff && m.Offset < p.Off+p.Filesz {
+			return m.Start - m.Offset - (p.Vaddr - p.Off)
+		}
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			return m.Start - m.Offset - (p.Vaddr - p.Off)
+		}
+	}
+	return m.Start - m.Offset
+}
+
+// Lookup finds the module whose executable mapping holds addr.
+func (t *Table) Lookup(addr uint64) (*Module, bool) {
+	r := t.ranges
+	i := sort.Search(len(r), func(i int) bool { return r[i].end > addr })
+	if i < len(r) && r[i].start <= addr {
+		return r[i].mod, true
+	}
+	return nil, false
+}
+
+// Modules lists the modules, in address order.
+func (t *Table) Modules() []*Module {
+	var out []*Module
+	seen := map[*Module]bool{}
+	for _, r := range t.ranges {
+		if !seen[r.mod] {
+			seen[r.mod] = true
+			out = append(out, r.mod)
+		}
+	}
+	return out
+}
+
+// Close closes every module's file.
+func (t *Table) Close() {
+	for _, m := range t.mods {
+		m.close()
+	}
+	t.mods = map[fileKey]*Module{}
+	t.ranges = nil
+}

@@ -1,0 +1,59 @@
+package unwind_test
+
+import (
+	"os/exec"
+	"testing"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// TestUnwindCore unwinds the parked chain from a kernel core of the
+// target: the same code reads a core.Target (files under a sysroot, a
+// core's mappings) as a live one.
+func TestUnwindCore(t *testing.T) {
+	b := buildChain(t, "pie", chainVariants[0].flags...)
+	testutil.EnableCores(t)
+	dir := t.TempDir()
+	cmd := exec.Command(b.exe)
+	cmd.Dir = dir
+	ct := startChainCmd(t, cmd)
+	ct.Stdin().Write([]byte("crash\n"))
+	ct.Wait()
+	ctg, err := core.OpenTarget(testutil.CoreOf(t, dir, ct.Pid), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctg.Close()
+	var regs unwind.Regs
+	for _, th := range ctg.Core.Threads {
+		if th.Tid == ct.chainTid {
+			// user_regs_struct: r15 r14 r13 r12 rbp rbx ... rip(16) ... rsp(19)
+			r := th.Regs
+			regs = unwind.Regs{PC: r[16], SP: r[19], RBP: r[4], RBX: r[5],
+				R12: r[3], R13: r[2], R14: r[1], R15: r[0], HaveCalleeSaved: true}
+		}
+	}
+	if regs.PC == 0 {
+		t.Fatalf("thread %d not in the core", ct.chainTid)
+	}
+	buf := make([]byte, 16<<10)
+	n, _ := ctg.ReadAt(buf, regs.SP)
+	if n == 0 {
+		t.Fatal("the core holds nothing at the chain thread's sp")
+	}
+	mods := module.NewTable(ctg, b.debugDir)
+	defer mods.Close()
+	tr := unwind.New(mods).Unwind(regs, unwind.Stack{Addr: regs.SP, Data: buf[:n]})
+	fs := symbolizeTrace(symbolize.New(mods), tr)
+	ctx := dump(fs, tr)
+	t.Logf("\n%s", ctx)
+	i := indexOf(fs, "leaf_wait", 0)
+	expectRun(t, fs, i, []string{"leaf_wait", "nd::d", "lib::c", "b<int>::step", "a::runner::run", "chain_main"}, ctx)
+	if tr.Stop != unwind.StopEnd {
+		t.Errorf("stopped with %s", tr.Stop)
+	}
+}

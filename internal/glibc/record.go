@@ -14,6 +14,9 @@ const (
 	SourceFileUnchecked = "libc file (build-id not in the core: unchecked)"
 	SourceRecord        = "snapshot note"
 	SourceMemory        = "memory only: runtime signatures"
+	// A static executable's core: the allocator linked into it.
+	SourceStaticFile          = "executable file (build-id match)"
+	SourceStaticFileUnchecked = "executable file (build-id not in the core: unchecked)"
 )
 
 // RecordVersion is the format of Record this arenactl writes. Readers take

@@ -45,6 +45,9 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 			h.Libc, h.Layout, h.Anchors, err = rec.Libc(t.Mappings(), t)
 		}
 		if err == nil {
+			if h.Libc.MallocDebug {
+				h.TcachesSkipped = noTcacheInMallocDebug
+			}
 			return h, nil
 		}
 		h.LibcNotes = append(h.LibcNotes, fmt.Sprintf("the snapshot's allocator note: %v", err))
@@ -79,7 +82,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 				h.LibcNotes = append(h.LibcNotes, fmt.Sprintf("libc's build-id is not in the core (%v): %s could not be checked", idErr, cand.path))
 			}
 			h.Libc, h.Layout, h.Anchors = l, lay, anchors
-			return h, nil
+			return coreMallocDebug(t, h, o)
 		}
 	}
 	t.UseFile(first.Path, "")
@@ -90,7 +93,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 	mo.Libc.BuildID = memID
 	h.Libc, h.Layout, h.Anchors, h.SameFormat = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
 	h.TcachesSkipped = "without libc's file the TLS slots of tcache and thread_arena are unknown: no thread's tcache was read, and chunks cached there count as in use"
-	return h, nil
+	return coreMallocDebug(t, h, o)
 }
 
 // libcCandidate is a path where a core's libc may be; always says a missing

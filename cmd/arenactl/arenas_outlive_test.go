@@ -14,8 +14,28 @@ import (
 // walk and their JSON alike, with nothing to save; one arena per live
 // thread raises nothing.
 func TestArenasOutliveThreads(t *testing.T) {
-	bin := testutil.BuildC(t, "spentarenas.c")
-	spent := testutil.Start(t, bin, "exit")
+	type glibcUnder struct {
+		name  string
+		start func(t *testing.T, args ...string) *testutil.Target
+	}
+	runs := []glibcUnder{{"system", func(t *testing.T, args ...string) *testutil.Target {
+		return testutil.Start(t, testutil.BuildC(t, "spentarenas.c"), args...)
+	}}}
+	for _, g := range testutil.GlibcTrees(t) {
+		if g.Loader == "" {
+			continue
+		}
+		runs = append(runs, glibcUnder{g.Version, func(t *testing.T, args ...string) *testutil.Target {
+			return testutil.StartCmd(t, g.Command(testutil.BuildC(t, "spentarenas.c", testutil.GlibcSysroot(t)...), args...))
+		}})
+	}
+	for _, g := range runs {
+		t.Run(g.name, func(t *testing.T) { arenasOutliveThreads(t, g.start) })
+	}
+}
+
+func arenasOutliveThreads(t *testing.T, start func(t *testing.T, args ...string) *testutil.Target) {
+	spent := start(t, "exit")
 	pid := fmt.Sprint(spent.Pid)
 	for _, mode := range [][]string{nil, {"--read-only"}} {
 		r := mustRun(t, append(append([]string{"info", "--json"}, mode...), pid)...)
@@ -36,7 +56,8 @@ func TestArenasOutliveThreads(t *testing.T) {
 		}
 		ev := strings.Join(found.Evidence, "\n")
 		if found.Severity != "info" || found.SavingsBytes != 0 || !strings.Contains(found.Fix, "MALLOC_ARENA_MAX=2") ||
-			!strings.Contains(ev, "for 1 live thread(s)") || !strings.Contains(ev, "of address space") {
+			!strings.Contains(ev, "for 1 live thread(s)") || !strings.Contains(ev, "of address space") ||
+			!strings.Contains(ev, "glibc "+rep.Libc.Version+" allows up to") {
 			t.Errorf("%v: %+v", mode, *found)
 		}
 
@@ -50,7 +71,7 @@ func TestArenasOutliveThreads(t *testing.T) {
 		t.Errorf("target said %q, exit %d", last, code)
 	}
 
-	busy := testutil.Start(t, bin, "stay")
+	busy := start(t, "stay")
 	for _, mode := range [][]string{nil, {"--read-only"}} {
 		if ids := findingIDs(t, busy.Pid, mode...); len(ids) != 0 {
 			t.Errorf("%v: one arena per live thread raised %v", mode, ids)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -48,8 +49,22 @@ func TestInfoFromStaticCore(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := run(t, "info", core)
+			// --libc names the file that holds the allocator: here the
+			// executable, wherever it is now.
+			withLibc := run(t, "info", "--xml", "--libc", moved, core)
+			// A FIFO where the executable was is not opened (that would
+			// block): refused like a missing file.
+			if err := syscall.Mkfifo(bin, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fifo := run(t, "info", core)
+			os.Remove(bin)
 			os.Rename(moved, bin)
 			expectRefusal(t, r, exitError, "static executable", bin)
+			expectRefusal(t, fifo, exitError, "static executable", "not a regular file")
+			if withLibc.code != 0 || withLibc.stdout != string(want) {
+				t.Errorf("with --libc: exit %d, %s", withLibc.code, withLibc.stderr)
+			}
 
 			// A snapshot records the allocator: it is read without the file.
 			tg := testutil.Start(t, bin, "park", "3")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -22,11 +23,19 @@ import (
 func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	exe := t.Process().Exe
 	m0, ok := lowestMapping(t.Mappings(), exe)
-	if !ok {
+	if !ok || len(glibc.FindLoader(t.Mappings())) > 0 {
+		// ld.so is mapped in every dynamic process from its exec on: a
+		// dynamic program without libc, not a static one.
 		return nil, ErrNoLibc
 	}
 	memID, idErr := glibc.BuildIDInMemory(t, m0.Start)
-	cands := []libcCandidate{{t.SysrootPath(trimDeleted(exe)), true}}
+	var cands []libcCandidate
+	if o.LibcFile != "" {
+		// --libc names the object that holds the allocator: here, the
+		// executable.
+		cands = append(cands, libcCandidate{o.LibcFile, true})
+	}
+	cands = append(cands, libcCandidate{t.SysrootPath(trimDeleted(exe)), true})
 	if len(memID) > 2 {
 		for _, d := range o.DebugDirs {
 			cands = append(cands, libcCandidate{filepath.Join(d, ".build-id", memID[:2], memID[2:]), false})
@@ -34,13 +43,13 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	}
 	var notes []string
 	for _, cand := range cands {
-		if _, err := os.Stat(cand.path); err != nil {
+		if err := regularFile(cand.path); err != nil {
 			if cand.always {
 				notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
 			}
 			continue
 		}
-		open := func(maps.Mapping) (*os.File, error) { return os.Open(cand.path) }
+		open := func(maps.Mapping) (*os.File, error) { return openRegular(cand.path) }
 		alloc, err := glibc.DetectAllocator(t.Mappings(), exe, open)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
@@ -99,7 +108,7 @@ type StaticCoreError struct {
 }
 
 func (e *StaticCoreError) Error() string {
-	s := fmt.Sprintf("the core is of a static executable (%s), whose allocator is found from the executable's file", e.Exe)
+	s := fmt.Sprintf("the core is of a static executable (%s): its allocator is found through that file, and none could be used", e.Exe)
 	for _, n := range e.Notes {
 		s += "; " + n
 	}
@@ -117,4 +126,35 @@ func lowestMapping(ms []maps.Mapping, path string) (maps.Mapping, bool) {
 		}
 	}
 	return m0, found
+}
+
+// regularFile checks that path is a regular file: a FIFO or a device named
+// where a core's file should be must not be opened (opening a FIFO blocks).
+func regularFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	return nil
+}
+
+// openRegular opens path without blocking on a FIFO swapped in since
+// regularFile looked, and refuses anything but a regular file.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("open %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -26,7 +27,7 @@ func coreMallocDebug(t *core.Target, h *Heap, o Options) (*Heap, error) {
 	}
 	path := t.SysrootPath(trimDeleted(m0.Path))
 	memID, _ := glibc.BuildIDInMemory(t, m0.Start)
-	open := func(maps.Mapping) (*os.File, error) { return openRegular(path) }
+	open := func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(path) }
 	dl, err := glibc.MallocDebugImage(t.Mappings(), h.Libc, open)
 	if err == nil && memID != "" && dl.BuildID != memID {
 		err = fmt.Errorf("%s has build-id %s, the core's %s: another build", path, dl.BuildID, memID)

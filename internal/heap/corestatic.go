@@ -1,13 +1,14 @@
 package heap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -43,13 +44,13 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	}
 	var notes []string
 	for _, cand := range cands {
-		if err := regularFile(cand.path); err != nil {
-			if cand.always {
+		if _, err := os.Stat(cand.path); err != nil {
+			if cand.always || !errors.Is(err, os.ErrNotExist) {
 				notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
 			}
 			continue
 		}
-		open := func(maps.Mapping) (*os.File, error) { return openRegular(cand.path) }
+		open := func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(cand.path) }
 		alloc, err := glibc.DetectAllocator(t.Mappings(), exe, open)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
@@ -126,35 +127,4 @@ func lowestMapping(ms []maps.Mapping, path string) (maps.Mapping, bool) {
 		}
 	}
 	return m0, found
-}
-
-// regularFile checks that path is a regular file: a FIFO or a device named
-// where a core's file should be must not be opened (opening a FIFO blocks).
-func regularFile(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	return nil
-}
-
-// openRegular opens path without blocking on a FIFO swapped in since
-// regularFile looked, and refuses anything but a regular file.
-func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("open %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
 }

@@ -21,7 +21,7 @@ func hint(err error) string {
 		space   *core.SpaceError
 	)
 	switch {
-	case errors.As(err, &nonGlib) && nonGlib.Allocator.Kind == glibc.AllocStatic:
+	case errors.As(err, &nonGlib) && (nonGlib.Allocator.Kind == glibc.AllocStatic || nonGlib.Allocator.MallocDebug):
 		return " (info --read-only reads its allocator without calling anything)"
 	case errors.As(err, &damaged):
 		return "; use --read-only"

@@ -121,7 +121,8 @@ func (d *diag) arenaLimit() (int, string) {
 	return max(8*cpus, 9), fmt.Sprintf("8 × %d %s", cpus, how)
 }
 
-// arenas: many thread arenas whose free memory sits idle.
+// arenas: many thread arenas whose free memory sits idle, or, with
+// nothing free yet, more arenas than threads left to use them.
 func (d *diag) arenas() {
 	mi := d.r.Malloc
 	n := len(mi.Arenas)
@@ -142,6 +143,7 @@ func (d *diag) arenas() {
 		system += a.SystemCurrent
 	}
 	if free < minSavings {
+		d.spentArenas(n, free)
 		return
 	}
 	ev := []string{
@@ -161,9 +163,56 @@ func (d *diag) arenas() {
 		ID: "arena-bloat", Severity: sev,
 		Title:    "many malloc arenas each keep their own free memory",
 		Evidence: ev,
-		Fix: "start the process with MALLOC_ARENA_MAX=2 (or GLIBC_TUNABLES=glibc.malloc.arena_max=2); " +
+		Fix: "start the process with " + d.arenaMaxSetting() + "; " +
 			"threads then share two arenas and reuse each other's free memory. Takes effect at the next start.",
 		Savings: free,
+	})
+}
+
+// arenaMaxSetting says how to limit the arenas to two on the target's
+// glibc: the environment variable always works, the tunable from 2.25 on
+// (glibc-malloc.md §13.1).
+func (d *diag) arenaMaxSetting() string {
+	if !d.r.Libc.Version.IsZero() && d.r.Libc.Version.Less(2, 25) {
+		return "MALLOC_ARENA_MAX=2 (glibc " + d.r.Libc.Version.String() + " has no GLIBC_TUNABLES)"
+	}
+	return "MALLOC_ARENA_MAX=2 (or GLIBC_TUNABLES=glibc.malloc.arena_max=2)"
+}
+
+// spentArenas: arenas left by threads that have ended, holding nothing
+// free yet. Nothing is wasted now, which is why it is only information:
+// but each thread arena keeps a heap's HEAP_MAX reservation of address
+// space, and once their threads' successors free memory into them, it is
+// the arena bloat above. Only said when there are more arenas than live
+// threads (one arena per thread is glibc as designed) and many of them.
+func (d *diag) spentArenas(n int, free uint64) {
+	threads := d.r.Threads
+	if threads == 0 || n <= threads || n < 8 {
+		return
+	}
+	ev := []string{fmt.Sprintf("%d arenas (main + %d thread arenas) for %d live thread(s): glibc never frees an arena, "+
+		"so the arenas of threads that ended stay, waiting for new threads", n, n-1, threads)}
+	for _, c := range d.r.Maps.Classes {
+		if c.Class != maps.ClassArenaHeap || c.Size == 0 {
+			continue
+		}
+		line := fmt.Sprintf("the thread arenas' heaps reserve %s of address space (each heap reserves %s up front and commits what it uses)",
+			mb(c.Size), mb(maps.HeapMaxSize))
+		if d.r.Maps.Rollup.Rss > 0 {
+			line += fmt.Sprintf("; %s of it is resident", mb(c.Rss))
+		}
+		ev = append(ev, line)
+	}
+	ev = append(ev, fmt.Sprintf("only %s is free in the thread arenas: nothing to give back now", mb(free)))
+	if limit, how := d.arenaLimit(); limit > 0 {
+		ev = append(ev, fmt.Sprintf("glibc %s allows up to %d arenas here (%s)", d.r.Libc.Version, limit, how))
+	}
+	d.add(Finding{
+		ID: "arenas-outlive-threads", Severity: Info,
+		Title:    "more malloc arenas than live threads, with nothing free in them yet",
+		Evidence: ev,
+		Fix: "nothing to do now. If memory freed in these arenas grows (arena-bloat), start the process with " +
+			d.arenaMaxSetting() + "; threads then share two arenas. Takes effect at the next start.",
 	})
 }
 

@@ -89,3 +89,88 @@ func TestThresholdsAndStacks(t *testing.T) {
 		t.Fatalf("with a fixed threshold: %s", got)
 	}
 }
+
+// spentArenasReport is 16 arenas whose memory is all in use, their thread
+// arenas' heaps reserving 64 MiB each, as after 15 threads ran at once and
+// ended (testdata/spentarenas.c).
+func spentArenasReport(threads int) *report.Report {
+	var as []glibc.Arena
+	for i := 0; i < 16; i++ {
+		as = append(as, glibc.Arena{SystemCurrent: 132 << 10, RestBytes: 1 << 10})
+	}
+	r := reportOf(as...)
+	r.Threads = threads
+	r.Maps = report.MapsSummary{
+		Classes: []maps.ClassSummary{{Class: maps.ClassMainHeap, Size: 132 << 10, Rss: 20 << 10},
+			{Class: maps.ClassArenaHeap, Count: 30, Size: 15 * 64 * mib, Rss: 2 * mib}},
+		Rollup: maps.Rollup{Rss: 4 * mib},
+	}
+	return r
+}
+
+func TestArenasOutliveThreads(t *testing.T) {
+	env := Env{OnlineCPUs: 2, AffinityCPUs: 2, Vars: map[string]string{}}
+	fs := Diagnose(spentArenasReport(1), env)
+	if ids(fs) != "arenas-outlive-threads" {
+		t.Fatalf("findings %s", ids(fs))
+	}
+	f := fs[0]
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{
+		"16 arenas (main + 15 thread arenas) for 1 live thread(s)",
+		"reserve 960.0 MiB of address space",
+		"2.0 MiB of it is resident",
+		"nothing to give back now",
+		"up to 16 arenas here",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	if f.Severity != Info || f.Savings != 0 || !strings.Contains(f.Fix, "MALLOC_ARENA_MAX=2 (or GLIBC_TUNABLES=glibc.malloc.arena_max=2)") {
+		t.Errorf("%+v", f)
+	}
+
+	// One arena per live thread is glibc as designed; a few spare arenas
+	// are not worth a line; a chosen limit silences it, as arena-bloat.
+	if fs := Diagnose(spentArenasReport(16), env); len(fs) != 0 {
+		t.Errorf("16 arenas for 16 threads: %s", ids(fs))
+	}
+	if fs := Diagnose(spentArenasReport(0), env); len(fs) != 0 {
+		t.Errorf("thread count unknown: %s", ids(fs))
+	}
+	few := spentArenasReport(1)
+	few.Malloc.Arenas = few.Malloc.Arenas[:4]
+	if fs := Diagnose(few, env); len(fs) != 0 {
+		t.Errorf("4 arenas for 1 thread: %s", ids(fs))
+	}
+	for _, vars := range []map[string]string{{"MALLOC_ARENA_MAX": "16"}, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=16"}} {
+		if fs := Diagnose(spentArenasReport(1), Env{Vars: vars}); len(fs) != 0 {
+			t.Errorf("%v: %s", vars, ids(fs))
+		}
+	}
+
+	// From a core: no RSS, sizes only.
+	core := spentArenasReport(1)
+	core.Maps.Rollup = maps.Rollup{}
+	if fs := Diagnose(core, Env{}); ids(fs) != "arenas-outlive-threads" || strings.Contains(strings.Join(fs[0].Evidence, "\n"), "resident") {
+		t.Errorf("core: %s %+v", ids(fs), fs)
+	}
+
+	// glibc before 2.25 has no tunables: only the variable is offered.
+	old := spentArenasReport(1)
+	old.Libc.Version = glibc.Version{Major: 2, Minor: 24}
+	if fs := Diagnose(old, env); len(fs) != 1 || strings.Contains(fs[0].Fix, "GLIBC_TUNABLES=") {
+		t.Errorf("2.24: %+v", fs)
+	}
+
+	// Once freed memory piles up in them, it is arena bloat, not this.
+	bloat := spentArenasReport(1)
+	for i := range bloat.Malloc.Arenas {
+		bloat.Malloc.Arenas[i].RestBytes = 2 * mib
+		bloat.Malloc.Arenas[i].SystemCurrent = 3 * mib
+	}
+	if got := ids(Diagnose(bloat, env)); strings.Contains(got, "arenas-outlive-threads") || !strings.Contains(got, "arena-bloat") {
+		t.Errorf("with 30 MiB free: %s", got)
+	}
+}

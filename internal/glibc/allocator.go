@@ -44,6 +44,9 @@ type Allocator struct {
 	Kind AllocatorKind
 	Name string // for people: "glibc", "jemalloc (libjemalloc.so.2)", ...
 	Path string // the object that provides malloc, as maps shows it; "" if none
+	// MallocDebug: the interposer is glibc's own libc_malloc_debug.so,
+	// whose allocator can be read (FindMallocDebugImage), not called.
+	MallocDebug bool
 }
 
 // muslName matches musl's libc: ld-musl-ARCH.so.1 (Alpine and others) and
@@ -103,7 +106,7 @@ func DetectAllocator(ms []maps.Mapping, exePath string, open FileOpener) (Alloca
 			return Allocator{Kind: AllocUnknown}, err
 		}
 		if ok {
-			return Allocator{Kind: AllocInterposed, Name: name, Path: obj.Path}, nil
+			return Allocator{Kind: AllocInterposed, Name: name, Path: obj.Path, MallocDebug: isMallocDebug(obj)}, nil
 		}
 	}
 	if libc == nil {

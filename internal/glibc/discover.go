@@ -111,6 +111,9 @@ func (l *Libc) objectName() string {
 	if l.Static {
 		return "the executable"
 	}
+	if l.MallocDebug {
+		return baseName(l.Path)
+	}
 	return "libc"
 }
 

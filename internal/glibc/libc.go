@@ -43,6 +43,11 @@ type Libc struct {
 	// Source says where a core's libc came from (SourceFile, ...); "" for
 	// a live process.
 	Source string
+	// MallocDebug is true when this is libc_malloc_debug.so's own copy
+	// of malloc (FindMallocDebugImage): Path is that library, Wrapped the
+	// libc.so.6 whose malloc it wraps when MALLOC_CHECK_ is off.
+	MallocDebug bool
+	Wrapped     *Libc
 
 	syms map[string]Symbol
 	img  image

@@ -14,6 +14,9 @@ const (
 	SourceFileUnchecked = "libc file (build-id not in the core: unchecked)"
 	SourceRecord        = "snapshot note"
 	SourceMemory        = "memory only: runtime signatures"
+	// A static executable's core: the allocator linked into it.
+	SourceStaticFile          = "executable file (build-id match)"
+	SourceStaticFileUnchecked = "executable file (build-id not in the core: unchecked)"
 )
 
 // RecordVersion is the format of Record this arenactl writes. Readers take
@@ -32,6 +35,9 @@ type Record struct {
 	Banner      string `json:"banner,omitempty"`
 	BuildID     string `json:"build_id,omitempty"`
 	Static      bool   `json:"static,omitempty"`
+	// MallocDebug: Path is libc_malloc_debug.so, whose copy of malloc
+	// has no tcache.
+	MallocDebug bool   `json:"malloc_debug,omitempty"`
 	VersionFrom string `json:"version_from,omitempty"`
 	Layout      string `json:"layout"` // the profile of Glibc, as a check
 	Base        uint64 `json:"base"`
@@ -47,7 +53,7 @@ type Record struct {
 // NewRecord is the Record of a walk of l.
 func NewRecord(l *Libc, w *Walk) *Record {
 	r := &Record{NoteVersion: RecordVersion, Path: l.Path, Glibc: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID,
-		Static: l.Static, VersionFrom: l.VersionFrom, Layout: w.Layout.Profile, Base: l.Base,
+		Static: l.Static, MallocDebug: l.MallocDebug, VersionFrom: l.VersionFrom, Layout: w.Layout.Profile, Base: l.Base,
 		MainArena: w.Anchors.MainArena, Mp: w.Anchors.Mp, Method: w.Anchors.Method}
 	if w.TLS.HasTcache {
 		off := w.TLS.Tcache
@@ -86,14 +92,14 @@ func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, Layout, Anchors, er
 	if !ok {
 		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note names glibc %q, which arenactl does not know", r.Glibc)
 	}
-	lay, err := LayoutFor(v)
+	lay, err := LayoutOf(&Libc{Version: v, MallocDebug: r.MallocDebug})
 	if err != nil {
 		return nil, Layout{}, Anchors{}, err
 	}
 	if r.Layout != "" && r.Layout != lay.Profile {
 		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note says layout %s, but glibc %s has layout %s", r.Layout, v, lay.Profile)
 	}
-	l := &Libc{Path: r.Path, Base: r.Base, Version: v, Banner: r.Banner, BuildID: r.BuildID, Static: r.Static,
+	l := &Libc{Path: r.Path, Base: r.Base, Version: v, Banner: r.Banner, BuildID: r.BuildID, Static: r.Static, MallocDebug: r.MallocDebug,
 		VersionFrom: r.VersionFrom, Source: SourceRecord, syms: map[string]Symbol{}, recordedTLS: []uint64{}}
 	for _, m := range ms {
 		if m.Path == r.Path {

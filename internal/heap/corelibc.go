@@ -28,7 +28,8 @@ func (e *MemoryOnlyError) Unwrap() error { return e.Err }
 // core's sysroot, then DIR/.build-id/xx/rest in each debug directory);
 // memory alone. A file of another build is never used, even given as
 // o.LibcFile: its offsets would be another libc's. What was tried and not
-// used is in LibcNotes.
+// used is in LibcNotes. A core of a static executable, without libc.so.6,
+// is read through the executable's own allocator (openStaticCore).
 func OpenCore(t *core.Target, o Options) (*Heap, error) {
 	h := &Heap{T: t, SameFormat: true}
 	first, hasLibc := glibc.LibcMapping(t.Mappings())
@@ -37,16 +38,22 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 			t.UseFile(first.Path, "") // the record stands for libc's file
 		}
 		rec, err := glibc.ParseRecord(b)
+		if err == nil && rec.Static {
+			t.UseFile(rec.Path, "") // the record stands for the executable's file too
+		}
 		if err == nil {
 			h.Libc, h.Layout, h.Anchors, err = rec.Libc(t.Mappings(), t)
 		}
 		if err == nil {
+			if h.Libc.MallocDebug {
+				h.TcachesSkipped = noTcacheInMallocDebug
+			}
 			return h, nil
 		}
 		h.LibcNotes = append(h.LibcNotes, fmt.Sprintf("the snapshot's allocator note: %v", err))
 	}
 	if !hasLibc {
-		return nil, ErrNoLibc
+		return openStaticCore(t, o, h)
 	}
 	// From the core alone: a file must not vouch for itself.
 	memID, idErr := glibc.BuildIDInMemory(t, first.Start)
@@ -75,7 +82,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 				h.LibcNotes = append(h.LibcNotes, fmt.Sprintf("libc's build-id is not in the core (%v): %s could not be checked", idErr, cand.path))
 			}
 			h.Libc, h.Layout, h.Anchors = l, lay, anchors
-			return h, nil
+			return coreMallocDebug(t, h, o)
 		}
 	}
 	t.UseFile(first.Path, "")
@@ -86,7 +93,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 	mo.Libc.BuildID = memID
 	h.Libc, h.Layout, h.Anchors, h.SameFormat = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
 	h.TcachesSkipped = "without libc's file the TLS slots of tcache and thread_arena are unknown: no thread's tcache was read, and chunks cached there count as in use"
-	return h, nil
+	return coreMallocDebug(t, h, o)
 }
 
 // libcCandidate is a path where a core's libc may be; always says a missing

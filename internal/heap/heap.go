@@ -51,7 +51,10 @@ type Options struct {
 // Open locates the allocator of a target whose libc is known (a live
 // process: the file behind its mapping is the one it runs).
 func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
-	lay, err := glibc.LayoutFor(l.Version)
+	if l.MallocDebug {
+		return openMallocDebug(t, l, o)
+	}
+	lay, err := glibc.LayoutOf(l)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +106,35 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 // Record is what a snapshot keeps of the walk, so that reading it needs no
 // libc file.
 func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).Marshal() }
+
+// openMallocDebug opens the allocator of a process running
+// libc_malloc_debug.so (l): the library's own copy of malloc when the
+// MALLOC_CHECK_ hook took over, else libc's, which the library then only
+// wraps (glibc.MainArenaUsed).
+func openMallocDebug(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
+	lay, err := glibc.LayoutOf(l)
+	if err != nil {
+		return nil, err
+	}
+	anchors, err := glibc.FindAnchorsWith(l, lay, t, o.DebugDirs)
+	if err != nil {
+		return nil, err
+	}
+	active, err := glibc.MainArenaUsed(t, lay, anchors)
+	if err != nil {
+		return nil, err
+	}
+	if !active {
+		h, err := Open(t, l.Wrapped, o)
+		if h != nil {
+			h.LibcNotes = append(h.LibcNotes, "libc_malloc_debug.so is preloaded without MALLOC_CHECK_: it wraps libc's malloc, whose arenas these are")
+		}
+		return h, err
+	}
+	return &Heap{T: t, Libc: l, Layout: lay, Anchors: anchors, SameFormat: true, LibcNotes: []string{
+		"MALLOC_CHECK_ is in effect: the heap is libc_malloc_debug.so's own copy of malloc (one arena, no tcache), not libc's"},
+		TcachesSkipped: noTcacheInMallocDebug}, nil
+}
 
 // errorf wraps err with the target's identity.
 func errorf(t target.Target, err error) error {

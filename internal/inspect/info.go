@@ -66,7 +66,7 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro := &report.ReadOnly{Torn: !freeze}
+	ro := &report.ReadOnly{Torn: !freeze, TcachesSkipped: h.TcachesSkipped}
 	var frozen *live.Frozen
 	if freeze {
 		if frozen, err = t.Freeze(o.Timeout); err != nil {
@@ -85,7 +85,9 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 		return nil, fmt.Errorf("process %d: %w", pid, werr)
 	}
 	ro.Walk, ro.Tcaches = walk, caches
-	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), Malloc: walk.Malloc, ReadOnly: ro}
+	// h.Libc, not t.Libc: the allocator read may be another object's
+	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
+	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t)
 	return rep, err

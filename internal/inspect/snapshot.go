@@ -37,7 +37,9 @@ type SnapshotOptions struct {
 // failure or a signal leaves no file behind. The allocator is located
 // before anything is stopped.
 func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot, error) {
-	t, err := live.Open(pid)
+	// Nothing is injected: a static executable's own allocator is walked
+	// and recorded as for info --read-only.
+	t, err := live.OpenReadOnly(pid)
 	if err != nil {
 		return nil, err
 	}

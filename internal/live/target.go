@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -30,6 +31,11 @@ type NotGlibcError struct {
 func (e *NotGlibcError) Error() string {
 	switch e.Allocator.Kind {
 	case glibc.AllocInterposed:
+		if e.Allocator.MallocDebug {
+			// Under MALLOC_CHECK_ its own copy of malloc holds the heap,
+			// with a lock and arenas the injected calls' checks do not see.
+			return fmt.Sprintf("process %d preloads glibc's %s: arenactl calls nothing in a process whose malloc it wraps", e.Pid, filepath.Base(e.Allocator.Path))
+		}
 		return fmt.Sprintf("process %d allocates with %s, not glibc malloc", e.Pid, e.Allocator.Name)
 	case glibc.AllocMusl:
 		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
@@ -82,6 +88,12 @@ func (t *Target) load(allowStatic bool) error {
 	}
 	if t.Allocator.Kind == glibc.AllocStatic && allowStatic {
 		if t.Libc, err = glibc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		return nil
+	}
+	if t.Allocator.MallocDebug && allowStatic {
+		if t.Libc, err = glibc.FindMallocDebugImage(t.mappings, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil

@@ -43,7 +43,11 @@ func Info(w io.Writer, r *report.Report) error {
 		case ro.Torn:
 			fmt.Fprintln(w, "read from memory without stopping the process: threads that allocated meanwhile may have torn these numbers")
 		default:
-			fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(len(ro.Tcaches), "its thread was", "its %d threads were"), Duration(ro.Frozen))
+			n := len(ro.Tcaches) // a thread's tcache is read while it is stopped
+			if ro.TcachesSkipped != "" {
+				n = r.Threads
+			}
+			fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen))
 		}
 		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)
 	}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -49,7 +51,15 @@ type result struct {
 
 func run(t testing.TB, args ...string) result {
 	t.Helper()
-	return runCmd(t, exec.Command(arenactl, args...))
+	r := runCmd(t, exec.Command(arenactl, args...))
+	if r.code == 0 && len(args) > 0 && slices.Contains(args, "--json") {
+		// Every document any test makes arenactl print follows its
+		// published schema.
+		if _, ok := schema.Documents[args[0]]; ok {
+			testutil.ValidateJSON(t, args[0], []byte(r.stdout))
+		}
+	}
+	return r
 }
 
 func runCmd(t testing.TB, cmd *exec.Cmd) result {

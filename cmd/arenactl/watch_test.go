@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -121,11 +119,7 @@ func TestWatchJSONLines(t *testing.T) {
 		if err := decodeDoc([]byte(l), &info); err != nil || len(info.Arenas) == 0 || info.Pid != tg.Pid {
 			t.Fatalf("line %d is not an info document of %d: %v\n%s", len(samples), tg.Pid, err, l)
 		}
-		dec := json.NewDecoder(strings.NewReader(l))
-		dec.DisallowUnknownFields() // every name is info's, or time and sample
-		if err := dec.Decode(&schema.WatchSample{}); err != nil {
-			t.Fatalf("line %d: %v\n%s", len(samples), err, l)
-		}
+		testutil.ValidateJSON(t, "watch", []byte(l)) // every name is info's, or time and sample
 		var s jsonWatchSample
 		if err := decodeDoc([]byte(l), &s); err != nil {
 			t.Fatalf("line %d: %v\n%s", len(samples), err, l)

@@ -78,6 +78,8 @@ type DiffSide struct {
 // Diff is the document of diff --json: arenas and classes largest growth
 // first.
 type Diff struct {
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion    int         `json:"schema_version"`
 	Before           DiffSide    `json:"before"`
 	After            DiffSide    `json:"after"`
 	Warnings         []string    `json:"warnings"`
@@ -93,7 +95,7 @@ type Diff struct {
 
 // NewDiff is the document of d.
 func NewDiff(d *report.Diff) Diff {
-	out := Diff{Before: diffSide(d.Before), After: diffSide(d.After), Warnings: d.Warnings, Changed: d.Changed, MatchedBy: d.MatchedBy(),
+	out := Diff{SchemaVersion: Version, Before: diffSide(d.Before), After: diffSide(d.After), Warnings: d.Warnings, Changed: d.Changed, MatchedBy: d.MatchedBy(),
 		Arenas: []ArenaDiff{}, Classes: []ClassDiff{}, FindingsAppeared: findingsOf(d.Appeared), FindingsCleared: findingsOf(d.Cleared)}
 	for _, a := range d.Arenas {
 		out.Arenas = append(out.Arenas, ArenaDiff{Index: a.Index, IndexBefore: a.IndexBefore, Main: a.Main, Addr: a.Addr,

@@ -197,17 +197,19 @@ type Core struct {
 
 // Info is the document of info --json.
 type Info struct {
-	Pid       int         `json:"pid"`
-	Exe       string      `json:"exe"`
-	Threads   int         `json:"threads"`
-	Libc      Libc        `json:"glibc"`
-	Injection *Injection  `json:"injection"`
-	ReadOnly  *ReadOnly   `json:"read_only"`
-	Core      *Core       `json:"core,omitempty"`
-	Arenas    []Arena     `json:"arenas"`
-	Totals    Totals      `json:"totals"`
-	Maps      MapsSummary `json:"maps"`
-	Findings  []Finding   `json:"findings"`
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion int         `json:"schema_version"`
+	Pid           int         `json:"pid"`
+	Exe           string      `json:"exe"`
+	Threads       int         `json:"threads"`
+	Libc          Libc        `json:"glibc"`
+	Injection     *Injection  `json:"injection"`
+	ReadOnly      *ReadOnly   `json:"read_only"`
+	Core          *Core       `json:"core,omitempty"`
+	Arenas        []Arena     `json:"arenas"`
+	Totals        Totals      `json:"totals"`
+	Maps          MapsSummary `json:"maps"`
+	Findings      []Finding   `json:"findings"`
 }
 
 func newLibc(l report.LibcInfo) Libc {
@@ -238,7 +240,7 @@ func newSize(s glibc.SizeClass) Size {
 // NewInfo is the document of info --json for r and its diagnosis.
 func NewInfo(r *report.Report, findings []diagnose.Finding) Info {
 	mi := r.Malloc
-	out := Info{Pid: r.Pid, Exe: r.Exe, Threads: r.Threads, Libc: newLibc(r.Libc), Arenas: []Arena{}}
+	out := Info{SchemaVersion: Version, Pid: r.Pid, Exe: r.Exe, Threads: r.Threads, Libc: newLibc(r.Libc), Arenas: []Arena{}}
 	if r.Injection != nil {
 		j := newInjection(*r.Injection)
 		out.Injection = &j

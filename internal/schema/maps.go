@@ -60,13 +60,15 @@ func newMapsSummary(ms report.MapsSummary) MapsSummary {
 // Maps is the document of maps --json: the summary, and with --all every
 // mapping.
 type Maps struct {
-	Pid int `json:"pid"`
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion int `json:"schema_version"`
+	Pid           int `json:"pid"`
 	MapsSummary
 }
 
 // NewMaps is the document of m; with all, it lists every mapping.
 func NewMaps(m *report.Maps, all bool) Maps {
-	out := Maps{Pid: m.Pid, MapsSummary: newMapsSummary(m.Summary)}
+	out := Maps{SchemaVersion: Version, Pid: m.Pid, MapsSummary: newMapsSummary(m.Summary)}
 	if all {
 		for _, m := range m.Mappings {
 			out.Mappings = append(out.Mappings, Mapping{Start: m.Start, End: m.End, Perms: m.Perms, Offset: m.Offset, Path: m.Path,

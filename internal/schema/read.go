@@ -37,6 +37,9 @@ func ReadSummary(path string) (*report.Summary, error) {
 		return nil, fmt.Errorf("%s: empty: no arenactl info --json document in it", path)
 	case len(last.Arenas) == 0:
 		return nil, fmt.Errorf("%s: not written by arenactl info --json or watch --json: it has no arenas", path)
+	case last.SchemaVersion > Version:
+		// Version 0: written before documents carried their version.
+		return nil, fmt.Errorf("%s: schema version %d, newer than this arenactl's (%d)", path, last.SchemaVersion, Version)
 	}
 	s, err := last.summary()
 	if err != nil {

@@ -4,6 +4,8 @@ import "github.com/arenactl/arenactl/internal/report"
 
 // Snapshot is the document of snapshot --json.
 type Snapshot struct {
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion  int    `json:"schema_version"`
 	Pid            int    `json:"pid"`
 	Exe            string `json:"exe"`
 	Path           string `json:"path"`
@@ -26,7 +28,7 @@ type Snapshot struct {
 
 // NewSnapshot is the document of what snapshot did.
 func NewSnapshot(r *report.Snapshot) Snapshot {
-	return Snapshot{Pid: r.Pid, Exe: r.Exe, Path: r.Path, FileBytes: r.Size, CoreBytes: r.CoreSize, Compressed: r.Compressed,
+	return Snapshot{SchemaVersion: Version, Pid: r.Pid, Exe: r.Exe, Path: r.Path, FileBytes: r.Size, CoreBytes: r.CoreSize, Compressed: r.Compressed,
 		Full: r.Full, FrozenUs: r.Frozen.Microseconds(), Threads: r.Threads, DumpedBytes: r.Dumped, ZeroBytes: r.Zeros, RecordedBytes: r.Recorded,
 		Unreadable: r.Unreadable, Mappings: r.Mappings, DumpedMappings: r.DumpedMappings, Segments: r.Segments, AnonRSS: r.AnonRSS,
 		WalkError: r.WalkErr}

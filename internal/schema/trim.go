@@ -16,6 +16,8 @@ type TrimClass struct {
 // Trim is the document of trim --json. With --dry-run nothing ran: result,
 // injection and released_bytes are null and classes is empty.
 type Trim struct {
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion int         `json:"schema_version"`
 	Pid           int         `json:"pid"`
 	Libc          Libc        `json:"glibc"`
 	Pad           uint64      `json:"pad"`
@@ -55,7 +57,7 @@ type ArenaTrim struct {
 
 // NewTrim is the document of trim --json.
 func NewTrim(r *report.TrimReport) Trim {
-	out := Trim{Pid: r.Pid, Libc: newLibc(r.Libc), Pad: r.Pad, DryRun: r.DryRun, Classes: []TrimClass{}}
+	out := Trim{SchemaVersion: Version, Pid: r.Pid, Libc: newLibc(r.Libc), Pad: r.Pad, DryRun: r.DryRun, Classes: []TrimClass{}}
 	if !r.DryRun {
 		result, released, in := r.Result, r.Released(), newInjection(r.Injection)
 		out.Result, out.ReleasedBytes, out.Injection = &result, &released, &in

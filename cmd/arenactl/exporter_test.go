@@ -692,3 +692,20 @@ func TestExporterPrometheus(t *testing.T) {
 		return len(r) == 0
 	})
 }
+
+// A command line that cannot work is one line and exit 2, before anything
+// is listened on or read.
+func TestExporterUsage(t *testing.T) {
+	expectRefusal(t, run(t, "exporter"), exitUsage, "--pid or a matcher")
+	expectRefusal(t, run(t, "exporter", "--comm", "("), exitUsage, `--comm "("`)
+	expectRefusal(t, run(t, "exporter", "--pid", "0"), exitUsage, "--pid 0")
+	expectRefusal(t, run(t, "exporter", "--pid", "1", "--min-interval", "0s"), exitUsage, "--min-interval")
+	expectRefusal(t, run(t, "exporter", "--pid", "1", "--freeze-budget", "2"), exitUsage, "--freeze-budget")
+	expectRefusal(t, run(t, "exporter", "--pid", "1", "extra"), exitUsage)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	expectRefusal(t, run(t, "exporter", "--pid", "1", "--listen", l.Addr().String()), exitError, "address already in use")
+}

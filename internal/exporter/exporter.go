@@ -283,23 +283,16 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 		}
 		frozen, err := e.collect(tg)
 		<-e.sem
-		wait := e.cfg.MinInterval
 		switch {
 		case err == nil:
 			failures = 0
-			if b := time.Duration(float64(frozen) / e.cfg.FreezeBudget); b > wait {
-				wait = b
-			}
 		case Reason(err) == ReasonGone && !alive(tg.proc):
 			e.remove(tg, "exited")
 			return
 		default:
-			// A target that cannot be read (another allocator, damage)
-			// is tried again, less and less often.
 			failures++
-			wait *= time.Duration(min(1<<min(failures-1, 8), maxBackoff))
 		}
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(e.cfg.nextWait(frozen, failures))
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
@@ -310,6 +303,19 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 			return
 		}
 	}
+}
+
+// nextWait is how long to wait after a collection that froze the target
+// for frozen, the last failures of them in a row having failed: at least
+// MinInterval, long enough that the freeze stays within FreezeBudget, and,
+// for a target that cannot be read (another allocator, damage), longer
+// after each failure, up to maxBackoff times MinInterval.
+func (c *Config) nextWait(frozen time.Duration, failures int) time.Duration {
+	wait := max(c.MinInterval, time.Duration(float64(frozen)/c.FreezeBudget))
+	if failures > 0 {
+		wait = max(wait, c.MinInterval*time.Duration(min(1<<min(failures-1, 8), maxBackoff)))
+	}
+	return wait
 }
 
 // collect reads tg once, read-only with every thread frozen for the walk,

@@ -1,0 +1,166 @@
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+
+func mustCompile(t *testing.T, flag, expr string) *regexp.Regexp {
+	t.Helper()
+	re, err := Compile(flag, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
+
+// Matchers select real processes by name, path, cgroup and unit: anchored,
+// every kind given must match, any expression of a kind may. The exporter
+// never selects itself.
+func TestSelector(t *testing.T) {
+	name := fmt.Sprintf("sel%d", time.Now().UnixNano()%1e8)
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	testutil.WaitUntil(t, "the child to exec", func() bool { e, _ := procfs.Exe(pid); return e == bin })
+	cg, err := procfs.Cgroup(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	selected := func(s Selector) bool {
+		t.Helper()
+		ps, err := s.discover(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.Pid == os.Getpid() {
+				t.Error("the exporter selected itself")
+			}
+			if p.Pid == pid {
+				if p.Comm != name || p.Exe != bin || p.Cgroup != cg || p.Unit != procfs.SystemdUnit(cg) {
+					t.Errorf("process %+v", p)
+				}
+				return true
+			}
+		}
+		return false
+	}
+	re := func(flag, expr string) []*regexp.Regexp { return []*regexp.Regexp{mustCompile(t, flag, expr)} }
+	for _, c := range []struct {
+		what string
+		s    Selector
+		want bool
+	}{
+		{"its pid", Selector{Pids: []int{pid}}, true},
+		{"its name", Selector{Comm: re("comm", name)}, true},
+		{"a prefix of its name (anchored)", Selector{Comm: re("comm", name[:len(name)-1])}, false},
+		{"one of two names", Selector{Comm: []*regexp.Regexp{mustCompile(t, "comm", "nothing-like-it"), mustCompile(t, "comm", "sel[0-9]+")}}, true},
+		{"its path", Selector{Exe: re("exe", regexp.QuoteMeta(bin))}, true},
+		{"its name and cgroup", Selector{Comm: re("comm", name), Cgroup: re("cgroup", regexp.QuoteMeta(cg))}, true},
+		{"its name, another unit", Selector{Comm: re("comm", name), Unit: re("unit", "no-such-unit\\.service")}, false},
+		{"its name, another path", Selector{Comm: re("comm", name), Exe: re("exe", "/nowhere/.*")}, false},
+		{"a pid that cannot exist", Selector{Pids: []int{1 << 30}}, false},
+	} {
+		if got := selected(c.s); got != c.want {
+			t.Errorf("selected by %s: %v, want %v", c.what, got, c.want)
+		}
+	}
+	if ps, _ := (&Selector{Pids: []int{os.Getpid()}}).discover(os.Getpid()); len(ps) != 0 {
+		t.Errorf("the exporter's own pid given: %+v", ps)
+	}
+	if _, err := Compile("comm", "("); err == nil {
+		t.Error("a bad expression compiled")
+	}
+}
+
+// The schedule: never under MinInterval, long enough that freezes stay in
+// the budget, and backing off from a target that keeps failing.
+func TestNextWait(t *testing.T) {
+	c := Config{MinInterval: 30 * time.Second, FreezeBudget: 0.01}
+	for _, x := range []struct {
+		frozen   time.Duration
+		failures int
+		want     time.Duration
+	}{
+		{0, 0, 30 * time.Second},
+		{100 * time.Millisecond, 0, 30 * time.Second},
+		{time.Second, 0, 100 * time.Second},
+		{0, 1, 30 * time.Second},
+		{0, 2, 60 * time.Second},
+		{0, 3, 120 * time.Second},
+		{0, 50, 16 * 30 * time.Second},
+		{time.Minute, 1, 100 * time.Minute},
+	} {
+		if got := c.nextWait(x.frozen, x.failures); got != x.want {
+			t.Errorf("frozen %s, %d failures: wait %s, want %s", x.frozen, x.failures, got, x.want)
+		}
+	}
+}
+
+func TestReason(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("x: %w", &live.NotGlibcError{Pid: 1}), ReasonNotGlibc},
+		{fmt.Errorf("process 1: %w", ptrace.ErrNoProcess), ReasonGone},
+		{ptrace.ErrGone, ReasonGone},
+		{&ptrace.StateError{Pid: 1, What: "is a zombie"}, ReasonGone},
+		{fmt.Errorf("process 1: %w", ptrace.ErrPermission), ReasonPermission},
+		{&ptrace.TracedError{Pid: 1, TracerPid: 2}, ReasonTraced},
+		{&glibc.HeapDamageError{}, ReasonDamaged},
+		{fmt.Errorf("thread 3 did not stop: %w", errors.New("wait timed out")), ReasonTimeout},
+		{errors.New("something else"), ReasonOther},
+	} {
+		if got := Reason(c.err); got != c.want {
+			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// Every metric has a name with the one prefix and a unit suffix where it
+// counts something with a unit.
+func TestMetricNames(t *testing.T) {
+	names := MetricNames()
+	if len(names) != len(allDescs) {
+		t.Fatalf("%d names for %d metrics", len(names), len(allDescs))
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] || !regexp.MustCompile(`^arenactl_[a-z_]+$`).MatchString(n) {
+			t.Errorf("metric name %q (duplicate: %v)", n, seen[n])
+		}
+		seen[n] = true
+	}
+}

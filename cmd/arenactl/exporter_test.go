@@ -378,6 +378,20 @@ func TestExporterMetrics(t *testing.T) {
 		others = append(others, static)
 		args = append(args, "--pid", strconv.Itoa(static.Pid))
 	}
+	var musl *testutil.Target
+	if _, err := exec.LookPath("musl-gcc"); err == nil {
+		musl = testutil.Start(t, testutil.BuildCWith(t, "musl-gcc", "idle.c"))
+		others = append(others, musl)
+		args = append(args, "--pid", strconv.Itoa(musl.Pid))
+	}
+	// A heap damaged where glibc's own walk would loop: the read-only walk
+	// counts the damage and leaves the target as it was.
+	damaged := testutil.Start(t, testutil.BuildC(t, "corrupt.c"))
+	if a := damaged.Send("cycle"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("corrupt.c cycle: %q", a)
+	}
+	others = append(others, damaged)
+	args = append(args, "--pid", strconv.Itoa(damaged.Pid))
 	// Given and gone before the exporter starts: nothing to show, no error.
 	args = append(args, "--pid", "99999999")
 
@@ -435,6 +449,19 @@ func TestExporterMetrics(t *testing.T) {
 		if len(ms.find("arenactl_arena_system_bytes", "pid", jp)) > 0 {
 			t.Error("jemalloc target has arena series")
 		}
+	}
+	if musl != nil {
+		if _, ok := ms.value("arenactl_target_error", "pid", strconv.Itoa(musl.Pid), "reason", "not_glibc"); !ok {
+			t.Errorf("musl target: no not_glibc error")
+		}
+	}
+	dp := strconv.Itoa(damaged.Pid)
+	if v, ok := ms.value("arenactl_heap_damage", "pid", dp); !ok || v < 1 {
+		up, _ := upOf(ms, damaged.Pid)
+		t.Errorf("damaged target: heap_damage %v, %v (up %v)\n%s", v, ok, up, e.Log())
+	}
+	if a := damaged.Send("check"); a != "ok" {
+		t.Errorf("damaged target after its collections: %q", a)
 	}
 	if static != nil {
 		sp := strconv.Itoa(static.Pid)

@@ -422,11 +422,18 @@ func TestExporterMetrics(t *testing.T) {
 	if v, ok := ms.value("arenactl_target_info", "pid", pid, "comm", name, "exe", bin); !ok || v != 1 {
 		t.Errorf("no target_info for %s (%s)", name, bin)
 	}
-	for _, n := range []string{"arenactl_collection_freeze_seconds", "arenactl_collection_duration_seconds",
+	for _, n := range []string{"arenactl_collection_freeze_seconds", "arenactl_collection_walk_seconds", "arenactl_collection_duration_seconds",
 		"arenactl_last_success_timestamp_seconds", "arenactl_snapshot_age_seconds", "arenactl_process_threads"} {
 		if v, ok := ms.value(n, "pid", pid); !ok || v <= 0 {
 			t.Errorf("%s = %v, %v", n, v, ok)
 		}
+	}
+	// The walk happens within the freeze, the freeze within the collection.
+	walk, _ := ms.value("arenactl_collection_walk_seconds", "pid", pid)
+	freeze, _ := ms.value("arenactl_collection_freeze_seconds", "pid", pid)
+	took, _ := ms.value("arenactl_collection_duration_seconds", "pid", pid)
+	if walk > freeze || freeze > took {
+		t.Errorf("walk %vs, freeze %vs, collection %vs: not nested", walk, freeze, took)
 	}
 	if v, ok := ms.value("arenactl_memory_rss_bytes", "pid", pid, "class", "arena-heap"); !ok || v <= 0 {
 		t.Errorf("arena-heap RSS = %v, %v", v, ok)

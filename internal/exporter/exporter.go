@@ -117,10 +117,12 @@ type target struct {
 	lastAt      time.Time // the last collection, successful or not
 	lastReason  string    // "" when the last collection succeeded
 	lastFreeze  time.Duration
+	lastWalk    time.Duration
 	lastTook    time.Duration
 	collections uint64
 	errors      map[string]uint64
 	frozenTotal time.Duration
+	walkTotal   time.Duration
 	tookTotal   time.Duration
 }
 
@@ -324,20 +326,21 @@ func (e *Exporter) collect(tg *target) (time.Duration, error) {
 	start := time.Now()
 	rep, err := inspect.ReadOnly(tg.proc.Pid, e.cfg.Options, true)
 	var findings []diagnose.Finding
-	var frozen time.Duration
+	var frozen, walked time.Duration
 	if err == nil {
 		findings = diagnose.Diagnose(rep, inspect.DiagnoseEnv(tg.proc.Pid))
 		if rep.ReadOnly != nil {
-			frozen = rep.ReadOnly.Frozen
+			frozen, walked = rep.ReadOnly.Frozen, rep.ReadOnly.Walked
 		}
 	}
 	took := time.Since(start)
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	tg.collections++
-	tg.lastAt, tg.lastTook, tg.lastFreeze = time.Now(), took, frozen
+	tg.lastAt, tg.lastTook, tg.lastFreeze, tg.lastWalk = time.Now(), took, frozen, walked
 	tg.tookTotal += took
 	tg.frozenTotal += frozen
+	tg.walkTotal += walked
 	if err != nil {
 		r := Reason(err)
 		if tg.lastReason != r {

@@ -53,8 +53,10 @@ var (
 	descLastOK      = desc("last_success_timestamp_seconds", "When the values served for the process were read (Unix time); absent before the first success.", proc...)
 	descAge         = desc("snapshot_age_seconds", "How old the values served for the process are, at this scrape.", proc...)
 	descFreeze      = desc("collection_freeze_seconds", "How long every thread of the process was stopped by the last collection.", proc...)
+	descWalk        = desc("collection_walk_seconds", "How long the last collection's walk of the allocator took (within its freeze; 0 after a failure).", proc...)
 	descTook        = desc("collection_duration_seconds", "How long the last collection of the process took, freeze included (opening it, the walk, the memory map).", proc...)
 	descFreezeTotal = desc("collection_freeze_seconds_total", "Time every thread of the process has been stopped by collections, in all.", proc...)
+	descWalkTotal   = desc("collection_walk_seconds_total", "Time spent walking the process's allocator, in all.", proc...)
 	descTookTotal   = desc("collection_duration_seconds_total", "Time spent collecting the process, in all.", proc...)
 
 	descLibc = desc("libc_info", "The process's glibc (a static executable holds its own copy); always 1.",
@@ -87,7 +89,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	descBuild, descTargets, descDropped, descDisc, descDiscErr,
 	descTargetInfo, descUp, descError, descCollections, descErrors, descLastAt, descLastOK, descAge,
-	descFreeze, descTook, descFreezeTotal, descTookTotal,
+	descFreeze, descWalk, descTook, descFreezeTotal, descWalkTotal, descTookTotal,
 	descLibc, descThreads, descMmapChunks, descMmapBytes, descDamage,
 	descClassRss, descClassDirty, descClassSwap, descClassSize, descFinding, descFindingSaves,
 	descSystem, descSystemMax, descInUse, descFree, descFreeCount, descTop, descTrim, descHeaps,
@@ -182,9 +184,11 @@ func (c *collector) collectTarget(ch chan<- prometheus.Metric, tg *target) {
 	if tg.collections > 0 {
 		gauge(ch, descLastAt, float64(tg.lastAt.UnixNano())/1e9, pl...)
 		gauge(ch, descFreeze, tg.lastFreeze.Seconds(), pl...)
+		gauge(ch, descWalk, tg.lastWalk.Seconds(), pl...)
 		gauge(ch, descTook, tg.lastTook.Seconds(), pl...)
 	}
 	counter(ch, descFreezeTotal, tg.frozenTotal.Seconds(), pl...)
+	counter(ch, descWalkTotal, tg.walkTotal.Seconds(), pl...)
 	counter(ch, descTookTotal, tg.tookTotal.Seconds(), pl...)
 
 	s := tg.last

@@ -28,11 +28,13 @@ import (
 
 // exporterProc is a running `arenactl exporter`.
 type exporterProc struct {
-	url   string // http://127.0.0.1:PORT
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	log   strings.Builder
-	start time.Time
+	url     string // http://127.0.0.1:PORT
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	log     strings.Builder
+	start   time.Time
+	done    chan struct{} // its stderr reached EOF
+	stopped bool
 }
 
 // startExporter runs the exporter on a free loopback port with args, and
@@ -50,7 +52,8 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 		t.Fatal(err)
 	}
 	addr := make(chan string, 1)
-	done := make(chan struct{})
+	e.done = make(chan struct{})
+	done := e.done
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stderr)
@@ -65,10 +68,10 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 		}
 	}()
 	t.Cleanup(func() {
-		e.cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-		err := e.cmd.Wait()
-		if err != nil {
+		if e.stopped {
+			return
+		}
+		if err := e.stop(syscall.SIGTERM); err != nil {
 			t.Errorf("exporter after SIGTERM: %v\n%s", err, e.Log())
 		}
 		if l := e.Log(); strings.Contains(l, "panic:") || strings.Contains(l, "goroutine ") {
@@ -84,6 +87,14 @@ func startExporter(t *testing.T, args ...string) *exporterProc {
 		t.Fatalf("the exporter never served: %s", e.Log())
 	}
 	return e
+}
+
+// stop sends sig and waits for the exporter to exit.
+func (e *exporterProc) stop(sig syscall.Signal) error {
+	e.stopped = true
+	e.cmd.Process.Signal(sig)
+	<-e.done
+	return e.cmd.Wait()
 }
 
 func (e *exporterProc) Log() string { e.mu.Lock(); defer e.mu.Unlock(); return e.log.String() }
@@ -742,4 +753,50 @@ func TestExporterUsage(t *testing.T) {
 	}
 	defer l.Close()
 	expectRefusal(t, run(t, "exporter", "--pid", "1", "--listen", l.Addr().String()), exitError, "address already in use")
+}
+
+// threadsRunning reports whether every thread of pid is out of any ptrace
+// or job-control stop and has no tracer.
+func threadsRunning(pid int) bool {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, ent := range ents {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, ent.Name()))
+		if i := strings.LastIndexByte(string(st), ')'); i < 0 || i+2 >= len(st) || st[i+2] == 't' || st[i+2] == 'T' {
+			return false
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, ent.Name()))
+		if !strings.Contains(string(status), "\nTracerPid:\t0\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// Killed or stopped at any moment, collections under way included, the
+// exporter leaves its target running, untraced and intact: SIGTERM lets the
+// walk finish and exits 0; SIGKILL leaves the kernel to detach.
+func TestExporterKilledMidCollection(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "3")
+	for round := 0; round < 6; round++ {
+		sig := syscall.SIGKILL
+		if round%2 == 1 {
+			sig = syscall.SIGTERM
+		}
+		// Back-to-back collections: most moments are inside one.
+		e := startExporter(t, "--pid", strconv.Itoa(tg.Pid), "--min-interval", "10ms", "--freeze-budget", "1")
+		e.waitFor(t, "a first collection", func(ms metricSet) bool { return collected(ms, tg.Pid) })
+		time.Sleep(time.Duration(round*37%150) * time.Millisecond)
+		err := e.stop(sig)
+		if sig == syscall.SIGTERM && err != nil {
+			t.Errorf("round %d: exporter after SIGTERM: %v\n%s", round, err, e.Log())
+		}
+		testutil.WaitUntil(t, "every thread of the target to run untraced", func() bool { return threadsRunning(tg.Pid) })
+		if a := tg.Send("check"); a != "ok" {
+			t.Fatalf("round %d (%v): target says %q", round, sig, a)
+		}
+	}
+	mustQuit(t, tg)
 }

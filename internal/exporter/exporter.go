@@ -141,8 +141,8 @@ type Exporter struct {
 	runCtx          context.Context
 }
 
-// New checks cfg (falling back to Defaults for what is unset) and returns
-// an exporter that watches nothing until Run.
+// New returns an exporter of cfg (Defaults standing in for what is unset)
+// that watches nothing until Run.
 func New(cfg Config) *Exporter {
 	d := Defaults
 	if cfg.MinInterval <= 0 {
@@ -201,9 +201,15 @@ func (e *Exporter) Run(ctx context.Context) {
 // own, processes no longer selected (or gone) are dropped with their series.
 func (e *Exporter) discover(ctx context.Context) {
 	procs, err := e.cfg.Selector.discover(e.self)
-	// Oldest first, so that the processes watched under MaxTargets stay
-	// the same ones from cycle to cycle.
-	sort.SliceStable(procs, func(i, j int) bool { return procs[i].Start < procs[j].Start })
+	// Given PIDs first, then the oldest, so that the processes watched
+	// under MaxTargets are the ones asked for by PID and stay the same
+	// from cycle to cycle.
+	sort.SliceStable(procs, func(i, j int) bool {
+		if procs[i].Given != procs[j].Given {
+			return procs[i].Given
+		}
+		return procs[i].Start < procs[j].Start
+	})
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.discoveries++

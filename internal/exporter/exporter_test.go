@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -32,26 +33,12 @@ func mustCompile(t *testing.T, flag, expr string) *regexp.Regexp {
 // every kind given must match, any expression of a kind may. The exporter
 // never selects itself.
 func TestSelector(t *testing.T) {
-	name := fmt.Sprintf("sel%d", time.Now().UnixNano()%1e8)
-	src, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep(1)")
-	}
-	b, err := os.ReadFile(src)
+	name, pids := startSleeps(t, 1)
+	pid := pids[0]
+	bin, err := procfs.Exe(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	pid := cmd.Process.Pid
-	testutil.WaitUntil(t, "the child to exec", func() bool { e, _ := procfs.Exe(pid); return e == bin })
 	cg, err := procfs.Cgroup(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +72,7 @@ func TestSelector(t *testing.T) {
 		{"its pid", Selector{Pids: []int{pid}}, true},
 		{"its name", Selector{Comm: re("comm", name)}, true},
 		{"a prefix of its name (anchored)", Selector{Comm: re("comm", name[:len(name)-1])}, false},
-		{"one of two names", Selector{Comm: []*regexp.Regexp{mustCompile(t, "comm", "nothing-like-it"), mustCompile(t, "comm", "sel[0-9]+")}}, true},
+		{"one of two names", Selector{Comm: []*regexp.Regexp{mustCompile(t, "comm", "nothing-like-it"), mustCompile(t, "comm", "mx[0-9]+")}}, true},
 		{"its path", Selector{Exe: re("exe", regexp.QuoteMeta(bin))}, true},
 		{"its name and cgroup", Selector{Comm: re("comm", name), Cgroup: re("cgroup", regexp.QuoteMeta(cg))}, true},
 		{"its name, another unit", Selector{Comm: re("comm", name), Unit: re("unit", "no-such-unit\\.service")}, false},
@@ -101,6 +88,56 @@ func TestSelector(t *testing.T) {
 	}
 	if _, err := Compile("comm", "("); err == nil {
 		t.Error("a bad expression compiled")
+	}
+}
+
+// startSleeps runs n copies of sleep(1) under one new name.
+func startSleeps(t *testing.T, n int) (name string, pids []int) {
+	t.Helper()
+	name = fmt.Sprintf("mx%d", time.Now().UnixNano()%1e8)
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(bin, "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		pid := cmd.Process.Pid
+		testutil.WaitUntil(t, "the child to exec", func() bool { e, _ := procfs.Exe(pid); return e == bin })
+		pids = append(pids, pid)
+	}
+	return name, pids
+}
+
+// No more than MaxTargets processes are watched; a PID given is watched
+// before processes a matcher found, and the rest are counted.
+func TestMaxTargets(t *testing.T) {
+	name, pids := startSleeps(t, 3)
+	e := New(Config{Selector: Selector{Pids: []int{pids[2]}, Comm: []*regexp.Regexp{mustCompile(t, "comm", name)}},
+		MaxTargets: 2, MinInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	e.discover(ctx)
+	e.mu.Lock()
+	n, dropped, given := len(e.targets), e.dropped, false
+	for k := range e.targets {
+		given = given || k.pid == pids[2]
+	}
+	e.mu.Unlock()
+	cancel()
+	e.wg.Wait()
+	if n != 2 || dropped != 1 || !given {
+		t.Errorf("%d watched (given pid among them: %v), %d dropped; want 2 with it, 1 dropped", n, given, dropped)
 	}
 }
 

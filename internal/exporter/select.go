@@ -43,6 +43,7 @@ func (s *Selector) Empty() bool { return len(s.Pids) == 0 && !s.HasMatchers() }
 // process is one process as discovery saw it. Start tells it from a later
 // process that reuses its PID.
 type process struct {
+	Given  bool // by --pid, not by a matcher
 	Pid    int
 	Start  uint64
 	Comm   string
@@ -78,7 +79,7 @@ func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 	if err != nil || st.Exited() {
 		return nil, false
 	}
-	p := &process{Pid: pid, Start: st.StartTime, Comm: st.Comm}
+	p := &process{Given: given, Pid: pid, Start: st.StartTime, Comm: st.Comm}
 	if len(s.Comm) > 0 && !given && !anyMatch(s.Comm, p.Comm) {
 		return nil, false
 	}

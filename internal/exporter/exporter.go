@@ -219,13 +219,18 @@ func (e *Exporter) discover(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := map[key]bool{}
+	now := map[key]*process{}
 	for _, p := range procs {
-		now[p.key()] = true
+		now[p.key()] = p
 	}
 	for k, tg := range e.targets {
-		if !now[k] {
+		switch p := now[k]; {
+		case p == nil:
 			e.removeLocked(k, tg, "is no longer selected")
+		case p.Comm != tg.proc.Comm || p.Exe != tg.proc.Exe || p.Cgroup != tg.proc.Cgroup:
+			// It ran exec, renamed itself or moved: its series start
+			// again under the labels it has now.
+			e.removeLocked(k, tg, "changed")
 		}
 	}
 	e.dropped = 0

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,49 @@ func TestMetricNames(t *testing.T) {
 			t.Errorf("metric name %q (duplicate: %v)", n, seen[n])
 		}
 		seen[n] = true
+	}
+}
+
+// A process that runs exec keeps its PID and start time but is another
+// program: its series start again under its new name and executable.
+func TestTargetExec(t *testing.T) {
+	_, pids := startSleeps(t, 1)
+	bin, err := procfs.Exe(pids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `read x; exec "$0" 60`, bin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	e := New(Config{Selector: Selector{Pids: []int{pid}}, MinInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); e.wg.Wait() }()
+	watched := func() *process {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for k, tg := range e.targets {
+			if k.pid == pid {
+				return tg.proc
+			}
+		}
+		return nil
+	}
+	testutil.WaitUntil(t, "sh to run", func() bool { e, _ := procfs.Exe(pid); return strings.HasSuffix(e, "sh") })
+	e.discover(ctx)
+	if p := watched(); p == nil || p.Exe == bin {
+		t.Fatalf("before exec: %+v", p)
+	}
+	stdin.Write([]byte("go\n"))
+	testutil.WaitUntil(t, "the exec", func() bool { e, _ := procfs.Exe(pid); return e == bin })
+	e.discover(ctx)
+	if p := watched(); p == nil || p.Exe != bin || p.Comm != filepath.Base(bin) {
+		t.Fatalf("after exec: %+v", p)
 	}
 }

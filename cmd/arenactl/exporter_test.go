@@ -42,8 +42,17 @@ type exporterProc struct {
 // exit 0, without a panic.
 func startExporter(t *testing.T, args ...string) *exporterProc {
 	t.Helper()
+	return startExporterAs(t, nil, args...)
+}
+
+// startExporterAs is startExporter with credentials (nil: ours).
+func startExporterAs(t *testing.T, cred *syscall.Credential, args ...string) *exporterProc {
+	t.Helper()
 	e := &exporterProc{start: time.Now()}
 	e.cmd = exec.Command(arenactl, append([]string{"exporter", "--listen", "127.0.0.1:0"}, args...)...)
+	if cred != nil {
+		e.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	stderr, err := e.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -799,4 +808,23 @@ func TestExporterKilledMidCollection(t *testing.T) {
 		}
 	}
 	mustQuit(t, tg)
+}
+
+// An exporter that may not read a target (another user's, without
+// CAP_SYS_PTRACE) says so in a series of its own and goes on.
+func TestExporterPermission(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the exporter as another user")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	e := startExporterAs(t, &syscall.Credential{Uid: 65534, Gid: 65534},
+		"--pid", strconv.Itoa(tg.Pid), "--min-interval", "1s")
+	ms := e.waitFor(t, "a collection", func(ms metricSet) bool { return collected(ms, tg.Pid) })
+	if _, ok := ms.value("arenactl_target_error", "pid", strconv.Itoa(tg.Pid), "reason", "permission"); !ok {
+		t.Errorf("no permission error for a root process read by nobody\n%s\n%s", ms.text, e.Log())
+	}
+	if up, _ := upOf(ms, tg.Pid); up != 0 {
+		t.Errorf("target_up %v", up)
+	}
+	tg.Quit()
 }

@@ -828,3 +828,43 @@ func TestExporterPermission(t *testing.T) {
 	}
 	tg.Quit()
 }
+
+// A target a debugger holds is skipped with reason traced, and read once
+// the debugger has let it go.
+func TestExporterTraced(t *testing.T) {
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Skip("gdb is not installed")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "2")
+	g := exec.Command(gdb, "-q", "-nx", "-batch", "-p", strconv.Itoa(tg.Pid), "-ex", "shell sleep 60")
+	g.Stdout, g.Stderr = io.Discard, io.Discard
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			g.Process.Signal(syscall.SIGTERM)
+			g.Wait()
+			// gdb attached with SIGSTOP: killed, it leaves the target
+			// stopped.
+			syscall.Kill(tg.Pid, syscall.SIGCONT)
+		}
+	}
+	defer release()
+	testutil.WaitUntil(t, "gdb to attach", func() bool { return testutil.Traced(tg.Pid) })
+	e := startExporter(t, "--pid", strconv.Itoa(tg.Pid), "--min-interval", "200ms")
+	e.waitFor(t, "the traced error", func(ms metricSet) bool {
+		_, ok := ms.value("arenactl_target_error", "pid", strconv.Itoa(tg.Pid), "reason", "traced")
+		return ok
+	})
+	release()
+	// Failures back off (200ms, 400ms, ...): the next try reads it.
+	e.waitFor(t, "a successful collection after gdb left", func(ms metricSet) bool {
+		up, _ := upOf(ms, tg.Pid)
+		return up == 1
+	})
+	mustQuit(t, tg)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -81,10 +82,14 @@ these flags choose what is read.`,
 			}
 			cfg.Logf("serving http://%s/metrics", l.Addr())
 			e := exporter.New(cfg)
-			ctx := c.Context()
+			// A signal ends both; so does the server failing, which
+			// must not leave the collections running.
+			ctx, cancel := context.WithCancel(c.Context())
+			defer cancel()
 			done := make(chan struct{})
 			go func() { e.Run(ctx); close(done) }()
 			err = e.Serve(ctx, l)
+			cancel()
 			<-done
 			return err
 		},

@@ -138,7 +138,6 @@ type Exporter struct {
 	dropped         int    // selected beyond MaxTargets at the last discovery
 	discoveries     uint64 // cycles run
 	discoveryErrors uint64
-	runCtx          context.Context
 }
 
 // New returns an exporter of cfg (Defaults standing in for what is unset)
@@ -176,9 +175,6 @@ func (e *Exporter) logf(format string, args ...any) {
 // collections under way to finish (each thaws its target before it
 // returns).
 func (e *Exporter) Run(ctx context.Context) {
-	e.mu.Lock()
-	e.runCtx = ctx
-	e.mu.Unlock()
 	t := time.NewTicker(e.cfg.DiscoverInterval)
 	defer t.Stop()
 	for {

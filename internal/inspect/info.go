@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -73,7 +74,9 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 			return nil, err
 		}
 	}
+	walkStart := time.Now()
 	walk, caches, werr := h.Walk()
+	ro.Walked = time.Since(walkStart)
 	if frozen != nil {
 		held, terr := frozen.Thaw()
 		ro.Frozen = held

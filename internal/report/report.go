@@ -48,6 +48,7 @@ type ReadOnly struct {
 	Walk    *glibc.Walk
 	Tcaches []glibc.ThreadCache
 	Frozen  time.Duration // how long every thread was stopped; 0 with Torn
+	Walked  time.Duration // how long the walk itself took (within Frozen)
 	Torn    bool          // read without stopping the process: numbers may be inconsistent
 	// TcachesSkipped says why no thread's tcache was read ("" when they
 	// were looked for).

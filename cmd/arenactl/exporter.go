@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arenactl/arenactl/internal/exporter"
+	"github.com/arenactl/arenactl/internal/glibc"
+)
+
+func newExporterCmd() *cobra.Command {
+	cfg := exporter.Defaults
+	var listen string
+	var pids []int
+	var comm, exe, cgroup, unit []string
+	c := &cobra.Command{
+		Use:   "exporter",
+		Short: "Serve Prometheus metrics of the glibc malloc state of chosen processes, read-only",
+		Long: `exporter watches the processes given by --pid, and the processes matching
+--comm, --exe, --cgroup and --unit (evaluated again every --discover-interval,
+so processes that start are picked up and processes that exit disappear), and
+serves their malloc state as Prometheus metrics on --listen (/metrics).
+
+Each process is read as 'info --read-only' reads it: nothing runs in it,
+nothing is trimmed; every thread is stopped for the walk of its allocator.
+Collections follow a schedule of their own, never more often than
+--min-interval per process, and less often when the walk's freeze would
+exceed --freeze-budget of its time; a scrape serves the last values read
+(arenactl_snapshot_age_seconds says how old), so scrapes freeze nothing.
+
+Matchers are regular expressions matched against the whole value. A process
+is watched if its PID was given, or if it matches every kind of matcher given
+(one of the expressions of each kind). The HTTP endpoint takes no target: only
+these flags choose what is read.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			sel := &cfg.Selector
+			for _, pid := range pids {
+				if pid <= 0 {
+					return &usageError{msg: fmt.Sprintf("--pid %d is not a process id", pid)}
+				}
+			}
+			sel.Pids = pids
+			for _, m := range []struct {
+				flag  string
+				exprs []string
+				into  *[]*regexp.Regexp
+			}{{"comm", comm, &sel.Comm}, {"exe", exe, &sel.Exe}, {"cgroup", cgroup, &sel.Cgroup}, {"unit", unit, &sel.Unit}} {
+				for _, expr := range m.exprs {
+					re, err := exporter.Compile(m.flag, expr)
+					if err != nil {
+						return &usageError{msg: err.Error()}
+					}
+					*m.into = append(*m.into, re)
+				}
+			}
+			switch {
+			case sel.Empty():
+				return &usageError{msg: "exporter needs --pid or a matcher (--comm, --exe, --cgroup, --unit) to know what to watch"}
+			case cfg.MinInterval <= 0, cfg.DiscoverInterval <= 0, cfg.Options.Timeout <= 0:
+				return &usageError{msg: "--min-interval, --discover-interval and --timeout must be positive"}
+			case cfg.FreezeBudget <= 0 || cfg.FreezeBudget > 1:
+				return &usageError{msg: "--freeze-budget must be above 0 and at most 1"}
+			case cfg.Concurrency <= 0 || cfg.MaxTargets <= 0:
+				return &usageError{msg: "--concurrency and --max-targets must be positive"}
+			}
+			var logMu sync.Mutex
+			cfg.Logf = func(format string, args ...any) {
+				logMu.Lock()
+				defer logMu.Unlock()
+				fmt.Fprintf(os.Stderr, "arenactl exporter: "+format+"\n", args...)
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			cfg.Logf("serving http://%s/metrics", l.Addr())
+			e := exporter.New(cfg)
+			// A signal ends both; so does the server failing, which
+			// must not leave the collections running.
+			ctx, cancel := context.WithCancel(c.Context())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { e.Run(ctx); close(done) }()
+			err = e.Serve(ctx, l)
+			cancel()
+			<-done
+			return err
+		},
+		Annotations: map[string]string{endsByInterrupt: "true"},
+	}
+	fl := c.Flags()
+	fl.StringVar(&listen, "listen", exporter.DefaultListen, "address to serve /metrics on; the default is reachable from this machine only")
+	fl.IntSliceVar(&pids, "pid", nil, "watch this process; repeat for several")
+	fl.StringArrayVar(&comm, "comm", nil, "watch processes whose name (/proc/PID/comm, 15 characters at most) matches this regular expression; repeat for several")
+	fl.StringArrayVar(&exe, "exe", nil, "watch processes whose executable's path matches this regular expression")
+	fl.StringArrayVar(&cgroup, "cgroup", nil, "watch processes whose cgroup path (as in /proc/PID/cgroup) matches this regular expression")
+	fl.StringArrayVar(&unit, "unit", nil, "watch processes of the systemd units whose name matches this regular expression (e.g. 'mariadb\\.service')")
+	fl.DurationVar(&cfg.MinInterval, "min-interval", cfg.MinInterval, "the shortest time between two collections of one process")
+	fl.Float64Var(&cfg.FreezeBudget, "freeze-budget", cfg.FreezeBudget, "the fraction of its time a process may spend stopped by collections: a walk that froze it for F waits F/budget before the next")
+	fl.DurationVar(&cfg.DiscoverInterval, "discover-interval", cfg.DiscoverInterval, "how often the matchers are evaluated again")
+	fl.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "how many processes may be collected at the same time")
+	fl.IntVar(&cfg.MaxTargets, "max-targets", cfg.MaxTargets, "the most processes watched at once (bounds the metrics' cardinality); more are counted in arenactl_targets_dropped")
+	fl.DurationVar(&cfg.Options.Timeout, "timeout", cfg.Options.Timeout, "how long to wait for every thread of a process to stop")
+	fl.StringArrayVar(&cfg.Options.DebugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several")
+	return c
+}

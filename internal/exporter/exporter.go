@@ -1,0 +1,384 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// Config is what the exporter is told at start; nothing changes it later.
+type Config struct {
+	Selector Selector
+	// MinInterval is the shortest time between two collections of one
+	// target, whatever the scrapes and the budget say.
+	MinInterval time.Duration
+	// FreezeBudget is the fraction of time a target may spend frozen: a
+	// collection that froze it for F waits at least F/FreezeBudget before
+	// the next one, so a large heap is read less often than a small one.
+	FreezeBudget float64
+	// DiscoverInterval is how often the selector is evaluated again.
+	DiscoverInterval time.Duration
+	// Concurrency is how many targets may be collected at once.
+	Concurrency int
+	// MaxTargets bounds how many processes are watched (and so the
+	// metrics' cardinality); processes selected beyond it are counted,
+	// not watched.
+	MaxTargets int
+	// Options are the read-only walk's: Timeout bounds stopping every
+	// thread; DebugDirs locate main_arena and mp_ by symbol.
+	Options inspect.Options
+	// Logf, when set, hears when a target is added or removed.
+	Logf func(format string, args ...any)
+}
+
+// Defaults are the values cmd/arenactl's flags start from.
+var Defaults = Config{
+	MinInterval:      30 * time.Second,
+	FreezeBudget:     0.01,
+	DiscoverInterval: 15 * time.Second,
+	Concurrency:      1,
+	MaxTargets:       64,
+	Options:          inspect.Options{Timeout: 3 * time.Second},
+}
+
+// maxBackoff bounds how far repeated failures push a target's next
+// collection out, in multiples of MinInterval.
+const maxBackoff = 16
+
+// Reasons a collection fails, the values of the reason label: a small,
+// fixed set, derived from the error's type.
+const (
+	ReasonNotGlibc   = "not_glibc"  // another allocator, musl, no glibc malloc found
+	ReasonPermission = "permission" // the kernel refused to let us read or trace it
+	ReasonGone       = "gone"       // it exited while we read it
+	ReasonTraced     = "traced"     // another tracer (a debugger) holds it
+	ReasonDamaged    = "damaged"    // the walk found the allocator's state inconsistent
+	ReasonTimeout    = "timeout"    // its threads did not stop in time
+	ReasonOther      = "other"
+)
+
+// Reasons lists every reason, in the order metrics show them.
+var Reasons = []string{ReasonNotGlibc, ReasonPermission, ReasonGone, ReasonTraced, ReasonDamaged, ReasonTimeout, ReasonOther}
+
+// Reason classifies a collection's error.
+func Reason(err error) string {
+	var (
+		notGlibc *live.NotGlibcError
+		traced   *ptrace.TracedError
+		state    *ptrace.StateError
+		damaged  *glibc.HeapDamageError
+		timeout  *ptrace.TimeoutError
+	)
+	switch {
+	case errors.As(err, &notGlibc):
+		return ReasonNotGlibc
+	case errors.As(err, &traced):
+		return ReasonTraced
+	case errors.Is(err, ptrace.ErrNoProcess), errors.Is(err, ptrace.ErrGone), errors.As(err, &state):
+		return ReasonGone
+	case errors.Is(err, ptrace.ErrPermission):
+		return ReasonPermission
+	case errors.As(err, &damaged):
+		return ReasonDamaged
+	case errors.As(err, &timeout), errors.Is(err, os.ErrDeadlineExceeded),
+		// ptrace's wait for a stop does not export its timeout.
+		strings.Contains(err.Error(), "timed out"):
+		return ReasonTimeout
+	}
+	return ReasonOther
+}
+
+// snapshot is one successful collection.
+type snapshot struct {
+	rep      *report.Report
+	findings []diagnose.Finding
+	at       time.Time
+}
+
+// target is one watched process and what its collections left.
+type target struct {
+	proc    *process
+	removed chan struct{} // closed when it stops being watched
+
+	mu          sync.Mutex
+	last        *snapshot // the last success; nil before one
+	lastAt      time.Time // the last collection, successful or not
+	lastReason  string    // "" when the last collection succeeded
+	lastFreeze  time.Duration
+	lastWalk    time.Duration
+	lastTook    time.Duration
+	collections uint64
+	errors      map[string]uint64
+	frozenTotal time.Duration
+	walkTotal   time.Duration
+	tookTotal   time.Duration
+}
+
+// Exporter watches the selected processes and keeps their last collection.
+type Exporter struct {
+	cfg  Config
+	self int
+	sem  chan struct{}
+	wg   sync.WaitGroup
+
+	mu              sync.Mutex
+	targets         map[key]*target
+	dropped         int    // selected beyond MaxTargets at the last discovery
+	discoveries     uint64 // cycles run
+	discoveryErrors uint64
+}
+
+// New returns an exporter of cfg (Defaults standing in for what is unset)
+// that watches nothing until Run.
+func New(cfg Config) *Exporter {
+	d := Defaults
+	if cfg.MinInterval <= 0 {
+		cfg.MinInterval = d.MinInterval
+	}
+	if cfg.FreezeBudget <= 0 || cfg.FreezeBudget > 1 {
+		cfg.FreezeBudget = d.FreezeBudget
+	}
+	if cfg.DiscoverInterval <= 0 {
+		cfg.DiscoverInterval = d.DiscoverInterval
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = d.Concurrency
+	}
+	if cfg.MaxTargets <= 0 {
+		cfg.MaxTargets = d.MaxTargets
+	}
+	if cfg.Options.Timeout <= 0 {
+		cfg.Options.Timeout = d.Options.Timeout
+	}
+	return &Exporter{cfg: cfg, self: os.Getpid(), sem: make(chan struct{}, cfg.Concurrency), targets: map[key]*target{}}
+}
+
+func (e *Exporter) logf(format string, args ...any) {
+	if e.cfg.Logf != nil {
+		e.cfg.Logf(format, args...)
+	}
+}
+
+// Run discovers and collects until ctx ends, then waits for the
+// collections under way to finish (each thaws its target before it
+// returns).
+func (e *Exporter) Run(ctx context.Context) {
+	t := time.NewTicker(e.cfg.DiscoverInterval)
+	defer t.Stop()
+	for {
+		e.discover(ctx)
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			for k, tg := range e.targets {
+				e.removeLocked(k, tg, "")
+			}
+			e.mu.Unlock()
+			e.wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// discover evaluates the selector: new processes get a collector of their
+// own, processes no longer selected (or gone) are dropped with their series.
+func (e *Exporter) discover(ctx context.Context) {
+	procs, err := e.cfg.Selector.discover(e.self)
+	// Given PIDs first, then the oldest, so that the processes watched
+	// under MaxTargets are the ones asked for by PID and stay the same
+	// from cycle to cycle.
+	sort.SliceStable(procs, func(i, j int) bool {
+		if procs[i].Given != procs[j].Given {
+			return procs[i].Given
+		}
+		return procs[i].Start < procs[j].Start
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.discoveries++
+	if err != nil {
+		e.discoveryErrors++
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := map[key]*process{}
+	for _, p := range procs {
+		now[p.key()] = p
+	}
+	for k, tg := range e.targets {
+		switch p := now[k]; {
+		case p == nil:
+			e.removeLocked(k, tg, "is no longer selected")
+		case p.Comm != tg.proc.Comm || p.Exe != tg.proc.Exe || p.Cgroup != tg.proc.Cgroup:
+			// It ran exec, renamed itself or moved: its series start
+			// again under the labels it has now.
+			e.removeLocked(k, tg, "changed")
+		}
+	}
+	e.dropped = 0
+	for _, p := range procs {
+		if e.targets[p.key()] != nil {
+			continue
+		}
+		if len(e.targets) >= e.cfg.MaxTargets {
+			e.dropped++
+			continue
+		}
+		tg := &target{proc: p, removed: make(chan struct{}), errors: map[string]uint64{}}
+		e.targets[p.key()] = tg
+		e.logf("watching process %d (%s, %s)", p.Pid, p.Comm, p.Exe)
+		e.wg.Add(1)
+		go e.loop(ctx, tg)
+	}
+}
+
+// removeLocked stops watching tg; why ("" to say nothing) goes to the log.
+func (e *Exporter) removeLocked(k key, tg *target, why string) {
+	if e.targets[k] != tg {
+		return
+	}
+	delete(e.targets, k)
+	close(tg.removed)
+	if why != "" {
+		e.logf("process %d (%s) %s: no longer watched", tg.proc.Pid, tg.proc.Comm, why)
+	}
+}
+
+func (e *Exporter) remove(tg *target, why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.removeLocked(tg.proc.key(), tg, why)
+}
+
+// alive reports whether the process tg watches still exists: the same
+// process, not a later one that reuses its PID, and not a zombie.
+func alive(p *process) bool {
+	st, err := procfs.ReadStat(p.Pid)
+	return err == nil && st.StartTime == p.Start && !st.Exited()
+}
+
+// loop collects tg on its schedule until it is removed or ctx ends.
+func (e *Exporter) loop(ctx context.Context, tg *target) {
+	defer e.wg.Done()
+	failures := 0
+	for {
+		// One collection at a time per target (this loop), Concurrency
+		// at a time overall (sem).
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		case <-tg.removed:
+			return
+		}
+		if !alive(tg.proc) {
+			<-e.sem
+			e.remove(tg, "exited")
+			return
+		}
+		frozen, err := e.collect(tg)
+		<-e.sem
+		switch {
+		case err == nil:
+			failures = 0
+		case Reason(err) == ReasonGone && !alive(tg.proc):
+			e.remove(tg, "exited")
+			return
+		default:
+			failures++
+		}
+		timer := time.NewTimer(e.cfg.nextWait(frozen, failures))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-tg.removed:
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// nextWait is how long to wait after a collection that froze the target
+// for frozen, the last failures of them in a row having failed: at least
+// MinInterval, long enough that the freeze stays within FreezeBudget, and,
+// for a target that cannot be read (another allocator, damage), longer
+// after each failure, up to maxBackoff times MinInterval.
+func (c *Config) nextWait(frozen time.Duration, failures int) time.Duration {
+	wait := max(c.MinInterval, time.Duration(float64(frozen)/c.FreezeBudget))
+	if failures > 0 {
+		wait = max(wait, c.MinInterval*time.Duration(min(1<<min(failures-1, 8), maxBackoff)))
+	}
+	return wait
+}
+
+// collect reads tg once, read-only with every thread frozen for the walk,
+// and records the result. It returns how long the target was frozen.
+func (e *Exporter) collect(tg *target) (time.Duration, error) {
+	start := time.Now()
+	rep, err := inspect.ReadOnly(tg.proc.Pid, e.cfg.Options, true)
+	var findings []diagnose.Finding
+	var frozen, walked time.Duration
+	if err == nil {
+		findings = diagnose.Diagnose(rep, inspect.DiagnoseEnv(tg.proc.Pid))
+		if rep.ReadOnly != nil {
+			frozen, walked = rep.ReadOnly.Frozen, rep.ReadOnly.Walked
+		}
+	}
+	took := time.Since(start)
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.collections++
+	tg.lastAt, tg.lastTook, tg.lastFreeze, tg.lastWalk = time.Now(), took, frozen, walked
+	tg.tookTotal += took
+	tg.frozenTotal += frozen
+	tg.walkTotal += walked
+	if err != nil {
+		r := Reason(err)
+		if tg.lastReason != r {
+			e.logf("process %d (%s): %v", tg.proc.Pid, tg.proc.Comm, err)
+		}
+		tg.lastReason = r
+		tg.errors[r]++
+		return frozen, err
+	}
+	if tg.lastReason != "" {
+		e.logf("process %d (%s): read again", tg.proc.Pid, tg.proc.Comm)
+	}
+	tg.lastReason = ""
+	tg.last = &snapshot{rep: rep, findings: findings, at: tg.lastAt}
+	return frozen, nil
+}
+
+// watched returns the targets to serve, dropping those whose process has
+// exited since the last discovery: a scrape never shows a process that is
+// gone.
+func (e *Exporter) watched() []*target {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*target, 0, len(e.targets))
+	for k, tg := range e.targets {
+		if !alive(tg.proc) {
+			e.removeLocked(k, tg, "exited")
+			continue
+		}
+		out = append(out, tg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].proc.Pid < out[j].proc.Pid })
+	return out
+}

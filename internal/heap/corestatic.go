@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -30,18 +29,9 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 		return nil, ErrNoLibc
 	}
 	memID, idErr := glibc.BuildIDInMemory(t, m0.Start)
-	var cands []libcCandidate
-	if o.LibcFile != "" {
-		// --libc names the object that holds the allocator: here, the
-		// executable.
-		cands = append(cands, libcCandidate{o.LibcFile, true})
-	}
-	cands = append(cands, libcCandidate{t.SysrootPath(trimDeleted(exe)), true})
-	if len(memID) > 2 {
-		for _, d := range o.DebugDirs {
-			cands = append(cands, libcCandidate{filepath.Join(d, ".build-id", memID[:2], memID[2:]), false})
-		}
-	}
+	// --libc names the object that holds the allocator: here, the
+	// executable.
+	cands := libcCandidates(t, o, exe, memID)
 	var notes []string
 	for _, cand := range cands {
 		if _, err := os.Stat(cand.path); err != nil {

@@ -102,6 +102,10 @@ func NewHijackPolicy(l *Libc, ms []maps.Mapping, mem Memory) *HijackPolicy {
 	return p
 }
 
+// Sigreturn is the address of libc's signal trampoline (__restore_rt), 0 if
+// it was not found.
+func (p *HijackPolicy) Sigreturn() uint64 { return p.sigreturn }
+
 // Check returns nil when the thread may be borrowed, or an error that says
 // why not.
 func (p *HijackPolicy) Check(ts ThreadState, mem Memory) error {

@@ -166,6 +166,7 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 		}
 		return nil, err.Error(), nil
 	}
+	th.SetTrampoline(policy.Sigreturn())
 	soft := opts.Timeout
 	hard := 10 * soft
 	if hard < 30*time.Second {

@@ -1,6 +1,7 @@
 package ptrace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,14 +22,55 @@ type CallLimits struct {
 }
 
 // redZone is the x86_64 SysV area below rsp that leaf code may use without
-// moving rsp; the injected frame must start below it.
+// moving rsp; everything we put on the thread's stack goes below it.
 const redZone = 128
 
-// Call runs fn(args...) on the stopped thread and returns its rax. The call
-// returns to address 0, so its completion is a SIGSEGV at pc 0, which we
-// catch and never deliver. The thread's registers are left as the call ended;
-// the next Call starts again from the registers saved by Stop, and Detach
-// restores them.
+// traceOptions: syscall stops must be told from SIGTRAPs, because the end of
+// a call is a syscall-entry-stop. Never PTRACE_O_EXITKILL: the target must
+// outlive arenactl.
+const traceOptions = unix.PTRACE_O_TRACESYSGOOD
+
+const (
+	protRead, protWrite, protExec = 1, 2, 4
+	mapPrivateAnon                = 0x22
+	pageSize                      = 4096
+)
+
+// Where a borrowed thread is stopped, which decides what resuming it does.
+type stopAt int
+
+const (
+	atOther stopAt = iota // interrupt-, group- or signal-delivery-stop
+	atEntry               // syscall-entry-stop: the syscall in orig_rax runs on resume
+	atExit                // syscall-exit-stop
+)
+
+// injector is the state of a thread that runs calls. From the first
+// register change on, the thread is at every instant either in its own
+// state or in one that restores it without arenactl: a call returning into
+// the call site's routine, or (while the site is made or removed) a syscall
+// returning into the signal trampoline with a signal frame on its stack.
+type injector struct {
+	exact    Regs // the thread's own registers as a user-mode resume point (orig_rax -1, syscall restart applied)
+	fallback Regs // the same for the signal frame (see frame.go)
+	xs       []byte
+	sp       uint64 // return-address slot; the signal frame starts at sp+8
+	base     uint64 // the call site, 0 while it does not exist
+	size     uint64
+	entry    uint64 // where calls return to
+	restore  uint64 // just after the marker syscall
+	seq      uint64
+	at       stopAt
+}
+
+// SetTrampoline gives the address of the target's signal trampoline (glibc's
+// __restore_rt), which the call site's creation and removal fall back on.
+// Without it no call can be made.
+func (th *Thread) SetTrampoline(addr uint64) { th.tramp = addr }
+
+// Call runs fn(args...) on the stopped thread and returns its rax. The
+// first call makes the thread's call site; Detach (or Restore) removes it
+// and puts the thread's registers back.
 func (th *Thread) Call(lim CallLimits, fn uint64, args ...uint64) (uint64, error) {
 	if !th.stopped || th.saved == nil {
 		return 0, errors.New("ptrace: Call on a thread that was not stopped")
@@ -39,42 +81,301 @@ func (th *Thread) Call(lim CallLimits, fn uint64, args ...uint64) (uint64, error
 	if len(args) > 6 {
 		return 0, errors.New("ptrace: at most 6 integer arguments")
 	}
-	r := *th.saved
-	sp := (r.Rsp - redZone) &^ 15
-	sp -= 8 // the return address slot: at entry (rsp+8) % 16 == 0 as the ABI wants
-	var zero [8]byte
-	if _, err := th.p.WriteAt(zero[:], sp); err != nil {
-		return 0, fmt.Errorf("writing the return address on thread %d's stack: %w", th.Tid, err)
-	}
-	r.Rsp = sp
-	r.Rip = fn
-	r.Rax = 0 // variadic callees read al as the number of vector registers used
-	// Without this, a thread stopped inside a blocking syscall would have its
-	// rip moved back two bytes by the kernel's syscall-restart logic.
-	r.Orig_rax = ^uint64(0)
-	r.Eflags &^= 1 << 10 // the ABI wants DF clear at a call
-	regs := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.Rcx, &r.R8, &r.R9}
-	for i, a := range args {
-		*regs[i] = a
-	}
 	var ret uint64
 	err := th.p.t.do(func() error {
-		if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
-			return th.gone(err)
+		if th.inj == nil {
+			if err := th.arm(); err != nil {
+				if th.inj != nil {
+					return errors.Join(err, th.teardown())
+				}
+				return err
+			}
 		}
 		var err error
-		ret, err = th.run(lim)
+		ret, err = th.call(lim, fn, args)
 		return err
 	})
 	return ret, err
 }
 
+// arm takes the thread's own state, puts a signal frame on its stack and
+// makes the call site. Runs on the tracer.
+func (th *Thread) arm() error {
+	if th.tramp == 0 {
+		a, err := FindTrampoline(th.p)
+		if err != nil {
+			return fmt.Errorf("%w, so a call could not restore itself", err)
+		}
+		th.tramp = a
+	}
+	var code [9]byte
+	if _, err := th.p.ReadAt(code[:], th.tramp); err != nil || !bytes.Equal(code[:], restoreRT) {
+		return fmt.Errorf("thread %d: no signal trampoline at %#x", th.Tid, th.tramp)
+	}
+	if err := unix.PtraceSetOptions(th.Tid, traceOptions); err != nil {
+		return th.gone(err)
+	}
+	in := &injector{exact: *th.saved, at: atOther}
+	in.exact.Orig_rax = ^uint64(0)
+	in.fallback = in.exact
+	if nr, ok := InSyscall(th.saved); ok {
+		// Let the kernel restart the syscall and stop the thread as it
+		// enters it again. There its registers are the syscall's own,
+		// ready to issue it, and its signal mask is the real one (ppoll,
+		// pselect6, epoll_pwait and rt_sigsuspend run with a temporary
+		// mask, put back on their way out).
+		if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+			return th.gone(err)
+		}
+		e, err := th.waitSyscall(syscallInfoEntry)
+		if err != nil {
+			return err
+		}
+		var insn [2]byte
+		if _, err := th.p.ReadAt(insn[:], e.Rip-2); err != nil || insn != [2]byte{0x0f, 0x05} {
+			th.saved = &e // untouched: resuming issues the syscall
+			return fmt.Errorf("thread %d: the syscall at %#x was not issued by a syscall instruction", th.Tid, e.Rip)
+		}
+		in.exact = e
+		in.exact.Rip -= 2
+		in.exact.Rax = e.Orig_rax // restart_syscall (219) for ERESTART_RESTARTBLOCK
+		in.exact.Orig_rax = ^uint64(0)
+		in.fallback = in.exact
+		if e.Orig_rax == sysRestartSyscall {
+			in.fallback.Rax = uint64(nr)
+		}
+		in.at = atEntry
+	}
+	mask, err := getSigmask(th.Tid)
+	if err != nil {
+		return th.gone(err)
+	}
+	xs, err := getXState(th.Tid)
+	if err != nil {
+		return fmt.Errorf("thread %d: reading extended registers: %w", th.Tid, err)
+	}
+	in.xs, th.xstate = xs, xs
+	th.inj = in
+	sp, img, err := sigFrame(in.exact.Rsp-redZone, &in.fallback, mask, xs)
+	if err != nil {
+		return err
+	}
+	if _, err := th.p.WriteAt(img, sp); err != nil {
+		return fmt.Errorf("writing a signal frame on thread %d's stack: %w", th.Tid, err)
+	}
+	in.sp = sp
+	if in.at != atEntry {
+		if err := th.enterTrampoline(); err != nil {
+			return err
+		}
+	}
+	size := uint64(xsaveOff) + (uint64(len(xs))+pageSize-1)&^(pageSize-1)
+	base, err := th.trampSyscall(unix.SYS_MMAP, 0, size, protRead|protWrite, mapPrivateAnon, ^uint64(0), 0)
+	if err != nil {
+		return err
+	}
+	if base >= ^uint64(pageSize-1) { // -errno
+		return fmt.Errorf("thread %d: mmap of the call site failed: %w", th.Tid, unix.Errno(-base))
+	}
+	in.base, in.size = base, size
+	text, entry, restore := routine(base)
+	in.entry, in.restore = base+entry, base+restore
+	page0 := sitePage0(size, th.Tid, &in.exact, sp, rfbmFor(xs))
+	for _, w := range []struct {
+		b   []byte
+		off uint64
+	}{{page0, 0}, {text, codeOff}, {xs, xsaveOff}} {
+		if _, err := th.p.WriteAt(w.b, base+w.off); err != nil {
+			return fmt.Errorf("writing the call site: %w", err)
+		}
+	}
+	if err := th.enterTrampoline(); err != nil {
+		return err
+	}
+	rv, err := th.trampSyscall(unix.SYS_MPROTECT, base+codeOff, pageSize, protRead|protExec)
+	if err != nil {
+		return err
+	}
+	if rv != 0 {
+		return fmt.Errorf("thread %d: mprotect of the call site failed: %w", th.Tid, unix.Errno(-rv))
+	}
+	return th.park()
+}
+
+// park points the thread at the routine's restore code: resumed without us,
+// it puts itself back.
+func (th *Thread) park() error {
+	in := th.inj
+	r := in.exact
+	r.Rip, r.Rsp = in.restore, in.sp+8
+	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+		return th.gone(err)
+	}
+	return nil
+}
+
+// enterTrampoline runs the thread into the signal trampoline's
+// rt_sigreturn and stops it as it enters the syscall, which trampSyscall
+// then replaces. If we die meanwhile, rt_sigreturn restores the thread.
+func (th *Thread) enterTrampoline() error {
+	in := th.inj
+	r := in.exact
+	r.Rip, r.Rsp = th.tramp, in.sp+8
+	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+		return th.gone(err)
+	}
+	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+		return th.gone(err)
+	}
+	e, err := th.waitSyscall(syscallInfoEntry)
+	if err != nil {
+		return err
+	}
+	if e.Orig_rax != sysRtSigreturn || e.Rip != th.tramp+uint64(len(restoreRT)) {
+		return fmt.Errorf("thread %d: expected rt_sigreturn at %#x, stopped in syscall %d at %#x", th.Tid, th.tramp, int64(e.Orig_rax), e.Rip)
+	}
+	return nil
+}
+
+// trampSyscall turns the syscall the thread is entering into nr(args),
+// returning into the trampoline, and waits for its exit.
+func (th *Thread) trampSyscall(nr uint64, args ...uint64) (uint64, error) {
+	in := th.inj
+	if in.at != atEntry {
+		return 0, errors.New("ptrace: trampSyscall not at a syscall entry")
+	}
+	var r Regs
+	if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+		return 0, th.gone(err)
+	}
+	r.Orig_rax = nr
+	for i, p := range []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10, &r.R8, &r.R9} {
+		if i < len(args) {
+			*p = args[i]
+		}
+	}
+	r.Rip, r.Rsp = th.tramp, in.sp+8
+	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+		return 0, th.gone(err)
+	}
+	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+		return 0, th.gone(err)
+	}
+	x, err := th.waitSyscall(syscallInfoExit)
+	if err != nil {
+		return 0, err
+	}
+	return x.Rax, nil
+}
+
+// waitSyscall resumes through other stops until the thread reaches a
+// syscall stop of the kind asked for. Signals meanwhile are held back.
+func (th *Thread) waitSyscall(want byte) (Regs, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	late := false
+	for {
+		s, err := waitFor(th.Tid, deadline, nil)
+		if errors.Is(err, errWaitTimeout) {
+			// It should have taken microseconds. Take the thread back
+			// wherever it is; the caller restores it.
+			if err := unix.PtraceInterrupt(th.Tid); err != nil {
+				return Regs{}, th.gone(err)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			late = true
+			continue
+		}
+		if err != nil {
+			return Regs{}, fmt.Errorf("thread %d: %w", th.Tid, err)
+		}
+		if s.exited {
+			th.detached = true
+			return Regs{}, fmt.Errorf("thread %d: %w", th.Tid, ErrGone)
+		}
+		var r Regs
+		if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+			return Regs{}, th.gone(err)
+		}
+		if th.inj != nil {
+			th.inj.at = atOther
+		}
+		if late {
+			return Regs{}, fmt.Errorf("thread %d: no syscall stop came", th.Tid)
+		}
+		switch {
+		case s.syscallStop():
+			op, err := syscallOp(th.Tid)
+			if err != nil {
+				return Regs{}, th.gone(err)
+			}
+			if th.inj != nil {
+				th.inj.at = atExit
+				if op == syscallInfoEntry {
+					th.inj.at = atEntry
+				}
+			}
+			if op == want {
+				return r, nil
+			}
+		case s.interruptStop():
+			if s.groupStop() {
+				th.holdSignal(s.signal)
+			}
+		default:
+			si, err := getSiginfo(th.Tid)
+			if err != nil {
+				return Regs{}, th.gone(err)
+			}
+			if fatal(s.signal) && si.code() > 0 {
+				return Regs{}, &FaultError{Signal: unix.SignalName(s.signal), PC: r.Rip, Addr: si.addr()}
+			}
+			th.held = append(th.held, si)
+		}
+		if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+			return Regs{}, th.gone(err)
+		}
+	}
+}
+
+// call starts fn returning into the routine and runs it to the marker.
+func (th *Thread) call(lim CallLimits, fn uint64, args []uint64) (uint64, error) {
+	in := th.inj
+	in.seq++
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], in.seq)
+	if _, err := th.p.WriteAt(w[:], in.base+hdrPending); err != nil {
+		return 0, err
+	}
+	binary.LittleEndian.PutUint64(w[:], in.entry)
+	if _, err := th.p.WriteAt(w[:], in.sp); err != nil {
+		return 0, fmt.Errorf("writing the return address on thread %d's stack: %w", th.Tid, err)
+	}
+	r := in.exact
+	r.Rsp = in.sp // at entry (rsp+8) % 16 == 0, as the ABI wants
+	r.Rip = fn
+	r.Rax = 0 // variadic callees read al as the number of vector registers used
+	r.Orig_rax = ^uint64(0)
+	r.Eflags &^= 1 << 10 // the ABI wants DF clear at a call
+	for i, p := range []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.Rcx, &r.R8, &r.R9} {
+		if i < len(args) {
+			*p = args[i]
+		}
+	}
+	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+		return 0, th.gone(err)
+	}
+	return th.run(lim)
+}
+
 // run resumes the thread and waits for the call to end. Runs on the tracer.
+// It resumes with PTRACE_SYSCALL, so that the routine's marker syscall
+// stops the thread; the callee's own syscalls stop it too and are let go.
 func (th *Thread) run(lim CallLimits) (uint64, error) {
+	in := th.inj
 	start := time.Now()
 	check := start.Add(lim.Soft)
 	hard := start.Add(lim.Hard)
-	if err := unix.PtraceCont(th.Tid, 0); err != nil {
+	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
 		return 0, th.gone(err)
 	}
 	interrupted, cancelled := false, false
@@ -86,10 +387,8 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 			err = errWaitTimeout
 		}
 		if errors.Is(err, errWaitTimeout) {
-			if interrupted { // the interrupt itself was not honoured: keep waiting
-				check = time.Now().Add(lim.Soft)
-				continue
-			}
+			// Interrupt (again: an interrupt that met a syscall-exit-stop
+			// may have been reported as that stop).
 			if err := unix.PtraceInterrupt(th.Tid); err != nil {
 				return 0, th.gone(err)
 			}
@@ -108,24 +407,37 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 		if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
 			return 0, th.gone(err)
 		}
+		in.at = atOther
 		switch {
+		case s.syscallStop():
+			op, err := syscallOp(th.Tid)
+			if err != nil {
+				return 0, th.gone(err)
+			}
+			in.at = atExit
+			if op == syscallInfoEntry {
+				in.at = atEntry
+				if r.Orig_rax == markerSyscall && r.Rip == in.restore {
+					return th.p.ReadUint64(in.base + hdrResult)
+				}
+			} else if nr, blocked := InSyscall(&r); blocked && interrupted {
+				// Under PTRACE_SYSCALL the kernel reports an interrupt
+				// that breaks a blocking syscall as its exit-stop.
+				return 0, th.abandon(&TimeoutError{Blocked: true, Syscall: nr, PC: r.Rip, Cancelled: cancelled})
+			}
 		case s.interruptStop() && interrupted && !s.groupStop():
 			interrupted = false
 			if nr, blocked := InSyscall(&r); blocked {
-				th.tainted = true
-				return 0, &TimeoutError{Blocked: true, Syscall: nr, PC: r.Rip, Cancelled: cancelled}
+				return 0, th.abandon(&TimeoutError{Blocked: true, Syscall: nr, PC: r.Rip, Cancelled: cancelled})
 			}
 			if time.Now().After(hard) {
-				th.tainted = true
-				return 0, &TimeoutError{PC: r.Rip, Cancelled: cancelled}
+				return 0, th.abandon(&TimeoutError{PC: r.Rip, Cancelled: cancelled})
 			}
 			check = time.Now().Add(lim.Soft / 4)
 		case s.interruptStop():
 			if s.groupStop() {
 				th.holdSignal(s.signal)
 			}
-		case s.signal == unix.SIGSEGV && r.Rip == 0:
-			return r.Rax, nil
 		default:
 			si, err := getSiginfo(th.Tid)
 			if err != nil {
@@ -135,15 +447,96 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 				// The call itself faulted (or aborted). The signal is not
 				// ours to give to the target: its handler would see a
 				// crash that never happened in its own code.
-				th.tainted = true
-				return 0, &FaultError{Signal: unix.SignalName(s.signal), PC: r.Rip, Addr: si.addr()}
+				return 0, th.abandon(&FaultError{Signal: unix.SignalName(s.signal), PC: r.Rip, Addr: si.addr()})
 			}
 			th.held = append(th.held, si)
 		}
-		if err := unix.PtraceCont(th.Tid, 0); err != nil {
+		if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
 			return 0, th.gone(err)
 		}
 	}
+}
+
+// abandon gives up the call: the thread is parked on the restore code, so
+// it is whole again whether we release it or die.
+func (th *Thread) abandon(why error) error {
+	th.tainted = true
+	if err := th.park(); err != nil {
+		return errors.Join(why, err)
+	}
+	return why
+}
+
+// teardown removes the call site (returning into the signal trampoline
+// meanwhile), then puts the thread's own registers back, extended state
+// first: until the general registers change, a thread resumed without us
+// would still restore itself. Runs on the tracer.
+func (th *Thread) teardown() error {
+	in := th.inj
+	var first error
+	if in.base != 0 {
+		err := func() error {
+			if in.at != atEntry {
+				if err := th.enterTrampoline(); err != nil {
+					return err
+				}
+			}
+			rv, err := th.trampSyscall(unix.SYS_MUNMAP, in.base, in.size)
+			if err == nil && rv != 0 {
+				err = unix.Errno(-rv)
+			}
+			return err
+		}()
+		if err != nil {
+			first = fmt.Errorf("thread %d: removing the call site at %#x: %w", th.Tid, in.base, err)
+		}
+		if err == nil {
+			in.base = 0
+		}
+	}
+	if th.detached {
+		return first
+	}
+	if err := setXState(th.Tid, in.xs); err != nil && first == nil {
+		first = fmt.Errorf("thread %d: restoring extended registers: %w", th.Tid, err)
+	}
+	r := in.exact
+	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+		return errors.Join(first, th.gone(err))
+	}
+	if in.base != 0 {
+		// Left behind, but nothing runs in it any more: say so for the
+		// next run, which removes it.
+		var one [8]byte
+		one[0] = 1
+		th.p.WriteAt(one[:], in.base+hdrRestored)
+		first = &SiteLeftError{Addr: in.base, Size: in.size, Err: first}
+	}
+	th.saved, th.inj = &r, nil
+	return first
+}
+
+// SiteLeftError: the call site could not be removed; it stays in the target,
+// marked, with nothing running in it, for a later run to remove.
+type SiteLeftError struct {
+	Addr, Size uint64
+	Err        error
+}
+
+func (e *SiteLeftError) Error() string {
+	return fmt.Sprintf("%v; the %d-byte call site at %#x stays in the target, marked for the next run to remove", e.Err, e.Size, e.Addr)
+}
+
+func (e *SiteLeftError) Unwrap() error { return e.Err }
+
+// Site returns the call site's address and size, and where its journal is
+// (512 bytes the caller may use to record what else it creates in the
+// target, so a later run can find it). Zero before the first Call.
+func (th *Thread) Site() (base, size, journal uint64) {
+	if th.inj == nil || th.inj.base == 0 {
+		return 0, 0, 0
+	}
+	return th.inj.base, th.inj.size, th.inj.base + journalOff
 }
 
 func fatal(sig unix.Signal) bool {

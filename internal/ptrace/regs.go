@@ -81,3 +81,28 @@ func InSyscall(r *Regs) (nr int64, ok bool) {
 	}
 	return nr, false
 }
+
+const (
+	ptraceGetSigmask       = 0x420a
+	ptraceGetSyscallInfo   = 0x420e
+	syscallInfoEntry       = 1
+	syscallInfoExit        = 2
+	errRestartRestartBlock = errRestartRestartBlk
+	sysRestartSyscall      = 219
+)
+
+// getSigmask reads the thread's blocked-signal mask (kernel sigset, 64 bits).
+func getSigmask(tid int) (uint64, error) {
+	var m uint64
+	err := ptraceRaw(ptraceGetSigmask, tid, 8, uintptr(unsafe.Pointer(&m)))
+	return m, err
+}
+
+// syscallOp tells a syscall-entry-stop from a syscall-exit-stop.
+func syscallOp(tid int) (byte, error) {
+	var info [88]byte
+	if err := ptraceRaw(ptraceGetSyscallInfo, tid, uintptr(len(info)), uintptr(unsafe.Pointer(&info[0]))); err != nil {
+		return 0, err
+	}
+	return info[0], nil
+}

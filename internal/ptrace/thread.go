@@ -21,6 +21,8 @@ type Thread struct {
 	tainted     bool      // a call was abandoned: no further calls on this thread
 	held        []siginfo // signals that arrived while we held the thread
 	detached    bool
+	tramp       uint64    // the target's signal trampoline (SetTrampoline)
+	inj         *injector // set from the first Call until the thread is restored
 }
 
 // Seize attaches to one thread without stopping it (PTRACE_SEIZE).
@@ -126,7 +128,9 @@ func (th *Thread) Regs() Regs {
 // are the FXSAVE layout of NT_PRFPREG.
 func (th *Thread) XState() []byte { return th.xstate }
 
-// Restore puts back the registers and extended state saved by Stop.
+// Restore puts back the registers and extended state saved by Stop, after
+// removing the call site if a Call made one. A thread stopped in a syscall
+// is then about to issue it again (restarted as the kernel would).
 func (th *Thread) Restore() error {
 	if th.saved == nil || th.detached {
 		return nil
@@ -135,6 +139,9 @@ func (th *Thread) Restore() error {
 }
 
 func (th *Thread) restoreLocked() error {
+	if th.inj != nil {
+		return th.teardown()
+	}
 	r := *th.saved
 	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
 		return th.gone(err)

@@ -26,6 +26,9 @@ func decode(ws unix.WaitStatus) stop {
 // PTRACE_SEIZE; signal-delivery-stops have event 0.
 func (s stop) interruptStop() bool { return s.event == unix.PTRACE_EVENT_STOP }
 
+// syscallStop: a syscall-entry- or -exit-stop (PTRACE_O_TRACESYSGOOD).
+func (s stop) syscallStop() bool { return s.event == 0 && s.signal == unix.SIGTRAP|0x80 }
+
 // groupStop: a SIGSTOP-like stop of the whole process reported to us.
 func (s stop) groupStop() bool {
 	if !s.interruptStop() {

@@ -1,0 +1,186 @@
+package ptrace
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// A call site is the small mapping arenactl creates in the target for the
+// duration of a session. It holds the thread's own registers and extended
+// state, and the routine every injected call returns into. The routine puts
+// all of that back and jumps to where the thread was, so a borrowed thread
+// comes back whole even if arenactl dies (SIGKILL) mid-call: nothing of the
+// restore depends on the tracer.
+//
+// Layout (offsets from the mapping's start):
+//
+//	page 0 (rw)  header: what a later run needs to find and judge a leftover
+//	             0x100 the thread's general registers, as the routine loads them
+//	             0x200 a journal the caller keeps (what else it created)
+//	page 1 (r-x) the routine
+//	page 2… (rw) the thread's XSAVE area, for xrstor
+const (
+	siteMagic   = "ARENACTL"
+	siteVersion = 1
+
+	hdrVersion  = 0x08 // u32 version, u32 total size
+	hdrCreator  = 0x10 // pid of the arenactl that made it
+	hdrStart    = 0x18 // its start time (clock ticks after boot, /proc/PID/stat field 22)
+	hdrTid      = 0x20 // the borrowed thread
+	hdrPending  = 0x28 // sequence number of the call started last (written by arenactl)
+	hdrDone     = 0x30 // sequence number of the call that returned last (written by the routine)
+	hdrResult   = 0x38 // its rax (written by the routine)
+	hdrRestored = 0x40 // 1 once the routine put the thread back itself, or arenactl did
+	hdrFrameSP  = 0x48 // where the return address into the routine sits on the thread's stack
+	hdrRFBM     = 0x50 // xrstor's requested-feature bitmap
+	regsOff     = 0x100
+	journalOff  = 0x200
+	journalSize = 0x200
+	codeOff     = 0x1000
+	xsaveOff    = 0x2000
+)
+
+// Register slots in the site, in the order the routine loads them.
+var siteRegs = []struct {
+	name string
+	code byte // x86 register number; 8..15 need REX.R
+	get  func(*Regs) uint64
+}{
+	{"r8", 8, func(r *Regs) uint64 { return r.R8 }},
+	{"r9", 9, func(r *Regs) uint64 { return r.R9 }},
+	{"r10", 10, func(r *Regs) uint64 { return r.R10 }},
+	{"r11", 11, func(r *Regs) uint64 { return r.R11 }},
+	{"r12", 12, func(r *Regs) uint64 { return r.R12 }},
+	{"r13", 13, func(r *Regs) uint64 { return r.R13 }},
+	{"r14", 14, func(r *Regs) uint64 { return r.R14 }},
+	{"r15", 15, func(r *Regs) uint64 { return r.R15 }},
+	{"rdi", 7, func(r *Regs) uint64 { return r.Rdi }},
+	{"rsi", 6, func(r *Regs) uint64 { return r.Rsi }},
+	{"rbp", 5, func(r *Regs) uint64 { return r.Rbp }},
+	{"rbx", 3, func(r *Regs) uint64 { return r.Rbx }},
+	{"rdx", 2, func(r *Regs) uint64 { return r.Rdx }},
+	{"rcx", 1, func(r *Regs) uint64 { return r.Rcx }},
+	{"rax", 0, func(r *Regs) uint64 { return r.Rax }},
+}
+
+const (
+	slotFlags = regsOff + 8*15
+	slotRsp   = regsOff + 8*16
+	slotRip   = regsOff + 8*17
+)
+
+// markerSyscall is what the routine issues once the call has returned.
+// getpid changes nothing, so when arenactl is gone (the thread untraced) it
+// is a no-op; while arenactl traces the thread with PTRACE_SYSCALL, its
+// syscall-entry-stop at the routine's address tells arenactl the call is
+// over, with the thread in a state that restores itself if resumed. An int3
+// would do the same for a live tracer but kill an untraced target with
+// SIGTRAP.
+const markerSyscall = 39
+
+// routine assembles the code page. base is the site's address. It returns
+// the code, the offset of the entry (where calls return to) and of restore
+// (just after the marker syscall, where a stop at the marker resumes).
+func routine(base uint64) (code []byte, entry, restore uint64) {
+	pc := base + codeOff
+	var b []byte
+	// rip-relative instruction: op bytes, then disp32 to target, then imm.
+	rel := func(target uint64, imm []byte, op ...byte) {
+		end := pc + uint64(len(b)) + uint64(len(op)) + 4 + uint64(len(imm))
+		b = append(b, op...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(int32(int64(target)-int64(end))))
+		b = append(b, imm...)
+	}
+	entry = codeOff
+	rel(base+hdrResult, nil, 0x48, 0x89, 0x05)  // mov [rip+result], rax
+	rel(base+hdrPending, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+pending]
+	rel(base+hdrDone, nil, 0x48, 0x89, 0x05)    // mov [rip+done], rax
+	b = append(b, 0xb8, markerSyscall, 0, 0, 0) // mov eax, 39
+	b = append(b, 0x0f, 0x05)                   // syscall
+	restore = codeOff + uint64(len(b))
+	rel(base+hdrRFBM, nil, 0x8b, 0x05)              // mov eax, [rip+rfbm]
+	rel(base+hdrRFBM+4, nil, 0x8b, 0x15)            // mov edx, [rip+rfbm+4]
+	rel(base+xsaveOff, nil, 0x48, 0x0f, 0xae, 0x2d) // xrstor64 [rip+xsave]
+	for i, r := range siteRegs {
+		rex := byte(0x48)
+		if r.code >= 8 {
+			rex |= 0x04
+		}
+		rel(base+regsOff+uint64(8*i), nil, rex, 0x8b, 0x05|(r.code&7)<<3) // mov reg, [rip+slot]
+	}
+	// rflags, then rsp and rip with instructions that change no flag. The
+	// push writes 8 bytes below the current rsp, which is below the red zone
+	// of the thread's own rsp.
+	rel(base+slotFlags, nil, 0xff, 0x35)                        // push qword [rip+flags]
+	b = append(b, 0x9d)                                         // popfq
+	rel(base+hdrRestored, []byte{1, 0, 0, 0}, 0x48, 0xc7, 0x05) // mov qword [rip+restored], 1
+	rel(base+slotRsp, nil, 0x48, 0x8b, 0x25)                    // mov rsp, [rip+rsp]
+	rel(base+slotRip, nil, 0xff, 0x25)                          // jmp qword [rip+rip]
+	return b, entry, restore
+}
+
+// sitePage0 builds the header and register block.
+func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
+	p := make([]byte, codeOff)
+	copy(p, siteMagic)
+	le := binary.LittleEndian
+	le.PutUint32(p[hdrVersion:], siteVersion)
+	le.PutUint32(p[hdrVersion+4:], uint32(size))
+	le.PutUint64(p[hdrCreator:], uint64(os.Getpid()))
+	le.PutUint64(p[hdrStart:], selfStart())
+	le.PutUint64(p[hdrTid:], uint64(tid))
+	le.PutUint64(p[hdrFrameSP:], frameSP)
+	le.PutUint64(p[hdrRFBM:], rfbm)
+	for i, s := range siteRegs {
+		le.PutUint64(p[regsOff+8*i:], s.get(r))
+	}
+	le.PutUint64(p[slotFlags:], r.Eflags)
+	le.PutUint64(p[slotRsp:], r.Rsp)
+	le.PutUint64(p[slotRip:], r.Rip)
+	return p
+}
+
+var selfStartTime uint64
+
+func selfStart() uint64 {
+	if selfStartTime == 0 {
+		selfStartTime, _ = StartTime(os.Getpid())
+	}
+	return selfStartTime
+}
+
+// StartTime reads a process's start time (field 22 of /proc/PID/stat), which
+// with the pid names a process unambiguously.
+func StartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// rfbmFor is the feature mask xrstor gets: every user feature XCR0 enables,
+// except AMX tile state the thread does not use (restoring it would fault
+// on a thread whose XFD arms it). Bytes 464..471 of the NT_X86_XSTATE area
+// hold XCR0, as gdb reads it; 512..519 are XSTATE_BV.
+func rfbmFor(xs []byte) uint64 {
+	if len(xs) < 520 {
+		return 3 // x87 and SSE
+	}
+	xcr0 := binary.LittleEndian.Uint64(xs[464:])
+	bv := binary.LittleEndian.Uint64(xs[512:])
+	const amx = 3 << 17
+	return xcr0 &^ (amx &^ bv)
+}

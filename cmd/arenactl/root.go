@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -59,7 +60,8 @@ type injectFlags struct {
 
 // options are the flags as inspect takes them.
 func (f *injectFlags) options() inspect.Options {
-	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck}
+	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck,
+		Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}
 }
 
 func (f *injectFlags) register(c *cobra.Command) {

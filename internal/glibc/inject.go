@@ -40,10 +40,11 @@ func (e *InjectError) Unwrap() error { return e.Err }
 
 // injection holds the addresses of one run and undoes what it created.
 type injection struct {
-	c     Caller
-	fn    map[string]uint64
-	errno uint64 // address of the hijacked thread's errno
-	saved [4]byte
+	c       Caller
+	fn      map[string]uint64
+	errno   uint64 // address of the hijacked thread's errno
+	saved   [4]byte
+	journal uint64 // where we record what we create (0: nowhere)
 }
 
 func newInjection(c Caller, l *Libc, need ...string) (*injection, error) {
@@ -64,6 +65,10 @@ func newInjection(c Caller, l *Libc, need ...string) (*injection, error) {
 	if _, err := c.ReadAt(in.saved[:], loc); err != nil {
 		return nil, &InjectError{Step: "reading errno", Err: err}
 	}
+	if j, ok := c.(Journaler); ok {
+		in.journal, _ = j.Journal()
+	}
+	in.removeLeftovers(l)
 	return in, nil
 }
 
@@ -112,39 +117,56 @@ func RunMallocInfo(ctx context.Context, c Caller, l *Libc) ([]byte, error) {
 }
 
 func (in *injection) mallocInfoOnce(ctx context.Context, size uint64) (xml []byte, truncated bool, err error) {
+	in.record(1, jMmap, 0, size, 0)
 	buf, err := in.call("mmap", 0, size, protRW, mapPrivAnon, ^uint64(0), 0)
 	if err != nil {
 		return nil, false, err
 	}
 	if errResult(buf) {
+		in.record(0, jNone, 0, 0, 0)
 		return nil, false, &InjectError{Step: "mmap in the target", Err: errors.New("it returned MAP_FAILED")}
 	}
 	leak := fmt.Sprintf("a %d-byte mapping at %#x", size, buf)
+	if in.journal != 0 {
+		leak += " (recorded in our call site, which stays, marked: the next arenactl run removes both)"
+	}
 	unmap := func() error {
+		in.record(1, jMunmap, buf, size, 0)
 		if _, err := in.call("munmap", buf, size); err != nil {
 			return &InjectError{Step: "unmapping our buffer", Err: err, Leaked: leak}
 		}
+		in.record(0, jNone, 0, 0, 0)
 		return nil
 	}
-	// Page 0 holds the mode string; the stream writes into the rest.
-	if _, err := in.c.WriteAt([]byte("w\x00"), buf); err != nil {
+	// Page 0 holds the mode string and our mark; the stream writes into the
+	// rest.
+	page0 := make([]byte, bufMarkOff+len(bufMark))
+	copy(page0, "w\x00")
+	copy(page0[bufMarkOff:], bufMark)
+	if _, err := in.c.WriteAt(page0, buf); err != nil {
 		return nil, false, errors.Join(&InjectError{Step: "writing the fmemopen mode", Err: err}, unmap())
 	}
+	in.record(1, jMapped, buf, size, 0)
 	data, dataLen := buf+pageSize, size-pageSize
 	if err := ctx.Err(); err != nil {
 		return nil, false, errors.Join(err, unmap())
 	}
+	in.record(1, jFmemopen, buf, size, 0)
 	fp, err := in.call("fmemopen", data, dataLen, buf)
 	if err != nil {
 		return nil, false, withLeak(err, leak)
 	}
 	if fp == 0 {
+		in.record(1, jMapped, buf, size, 0)
 		return nil, false, errors.Join(&InjectError{Step: "fmemopen in the target", Err: errors.New("it returned NULL")}, unmap())
 	}
+	in.record(1, jOpen, buf, size, fp)
 	closeStream := func() error {
+		in.record(1, jFclose, buf, size, fp)
 		if _, err := in.call("fclose", fp); err != nil {
-			return withLeak(err, leak+" and a FILE at "+fmt.Sprintf("%#x", fp))
+			return withLeak(err, fmt.Sprintf("a FILE at %#x and ", fp)+leak)
 		}
+		in.record(1, jMapped, buf, size, 0)
 		return nil
 	}
 	_, err = in.call("setvbuf", fp, 0, ioNBF, 0)

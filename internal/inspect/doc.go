@@ -29,6 +29,10 @@ type Options struct {
 	// 2 CPUs shared with 8 allocating threads), at the price of not catching
 	// damage that would make glibc abort.
 	NoHeapCheck bool
+	// Note receives what an injection found of earlier runs' leftovers in
+	// the target (call sites, buffers, FILEs) and what it did with them;
+	// nil drops the notes.
+	Note func(string)
 }
 
 // ErrInterrupted: a signal (context cancellation) ended the run; the target

@@ -127,6 +127,11 @@ func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, c
 	callErr := call(sess)
 	dur := time.Since(start)
 	held, relErr := sess.Release()
+	if o.Note != nil {
+		for _, n := range sess.Notes {
+			o.Note(n)
+		}
+	}
 	if err := firstErr(ctx, callErr, relErr); err != nil {
 		return report.Injection{}, err
 	}

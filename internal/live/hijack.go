@@ -51,8 +51,9 @@ type Session struct {
 	th       *ptrace.Thread
 	lim      ptrace.CallLimits
 	Tid      int
-	Syscall  int64 // what the thread was blocked in when we took it, -1 if running
-	Refusals int   // threads stopped, examined and let go before this one
+	Syscall  int64    // what the thread was blocked in when we took it, -1 if running
+	Refusals int      // threads stopped, examined and let go before this one
+	Notes    []string // what was found of earlier runs' leftovers, and done with them
 	start    time.Time
 	released bool
 	stopped  time.Duration

@@ -474,7 +474,12 @@ func (th *Thread) abandon(why error) error {
 func (th *Thread) teardown() error {
 	in := th.inj
 	var first error
+	keep := false
 	if in.base != 0 {
+		hold, err := th.p.ReadUint64(in.base + journalOff + JournalHolds)
+		keep = err == nil && hold != 0
+	}
+	if in.base != 0 && !keep {
 		err := func() error {
 			if in.at != atEntry {
 				if err := th.enterTrampoline(); err != nil {
@@ -510,7 +515,9 @@ func (th *Thread) teardown() error {
 		var one [8]byte
 		one[0] = 1
 		th.p.WriteAt(one[:], in.base+hdrRestored)
-		first = &SiteLeftError{Addr: in.base, Size: in.size, Err: first}
+		if !keep {
+			first = &SiteLeftError{Addr: in.base, Size: in.size, Err: first}
+		}
 	}
 	th.saved, th.inj = &r, nil
 	return first

@@ -184,3 +184,100 @@ func rfbmFor(xs []byte) uint64 {
 	const amx = 3 << 17
 	return xcr0 &^ (amx &^ bv)
 }
+
+// SiteInfo is a call site found in a process: one made by another arenactl
+// run that did not remove it (it was killed, or left it on purpose because
+// its journal records objects it could not remove).
+type SiteInfo struct {
+	Addr, Size   uint64
+	Creator      int    // pid of the arenactl that made it
+	CreatorStart uint64 // and its start time
+	Tid          int    // the thread it was made for
+	Pending      uint64 // sequence number of the last call started
+	Done         uint64 // sequence number of the last call that returned into the routine
+	Result       uint64 // that call's return value
+	Restored     bool   // the thread was put back (by the routine, or by arenactl)
+	FrameSP      uint64
+	Journal      []byte // the creator's own record of what else it made
+}
+
+// CreatorAlive reports whether the arenactl that made the site still runs.
+func (s *SiteInfo) CreatorAlive() bool {
+	st, err := StartTime(s.Creator)
+	return err == nil && st == s.CreatorStart
+}
+
+// Contains reports whether addr is inside the site.
+func (s *SiteInfo) Contains(addr uint64) bool { return addr >= s.Addr && addr < s.Addr+s.Size }
+
+// FindSites lists the call sites in the process other than those of threads
+// this Process is using now. A site's first page may have merged with
+// the anonymous mapping below it, but its code page cannot merge with
+// anything (its neighbours are the site's own writable pages): each
+// anonymous one-page r-x mapping whose page below holds the mark is a site.
+// (One killed between its mmap and its mprotect, a window of two syscalls,
+// is not found.)
+func (p *Process) FindSites() ([]SiteInfo, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid))
+	if err != nil {
+		return nil, procErr(p.Pid, err)
+	}
+	own := map[uint64]bool{}
+	p.mu.Lock()
+	for _, th := range p.threads {
+		if th.inj != nil && th.inj.base != 0 {
+			own[th.inj.base] = true
+		}
+	}
+	p.mu.Unlock()
+	var out []SiteInfo
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 5 || f[1] != "r-xp" {
+			continue
+		}
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil || hi-lo != pageSize || lo < codeOff {
+			continue
+		}
+		lo -= codeOff
+		if own[lo] {
+			continue
+		}
+		var mark [8]byte
+		if _, err := p.ReadAt(mark[:], lo); err != nil || string(mark[:]) != siteMagic {
+			continue
+		}
+		page := make([]byte, codeOff)
+		if _, err := p.ReadAt(page, lo); err != nil {
+			continue
+		}
+		le := binary.LittleEndian
+		if le.Uint32(page[hdrVersion:]) != siteVersion {
+			continue
+		}
+		out = append(out, SiteInfo{
+			Addr: lo, Size: uint64(le.Uint32(page[hdrVersion+4:])),
+			Creator: int(le.Uint64(page[hdrCreator:])), CreatorStart: le.Uint64(page[hdrStart:]),
+			Tid: int(le.Uint64(page[hdrTid:])), Pending: le.Uint64(page[hdrPending:]),
+			Done: le.Uint64(page[hdrDone:]), Result: le.Uint64(page[hdrResult:]),
+			Restored: le.Uint64(page[hdrRestored:]) == 1, FrameSP: le.Uint64(page[hdrFrameSP:]),
+			Journal: append([]byte(nil), page[journalOff:journalOff+journalSize]...),
+		})
+	}
+	return out, nil
+}
+
+// CallSeq is the sequence number of the last call started on the thread
+// (the next one gets CallSeq()+1).
+func (th *Thread) CallSeq() uint64 {
+	if th.inj == nil {
+		return 0
+	}
+	return th.inj.seq
+}
+
+// JournalHolds is the journal's first word: while the caller keeps it
+// non-zero, the site records objects still in the target, and Detach leaves
+// the site in place (marked as restored) rather than lose that record.
+const JournalHolds = 0

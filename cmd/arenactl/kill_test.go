@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// killRounds is how many runs TestSIGKILLAtRandomMoments kills; set
+// ARENACTL_KILL_ROUNDS (e.g. 200 or 1000) for the long form.
+func killRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("ARENACTL_KILL_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
+// SIGKILL of arenactl at random moments of info and trim runs: at attach,
+// while the call site is made, mid-call, at release. The target checks
+// itself after every kill: every thread alive and making progress, the
+// registers each held across its syscall or user-code loop unchanged, every
+// syscall restarted (none returned EINTR or a wrong value), the signal mask
+// of the thread in ppoll its own, its heap blocks intact; and no thread is
+// left stopped or traced.
+func TestSIGKILLAtRandomMoments(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "selfcheck.c"))
+	rounds := killRounds()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewSource(seed))
+	// Kill moments spread over the length of a whole run.
+	start := time.Now()
+	mustRun(t, "info", fmt.Sprint(tg.Pid))
+	span := time.Since(start) * 5 / 4
+	t.Logf("seed %d, a run takes %v", seed, span*4/5)
+	completed := 0
+	for i := 0; i < rounds; i++ {
+		verb := []string{"info", "trim"}[i%2]
+		cmd := exec.Command(arenactl, verb, fmt.Sprint(tg.Pid))
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(rng.Int63n(int64(span)))
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		if err := cmd.Wait(); err == nil {
+			completed++
+		}
+		testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+		if st := stoppedThreads(tg.Pid); st != "" {
+			t.Fatalf("round %d (%s, killed after %v): threads left stopped: %s", i, verb, delay, st)
+		}
+		if a := tg.Send("check"); a != "ok" {
+			t.Fatalf("round %d (%s, killed after %v): target says %q", i, verb, delay, a)
+		}
+	}
+	t.Logf("%d rounds, %d runs finished before the kill", rounds, completed)
+	// What the killed runs left is removed by the next run that completes.
+	r := mustRun(t, "info", fmt.Sprint(tg.Pid))
+	if left := markedMappings(t, tg.Pid); len(left) != 0 {
+		t.Errorf("call sites still in the target after a complete run: %v; it said: %s", left, r.stderr)
+	}
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target: %q", a)
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// stoppedThreads lists threads in a stopped state (T, t).
+func stoppedThreads(pid int) string {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
+			if st := s[i+2]; st == 'T' || st == 't' {
+				out = append(out, e.Name()+":"+string(st))
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// markedMappings lists arenactl's call sites in pid: a one-page anonymous
+// r-x mapping (the routine) after a page that starts with the mark.
+func markedMappings(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 5 || f[1] != "r-xp" {
+			continue
+		}
+		var lo, hi uint64
+		fmt.Sscanf(f[0], "%x-%x", &lo, &hi)
+		var hdr [8]byte
+		if _, err := mem.ReadAt(hdr[:], int64(lo)-4096); err == nil && hi-lo == 4096 && string(hdr[:]) == "ARENACTL" {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
+// A run killed while its call waits (on an arena lock another thread holds)
+// leaves its call site, buffer and FILE behind; the call then completes by
+// itself and the routine gives the thread back. The next run finds all
+// three, checks that nothing runs in them, removes them and says so.
+func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
+	tg, drain := stallTarget(t)
+	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "arenactl to take the thread", func() bool { return testutil.Traced(tg.Pid) })
+	testutil.WaitUntil(t, "the call to wait on the lock", func() bool { return len(markedMappings(t, tg.Pid)) > 0 && testutil.InSyscall(tg.Pid, 202) })
+	cmd.Process.Kill()
+	cmd.Wait()
+	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	if left := markedMappings(t, tg.Pid); len(left) != 1 {
+		t.Fatalf("marked mappings after the kill: %v", left)
+	}
+	drain() // the lock is released: the abandoned call completes and restores the thread
+	testutil.WaitUntil(t, "the killed run's call to finish", func() bool { return !testutil.InSyscall(tg.Pid, 202) })
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target after the killed run: %s", a)
+	}
+	r := mustRun(t, "info", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	for _, w := range []string{"removed what an earlier arenactl", "a FILE at", "buffer at", "call site at"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("the next run did not say %q: %s", w, r.stderr)
+		}
+	}
+	if left := markedMappings(t, tg.Pid); len(left) != 0 {
+		t.Errorf("marked mappings after the next run: %v", left)
+	}
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target: %s", a)
+	}
+	mustQuit(t, tg)
+}

@@ -61,6 +61,7 @@ type injector struct {
 	restore  uint64 // just after the marker syscall
 	seq      uint64
 	at       stopAt
+	escaped  bool // the thread restored itself (we were too slow at the gate)
 }
 
 // SetTrampoline gives the address of the target's signal trampoline (glibc's
@@ -368,27 +369,41 @@ func (th *Thread) call(lim CallLimits, fn uint64, args []uint64) (uint64, error)
 }
 
 // run resumes the thread and waits for the call to end. Runs on the tracer.
-// It resumes with PTRACE_SYSCALL, so that the routine's marker syscall
-// stops the thread; the callee's own syscalls stop it too and are let go.
+// The end shows in the site's done word: the routine then waits at its gate,
+// where we interrupt it and park it for the next call.
 func (th *Thread) run(lim CallLimits) (uint64, error) {
 	in := th.inj
 	start := time.Now()
 	check := start.Add(lim.Soft)
 	hard := start.Add(lim.Hard)
-	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+	if err := unix.PtraceCont(th.Tid, 0); err != nil {
 		return 0, th.gone(err)
 	}
-	interrupted, cancelled := false, false
+	interrupted, cancelled, finishing := false, false, false
 	cancel := lim.Cancel
 	for {
-		s, err := waitFor(th.Tid, check, cancel)
+		slice := time.Now().Add(500 * time.Microsecond)
+		if slice.After(check) {
+			slice = check
+		}
+		s, err := waitFor(th.Tid, slice, cancel)
+		if errors.Is(err, errWaitTimeout) && time.Now().Before(check) {
+			if !finishing {
+				done, rerr := th.p.ReadUint64(in.base + hdrDone)
+				if rerr == nil && done == in.seq {
+					if err := unix.PtraceInterrupt(th.Tid); err != nil {
+						return 0, th.gone(err)
+					}
+					finishing = true
+				}
+			}
+			continue
+		}
 		if errors.Is(err, errWaitCancel) {
 			cancelled, cancel = true, nil // a closed channel would fire on every poll
 			err = errWaitTimeout
 		}
 		if errors.Is(err, errWaitTimeout) {
-			// Interrupt (again: an interrupt that met a syscall-exit-stop
-			// may have been reported as that stop).
 			if err := unix.PtraceInterrupt(th.Tid); err != nil {
 				return 0, th.gone(err)
 			}
@@ -409,22 +424,8 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 		}
 		in.at = atOther
 		switch {
-		case s.syscallStop():
-			op, err := syscallOp(th.Tid)
-			if err != nil {
-				return 0, th.gone(err)
-			}
-			in.at = atExit
-			if op == syscallInfoEntry {
-				in.at = atEntry
-				if r.Orig_rax == markerSyscall && r.Rip == in.restore {
-					return th.p.ReadUint64(in.base + hdrResult)
-				}
-			} else if nr, blocked := InSyscall(&r); blocked && interrupted {
-				// Under PTRACE_SYSCALL the kernel reports an interrupt
-				// that breaks a blocking syscall as its exit-stop.
-				return 0, th.abandon(&TimeoutError{Blocked: true, Syscall: nr, PC: r.Rip, Cancelled: cancelled})
-			}
+		case s.interruptStop() && !s.groupStop() && (finishing || th.inSite(r.Rip)):
+			return th.finish(&r)
 		case s.interruptStop() && interrupted && !s.groupStop():
 			interrupted = false
 			if nr, blocked := InSyscall(&r); blocked {
@@ -451,10 +452,32 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 			}
 			th.held = append(th.held, si)
 		}
-		if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
+		if err := unix.PtraceCont(th.Tid, 0); err != nil {
 			return 0, th.gone(err)
 		}
 	}
+}
+
+func (th *Thread) inSite(pc uint64) bool {
+	in := th.inj
+	return in.base != 0 && pc >= in.base && pc < in.base+in.size
+}
+
+// finish takes the thread back after its call returned. Normally it waits
+// at the gate; if we were too slow (stopped longer than the gate waits), it
+// has restored itself and runs its own code again: the result stands, but
+// the thread is no longer ours to call in.
+func (th *Thread) finish(r *Regs) (uint64, error) {
+	in := th.inj
+	res, err := th.p.ReadUint64(in.base + hdrResult)
+	if err != nil {
+		return 0, err
+	}
+	if th.inSite(r.Rip) {
+		return res, th.park()
+	}
+	th.tainted, in.escaped = true, true
+	return res, nil
 }
 
 // abandon gives up the call: the thread is parked on the restore code, so
@@ -473,6 +496,19 @@ func (th *Thread) abandon(why error) error {
 // would still restore itself. Runs on the tracer.
 func (th *Thread) teardown() error {
 	in := th.inj
+	if in.escaped {
+		// Its registers are its own again and it ran on: nothing to put
+		// back. The site stays, marked restored, for the next run.
+		var r Regs
+		if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+			return th.gone(err)
+		}
+		th.saved, th.inj = &r, nil
+		if xs, err := getXState(th.Tid); err == nil {
+			th.xstate = xs
+		}
+		return nil
+	}
 	var first error
 	keep := false
 	if in.base != 0 {

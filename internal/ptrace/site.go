@@ -36,6 +36,7 @@ const (
 	hdrRestored = 0x40 // 1 once the routine put the thread back itself, or arenactl did
 	hdrFrameSP  = 0x48 // where the return address into the routine sits on the thread's stack
 	hdrRFBM     = 0x50 // xrstor's requested-feature bitmap
+	hdrTimeout  = 0x60 // struct timespec: gateTimeout
 	regsOff     = 0x100
 	journalOff  = 0x200
 	journalSize = 0x200
@@ -72,18 +73,23 @@ const (
 	slotRip   = regsOff + 8*17
 )
 
-// markerSyscall is what the routine issues once the call has returned.
-// getpid changes nothing, so when arenactl is gone (the thread untraced) it
-// is a no-op; while arenactl traces the thread with PTRACE_SYSCALL, its
-// syscall-entry-stop at the routine's address tells arenactl the call is
-// over, with the thread in a state that restores itself if resumed. An int3
-// would do the same for a live tracer but kill an untraced target with
-// SIGTRAP.
-const markerSyscall = 39
+// gateTimeout bounds how long the routine waits, after the call returned,
+// for arenactl to take the thread back (a ppoll on nothing). arenactl sees
+// the call's end in the site's done word and interrupts the thread in that
+// wait; if arenactl is gone (or stopped for longer than this), the wait
+// times out and the routine restores the thread by itself. Nothing here
+// traps or signals: untraced, it is a short sleep. ppoll, because an
+// interrupted ppoll restarts through ERESTARTNOHAND, while a futex or
+// nanosleep with a timeout would overwrite the thread's restart_block,
+// which the thread still needs if it was parked in such a sleep itself.
+// (Resuming calls with PTRACE_SYSCALL and stopping at a marker syscall
+// would need no wait, but stops the thread at every syscall of the call:
+// malloc_trim makes thousands, which made it a hundred times slower.)
+const gateTimeout = 250 * 1000 * 1000 // ns
 
 // routine assembles the code page. base is the site's address. It returns
 // the code, the offset of the entry (where calls return to) and of restore
-// (just after the marker syscall, where a stop at the marker resumes).
+// (just after the gate's futex wait).
 func routine(base uint64) (code []byte, entry, restore uint64) {
 	pc := base + codeOff
 	var b []byte
@@ -98,8 +104,19 @@ func routine(base uint64) (code []byte, entry, restore uint64) {
 	rel(base+hdrResult, nil, 0x48, 0x89, 0x05)  // mov [rip+result], rax
 	rel(base+hdrPending, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+pending]
 	rel(base+hdrDone, nil, 0x48, 0x89, 0x05)    // mov [rip+done], rax
-	b = append(b, 0xb8, markerSyscall, 0, 0, 0) // mov eax, 39
-	b = append(b, 0x0f, 0x05)                   // syscall
+	// ppoll(NULL, 0, &timeout, NULL, 8). ppoll writes back the time left
+	// when interrupted, so the timeout is set afresh each time.
+	var ns [4]byte
+	binary.LittleEndian.PutUint32(ns[:], gateTimeout)
+	rel(base+hdrTimeout, []byte{0, 0, 0, 0}, 0x48, 0xc7, 0x05) // mov qword [rip+tv_sec], 0
+	rel(base+hdrTimeout+8, ns[:], 0x48, 0xc7, 0x05)            // mov qword [rip+tv_nsec], gateTimeout
+	b = append(b, 0xb8, 0x0f, 0x01, 0, 0)                      // mov eax, 271 (SYS_ppoll)
+	b = append(b, 0x31, 0xff)                                  // xor edi, edi
+	b = append(b, 0x31, 0xf6)                                  // xor esi, esi
+	rel(base+hdrTimeout, nil, 0x48, 0x8d, 0x15)                // lea rdx, [rip+timeout]
+	b = append(b, 0x45, 0x31, 0xd2)                            // xor r10d, r10d
+	b = append(b, 0x41, 0xb8, 8, 0, 0, 0)                      // mov r8d, 8
+	b = append(b, 0x0f, 0x05)                                  // syscall
 	restore = codeOff + uint64(len(b))
 	rel(base+hdrRFBM, nil, 0x8b, 0x05)              // mov eax, [rip+rfbm]
 	rel(base+hdrRFBM+4, nil, 0x8b, 0x15)            // mov edx, [rip+rfbm+4]

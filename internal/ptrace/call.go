@@ -424,7 +424,12 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 		}
 		in.at = atOther
 		switch {
-		case s.interruptStop() && !s.groupStop() && (finishing || th.inSite(r.Rip)):
+		case s.interruptStop() && (finishing || th.inSite(r.Rip)):
+			// In a stopped process our interrupt is reported as a
+			// group-stop.
+			if s.groupStop() {
+				th.holdSignal(s.signal)
+			}
 			return th.finish(&r)
 		case s.interruptStop() && interrupted && !s.groupStop():
 			interrupted = false

@@ -281,3 +281,55 @@ func TestOpenRefusals(t *testing.T) {
 		t.Errorf("Open(zombie): %v", err)
 	}
 }
+
+// As if arenactl died: the tracer lets go of the thread without restoring
+// anything, once parked after a call and once in the middle of one (slow()
+// sleeps 300 ms). The routine in the call site restores the thread by
+// itself: its read() on stdin resumes and answers, and the site says so.
+func TestCallSiteRestoresWithoutTracer(t *testing.T) {
+	for _, mid := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mid-call=%v", mid), func(t *testing.T) {
+			fx := start(t)
+			th := fx.stopped(t, fx.tg.Pid)
+			if got, err := th.Call(generous, fx.add3, 1, 2, 3); err != nil || got != 6 {
+				t.Fatalf("add3 = %d, %v", got, err)
+			}
+			base, _, _ := th.Site()
+			err := fx.proc.t.do(func() error {
+				if mid {
+					r := th.inj.exact
+					r.Rip, r.Rsp, r.Orig_rax = fx.slow, th.inj.sp, ^uint64(0)
+					if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+						return err
+					}
+					th.inj.seq++
+					var w [8]byte
+					w[0] = byte(th.inj.seq)
+					th.p.WriteAt(w[:], base+hdrPending)
+				}
+				th.detached = true
+				return unix.PtraceDetach(th.Tid)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fx.proc.mu.Lock()
+			delete(fx.proc.threads, th.Tid) // gone from us, as with a dead tracer
+			fx.proc.mu.Unlock()
+			if got := fx.alive(t); got != "0" {
+				t.Fatalf("count = %q", got)
+			}
+			var sites []SiteInfo
+			testutil.WaitUntil(t, "the routine to restore the thread", func() bool {
+				sites, _ = fx.proc.FindSites()
+				return len(sites) == 1 && sites[0].Restored
+			})
+			if s := sites[0]; s.Addr != base || s.Pending != s.Done || s.Creator != os.Getpid() || !s.CreatorAlive() {
+				t.Errorf("site: %+v", s)
+			}
+			if line, code := fx.tg.Quit(); line != "clean" || code != 0 {
+				t.Fatalf("target: %q %d", line, code)
+			}
+		})
+	}
+}

@@ -131,19 +131,28 @@ func markedMappings(t *testing.T, pid int) []string {
 func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	tg, drain := stallTarget(t)
 	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitUntil(t, "arenactl to take the thread", func() bool { return testutil.Traced(tg.Pid) })
-	testutil.WaitUntil(t, "the call to wait on the lock", func() bool { return len(markedMappings(t, tg.Pid)) > 0 && testutil.InSyscall(tg.Pid, 202) })
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
+		select {
+		case <-exited:
+			t.Fatalf("arenactl ended before its call blocked: %s", stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	cmd.Process.Kill()
-	cmd.Wait()
+	<-exited
 	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
 	if left := markedMappings(t, tg.Pid); len(left) != 1 {
 		t.Fatalf("marked mappings after the kill: %v", left)
 	}
 	drain() // the lock is released: the abandoned call completes and restores the thread
-	testutil.WaitUntil(t, "the killed run's call to finish", func() bool { return !testutil.InSyscall(tg.Pid, 202) })
+	testutil.WaitUntil(t, "the killed run's call to finish", func() bool { return syscallOf(tg.Pid) != 202 })
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target after the killed run: %s", a)
 	}
@@ -160,4 +169,14 @@ func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 		t.Fatalf("target: %s", a)
 	}
 	mustQuit(t, tg)
+}
+
+// syscallOf is the syscall thread tid (= pid: the main thread) is blocked in, -1 if none.
+func syscallOf(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid))
+	n, err := strconv.Atoi(strings.Fields(string(b) + " x")[0])
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -41,9 +41,14 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	span := time.Since(start) * 5 / 4
 	t.Logf("seed %d, a run takes %v", seed, span*4/5)
 	completed := 0
+	// Every kind of thread gets borrowed: each round names one (parked in
+	// read, nanosleep, a timed futex, a futex, ppoll with its own mask; or
+	// running its register loop or its allocations).
+	tids := tg.Threads()
 	for i := 0; i < rounds; i++ {
 		verb := []string{"info", "trim"}[i%2]
-		cmd := exec.Command(arenactl, verb, fmt.Sprint(tg.Pid))
+		tid := tids[rng.Intn(len(tids))]
+		cmd := exec.Command(arenactl, verb, "--timeout", "2s", "--thread", fmt.Sprint(tid), fmt.Sprint(tg.Pid))
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -56,10 +61,10 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 		}
 		testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
 		if st := stoppedThreads(tg.Pid); st != "" {
-			t.Fatalf("round %d (%s, killed after %v): threads left stopped: %s", i, verb, delay, st)
+			t.Fatalf("round %d (%s of thread %d, killed after %v): threads left stopped: %s", i, verb, tid, delay, st)
 		}
 		if a := tg.Send("check"); a != "ok" {
-			t.Fatalf("round %d (%s, killed after %v): target says %q", i, verb, delay, a)
+			t.Fatalf("round %d (%s of thread %d, killed after %v): target says %q", i, verb, tid, delay, a)
 		}
 	}
 	t.Logf("%d rounds, %d runs finished before the kill", rounds, completed)

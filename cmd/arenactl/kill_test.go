@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,4 +185,50 @@ func syscallOf(pid int) int {
 		return -1
 	}
 	return n
+}
+
+// arenactl stopped (SIGSTOP) while its call waits, for longer than the call
+// site's gate: the call completes, the thread restores itself and goes on.
+// Continued, arenactl finds the thread gone from its call, fails that run
+// (leaving its objects, marked) and the next run removes them.
+func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
+	tg, drain := stallTarget(t)
+	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
+		select {
+		case <-exited:
+			t.Fatalf("arenactl ended before its call blocked: %s", stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+	drain()
+	testutil.WaitUntil(t, "the call to finish", func() bool { return syscallOf(tg.Pid) != 202 })
+	time.Sleep(500 * time.Millisecond) // past the gate
+	cmd.Process.Signal(syscall.SIGCONT)
+	<-exited
+	if !strings.Contains(stderr.String(), "restored itself") {
+		t.Errorf("arenactl said: %s", stderr.String())
+	}
+	if testutil.Traced(tg.Pid) {
+		t.Fatal("the target is still traced")
+	}
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target: %s", a)
+	}
+	r := mustRun(t, "info", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	if !strings.Contains(r.stderr, "removed what an earlier arenactl") {
+		t.Errorf("the next run did not remove the leftovers: %s", r.stderr)
+	}
+	if left := markedMappings(t, tg.Pid); len(left) != 0 {
+		t.Errorf("call sites after the next run: %v", left)
+	}
+	mustQuit(t, tg)
 }

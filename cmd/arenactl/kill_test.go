@@ -136,6 +136,7 @@ func markedMappings(t *testing.T, pid int) []string {
 // three, checks that nothing runs in them, removes them and says so.
 func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	tg, drain := stallTarget(t)
+	mainThreadReads(t, tg.Pid)
 	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -193,6 +194,7 @@ func syscallOf(pid int) int {
 // (leaving its objects, marked) and the next run removes them.
 func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 	tg, drain := stallTarget(t)
+	mainThreadReads(t, tg.Pid)
 	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -231,4 +233,20 @@ func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 		t.Errorf("call sites after the next run: %v", left)
 	}
 	mustQuit(t, tg)
+}
+
+// mainThreadReads waits for the stall target's main thread to sit in read
+// on its stdin. If its first read allocated its buffer after the stall
+// thread took main_arena's lock, it waits for that lock instead, for as
+// long as the stall lasts, and is (rightly) never borrowed: the test cannot
+// run then.
+func mainThreadReads(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for syscallOf(pid) != 0 {
+		if time.Now().After(deadline) {
+			t.Skipf("the target's main thread is in syscall %d, not reading its stdin: it waits for the lock its stall thread holds", syscallOf(pid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

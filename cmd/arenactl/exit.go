@@ -83,7 +83,7 @@ func exitCode(err error) int {
 		return exitLockedStop
 	case errors.Is(err, ptrace.ErrGone):
 		return exitGone
-	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject):
+	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself):
 		return exitCallFailed
 	case strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage // cobra's own error for a mistyped subcommand

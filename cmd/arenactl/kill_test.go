@@ -216,8 +216,8 @@ func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // past the gate
 	cmd.Process.Signal(syscall.SIGCONT)
 	<-exited
-	if !strings.Contains(stderr.String(), "restored itself") {
-		t.Errorf("arenactl said: %s", stderr.String())
+	if !strings.Contains(stderr.String(), "restored itself") || cmd.ProcessState.ExitCode() != exitCallFailed {
+		t.Errorf("arenactl exited %d: %s", cmd.ProcessState.ExitCode(), stderr.String())
 	}
 	if testutil.Traced(tg.Pid) {
 		t.Fatal("the target is still traced")

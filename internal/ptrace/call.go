@@ -77,7 +77,7 @@ func (th *Thread) Call(lim CallLimits, fn uint64, args ...uint64) (uint64, error
 		return 0, errors.New("ptrace: Call on a thread that was not stopped")
 	}
 	if th.tainted && th.inj != nil && th.inj.escaped {
-		return 0, fmt.Errorf("thread %d restored itself while arenactl was not watching (held up longer than the call site's gate); no further calls", th.Tid)
+		return 0, fmt.Errorf("thread %d: %w (held up longer than the call site's gate); no further calls", th.Tid, ErrRestoredItself)
 	}
 	if th.tainted {
 		return 0, errors.New("ptrace: thread has an abandoned call; no further calls")

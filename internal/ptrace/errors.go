@@ -14,6 +14,10 @@ var (
 	ErrNoProcess = procfs.ErrNoProcess
 	// ErrPermission: the kernel refused to let us trace the process.
 	ErrPermission = procfs.ErrPermission
+	// ErrRestoredItself: a borrowed thread put its own registers back and
+	// went on (its call site's gate timed out while arenactl was held up):
+	// the target is whole, but the thread is no longer ours to call in.
+	ErrRestoredItself = errors.New("the thread restored itself while arenactl was not watching")
 	// ErrGone: the target exited or was killed while we worked on it.
 	ErrGone = errors.New("target exited")
 )

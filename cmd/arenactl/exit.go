@@ -53,6 +53,7 @@ func exitCode(err error) int {
 		usage    *usageError
 		damaged  *glibc.HeapDamageError
 		locked   *glibc.LockedArenaError
+		stuck    *ptrace.StuckError
 	)
 	switch {
 	case err == nil:
@@ -60,6 +61,8 @@ func exitCode(err error) int {
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return exitInterrupted
 	case errors.As(err, &timeout) && timeout.Cancelled:
+		return exitInterrupted
+	case errors.As(err, &stuck) && stuck.Cancelled:
 		return exitInterrupted
 	case errors.As(err, &usage):
 		return exitUsage
@@ -69,6 +72,11 @@ func exitCode(err error) int {
 		return exitTraced
 	case errors.As(err, &state):
 		return exitState
+	case errors.Is(err, ptrace.ErrGone):
+		// Before ErrNoProcess: a process that exits or execs under us
+		// fails in many ways (a thread or file missing among them), and
+		// ErrGone is what was found to be their cause.
+		return exitGone
 	case errors.Is(err, ptrace.ErrNoProcess):
 		return exitNoProcess
 	case errors.Is(err, ptrace.ErrPermission), isFilePermission(err):
@@ -81,8 +89,6 @@ func exitCode(err error) int {
 		return exitDamaged
 	case errors.As(err, &locked):
 		return exitLockedStop
-	case errors.Is(err, ptrace.ErrGone):
-		return exitGone
 	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself):
 		return exitCallFailed
 	case strings.HasPrefix(err.Error(), "unknown command"):

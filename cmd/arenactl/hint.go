@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // hint is what the user can do about err, added to its one line; the
@@ -31,6 +33,8 @@ func hint(err error) string {
 		return " (a larger --max-unpacked opens it)"
 	case errors.As(err, &space):
 		return " (free space there, or set TMPDIR to a directory with more)"
+	case errors.Is(err, ptrace.ErrPermission) && !strings.Contains(err.Error(), "same user"):
+		return " (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)"
 	case errors.As(err, &memOnly):
 		return " (no libc file to read it with: give the matching one with --libc, or the machine's files with --sysroot)"
 	}

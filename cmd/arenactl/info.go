@@ -38,7 +38,7 @@ stops, and nothing is written to the target's own output.`,
 			case isCoreArg(args[0]):
 				rep, err = inspect.Core(c.Context(), args[0], cf.options(f.debugDirs))
 			case readOnly:
-				rep, err = inspect.ReadOnly(parsePid(args), f.options(), !noFreeze)
+				rep, err = inspect.ReadOnly(c.Context(), parsePid(args), f.options(), !noFreeze)
 			default:
 				rep, err = inspect.Info(c.Context(), parsePid(args), f.options())
 			}

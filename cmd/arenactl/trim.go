@@ -35,7 +35,7 @@ malloc_trim(pad) would release now (the free pages that are resident).`,
 			var rep *report.TrimReport
 			var err error
 			if dryRun {
-				rep, err = inspect.DryRunTrim(parsePid(args), pad, f.options())
+				rep, err = inspect.DryRunTrim(c.Context(), parsePid(args), pad, f.options())
 			} else {
 				rep, err = inspect.Trim(c.Context(), parsePid(args), pad, f.options())
 			}

@@ -64,7 +64,7 @@ exits, watch says so and exits 10.`,
 				if wf.inject {
 					return inspect.Info(ctx, pid, f.options())
 				}
-				return inspect.ReadOnly(pid, f.options(), !wf.noFreeze)
+				return inspect.ReadOnly(ctx, pid, f.options(), !wf.noFreeze)
 			}
 			w := &watcher{out: os.Stdout, pid: pid, json: f.json, flags: wf}
 			return w.run(c.Context(), collect)

@@ -290,7 +290,7 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 			e.remove(tg, "exited")
 			return
 		}
-		frozen, err := e.collect(tg)
+		frozen, err := e.collect(ctx, tg)
 		<-e.sem
 		switch {
 		case err == nil:
@@ -329,9 +329,9 @@ func (c *Config) nextWait(frozen time.Duration, failures int) time.Duration {
 
 // collect reads tg once, read-only with every thread frozen for the walk,
 // and records the result. It returns how long the target was frozen.
-func (e *Exporter) collect(tg *target) (time.Duration, error) {
+func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, error) {
 	start := time.Now()
-	rep, err := inspect.ReadOnly(tg.proc.Pid, e.cfg.Options, true)
+	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, e.cfg.Options, true)
 	var findings []diagnose.Finding
 	var frozen, walked time.Duration
 	if err == nil {

@@ -17,13 +17,15 @@ import (
 // Info runs glibc's own malloc_info in one borrowed thread of the process
 // and builds the report. The maps are read after the thread is released, so
 // that reading them adds nothing to the time the thread is held.
-func Info(ctx context.Context, pid int, o Options) (*report.Report, error) {
+func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error) {
 	t, err := live.Open(pid)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	pf, err := runPreflight(t, o)
+	defer func() { err = t.Explain(err) }()
+	pid = t.Pid
+	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +57,14 @@ func Info(ctx context.Context, pid int, o Options) (*report.Report, error) {
 // thread is stopped from just before the walk to just after it; the libc
 // file and the maps are read before, the smaps summary after. A static
 // executable is accepted: its own copy of glibc's malloc is read.
-func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
+func ReadOnly(ctx context.Context, pid int, o Options, freeze bool) (_ *report.Report, err error) {
 	t, err := live.OpenReadOnly(pid)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	defer func() { err = t.Explain(err) }()
+	pid = t.Pid
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
 	h, err := openHeap(t, o.DebugDirs)
@@ -70,7 +74,7 @@ func ReadOnly(pid int, o Options, freeze bool) (*report.Report, error) {
 	ro := &report.ReadOnly{Torn: !freeze, TcachesSkipped: h.TcachesSkipped}
 	var frozen *live.Frozen
 	if freeze {
-		if frozen, err = t.Freeze(o.Timeout); err != nil {
+		if frozen, err = t.Freeze(ctx, o.Timeout); err != nil {
 			return nil, err
 		}
 	}

@@ -29,7 +29,7 @@ type preflight struct {
 	skipped string
 }
 
-func runPreflight(t *live.Target, o Options) (*preflight, error) {
+func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, error) {
 	start := time.Now()
 	pf := &preflight{}
 	defer func() { pf.took = time.Since(start) }()
@@ -57,7 +57,7 @@ func runPreflight(t *live.Target, o Options) (*preflight, error) {
 	// Heaps may have grown since the target was opened: the freeze re-reads
 	// the mappings once nothing runs, so a chunk in new memory cannot look
 	// wild to this walk.
-	if pf.frozen, err = whileFrozen(t, o.Timeout, func() (err error) {
+	if pf.frozen, err = whileFrozen(ctx, t, o.Timeout, func() (err error) {
 		w, err = h.WalkLists()
 		return err
 	}); err != nil {
@@ -72,8 +72,8 @@ func runPreflight(t *live.Target, o Options) (*preflight, error) {
 
 // whileFrozen stops every thread of t, runs read and lets them all go; it
 // returns how long they were stopped.
-func whileFrozen(t *live.Target, timeout time.Duration, read func() error) (time.Duration, error) {
-	frozen, err := t.Freeze(timeout)
+func whileFrozen(ctx context.Context, t *live.Target, timeout time.Duration, read func() error) (time.Duration, error) {
+	frozen, err := t.Freeze(ctx, timeout)
 	if err != nil {
 		return 0, err
 	}
@@ -87,14 +87,12 @@ func whileFrozen(t *live.Target, timeout time.Duration, read func() error) (time
 
 // checkLocks is the second half of the check, made once a thread is
 // borrowed (and so known): the arenas' lock words, read again now, against
-// the other threads' states. The caller releases the thread on an error.
-func (pf *preflight) checkLocks(t *live.Target, borrowed int) error {
-	if pf.walk == nil {
+// the other threads' states as read just before the thread was held (read
+// while it is held, they would hold it for as long as reading every
+// thread's status takes). The caller releases the thread on an error.
+func (pf *preflight) checkLocks(t *live.Target, stopped []int) error {
+	if pf.walk == nil || len(stopped) == 0 {
 		return nil
-	}
-	stopped, err := live.StoppedThreads(t.Pid, borrowed)
-	if err != nil || len(stopped) == 0 {
-		return err
 	}
 	if err := glibc.RefreshLocks(t, pf.walk); err != nil {
 		return err
@@ -119,7 +117,7 @@ func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, c
 	if err != nil {
 		return report.Injection{}, err
 	}
-	if err := pf.checkLocks(t, sess.Tid); err != nil {
+	if err := pf.checkLocks(t, sess.Stopped); err != nil {
 		sess.Release()
 		return report.Injection{}, err
 	}

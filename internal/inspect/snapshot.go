@@ -36,7 +36,7 @@ type SnapshotOptions struct {
 // to o.Out, thaws it, then compresses or renames the file into place. A
 // failure or a signal leaves no file behind. The allocator is located
 // before anything is stopped.
-func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot, error) {
+func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapshot, err error) {
 	// Nothing is injected: a static executable's own allocator is walked
 	// and recorded as for info --read-only.
 	t, err := live.OpenReadOnly(pid)
@@ -44,7 +44,9 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 		return nil, err
 	}
 	defer t.Close()
-	id, err := readIdentity(pid)
+	defer func() { err = t.Explain(err) }()
+	pid = t.Pid
+	id, err := readIdentity(pid, t.Dir())
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (*report.Snapshot
 	}
 	defer tmp.Discard()
 
-	frozen, err := t.Freeze(o.Timeout)
+	frozen, err := t.Freeze(ctx, o.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -360,17 +362,21 @@ type identity struct {
 	auxv            []byte
 }
 
-func readIdentity(pid int) (identity, error) {
+// dir is the /proc directory of a live thread (live.Target.Dir): a main
+// thread that has exited shows no arguments and no auxiliary vector.
+func readIdentity(pid int, dir string) (identity, error) {
 	var id identity
 	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return id, err
 	}
 	id.comm, id.state, id.ppid, id.pgrp, id.sid = st.Comm, st.State, st.PPid, st.Pgrp, st.Session
-	id.args, _ = procfs.Cmdline(pid)
+	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		id.args = strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ")
+	}
 	id.uid, id.gid, _ = procfs.Owner(pid)
-	if id.auxv, err = procfs.Auxv(pid); err != nil {
-		return id, err
+	if id.auxv, err = os.ReadFile(dir + "/auxv"); err != nil {
+		return id, procfs.Error(pid, err)
 	}
 	return id, nil
 }

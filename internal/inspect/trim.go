@@ -13,13 +13,15 @@ import (
 // Trim runs glibc's malloc_trim(pad) in one borrowed thread and measures
 // what it gave back: the memory map before and after, next to what the free
 // lists predicted just before the call.
-func Trim(ctx context.Context, pid int, pad uint64, o Options) (*report.TrimReport, error) {
+func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
 	t, err := live.Open(pid)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	pf, err := runPreflight(t, o)
+	defer func() { err = t.Explain(err) }()
+	pid = t.Pid
+	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
 		return nil, err
 	}
@@ -63,18 +65,20 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (*report.TrimRepo
 // lasts as long as reading the free lists takes. The pages of free chunks
 // stay as they are unless the process allocates them meanwhile, which would
 // change the lists as much.
-func DryRunTrim(pid int, pad uint64, o Options) (*report.TrimReport, error) {
+func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
 	t, err := live.Open(pid)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	defer func() { err = t.Explain(err) }()
+	pid = t.Pid
 	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {
 		return nil, err
 	}
 	var walk *glibc.Walk
-	held, err := whileFrozen(t, o.Timeout, func() (err error) {
+	held, err := whileFrozen(ctx, t, o.Timeout, func() (err error) {
 		walk, err = h.WalkLists()
 		return err
 	})

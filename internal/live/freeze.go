@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,65 +19,89 @@ type Frozen struct {
 
 // Freeze stops every thread: all are interrupted at once, then waited for.
 // Threads created meanwhile are caught by listing the threads again until
-// the list is stable; threads that exit meanwhile are left out.
-func (t *Target) Freeze(timeout time.Duration) (*Frozen, error) {
+// the list is stable; threads that exit meanwhile are left out, and so is a
+// main thread that has exited while others run. Everything is bounded by
+// timeout and ends early when ctx is done; a process that exits or execs
+// meanwhile is let go whole and reported as gone (ptrace.ErrGone,
+// ptrace.ErrExec).
+func (t *Target) Freeze(ctx context.Context, timeout time.Duration) (*Frozen, error) {
+	b := ptrace.Within(timeout, ctx.Done())
 	f := &Frozen{t: t, start: time.Now()}
 	seized := map[int]*ptrace.Thread{}
+	fail := func(err error) (*Frozen, error) {
+		f.Thaw()
+		for _, th := range seized {
+			if th != nil {
+				th.Detach()
+			}
+		}
+		t.proc.Settle(releasePatience)
+		return nil, t.explain(ctx, err)
+	}
 	for round := 0; ; round++ {
 		tids, err := ptrace.Tasks(t.Pid)
 		if err != nil {
-			f.Thaw()
-			return nil, err
+			return fail(err)
 		}
 		var fresh []*ptrace.Thread
 		for _, tid := range tids {
-			if seized[tid] != nil {
+			if _, ok := seized[tid]; ok {
 				continue
 			}
-			th, err := t.proc.Seize(tid)
-			if errors.Is(err, ptrace.ErrNoProcess) && tid != t.Pid {
+			th, err := t.proc.SeizeWithin(tid, b)
+			if errors.Is(err, ptrace.ErrNoProcess) {
+				seized[tid] = nil // exited, or an exited main thread
 				continue
 			}
 			if err != nil {
-				f.Thaw()
-				return nil, err
+				return fail(err)
 			}
 			seized[tid] = th
 			fresh = append(fresh, th)
-			th.Interrupt()
+			if err := th.Interrupt(); err != nil && !errors.Is(err, ptrace.ErrGone) {
+				return fail(err)
+			}
 		}
 		if len(fresh) == 0 {
 			break
 		}
 		if round == 20 {
-			f.Thaw()
-			return nil, fmt.Errorf("process %d creates threads faster than they can be stopped", t.Pid)
+			return fail(fmt.Errorf("process %d creates threads faster than they can be stopped", t.Pid))
+		}
+		if err := t.proc.WaitAll(fresh, b); err != nil {
+			return fail(err)
 		}
 		for _, th := range fresh {
-			err := th.WaitStopped(timeout)
-			if errors.Is(err, ptrace.ErrGone) && th.Tid != t.Pid {
-				th.Detach()
+			if th.Gone() {
 				continue
-			}
-			if err != nil {
-				th.Detach()
-				f.Thaw()
-				return nil, err
 			}
 			f.threads = append(f.threads, th)
 		}
+	}
+	// Every thread we stopped may have been the old program's, killed by
+	// an execve of one we had not stopped yet, or the process may be on
+	// its way out: what is frozen must still be the process Open found.
+	if err := t.proc.Check(); err != nil {
+		return fail(err)
+	}
+	if len(f.threads) == 0 {
+		return fail(fmt.Errorf("process %d: %w", t.Pid, ptrace.ErrGone))
 	}
 	// The mappings read before the freeze may be stale by now: a busy
 	// process grows its heaps (mprotect) all the time, and a walk against
 	// the old list takes a top chunk in the new part for a wild pointer.
 	// Now that nothing runs, the list read here stays true until Thaw.
 	if err := t.refreshMaps(f); err != nil {
-		f.Thaw()
-		return nil, err
+		return fail(err)
 	}
 	t.frozen = f
 	return f, nil
 }
+
+// releasePatience bounds the wait for threads that were asked to stop when
+// something failed, so that they are let go before the error is reported
+// rather than at exit.
+const releasePatience = 500 * time.Millisecond
 
 // refreshMaps re-reads /proc/PID/maps (without smaps: the walk needs only
 // the ranges) and classifies it with the frozen threads' stack pointers.
@@ -115,9 +140,18 @@ func (f *Frozen) Thaw() (time.Duration, error) {
 			first = err
 		}
 	}
+	held := time.Since(f.start)
+	if f.threads != nil {
+		// A thread that exec'd while the others were stopped can only be
+		// let go once they are (its exec waits for them).
+		f.t.proc.Settle(releasePatience)
+		if err := f.t.proc.Check(); err != nil {
+			first = err
+		}
+	}
 	f.threads = nil
 	if f.t.frozen == f {
 		f.t.frozen = nil
 	}
-	return time.Since(f.start), first
+	return held, first
 }

@@ -1,6 +1,7 @@
 package live_test
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"testing"
@@ -29,7 +30,7 @@ type frozenThread struct {
 // freeze API.
 func freeze(t *testing.T, tgt *live.Target) *frozen {
 	t.Helper()
-	f, err := tgt.Freeze(testutil.Patience)
+	f, err := tgt.Freeze(context.Background(), testutil.Patience)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,15 +54,27 @@ type Session struct {
 	Syscall  int64    // what the thread was blocked in when we took it, -1 if running
 	Refusals int      // threads stopped, examined and let go before this one
 	Notes    []string // what was found of earlier runs' leftovers, and done with them
+	// Stopped lists the other threads that were stopped (SIGSTOP, or by a
+	// debugger) when the thread was chosen, read just before it was held.
+	Stopped  []int
 	start    time.Time
+	reads    int64 // ptrace.ProcReads when the thread was stopped
+	held     int64 // /proc reads of ptrace while the thread was held
 	released bool
 	stopped  time.Duration
 }
 
 // Hijack finds a thread that may run allocator code and stops it. Threads are
 // tried one at a time, each stopped only while it is examined; the others
-// never stop. It retries until opts.Timeout, or until ctx is done.
+// never stop. It retries until opts.Timeout, or until ctx is done. What
+// costs a /proc read per thread (which threads to try, which are stopped)
+// is done before a thread is held, never while.
 func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, error) {
+	s, err := t.hijack(ctx, opts)
+	return s, t.explain(ctx, err)
+}
+
+func (t *Target) hijack(ctx context.Context, opts HijackOptions) (*Session, error) {
 	policy := glibc.NewHijackPolicy(t.Libc, t.mappings, t)
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
@@ -74,22 +86,39 @@ func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 		if err != nil {
 			return nil, err
 		}
+		stopped, err := StoppedThreads(t.Pid, 0)
+		if err != nil {
+			return nil, err
+		}
 		for _, tid := range tids {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			s, why, err := t.try(ctx, tid, policy, opts)
+			s, why, err := t.try(ctx, tid, policy, opts, deadline)
 			if err != nil {
 				return nil, err
 			}
 			if s != nil {
 				s.Refusals = refusals
+				for _, st := range stopped {
+					if st != tid {
+						s.Stopped = append(s.Stopped, st)
+					}
+				}
 				return s, nil
 			}
 			reasons[tid] = why
 			refusals++
 		}
+		// Threads of a program that has replaced itself are refused by a
+		// policy made for the old one until the time runs out: stop now.
+		if err := t.proc.Check(); err != nil {
+			return nil, err
+		}
 		if time.Now().Add(pause).After(deadline) {
+			if err := t.proc.Check(); err != nil {
+				return nil, err
+			}
 			return nil, &NoSafeThreadError{Pid: t.Pid, Waited: time.Since(start), Reasons: reasons}
 		}
 		select {
@@ -105,7 +134,8 @@ func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 
 // candidates orders the threads worth stopping: those /proc shows blocked in
 // a syscall of the safe list first, then running ones. Threads blocked in an
-// unsafe syscall are refused without being stopped.
+// unsafe syscall are refused without being stopped, and so are threads that
+// have exited (a main thread that called pthread_exit stays listed).
 func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 	tids := []int{only}
 	if only == 0 {
@@ -130,6 +160,8 @@ func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 			blocked = append(blocked, tid)
 		case st.InSyscall:
 			reasons[tid] = fmt.Sprintf("blocked in syscall %d, which the allocator itself may issue", st.Nr)
+		case st.SP == 0 && st.PC == 0 && tid == t.Pid:
+			reasons[tid] = "exited (the main thread ended while other threads run)"
 		default:
 			running = append(running, tid) // blocked outside a syscall: look closer
 		}
@@ -139,18 +171,25 @@ func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 
 // try stops one thread and asks the policy. A refused thread is let go at
 // once with its registers untouched.
-func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, opts HijackOptions) (*Session, string, error) {
-	th, err := t.proc.Seize(tid)
+func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, opts HijackOptions, deadline time.Time) (*Session, string, error) {
+	b := ptrace.Bound{Deadline: deadline, Cancel: ctx.Done()}
+	th, err := t.proc.SeizeWithin(tid, b)
 	if err != nil {
-		if errors.Is(err, ptrace.ErrNoProcess) && tid != t.Pid {
+		if errors.Is(err, ptrace.ErrNoProcess) && opts.Tid == 0 {
 			return nil, "exited", nil
 		}
 		return nil, "", err
 	}
 	start := time.Now()
-	if err := th.Stop(time.Second); err != nil {
+	reads := ptrace.ProcReads()
+	stopBound := ptrace.Within(time.Second, ctx.Done())
+	if stopBound.Deadline.After(deadline) && opts.Timeout >= time.Second {
+		stopBound.Deadline = deadline
+	}
+	if err := th.StopWithin(stopBound); err != nil {
 		th.Detach()
-		if errors.Is(err, ptrace.ErrGone) && tid != t.Pid {
+		t.proc.Settle(releasePatience)
+		if errors.Is(err, ptrace.ErrGone) && !errors.Is(err, ptrace.ErrExec) && opts.Tid == 0 {
 			return nil, "exited", nil
 		}
 		return nil, "", err
@@ -173,7 +212,7 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 	if hard < 30*time.Second {
 		hard = 30 * time.Second
 	}
-	return &Session{t: t, th: th, Tid: tid, Syscall: ts.Syscall, start: start, lim: ptrace.CallLimits{Soft: soft, Hard: hard, Cancel: ctx.Done()}}, "", nil
+	return &Session{t: t, th: th, Tid: tid, Syscall: ts.Syscall, start: start, reads: reads, lim: ptrace.CallLimits{Soft: soft, Hard: hard, Cancel: ctx.Done()}}, "", nil
 }
 
 // Call runs fn in the borrowed thread.
@@ -187,6 +226,11 @@ func (s *Session) ReadAt(b []byte, addr uint64) (int, error) { return s.t.proc.R
 // WriteAt writes target memory.
 func (s *Session) WriteAt(b []byte, addr uint64) (int, error) { return s.t.proc.WriteAt(b, addr) }
 
+// ProcReadsHeld is how many per-thread /proc files were read while the
+// thread was held (known once it is released): none should depend on how
+// many threads the process has.
+func (s *Session) ProcReadsHeld() int64 { return s.held }
+
 // Release restores the thread's registers and lets it run. It returns how
 // long the thread was held.
 func (s *Session) Release() (time.Duration, error) {
@@ -195,6 +239,7 @@ func (s *Session) Release() (time.Duration, error) {
 	}
 	err := s.th.Detach()
 	s.stopped = time.Since(s.start)
+	s.held = ptrace.ProcReads() - s.reads
 	s.released = true
 	return s.stopped, err
 }

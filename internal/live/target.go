@@ -1,10 +1,12 @@
 package live
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -61,8 +63,9 @@ func open(pid int, allowStatic bool) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Pid: pid, proc: proc}
+	t := &Target{Pid: proc.Pid, proc: proc}
 	if err := t.load(allowStatic); err != nil {
+		err = proc.Explain(err)
 		proc.Close()
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func open(pid int, allowStatic bool) (*Target, error) {
 }
 
 func (t *Target) load(allowStatic bool) error {
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.Pid))
+	exe, err := os.Readlink(t.proc.Dir() + "/exe")
 	if err != nil {
 		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
 	}
@@ -85,6 +88,9 @@ func (t *Target) load(allowStatic bool) error {
 	t.Allocator, err = glibc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	if err := t.awaitLibc(); err != nil {
+		return err
 	}
 	if t.Allocator.Kind == glibc.AllocStatic && allowStatic {
 		if t.Libc, err = glibc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
@@ -108,6 +114,30 @@ func (t *Target) load(allowStatic bool) error {
 	return nil
 }
 
+// startPatience bounds the wait for a program that has just started (or
+// exec'd) to have its libc mapped by the dynamic loader.
+const startPatience = time.Second
+
+// awaitLibc re-reads the mappings while they show the dynamic loader but
+// no libc yet: a program caught within a few milliseconds of its start,
+// whose loader is still mapping its libraries. What it reads then is true
+// only for that moment.
+func (t *Target) awaitLibc() error {
+	deadline := time.Now().Add(startPatience)
+	for t.Allocator.Kind == glibc.AllocUnknown && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+		if err := t.readMappings(false, nil); err != nil {
+			return err
+		}
+		a, err := glibc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
+		if err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		t.Allocator = a
+	}
+	return nil
+}
+
 // Refresh re-reads the mappings with their smaps counters and classifies them.
 func (t *Target) Refresh() error { return t.readMappings(true, nil) }
 
@@ -118,7 +148,12 @@ func (t *Target) Refresh() error { return t.readMappings(true, nil) }
 func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
 	ms, err := maps.Read(t.Pid, smaps)
 	if err != nil {
-		return err
+		return t.proc.Explain(err)
+	}
+	if len(ms) == 0 {
+		// Only a process without memory shows none: one exiting, or
+		// between two programs.
+		return t.proc.Explain(fmt.Errorf("process %d shows no memory: %w", t.Pid, ptrace.ErrGone))
 	}
 	if sps == nil {
 		sps, _ = maps.StackPointers(t.Pid)
@@ -128,6 +163,10 @@ func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
 	return nil
 }
 
+// Dir is the /proc directory that shows the process's memory and files: that
+// of a live thread, since the main thread may have exited.
+func (t *Target) Dir() string { return t.proc.Dir() }
+
 // OpenFile opens the file behind a mapping through /proc/PID/map_files, which
 // reaches it even when the target lives in another mount namespace.
 func (t *Target) OpenFile(m maps.Mapping) (*os.File, error) {
@@ -135,14 +174,43 @@ func (t *Target) OpenFile(m maps.Mapping) (*os.File, error) {
 	if err == nil {
 		return f, nil
 	}
-	if f2, err2 := os.Open(fmt.Sprintf("/proc/%d/root%s", t.Pid, m.Path)); err2 == nil {
+	// map_files exists only for the whole process, and shows nothing once
+	// the main thread has exited; root is there for every live thread.
+	if f2, err2 := os.Open(t.proc.Dir() + "/root" + m.Path); err2 == nil {
 		return f2, nil
 	}
 	return nil, err
 }
 
-// ReadAt reads the target's memory without stopping it.
-func (t *Target) ReadAt(b []byte, addr uint64) (int, error) { return t.proc.ReadAt(b, addr) }
+// ReadAt reads the target's memory without stopping it. A read that fails
+// because the process has exited or replaced its program says so
+// (ptrace.ErrGone, ptrace.ErrExec) rather than EOF.
+func (t *Target) ReadAt(b []byte, addr uint64) (int, error) {
+	n, err := t.proc.ReadAt(b, addr)
+	if err != nil {
+		if cerr := t.proc.Check(); cerr != nil {
+			return n, fmt.Errorf("reading %d bytes at %#x: %w", len(b), addr, cerr)
+		}
+	}
+	return n, err
+}
+
+// Explain replaces err by ptrace.ErrGone or ptrace.ErrExec when the process
+// has exited or replaced its program meanwhile: whatever failed then failed
+// because of that.
+func (t *Target) Explain(err error) error { return t.proc.Explain(err) }
+
+// explain is Explain, and context.Canceled when ctx is done: whatever a wait
+// that was cut short reports, the cause is that arenactl was asked to stop.
+func (t *Target) explain(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("process %d: %w", t.Pid, ctx.Err())
+	}
+	return t.proc.Explain(err)
+}
 
 // Close gives back every thread still held and releases the tracer.
 func (t *Target) Close() error { return t.proc.Close() }

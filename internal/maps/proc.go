@@ -9,10 +9,50 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
-// procDir is where the files of process pid live.
-func procDir(pid int) string { return "/proc/" + strconv.Itoa(pid) }
+// procDir is where the memory files of process pid live: /proc/PID/, or
+// when the main thread has exited while others run on (pthread_exit), the
+// directory of one of those, /proc/PID/task/TID/: the main thread's own
+// files then show no memory at all (an empty maps, no exe).
+func procDir(pid int) (string, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return "", fmt.Errorf("pid %d: %w", pid, procErr(err))
+	}
+	if !deadState(b) {
+		return dir, nil
+	}
+	tid, _, err := ptrace.LiveThread(pid)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/task/%d", dir, tid), nil
+}
+
+// deadState reads the state letter of a stat file, after the command name
+// in parentheses (which may itself hold ") ").
+func deadState(stat []byte) bool {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+// procErr types what reading a live process's file can say about the
+// process: ESRCH while reading means it went away under us (its memory was
+// torn down: exit or exec), ENOENT that it is not there.
+func procErr(err error) error {
+	if errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%w (%v)", ptrace.ErrGone, err)
+	}
+	return err
+}
 
 // Read reads the mappings of a live process from /proc/PID/maps, or from
 // /proc/PID/smaps when smaps is set (slower: the kernel walks the page
@@ -48,14 +88,18 @@ func ReadRollup(pid int) (Rollup, error) {
 // as it streams in rather than read whole first: smaps of a big process
 // runs to megabytes.
 func readProc(pid int, name string, parse func(io.Reader) error) error {
-	path := filepath.Join(procDir(pid), name)
+	dir, err := procDir(pid)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, name)
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return fmt.Errorf("pid %d: %w", pid, procErr(err))
 	}
 	defer f.Close()
 	if err := parse(f); err != nil {
-		return fmt.Errorf("pid %d: %s: %w", pid, path, err)
+		return fmt.Errorf("pid %d: %s: %w", pid, path, procErr(err))
 	}
 	return nil
 }
@@ -63,9 +107,13 @@ func readProc(pid int, name string, parse func(io.Reader) error) error {
 // ExePath returns the path of the process's executable as maps names it,
 // for Hints.ExePath.
 func ExePath(pid int) (string, error) {
-	p, err := os.Readlink(filepath.Join(procDir(pid), "exe"))
+	dir, err := procDir(pid)
 	if err != nil {
-		return "", fmt.Errorf("pid %d: %w", pid, err)
+		return "", err
+	}
+	p, err := os.Readlink(filepath.Join(dir, "exe"))
+	if err != nil {
+		return "", fmt.Errorf("pid %d: %w", pid, procErr(err))
 	}
 	// For a deleted executable both this and Mapping.Path end in
 	// " (deleted)", so they still compare equal.
@@ -91,7 +139,7 @@ func ReadHints(pid int) (Hints, error) {
 // their registers are not saved anywhere the kernel can show. Reading the
 // syscall file needs ptrace rights over the process.
 func StackPointers(pid int) (map[int]uint64, error) {
-	taskDir := filepath.Join(procDir(pid), "task")
+	taskDir := filepath.Join("/proc", strconv.Itoa(pid), "task")
 	ents, err := os.ReadDir(taskDir)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, err)

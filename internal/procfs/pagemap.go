@@ -35,7 +35,12 @@ const (
 
 // OpenPagemap opens the pagemap of pid. Close it when done.
 func OpenPagemap(pid int) (*Pagemap, error) {
-	f, err := os.Open(Path(pid, "pagemap"))
+	// Through a live thread: an exited main thread has no pages to show.
+	dir, err := LiveDir(pid)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir + "/pagemap")
 	if err != nil {
 		return nil, Error(pid, fmt.Errorf("reading which pages are resident: %w", err))
 	}

@@ -20,7 +20,34 @@ var (
 	ErrRestoredItself = errors.New("the thread restored itself while arenactl was not watching")
 	// ErrGone: the target exited or was killed while we worked on it.
 	ErrGone = errors.New("target exited")
+	// ErrExec: the target replaced its program (execve) while we worked on
+	// it. The memory and threads we had are gone, so it is a kind of
+	// ErrGone: errors.Is(ErrExec, ErrGone) holds.
+	ErrExec error = execError{}
 )
+
+type execError struct{}
+
+func (execError) Error() string     { return "target executed a new program" }
+func (execError) Is(err error) bool { return err == ErrGone }
+
+// StuckError: a ptrace request did not return before the deadline or the
+// cancellation. The kernel blocks PTRACE_SEIZE while the target is inside
+// execve (or while another tracer attaches); what we held was given back,
+// except any thread the tracer thread is still waiting on, which the kernel
+// lets go when arenactl exits.
+type StuckError struct {
+	Pid, Tid  int
+	Cancelled bool
+}
+
+func (e *StuckError) Error() string {
+	why := "did not return in time"
+	if e.Cancelled {
+		why = "was interrupted by a signal to arenactl"
+	}
+	return fmt.Sprintf("attaching to thread %d of process %d %s (the kernel holds attach requests while the process is inside execve)", e.Tid, e.Pid, why)
+}
 
 // TracedError: another tracer (a debugger) already holds the process.
 type TracedError struct {

@@ -9,7 +9,8 @@ import (
 // ReadAt reads target memory. process_vm_readv needs no stopped thread and
 // reads in one syscall; /proc/PID/mem is the fallback for pages it refuses
 // (e.g. PROT_NONE guard pages read by a forgiving caller get an error either
-// way, but some kernels refuse process_vm_readv across VM_IO mappings).
+// way, but some kernels refuse process_vm_readv across VM_IO mappings). Both
+// go through the live thread Open chose: an exited main thread has no memory.
 func (p *Process) ReadAt(b []byte, addr uint64) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
@@ -17,7 +18,7 @@ func (p *Process) ReadAt(b []byte, addr uint64) (int, error) {
 	local := []unix.Iovec{{Base: &b[0]}}
 	local[0].SetLen(len(b))
 	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	n, err := unix.ProcessVMReadv(p.Pid, local, remote, 0)
+	n, err := unix.ProcessVMReadv(p.memTid, local, remote, 0)
 	if err == nil && n == len(b) {
 		return n, nil
 	}

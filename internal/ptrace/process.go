@@ -3,10 +3,13 @@ package ptrace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,23 +17,57 @@ import (
 // Process is a live target. Opening it stops nothing; threads are seized one
 // at a time with Seize, and Close gives every one of them back.
 type Process struct {
-	Pid int
+	Pid int // the thread-group id, even when Open was given another thread's id
 
-	t       *tracer
-	mem     *os.File
+	t   *tracer
+	mem *os.File
+	// memTid is the live thread whose /proc/PID/task/TID/ files were
+	// opened. The main thread may have ended (pthread_exit) while the
+	// others run on: the process's files under /proc/PID/ then show no
+	// memory at all.
+	memTid  int
 	mu      sync.Mutex
 	threads map[int]*Thread
+	execed  bool // an exec was seen: no register of the old program is put back anywhere
 }
 
 // Open prepares to trace pid. It checks that the process exists, is not a
 // zombie or a kernel thread, and is not already traced by someone else.
+// pid may be the id of any of the process's threads; Process.Pid is the
+// process's own id. A process whose main thread has exited while others run
+// is worked on through one of those.
 func Open(pid int) (*Process, error) {
+	// A process between two programs hides its main thread for a moment
+	// (a zombie, then missing) while the exec'ing thread takes over its id:
+	// that is retried for a moment, as long as the process is there.
+	deadline := time.Now().Add(explainPatience)
+	for {
+		p, err := open(pid)
+		if err == nil || time.Now().After(deadline) {
+			return p, err
+		}
+		var se *StateError
+		if !vanishing(err) && !(errors.As(err, &se) && se.zombie) {
+			return nil, err
+		}
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
+			return nil, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func open(pid int) (*Process, error) {
 	st, err := ReadStatus(pid, pid)
 	if err != nil {
 		return nil, err
 	}
-	if st.State == 'Z' || st.State == 'X' {
-		return nil, &StateError{Pid: pid, What: "is a zombie (it has exited and waits for its parent)"}
+	if st.Tgid != 0 {
+		pid = st.Tgid
+	}
+	tid, st, err := LiveThread(pid)
+	if err != nil {
+		return nil, err
 	}
 	if st.Kernel {
 		return nil, &StateError{Pid: pid, What: "is a kernel thread (it has no user memory)"}
@@ -38,17 +75,99 @@ func Open(pid int) (*Process, error) {
 	if st.TracerPid != 0 {
 		return nil, tracedError(pid, st.TracerPid)
 	}
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/task/%d/mem", pid, tid), os.O_RDWR, 0)
 	if err != nil {
 		return nil, procErr(pid, err)
 	}
-	return &Process{Pid: pid, t: newTracer(), mem: mem, threads: map[int]*Thread{}}, nil
+	return &Process{Pid: pid, memTid: tid, t: newTracer(), mem: mem, threads: map[int]*Thread{}}, nil
+}
+
+// LiveThread finds a thread of process pid that has not exited: the main
+// thread if it still runs, else the first other one. A process with none
+// is a zombie (StateError); one that does not exist is ErrNoProcess.
+func LiveThread(pid int) (int, Status, error) {
+	st, err := ReadStatus(pid, pid)
+	if err != nil {
+		return 0, st, err
+	}
+	if !st.Dead() {
+		return pid, st, nil
+	}
+	tids, err := Tasks(pid)
+	if err != nil {
+		return 0, st, err
+	}
+	for _, tid := range tids[1:] {
+		if tst, err := ReadStatus(pid, tid); err == nil && !tst.Dead() {
+			return tid, tst, nil
+		}
+	}
+	return 0, st, &StateError{Pid: pid, What: "is a zombie (it has exited and waits for its parent)", zombie: true}
+}
+
+// Dir is the /proc directory that shows the process's memory, maps and files:
+// /proc/PID/task/TID/ of the live thread Open chose.
+func (p *Process) Dir() string { return fmt.Sprintf("/proc/%d/task/%d", p.Pid, p.memTid) }
+
+// Check tells whether the process still runs the program Open found it
+// running: ErrExec if it has replaced it since, ErrGone if it has exited or
+// is exiting, nil if the memory Open saw is still there. The /proc mem file
+// opened then stays tied to that memory, which reads as empty once the
+// process has dropped it (exec or exit); a live one answers a read at
+// address 0 with an error.
+func (p *Process) Check() error {
+	var b [1]byte
+	if _, err := p.mem.ReadAt(b[:], 0); !errors.Is(err, io.EOF) {
+		return nil
+	}
+	if _, _, err := LiveThread(p.Pid); err == nil {
+		return fmt.Errorf("process %d: %w", p.Pid, ErrExec)
+	}
+	return fmt.Errorf("process %d: %w", p.Pid, ErrGone)
+}
+
+// Explain replaces err by what Check says when the process has exited or
+// replaced its program: any failure to read it then (an empty or foreign
+// map, a short read, a missing file) only says that. An exec in progress
+// shows as files that vanish before the old memory is dropped, so a failure
+// of that kind is given a moment for the exec to finish.
+func (p *Process) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := p.Check(); cerr != nil {
+		return cerr
+	}
+	if !vanishing(err) {
+		return err
+	}
+	for deadline := time.Now().Add(explainPatience); time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+		if cerr := p.Check(); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+// explainPatience is how long Explain waits for an exec to drop the old
+// memory: the kernel does that within a few milliseconds of killing the
+// other threads.
+const explainPatience = 100 * time.Millisecond
+
+// vanishing reports the errors a process gives while it is between two
+// programs or on its way out.
+func vanishing(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrNoProcess) || errors.Is(err, ErrGone) ||
+		errors.Is(err, ErrPermission)
 }
 
 // StateError: the process is in a state where it cannot be examined.
 type StateError struct {
-	Pid  int
-	What string
+	Pid    int
+	What   string
+	zombie bool
 }
 
 func (e *StateError) Error() string { return fmt.Sprintf("process %d %s", e.Pid, e.What) }
@@ -63,10 +182,16 @@ func procErr(pid int, err error) error {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ESRCH):
 		return fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	case errors.Is(err, os.ErrPermission), errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("process %d: %w (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)", pid, ErrPermission)
+		return fmt.Errorf("process %d: %w", pid, ErrPermission)
 	}
 	return fmt.Errorf("process %d: %w", pid, err)
 }
+
+// closePatience bounds how long Close waits for threads it cannot give back
+// at once: one still on its way into a stop we asked for, or the new
+// program of a thread that exec'd while we held it. Whatever is left then
+// the kernel lets go when arenactl exits.
+const closePatience = 2 * time.Second
 
 // Close restores and detaches every seized thread, then releases the tracer
 // thread. It is safe to call more than once. The first error is returned, but
@@ -80,10 +205,11 @@ func (p *Process) Close() error {
 	p.mu.Unlock()
 	var first error
 	for _, th := range ths {
-		if err := th.Detach(); err != nil && first == nil {
+		if err := th.Detach(); err != nil && first == nil && !errors.Is(err, ErrGone) {
 			first = err
 		}
 	}
+	p.settle(time.Now().Add(closePatience))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.t != nil {
@@ -98,17 +224,36 @@ func (p *Process) Close() error {
 type Status struct {
 	Name      string
 	State     byte
+	Tgid      int
 	TracerPid int
-	Kernel    bool // kernel threads have no VmSize line and PF_KTHREAD; we use the missing mm
+	Kernel    bool // no memory (no VmSize line), and kthreadd's or its child
+	exiting   bool // no memory, and no kernel thread: exiting or a zombie
 }
+
+// kthreadd is the kernel thread every other kernel thread is a child of.
+const kthreadd = 2
+
+// Dead reports a thread that has exited: a zombie, or one on its way out.
+func (st Status) Dead() bool { return st.State == 'Z' || st.State == 'X' || st.exiting }
+
+// procReads counts the files this package reads under /proc, so that a test
+// can tell how many were read during some step (an atomic: tests only
+// compare counts, nothing reads it for a decision).
+var procReads atomic.Int64
+
+// ProcReads is the number of per-thread /proc files (status, syscall, task
+// lists) this package has read so far.
+func ProcReads() int64 { return procReads.Load() }
 
 // ReadStatus reads a thread's status file.
 func ReadStatus(pid, tid int) (Status, error) {
+	procReads.Add(1)
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return Status{}, procErr(pid, err)
 	}
 	st := Status{Kernel: true}
+	ppid := -1
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -122,20 +267,27 @@ func ReadStatus(pid, tid int) (Status, error) {
 			if v != "" {
 				st.State = v[0]
 			}
+		case "Tgid":
+			st.Tgid, _ = strconv.Atoi(v)
 		case "TracerPid":
 			st.TracerPid, _ = strconv.Atoi(v)
+		case "PPid":
+			ppid, _ = strconv.Atoi(v)
 		case "VmSize":
 			st.Kernel = false
 		}
 	}
-	if st.State == 'Z' || st.State == 'X' {
-		st.Kernel = false // a zombie has dropped its mm; it is no kernel thread
+	if st.Kernel && tid != kthreadd && ppid != kthreadd {
+		// No memory but not a kernel thread: a thread on its way out
+		// (its mm dropped, its zombie state not set yet), or a zombie.
+		st.Kernel, st.exiting = false, true
 	}
 	return st, nil
 }
 
 // Tasks lists the thread ids of pid, main thread first.
 func Tasks(pid int) ([]int, error) {
+	procReads.Add(1)
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return nil, procErr(pid, err)
@@ -162,6 +314,7 @@ type SyscallState struct {
 
 // ReadSyscall reads a thread's syscall file.
 func ReadSyscall(pid, tid int) (SyscallState, error) {
+	procReads.Add(1)
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
 	if err != nil {
 		return SyscallState{}, procErr(pid, err)

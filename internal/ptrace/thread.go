@@ -3,6 +3,8 @@ package ptrace
 import (
 	"errors"
 	"fmt"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,96 +25,301 @@ type Thread struct {
 	detached    bool
 	tramp       uint64    // the target's signal trampoline (SetTrampoline)
 	inj         *injector // set from the first Call until the thread is restored
+	// execStop: the thread is the process's new program, stopped right
+	// after execve (PTRACE_EVENT_EXEC). Nothing of the old program may be
+	// put back into it; it is let go as it is.
+	execStop bool
+	reaped   atomic.Bool // reaped by reapDead while the tracer thread was blocked
+	unreaped bool        // detached because it died, but its exit not collected yet
 }
+
+// seizeOptions: a thread that calls execve while seized stops once the new
+// program is in place (PTRACE_EVENT_EXEC), reported under the process id.
+// Without it, a thread we asked to stop would stop somewhere in the new
+// program with no sign of the change, and registers saved from the old one
+// could be written into it.
+const seizeOptions = unix.PTRACE_O_TRACEEXEC
+
+// seizePatience bounds Seize. PTRACE_SEIZE waits while the process is inside
+// execve, and an exec waits for the threads it kills to be reaped: reapDead
+// does that meanwhile, so a longer wait means something else holds the
+// exec (a program file on a hung file system, say).
+const seizePatience = 10 * time.Second
 
 // Seize attaches to one thread without stopping it (PTRACE_SEIZE).
 func (p *Process) Seize(tid int) (*Thread, error) {
-	err := p.t.do(func() error { return unix.PtraceSeize(tid) })
-	if err != nil {
-		if errors.Is(err, unix.EPERM) {
-			if st, serr := ReadStatus(p.Pid, tid); serr == nil && st.TracerPid != 0 {
-				return nil, tracedError(p.Pid, st.TracerPid)
-			}
-		}
-		return nil, procErr(p.Pid, err)
+	return p.SeizeWithin(tid, Within(seizePatience, nil))
+}
+
+// SeizeWithin is Seize bounded by b. While the request waits, the threads we
+// hold that have died are reaped: an execve by another thread kills them
+// and then waits, with attaching blocked, until they are.
+func (p *Process) SeizeWithin(tid int, b Bound) (*Thread, error) {
+	if err := b.expired(); err != nil {
+		return nil, &StuckError{Pid: p.Pid, Tid: tid, Cancelled: err == errWaitCancel}
 	}
 	th := &Thread{p: p, Tid: tid}
-	p.mu.Lock()
-	p.threads[tid] = th
-	p.mu.Unlock()
+	err, gaveUp := p.t.doBounded(func() error {
+		return ptraceRaw(unix.PTRACE_SEIZE, tid, 0, seizeOptions)
+	}, b, p.reapDead, func(err error) {
+		if err == nil {
+			// Attached after we stopped waiting: Close stops and releases it.
+			p.track(th)
+		}
+	})
+	if gaveUp {
+		return nil, &StuckError{Pid: p.Pid, Tid: tid, Cancelled: b.expired() == errWaitCancel}
+	}
+	if err != nil {
+		return nil, p.seizeErr(tid, err)
+	}
+	p.track(th)
 	return th, nil
+}
+
+func (p *Process) track(th *Thread) {
+	p.mu.Lock()
+	p.threads[th.Tid] = th
+	p.mu.Unlock()
+}
+
+// seizeErr names why PTRACE_SEIZE failed. EPERM also means the thread is
+// already exiting, or already ours: that is a thread gone, not a permission.
+func (p *Process) seizeErr(tid int, err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("thread %d of process %d: %w", tid, p.Pid, ErrNoProcess)
+	}
+	if errors.Is(err, unix.EPERM) {
+		st, serr := ReadStatus(p.Pid, tid)
+		switch {
+		case serr != nil || st.Dead():
+			return fmt.Errorf("thread %d of process %d: %w", tid, p.Pid, ErrNoProcess)
+		case ours(st.TracerPid):
+			// Only a thread that exec'd while we held it is ours without
+			// our knowing: the new program, under the process id.
+			return p.Explain(fmt.Errorf("thread %d of process %d: %w", tid, p.Pid, ErrExec))
+		case st.TracerPid != 0:
+			return tracedError(p.Pid, st.TracerPid)
+		}
+	}
+	return procErr(p.Pid, err)
+}
+
+// reapDead reaps the threads we hold that have died. It runs on the
+// goroutine waiting for a blocked PTRACE_SEIZE, not on the tracer thread.
+func (p *Process) reapDead() {
+	p.mu.Lock()
+	ths := make([]*Thread, 0, len(p.threads))
+	for _, th := range p.threads {
+		ths = append(ths, th)
+	}
+	p.mu.Unlock()
+	for _, th := range ths {
+		if !th.reaped.Load() && reapIfDead(th.Tid) {
+			th.reaped.Store(true)
+		}
+	}
 }
 
 // Stop interrupts the thread and waits until it is stopped, then saves its
 // registers and extended state. Signals that arrive meanwhile are held back
 // and re-sent on Detach.
 func (th *Thread) Stop(timeout time.Duration) error {
+	return th.StopWithin(Within(timeout, nil))
+}
+
+// StopWithin is Stop bounded by b.
+func (th *Thread) StopWithin(b Bound) error {
 	if err := th.Interrupt(); err != nil {
 		return err
 	}
-	return th.WaitStopped(timeout)
+	return th.WaitStoppedWithin(b)
 }
 
 // Interrupt asks the thread to stop (PTRACE_INTERRUPT) without waiting, so
 // that a whole process can be asked at once and then waited for.
 func (th *Thread) Interrupt() error {
-	if th.stopped || th.interrupted {
+	if th.stopped || th.interrupted || th.detached {
 		return nil
 	}
-	return th.p.t.do(func() error {
-		if err := unix.PtraceInterrupt(th.Tid); err != nil {
-			return th.gone(err)
-		}
-		th.interrupted = true
+	return th.p.t.do(th.interruptLocked)
+}
+
+func (th *Thread) interruptLocked() error {
+	if th.stopped || th.interrupted || th.detached {
 		return nil
-	})
+	}
+	if err := unix.PtraceInterrupt(th.Tid); err != nil {
+		return th.gone(err)
+	}
+	th.interrupted = true
+	return nil
 }
 
 // WaitStopped waits for the stop Interrupt asked for, then saves the
 // thread's registers and extended state.
 func (th *Thread) WaitStopped(timeout time.Duration) error {
+	return th.WaitStoppedWithin(Within(timeout, nil))
+}
+
+// WaitStoppedWithin is WaitStopped bounded by b.
+func (th *Thread) WaitStoppedWithin(b Bound) error {
 	if th.stopped {
 		return nil
 	}
+	if th.detached {
+		return fmt.Errorf("thread %d: %w", th.Tid, ErrGone)
+	}
 	return th.p.t.do(func() error {
-		deadline := time.Now().Add(timeout)
+		deadline := b.Deadline
+		if deadline.IsZero() {
+			deadline = time.Now().Add(24 * time.Hour)
+		}
 		for {
-			s, err := waitFor(th.Tid, deadline, nil)
+			// In slices, to notice between them a process that has
+			// exec'd or exited: a thread killed by that before it
+			// stopped may report nothing we can wait for.
+			slice := time.Now().Add(50 * time.Millisecond)
+			if slice.After(deadline) {
+				slice = deadline
+			}
+			s, err := waitFor(th.Tid, slice, b.Cancel)
+			if errors.Is(err, errWaitTimeout) && slice.Before(deadline) {
+				if cerr := th.p.Check(); cerr != nil {
+					return cerr
+				}
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("thread %d did not stop: %w", th.Tid, err)
 			}
-			if s.exited {
-				th.detached = true
-				return fmt.Errorf("thread %d: %w", th.Tid, ErrGone)
-			}
-			if s.interruptStop() {
-				if s.groupStop() {
-					th.holdSignal(s.signal)
-				}
-				break
-			}
-			// A signal-delivery-stop: hold the signal back so that the
-			// target's handler does not run on registers we are about to
-			// borrow; wait for our interrupt trap.
-			if err := th.holdPending(); err != nil {
+			done, err := th.step(s)
+			if done {
 				return err
 			}
-			if err := unix.PtraceCont(th.Tid, 0); err != nil {
-				return th.gone(err)
+		}
+	})
+}
+
+// WaitAll waits until every one of ths is stopped (registers saved) or gone,
+// all at once: an execve by one thread waits for the others to be reaped,
+// so waiting for one at a time could wait on the exec. It returns ErrExec
+// if the process exec'd, and a timeout or cancellation from b; a thread
+// that exited is only marked gone (Gone reports it).
+func (p *Process) WaitAll(ths []*Thread, b Bound) error {
+	return p.t.do(func() error {
+		pending := append([]*Thread(nil), ths...)
+		pause := 5 * time.Microsecond
+		lastReap := time.Now()
+		var execErr error
+		for {
+			next := pending[:0]
+			for _, th := range pending {
+				if th.stopped || th.detached || th.execStop {
+					continue
+				}
+				s, ok, err := poll(th.Tid)
+				if err != nil {
+					return fmt.Errorf("thread %d: %w", th.Tid, err)
+				}
+				if !ok {
+					next = append(next, th)
+					continue
+				}
+				done, err := th.step(s)
+				if !done {
+					next = append(next, th)
+					continue
+				}
+				if errors.Is(err, ErrExec) {
+					execErr = err
+				} else if err != nil && !errors.Is(err, ErrGone) {
+					return err
+				}
+			}
+			pending = next
+			if len(pending) == 0 {
+				return execErr
+			}
+			// Threads stopped in an earlier round that an execve has
+			// killed since: the exec waits for them to be reaped.
+			if time.Since(lastReap) > 5*time.Millisecond {
+				p.reapDead()
+				lastReap = time.Now()
+				// A thread the exec killed before it stopped may never
+				// report anything we can wait for (a main thread that
+				// is a zombie until the exec releases it).
+				if err := p.Check(); err != nil {
+					return err
+				}
+			}
+			if err := b.expired(); err != nil {
+				return fmt.Errorf("thread %d did not stop: %w", pending[0].Tid, err)
+			}
+			time.Sleep(pause)
+			if pause < time.Millisecond {
+				pause *= 2
 			}
 		}
-		th.stopped = true
-		var r Regs
-		if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
-			return th.gone(err)
-		}
-		xs, err := getXState(th.Tid)
-		if err != nil {
-			return fmt.Errorf("thread %d: reading extended registers: %w", th.Tid, err)
-		}
-		th.saved, th.xstate = &r, xs
-		return nil
 	})
+}
+
+// Gone reports a thread known to have exited.
+func (th *Thread) Gone() bool { return th.detached && !th.execStop }
+
+// step takes one wait status of a thread we asked to stop. done: the thread
+// is stopped with its registers saved, or gone (err says which). Runs on the
+// tracer thread.
+func (th *Thread) step(s stop) (done bool, err error) {
+	switch {
+	case s.exited:
+		th.detached, th.unreaped = true, false
+		th.held = nil
+		return true, fmt.Errorf("thread %d: %w", th.Tid, ErrGone)
+	case s.exec():
+		th.onExec()
+		return true, fmt.Errorf("process %d: %w", th.p.Pid, ErrExec)
+	case s.interruptStop():
+		if s.groupStop() {
+			th.holdSignal(s.signal)
+		}
+		th.stopped = true
+		return true, th.save()
+	}
+	// A signal-delivery-stop: hold the signal back so that the target's
+	// handler does not run on registers we are about to borrow; wait for
+	// our interrupt trap.
+	if err := th.holdPending(); err != nil {
+		return true, err
+	}
+	if err := unix.PtraceCont(th.Tid, 0); err != nil {
+		return true, th.gone(err)
+	}
+	return false, nil
+}
+
+// onExec marks th as the new program of the process, stopped after execve.
+// The registers and signals we held were the old program's, whose threads
+// are all gone.
+func (th *Thread) onExec() {
+	th.execStop, th.stopped = true, true
+	th.saved, th.xstate, th.held = nil, nil, nil
+	th.p.mu.Lock()
+	th.p.execed = true
+	th.p.mu.Unlock()
+}
+
+func (th *Thread) save() error {
+	var r Regs
+	if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+		return th.gone(err)
+	}
+	xs, err := getXState(th.Tid)
+	if err != nil {
+		return fmt.Errorf("reading extended registers: %w", th.gone(err))
+	}
+	th.saved, th.xstate = &r, xs
+	return nil
 }
 
 // Regs returns the registers saved by Stop.
@@ -139,6 +346,9 @@ func (th *Thread) Restore() error {
 }
 
 func (th *Thread) restoreLocked() error {
+	if th.saved == nil || th.execStop {
+		return nil
+	}
 	if th.inj != nil {
 		return th.teardown()
 	}
@@ -153,30 +363,198 @@ func (th *Thread) restoreLocked() error {
 }
 
 // Detach restores the thread's registers, lets it go, and re-sends the
-// signals held back while we had it. It is idempotent.
+// signals held back while we had it. It is idempotent. A thread that was
+// asked to stop but has not stopped yet cannot be let go before it does:
+// it stays with the Process, whose Close waits for it.
 func (th *Thread) Detach() error {
+	if th.detached && !th.unreaped {
+		th.p.untrack(th)
+		return nil
+	}
+	err := th.p.t.do(th.detachLocked)
+	if th.detached && !th.unreaped {
+		th.p.untrack(th)
+	}
+	if errors.Is(err, ErrGone) && th.detached {
+		err = nil // died while we held it: nothing left to give back
+	}
+	return err
+}
+
+func (p *Process) untrack(th *Thread) {
+	p.mu.Lock()
+	if p.threads[th.Tid] == th {
+		delete(p.threads, th.Tid)
+	}
+	p.mu.Unlock()
+}
+
+func (th *Thread) detachLocked() error {
+	if th.detached {
+		if th.unreaped && !th.reaped.Load() {
+			if s, ok, _ := poll(th.Tid); ok && s.exited {
+				th.unreaped = false
+			}
+		} else {
+			th.unreaped = false
+		}
+		return nil
+	}
+	if th.reaped.Load() {
+		th.detached, th.held = true, nil
+		return nil
+	}
+	// A thread held in a stop changes only by dying, or by a sibling's
+	// execve putting the new program in its place (under the process id);
+	// either shows as a wait status, looked for before anything is written.
+	for !th.detached {
+		s, ok, err := poll(th.Tid)
+		if err != nil || !ok {
+			break
+		}
+		if th.stopped && !s.exited && !s.exec() {
+			break // not ours to interpret here; PTRACE_DETACH discards it
+		}
+		th.step(s)
+	}
 	if th.detached {
 		return nil
 	}
-	err := th.p.t.do(func() error {
-		var first error
-		if th.saved != nil {
-			first = th.restoreLocked()
+	if !th.stopped {
+		// PTRACE_DETACH needs a stopped tracee: ask for the stop, and let
+		// Process.settle give the thread back once it is there (or reap it
+		// once it has died).
+		if err := th.interruptLocked(); err != nil && !errors.Is(err, ErrGone) {
+			return err
 		}
-		if err := unix.PtraceDetach(th.Tid); err != nil && first == nil && !errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	var first error
+	if th.saved != nil && !th.p.execed && !th.execStop && !th.looksExeced() {
+		first = th.restoreLocked()
+	}
+	if !th.stopped {
+		return nil // killed under us: settle reaps it
+	}
+	if err := unix.PtraceDetach(th.Tid); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			th.stopped = false
+			return nil // killed under us: settle reaps it
+		}
+		if first == nil {
 			first = fmt.Errorf("thread %d: detach: %w", th.Tid, err)
 		}
-		th.detached = true
+	}
+	th.detached = true
+	if !th.execStop && !th.p.execed {
 		for _, si := range th.held {
 			redeliver(th.p.Pid, th.Tid, si)
 		}
-		th.held = nil
-		return first
+	}
+	th.held = nil
+	return first
+}
+
+// looksExeced reports registers that only a thread just out of a successful
+// execve has: a last resort against writing the old program's registers
+// into a new one whose exec stop we have not seen yet.
+func (th *Thread) looksExeced() bool {
+	var r Regs
+	if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+		return false
+	}
+	return (r.Orig_rax == unix.SYS_EXECVE || r.Orig_rax == unix.SYS_EXECVEAT) && r.Rax == 0 &&
+		(th.saved == nil || r.Rip != th.saved.Rip)
+}
+
+// Settle gives back what Detach could not (see settle), waiting at most d.
+func (p *Process) Settle(d time.Duration) { p.settle(time.Now().Add(d)) }
+
+// settle gives back, until deadline, the threads Detach could not: those
+// still on their way into a stop we asked for, those that attached after we
+// stopped waiting, and the new program of a thread that exec'd while we had
+// it. Dead ones are reaped, so that an exec waiting for them can finish.
+func (p *Process) settle(deadline time.Time) {
+	p.t.do(func() error {
+		for {
+			p.mu.Lock()
+			ths := make([]*Thread, 0, len(p.threads))
+			for _, th := range p.threads {
+				ths = append(ths, th)
+			}
+			p.mu.Unlock()
+			// Once the program is gone, a thread of it that has not
+			// stopped never will: it is dying, and may be a main thread
+			// no wait reports until the whole process is reaped.
+			gone := p.Check() != nil
+			pending := 0
+			for _, th := range ths {
+				if !th.detached || th.unreaped {
+					th.detachLocked()
+				}
+				switch {
+				case th.detached && !th.unreaped:
+					p.untrack(th)
+				case th.detached:
+					// Dead, not reaped: an exec waits for it. A main
+					// thread is reaped only with the whole process.
+					if th.Tid != p.Pid {
+						pending++
+					}
+				case !gone || th.stopped:
+					pending++
+				}
+			}
+			if p.claimExec() {
+				pending++
+			}
+			if pending == 0 || time.Now().After(deadline) {
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+		}
 	})
-	th.p.mu.Lock()
-	delete(th.p.threads, th.Tid)
-	th.p.mu.Unlock()
-	return err
+}
+
+// ours reports whether tracer, a TracerPid, is a thread of this process:
+// /proc shows the tracer's thread id, not its process id.
+func ours(tracer int) bool {
+	if tracer == 0 {
+		return false
+	}
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tracer))
+	return err == nil
+}
+
+// claimExec lets go of the process's new program when a thread we had
+// seized exec'd and no Thread stands for it: that thread's id went away
+// with the exec, and the program stops under the process id. It reports
+// whether such a program is still traced by us but not stopped yet.
+func (p *Process) claimExec() bool {
+	p.mu.Lock()
+	_, tracked := p.threads[p.Pid]
+	p.mu.Unlock()
+	if tracked {
+		return false
+	}
+	st, err := ReadStatus(p.Pid, p.Pid)
+	if err != nil || !ours(st.TracerPid) {
+		return false
+	}
+	s, ok, err := poll(p.Pid)
+	if err != nil || !ok {
+		return true
+	}
+	if s.exited {
+		return false
+	}
+	if s.exec() {
+		p.mu.Lock()
+		p.execed = true
+		p.mu.Unlock()
+	}
+	unix.PtraceDetach(p.Pid)
+	return false
 }
 
 // holdPending records the signal of the current signal-delivery-stop.
@@ -211,8 +589,11 @@ func redeliver(pid, tid int, si siginfo) {
 
 func (th *Thread) gone(err error) error {
 	if errors.Is(err, unix.ESRCH) {
-		// ESRCH on a seized thread means it is not in a ptrace-stop: it died.
-		th.detached = true
+		// ESRCH on a seized thread means it is not in a ptrace-stop: it
+		// was killed. Nothing more can be done to it, but it is still
+		// ours until we reap it (settle), and until then an execve in
+		// the process waits for it.
+		th.detached, th.unreaped, th.stopped = true, true, false
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrGone)
 	}
 	return fmt.Errorf("thread %d: %w", th.Tid, err)

@@ -1,7 +1,11 @@
 package ptrace
 
 import (
+	"errors"
 	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // tracer runs every ptrace request on one OS thread. The kernel records the
@@ -10,7 +14,13 @@ import (
 type tracer struct {
 	work chan func()
 	quit chan struct{}
+	// stuck is set while the tracer thread is inside a request that a
+	// bounded call gave up on; every later request fails at once instead
+	// of queueing behind it.
+	stuck atomic.Bool
 }
+
+var errTracerStuck = errors.New("the tracer thread is still blocked in an abandoned ptrace request")
 
 func newTracer() *tracer {
 	t := &tracer{work: make(chan func()), quit: make(chan struct{})}
@@ -33,11 +43,78 @@ func newTracer() *tracer {
 	return t
 }
 
-// do runs f on the tracer thread and waits for it.
+// do runs f on the tracer thread and waits for it. f must not block in the
+// kernel for long: requests that can (PTRACE_SEIZE) go through doBounded.
 func (t *tracer) do(f func() error) error {
+	if t.stuck.Load() {
+		return errTracerStuck
+	}
 	errc := make(chan error, 1)
 	t.work <- func() { errc <- f() }
 	return <-errc
+}
+
+// doBounded runs f on the tracer thread like do, but gives up waiting at
+// b's deadline or cancellation, and calls idle every couple of
+// milliseconds meanwhile (from the calling goroutine, not the tracer
+// thread). A request given up on still runs to its end on the tracer
+// thread; late is then called there with its result, and until then every
+// other request fails with errTracerStuck.
+func (t *tracer) doBounded(f func() error, b Bound, idle func(), late func(error)) (err error, gaveUp bool) {
+	if t.stuck.Load() {
+		return errTracerStuck, false
+	}
+	var (
+		mu          sync.Mutex
+		done, given bool
+	)
+	errc := make(chan error, 1)
+	t.work <- func() {
+		err := f()
+		mu.Lock()
+		if given {
+			mu.Unlock()
+			late(err)
+			t.stuck.Store(false)
+			return
+		}
+		done = true
+		mu.Unlock()
+		errc <- err
+	}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	var expire <-chan time.Time
+	if !b.Deadline.IsZero() {
+		timer := time.NewTimer(time.Until(b.Deadline))
+		defer timer.Stop()
+		expire = timer.C
+	}
+	giveUp := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return false
+		}
+		given = true
+		t.stuck.Store(true)
+		return true
+	}
+	for {
+		select {
+		case err := <-errc:
+			return err, false
+		case <-tick.C:
+			idle()
+			continue
+		case <-expire:
+		case <-b.Cancel:
+		}
+		if giveUp() {
+			return nil, true
+		}
+		return <-errc, false
+	}
 }
 
 func (t *tracer) close() { close(t.quit) }

@@ -1,6 +1,7 @@
 package unwind_test
 
 import (
+	"context"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -153,7 +154,7 @@ func freezeSample(t testing.TB, pid, tid, max int) (*live.Target, sample) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lt.Close() })
-	fr, err := lt.Freeze(testutil.Patience)
+	fr, err := lt.Freeze(context.Background(), testutil.Patience)
 	if err != nil {
 		t.Fatal(err)
 	}

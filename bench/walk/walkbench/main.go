@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
@@ -66,7 +67,7 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 	if err != nil {
 		return err
 	}
-	frozen, err := t.Freeze(3 * time.Second)
+	frozen, err := t.Freeze(context.Background(), 3*time.Second)
 	if err != nil {
 		return err
 	}

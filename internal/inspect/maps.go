@@ -2,8 +2,9 @@ package inspect
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -13,23 +14,55 @@ import (
 )
 
 // Maps reads a live process's memory map with its smaps counters and
-// classifies it. It stops nothing and attaches to nothing.
+// classifies it. It stops nothing and attaches to nothing. A process between
+// two programs (execve) shows a zombie main thread and missing files for a
+// moment: that is read again, for a moment, while the process is there.
 func Maps(pid int) (*report.Maps, error) {
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for {
+		rep, err := mapsOnce(pid)
+		if err == nil || time.Now().After(deadline) || !transient(err) {
+			return rep, err
+		}
+		if _, serr := os.Stat(procfs.Path(pid, "")); serr != nil {
+			return rep, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func transient(err error) bool {
+	var se *ptrace.StateError
+	return errors.Is(err, ptrace.ErrNoProcess) || errors.Is(err, ptrace.ErrGone) ||
+		errors.Is(err, os.ErrNotExist) || (errors.As(err, &se) && se.Zombie())
+}
+
+func mapsOnce(pid int) (*report.Maps, error) {
 	if _, err := ptrace.ReadStatus(pid, pid); err != nil {
 		return nil, err
 	}
 	ms, err := maps.Read(pid, true)
 	if err != nil {
-		return nil, procfs.Error(pid, err)
+		return nil, mapsErr(pid, err)
 	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, _ := maps.ExePath(pid)
 	sps, _ := maps.StackPointers(pid)
 	maps.Classify(ms, maps.Hints{ExePath: exe, StackPointers: sps})
 	roll, err := maps.ReadRollup(pid)
 	if err != nil {
-		return nil, procfs.Error(pid, err)
+		return nil, mapsErr(pid, err)
 	}
 	return &report.Maps{Pid: pid, Mappings: ms, Summary: report.MapsSummary{Classes: maps.Summarize(ms), Rollup: roll}}, nil
+}
+
+// mapsErr types a failure to read the maps; a process error from
+// ptrace already names the process.
+func mapsErr(pid int, err error) error {
+	var se *ptrace.StateError
+	if errors.As(err, &se) || errors.Is(err, ptrace.ErrGone) {
+		return err
+	}
+	return procfs.Error(pid, err)
 }
 
 // CoreMaps is the memory map a core recorded, classified: sizes only, a

@@ -172,6 +172,9 @@ type StateError struct {
 
 func (e *StateError) Error() string { return fmt.Sprintf("process %d %s", e.Pid, e.What) }
 
+// Zombie reports a process that has exited and waits for its parent.
+func (e *StateError) Zombie() bool { return e.zombie }
+
 func tracedError(pid, tracer int) error {
 	name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tracer))
 	return &TracedError{Pid: pid, TracerPid: tracer, TracerName: strings.TrimSpace(string(name))}

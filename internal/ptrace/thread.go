@@ -420,6 +420,15 @@ func (th *Thread) detachLocked() error {
 	if th.detached {
 		return nil
 	}
+	if !th.stopped && th.Tid == th.p.Pid {
+		// A main thread killed by another's execve is released by the
+		// kernel without a word, and the id passes to the new program;
+		// whether we still trace anything under it is in its status.
+		if st, err := ReadStatus(th.p.Pid, th.Tid); err != nil || !ours(st.TracerPid) {
+			th.detached, th.held = true, nil
+			return nil
+		}
+	}
 	if !th.stopped {
 		// PTRACE_DETACH needs a stopped tracee: ask for the stop, and let
 		// Process.settle give the thread back once it is there (or reap it
@@ -484,9 +493,8 @@ func (p *Process) settle(deadline time.Time) {
 			}
 			p.mu.Unlock()
 			// Once the program is gone, a thread of it that has not
-			// stopped never will: it is dying, and may be a main thread
-			// no wait reports until the whole process is reaped.
-			gone := p.Check() != nil
+			// stopped never will: it is dying. Not so the process id: it
+			// may stand for the new program, on its way to its exec stop.
 			pending := 0
 			for _, th := range ths {
 				if !th.detached || th.unreaped {
@@ -501,7 +509,7 @@ func (p *Process) settle(deadline time.Time) {
 					if th.Tid != p.Pid {
 						pending++
 					}
-				case !gone || th.stopped:
+				case th.stopped || th.Tid == p.Pid || p.Check() == nil:
 					pending++
 				}
 			}

@@ -94,6 +94,9 @@ func (t *Target) hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			if time.Now().After(deadline) && len(reasons) > 0 {
+				break
+			}
 			s, why, err := t.try(ctx, tid, policy, opts, deadline)
 			if err != nil {
 				return nil, err

@@ -46,6 +46,10 @@ const seizeOptions = unix.PTRACE_O_TRACEEXEC
 // exec (a program file on a hung file system, say).
 const seizePatience = 10 * time.Second
 
+// seizeGrace is the least time a bounded Seize waits before it says the
+// kernel holds the request.
+const seizeGrace = 50 * time.Millisecond
+
 // Seize attaches to one thread without stopping it (PTRACE_SEIZE).
 func (p *Process) Seize(tid int) (*Thread, error) {
 	return p.SeizeWithin(tid, Within(seizePatience, nil))
@@ -55,8 +59,13 @@ func (p *Process) Seize(tid int) (*Thread, error) {
 // hold that have died are reaped: an execve by another thread kills them
 // and then waits, with attaching blocked, until they are.
 func (p *Process) SeizeWithin(tid int, b Bound) (*Thread, error) {
-	if err := b.expired(); err != nil {
-		return nil, &StuckError{Pid: p.Pid, Tid: tid, Cancelled: err == errWaitCancel}
+	if err := b.expired(); err == errWaitCancel {
+		return nil, &StuckError{Pid: p.Pid, Tid: tid, Cancelled: true}
+	}
+	// The request itself takes microseconds: a deadline that has passed,
+	// or nearly, still gives it the time to say whether it is held.
+	if min := time.Now().Add(seizeGrace); b.Deadline.Before(min) {
+		b.Deadline = min
 	}
 	th := &Thread{p: p, Tid: tid}
 	err, gaveUp := p.t.doBounded(func() error {

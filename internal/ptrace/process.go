@@ -201,6 +201,10 @@ const closePatience = 2 * time.Second
 // every thread is given back regardless.
 func (p *Process) Close() error {
 	p.mu.Lock()
+	if p.t == nil {
+		p.mu.Unlock()
+		return nil
+	}
 	ths := make([]*Thread, 0, len(p.threads))
 	for _, th := range p.threads {
 		ths = append(ths, th)

@@ -493,7 +493,13 @@ func (p *Process) Settle(d time.Duration) { p.settle(time.Now().Add(d)) }
 // stopped waiting, and the new program of a thread that exec'd while we had
 // it. Dead ones are reaped, so that an exec waiting for them can finish.
 func (p *Process) settle(deadline time.Time) {
-	p.t.do(func() error {
+	p.mu.Lock()
+	t := p.t
+	p.mu.Unlock()
+	if t == nil {
+		return // closed: the tracer thread, and with it every tracee, is gone
+	}
+	t.do(func() error {
 		for {
 			p.mu.Lock()
 			ths := make([]*Thread, 0, len(p.threads))

@@ -65,7 +65,11 @@ func generation(pid int) int {
 // may end with. Anything else (a permission error as root, EOF, "no glibc")
 // is a wrong diagnosis.
 func allowedRaceErr(err error) bool {
-	return err == nil || errors.Is(err, ptrace.ErrGone) || errors.Is(err, ptrace.ErrNoProcess)
+	var state *ptrace.StateError
+	// A process that exited before Open looked is a zombie: refused as one,
+	// honestly.
+	return err == nil || errors.Is(err, ptrace.ErrGone) || errors.Is(err, ptrace.ErrNoProcess) ||
+		errors.As(err, &state) && strings.Contains(state.What, "zombie")
 }
 
 // A thread execs while the others run, over and over. Freezing (what info

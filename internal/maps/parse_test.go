@@ -238,25 +238,3 @@ func TestParseRollupErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestParseSyscall(t *testing.T) {
-	for _, tc := range []struct {
-		text   string
-		sp     uint64
-		ok     bool
-		hasErr bool
-	}{
-		{"running\n", 0, false, false},
-		{"34 0x0 0x0 0x2 0x0 0x562fd930b080 0x1 0x7fefe0037eb0 0x7fefe010fdf2\n", 0x7fefe0037eb0, true, false},
-		{"-1 0x7ffc12345678 0x401000\n", 0x7ffc12345678, true, false},
-		{"34 0x0 0x0\n", 0, false, true},
-		{"-1 12345678 0x401000\n", 0, false, true},
-		{"-1 0xzz 0x401000\n", 0, false, true},
-		{"", 0, false, true},
-	} {
-		sp, ok, err := parseSyscall(tc.text)
-		if sp != tc.sp || ok != tc.ok || (err != nil) != tc.hasErr {
-			t.Errorf("parseSyscall(%q) = %#x, %v, %v; want %#x, %v, error %v", tc.text, sp, ok, err, tc.sp, tc.ok, tc.hasErr)
-		}
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
@@ -139,72 +140,22 @@ func ReadHints(pid int) (Hints, error) {
 // their registers are not saved anywhere the kernel can show. Reading the
 // syscall file needs ptrace rights over the process.
 func StackPointers(pid int) (map[int]uint64, error) {
-	taskDir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	ents, err := os.ReadDir(taskDir)
+	tids, err := procfs.Tasks(pid)
 	if err != nil {
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
+		return nil, err
 	}
-	sps := make(map[int]uint64, len(ents))
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	sps := make(map[int]uint64, len(tids))
+	for _, tid := range tids {
+		sc, err := procfs.ReadSyscall(pid, tid)
+		if errors.Is(err, procfs.ErrNoProcess) {
+			continue // the thread exited after the directory was listed
 		}
-		path := filepath.Join(taskDir, e.Name(), "syscall")
-		b, err := os.ReadFile(path)
 		if err != nil {
-			// The thread exited after the directory was listed.
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-				continue
-			}
-			return nil, fmt.Errorf("pid %d: %w", pid, err)
+			return nil, err
 		}
-		sp, ok, err := parseSyscall(string(b))
-		if err != nil {
-			return nil, fmt.Errorf("pid %d: %s: %w", pid, path, err)
-		}
-		if ok {
-			sps[tid] = sp
+		if !sc.Running {
+			sps[tid] = sc.SP
 		}
 	}
 	return sps, nil
-}
-
-// parseSyscall extracts the stack pointer from a task's syscall file,
-// which is one of
-//
-//	running
-//	nr a1 a2 a3 a4 a5 a6 sp pc   (blocked in syscall nr)
-//	-1 sp pc                     (blocked, but not in a syscall)
-//
-// The stack pointer is the next-to-last field either way. ok is false for
-// a running thread.
-func parseSyscall(s string) (sp uint64, ok bool, err error) {
-	f := strings.Fields(s)
-	if len(f) == 1 && f[0] == "running" {
-		return 0, false, nil
-	}
-	if len(f) == 0 {
-		return 0, false, errors.New("empty syscall file")
-	}
-	nr, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 0, false, fmt.Errorf("syscall number: %w", err)
-	}
-	want := 9
-	if nr < 0 {
-		want = 3
-	}
-	if len(f) != want {
-		return 0, false, fmt.Errorf("unexpected syscall text %q", s)
-	}
-	hex, found := strings.CutPrefix(f[len(f)-2], "0x")
-	if !found {
-		return 0, false, fmt.Errorf("stack pointer %q is not 0x-prefixed", f[len(f)-2])
-	}
-	sp, err = strconv.ParseUint(hex, 16, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("stack pointer: %w", err)
-	}
-	return sp, true, nil
 }

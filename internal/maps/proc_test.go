@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -175,8 +176,8 @@ func TestReadMissingProcess(t *testing.T) {
 	if _, err := ReadRollup(pid); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadRollup: %v, want ErrNotExist", err)
 	}
-	if _, err := StackPointers(pid); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("StackPointers: %v, want ErrNotExist", err)
+	if _, err := StackPointers(pid); !errors.Is(err, procfs.ErrNoProcess) {
+		t.Errorf("StackPointers: %v, want ErrNoProcess", err)
 	}
 }
 
@@ -212,10 +213,10 @@ func TestReadDenied(t *testing.T) {
 	if err == nil {
 		t.Skip("allowed to read pid 1's syscall files")
 	}
-	if !errors.Is(err, os.ErrPermission) {
+	if !errors.Is(err, procfs.ErrPermission) {
 		t.Errorf("StackPointers(1): %v, want ErrPermission", err)
 	}
-	if !strings.Contains(err.Error(), "pid 1") || !strings.Contains(err.Error(), "/syscall") {
+	if !strings.Contains(err.Error(), "process 1") || !strings.Contains(err.Error(), "/syscall") {
 		t.Errorf("error %q does not name the pid and file", err)
 	}
 }

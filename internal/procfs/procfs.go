@@ -31,6 +31,10 @@ func Error(pid int, err error) error {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ESRCH):
 		return fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	case errors.Is(err, os.ErrPermission):
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("process %d: %s: %w", pid, pe.Path, ErrPermission)
+		}
 		return fmt.Errorf("process %d: %w", pid, ErrPermission)
 	}
 	return fmt.Errorf("process %d: %w", pid, err)

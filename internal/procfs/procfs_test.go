@@ -71,3 +71,27 @@ func TestPagemapRuns(t *testing.T) {
 		}
 	}
 }
+
+// The stack pointer is the next-to-last field, blocked in a syscall or not.
+func TestParseSyscall(t *testing.T) {
+	for _, tc := range []struct {
+		text   string
+		sp     uint64
+		ok     bool
+		hasErr bool
+	}{
+		{"running\n", 0, false, false},
+		{"34 0x0 0x0 0x2 0x0 0x562fd930b080 0x1 0x7fefe0037eb0 0x7fefe010fdf2\n", 0x7fefe0037eb0, true, false},
+		{"-1 0x7ffc12345678 0x401000\n", 0x7ffc12345678, true, false},
+		{"34 0x0 0x0\n", 0, false, true},
+		{"-1 12345678 0x401000\n", 0, false, true},
+		{"-1 0xzz 0x401000\n", 0, false, true},
+		{"", 0, false, true},
+	} {
+		sc, err := ParseSyscall(tc.text)
+		sp, ok := sc.SP, !sc.Running && err == nil
+		if sp != tc.sp || ok != tc.ok || (err != nil) != tc.hasErr {
+			t.Errorf("ParseSyscall(%q) = %+v, %v; want sp %#x, blocked %v, error %v", tc.text, sc, err, tc.sp, tc.ok, tc.hasErr)
+		}
+	}
+}

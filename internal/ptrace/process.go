@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -255,36 +255,12 @@ func ProcReads() int64 { return procReads.Load() }
 // ReadStatus reads a thread's status file.
 func ReadStatus(pid, tid int) (Status, error) {
 	procReads.Add(1)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	ts, err := procfs.ReadTaskStatus(pid, tid)
 	if err != nil {
-		return Status{}, procErr(pid, err)
+		return Status{}, err
 	}
-	st := Status{Kernel: true}
-	ppid := -1
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Name":
-			st.Name = v
-		case "State":
-			if v != "" {
-				st.State = v[0]
-			}
-		case "Tgid":
-			st.Tgid, _ = strconv.Atoi(v)
-		case "TracerPid":
-			st.TracerPid, _ = strconv.Atoi(v)
-		case "PPid":
-			ppid, _ = strconv.Atoi(v)
-		case "VmSize":
-			st.Kernel = false
-		}
-	}
-	if st.Kernel && tid != kthreadd && ppid != kthreadd {
+	st := Status{Name: ts.Name, State: ts.State, Tgid: ts.Tgid, TracerPid: ts.TracerPid, Kernel: !ts.HasMemory}
+	if st.Kernel && tid != kthreadd && ts.PPid != kthreadd {
 		// No memory but not a kernel thread: a thread on its way out
 		// (its mm dropped, its zombie state not set yet), or a zombie.
 		st.Kernel, st.exiting = false, true
@@ -295,53 +271,15 @@ func ReadStatus(pid, tid int) (Status, error) {
 // Tasks lists the thread ids of pid, main thread first.
 func Tasks(pid int) ([]int, error) {
 	procReads.Add(1)
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil, procErr(pid, err)
-	}
-	tids := []int{pid}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err == nil && tid != pid {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
+	return procfs.Tasks(pid)
 }
 
 // SyscallState is /proc/PID/task/TID/syscall: what a thread is doing without
-// stopping it. Running threads have Running set and nothing else.
-type SyscallState struct {
-	Running   bool
-	InSyscall bool // false with Running false: blocked outside a syscall (e.g. a page fault)
-	Nr        int64
-	Args      [6]uint64
-	SP, PC    uint64
-}
+// stopping it.
+type SyscallState = procfs.Syscall
 
 // ReadSyscall reads a thread's syscall file.
 func ReadSyscall(pid, tid int) (SyscallState, error) {
 	procReads.Add(1)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
-	if err != nil {
-		return SyscallState{}, procErr(pid, err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 || f[0] == "running" {
-		return SyscallState{Running: true}, nil
-	}
-	var s SyscallState
-	s.Nr, _ = strconv.ParseInt(f[0], 10, 64)
-	hex := func(x string) uint64 { v, _ := strconv.ParseUint(strings.TrimPrefix(x, "0x"), 16, 64); return v }
-	switch {
-	case s.Nr == -1 && len(f) >= 3:
-		s.SP, s.PC = hex(f[1]), hex(f[2])
-	case len(f) >= 9:
-		s.InSyscall = true
-		for i := range s.Args {
-			s.Args[i] = hex(f[1+i])
-		}
-		s.SP, s.PC = hex(f[7]), hex(f[8])
-	}
-	return s, nil
+	return procfs.ReadSyscall(pid, tid)
 }

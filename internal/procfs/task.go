@@ -1,0 +1,139 @@
+package procfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Tasks lists the thread ids of pid from /proc/PID/task, the main thread
+// (pid) first. It is there even when the main thread has exited and other
+// threads still run.
+func Tasks(pid int) ([]int, error) {
+	ents, err := os.ReadDir(Path(pid, "task"))
+	if err != nil {
+		return nil, Error(pid, err)
+	}
+	tids := []int{pid}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err == nil && tid != pid {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Syscall is /proc/PID/task/TID/syscall: what a thread is doing, read
+// without stopping it. A running thread has Running set and nothing else:
+// its registers are saved nowhere the kernel can show.
+type Syscall struct {
+	Running   bool
+	InSyscall bool // false with Running false: blocked outside a syscall (a page fault, a stop)
+	Nr        int64
+	Args      [6]uint64
+	SP, PC    uint64
+}
+
+// ReadSyscall reads a thread's syscall file (it needs ptrace rights over the
+// process).
+func ReadSyscall(pid, tid int) (Syscall, error) {
+	path := fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Syscall{}, Error(pid, err)
+	}
+	s, err := ParseSyscall(string(b))
+	if err != nil {
+		return s, fmt.Errorf("process %d: %s: %w", pid, path, err)
+	}
+	return s, nil
+}
+
+// ParseSyscall parses the text of a syscall file, one of
+//
+//	running
+//	nr a1 a2 a3 a4 a5 a6 sp pc   (blocked in syscall nr)
+//	-1 sp pc                     (blocked, but not in a syscall)
+func ParseSyscall(text string) (Syscall, error) {
+	f := strings.Fields(text)
+	if len(f) == 1 && f[0] == "running" {
+		return Syscall{Running: true}, nil
+	}
+	if len(f) == 0 {
+		return Syscall{}, errors.New("empty syscall file")
+	}
+	var s Syscall
+	nr, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return s, fmt.Errorf("syscall number: %w", err)
+	}
+	s.Nr = nr
+	want := 9
+	if nr < 0 {
+		want = 3
+	}
+	if len(f) != want {
+		return s, fmt.Errorf("unexpected syscall text %q", text)
+	}
+	vals := make([]uint64, len(f)-1)
+	for i, x := range f[1:] {
+		h, ok := strings.CutPrefix(x, "0x")
+		if !ok {
+			return s, fmt.Errorf("%q is not 0x-prefixed", x)
+		}
+		if vals[i], err = strconv.ParseUint(h, 16, 64); err != nil {
+			return s, fmt.Errorf("%q: %w", x, err)
+		}
+	}
+	if nr >= 0 {
+		s.InSyscall = true
+		copy(s.Args[:], vals[:6])
+	}
+	s.SP, s.PC = vals[len(vals)-2], vals[len(vals)-1]
+	return s, nil
+}
+
+// TaskStatus is what arenactl uses of /proc/PID/task/TID/status.
+type TaskStatus struct {
+	Name       string
+	State      byte
+	Tgid, PPid int
+	TracerPid  int
+	HasMemory  bool // a VmSize line: the thread has an address space (kernel threads have none)
+}
+
+// ReadTaskStatus reads a thread's status file.
+func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return TaskStatus{}, Error(pid, err)
+	}
+	st := TaskStatus{PPid: -1}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Name":
+			st.Name = v
+		case "State":
+			if v != "" {
+				st.State = v[0]
+			}
+		case "Tgid":
+			st.Tgid, _ = strconv.Atoi(v)
+		case "TracerPid":
+			st.TracerPid, _ = strconv.Atoi(v)
+		case "PPid":
+			st.PPid, _ = strconv.Atoi(v)
+		case "VmSize":
+			st.HasMemory = true
+		}
+	}
+	return st, nil
+}

@@ -54,6 +54,7 @@ func exitCode(err error) int {
 		damaged  *glibc.HeapDamageError
 		locked   *glibc.LockedArenaError
 		stuck    *ptrace.StuckError
+		atSite   *ptrace.AtCallSiteError
 	)
 	switch {
 	case err == nil:
@@ -83,7 +84,7 @@ func exitCode(err error) int {
 		return exitPermission
 	case errors.As(err, &notGlibc):
 		return exitNotGlibc
-	case errors.As(err, &noSafe):
+	case errors.As(err, &noSafe), errors.As(err, &atSite):
 		return exitNoSafe
 	case errors.As(err, &damaged):
 		return exitDamaged

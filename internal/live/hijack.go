@@ -198,6 +198,22 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 		return nil, "", err
 	}
 	r := th.Regs()
+	// A thread an earlier run left in its call site (killed while the
+	// thread waited at the gate, or ran a call) is not in its own state.
+	// Borrowed there, our site would restore it into the old one, and a
+	// later run could remove the old one while the thread waits in ours:
+	// it would then jump into unmapped memory. Left alone, it leaves the
+	// old site by itself within the gate's wait.
+	if err := t.proc.SiteHolding(tid, &r); err != nil {
+		if derr := th.Detach(); derr != nil {
+			return nil, "", derr
+		}
+		var ae *ptrace.AtCallSiteError
+		if errors.As(err, &ae) {
+			return nil, fmt.Sprintf("%s the call site at %#x left by arenactl (pid %d), which puts it back by itself", ae.Why, ae.Site, ae.Creator), nil
+		}
+		return nil, "", err
+	}
 	ts := glibc.ThreadState{Tid: tid, PC: r.Rip, SP: r.Rsp, Syscall: -1}
 	if nr, ok := ptrace.InSyscall(&r); ok {
 		ts.Syscall = nr

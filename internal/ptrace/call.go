@@ -112,6 +112,13 @@ func (th *Thread) arm() error {
 		}
 		th.tramp = a
 	}
+	// A thread still in an earlier run's call site (at its gate, or with a
+	// call of that run yet to return) is not in its own state: its state
+	// here would make the new site restore it into the old one. The caller
+	// chooses threads so that this does not happen; this is the last guard.
+	if err := th.p.SiteHolding(th.Tid, th.saved); err != nil {
+		return err
+	}
 	var code [9]byte
 	if _, err := th.p.ReadAt(code[:], th.tramp); err != nil || !bytes.Equal(code[:], restoreRT) {
 		return fmt.Errorf("thread %d: no signal trampoline at %#x", th.Tid, th.tramp)

@@ -97,3 +97,19 @@ func (e *TimeoutError) Error() string {
 	}
 	return fmt.Sprintf("injected call %s and was still running at pc=%#x after the hard limit; it was abandoned and the thread's registers restored", why, e.PC)
 }
+
+// AtCallSiteError: the thread is inside, or can still return into, a call
+// site an earlier arenactl left. Its registers there are the routine's, not
+// its own: a site made for it now would restore it into the old one, which
+// a later run could remove while the thread still has to pass through it.
+// It is let go untouched; the old site puts it back by itself.
+type AtCallSiteError struct {
+	Tid     int
+	Site    uint64 // the call site's address
+	Creator int    // the arenactl that made it
+	Why     string // how the thread is tied to it
+}
+
+func (e *AtCallSiteError) Error() string {
+	return fmt.Sprintf("thread %d %s the call site at %#x left by arenactl (pid %d)", e.Tid, e.Why, e.Site, e.Creator)
+}

@@ -333,3 +333,94 @@ func TestCallSiteRestoresWithoutTracer(t *testing.T) {
 		})
 	}
 }
+
+// A run killed while its thread waited at its call site's gate leaves the
+// thread there, in a ppoll of the routine, for up to the gate's wait. The
+// next run must not borrow it there: its registers are the old routine's,
+// so the new site would restore it into the old site, and a later run,
+// finding the old site idle by its own header, removed it while the thread
+// still had to pass through it (the thread then jumped into unmapped
+// memory: SIGSEGV, found by TestSoakSelfChecking). Here the thread is put
+// at the gate by hand, with a gate wait of an hour so that nothing depends
+// on timing, and handed to a new Thread as to a new run.
+func TestNoCallsOnAThreadInAnEarlierCallSite(t *testing.T) {
+	fx := start(t)
+	th := fx.stopped(t, fx.tg.Pid)
+	if got, err := th.Call(generous, fx.add3, 1, 2, 3); err != nil || got != 6 {
+		t.Fatalf("add3 = %d, %v", got, err)
+	}
+	base, _, _ := th.Site()
+	in := th.inj
+	var atGate Regs
+	err := fx.proc.t.do(func() error {
+		var hour [16]byte
+		hour[0], hour[1] = 0x10, 0x0e // tv_sec 3600
+		if _, err := th.p.WriteAt(hour[:], base+hdrTimeout); err != nil {
+			return err
+		}
+		// The routine's state just before its ppoll, as after a call
+		// returned into it: the call's stack slot popped.
+		atGate = in.exact
+		atGate.Rip, atGate.Rsp = in.restore-2, in.sp+8
+		atGate.Rax, atGate.Rdi, atGate.Rsi, atGate.Rdx, atGate.R10, atGate.R8 = unix.SYS_PPOLL, 0, 0, base+hdrTimeout, 0, 8
+		atGate.Orig_rax = ^uint64(0)
+		if err := unix.PtraceSetRegs(th.Tid, &atGate); err != nil {
+			return err
+		}
+		return unix.PtraceCont(th.Tid, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Forget it as ours: to this Process the site is now an earlier run's.
+	fx.proc.mu.Lock()
+	delete(fx.proc.threads, th.Tid)
+	fx.proc.mu.Unlock()
+	testutil.WaitUntil(t, "the thread to wait at the gate", func() bool { return syscallOf(fx.tg.Pid, fx.tg.Pid) == unix.SYS_PPOLL })
+	th2 := &Thread{p: fx.proc, Tid: th.Tid}
+	fx.proc.mu.Lock()
+	fx.proc.threads[th.Tid] = th2
+	fx.proc.mu.Unlock()
+	if err := th2.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r := th2.Regs()
+	sites, err := fx.proc.FindSites()
+	if err != nil || len(sites) != 1 || sites[0].Addr != base || !sites[0].Contains(r.Rip) {
+		t.Fatalf("sites %+v, %v; thread at %#x", sites, err, r.Rip)
+	}
+	var ae *AtCallSiteError
+	if err := fx.proc.SiteHolding(th2.Tid, &r); !errors.As(err, &ae) || ae.Site != base {
+		t.Errorf("SiteHolding: %v", err)
+	}
+	got, err := th2.Call(generous, fx.add3, 1, 2, 3)
+	if !errors.As(err, &ae) || ae.Site != base || ae.Tid != th2.Tid {
+		t.Errorf("Call on a thread at an earlier site's gate: %d, %v", got, err)
+	}
+	if s, _, _ := th2.Site(); s != 0 {
+		t.Errorf("a call site was made at %#x for a thread inside the one at %#x", s, base)
+	}
+	// Let it go with a gate that ends at once: the old routine restores
+	// the thread by itself and its read on stdin resumes.
+	err = fx.proc.t.do(func() error {
+		var zero [16]byte
+		_, err := th2.p.WriteAt(zero[:], base+hdrTimeout)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th2.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "the routine to restore the thread", func() bool {
+		sites, _ = fx.proc.FindSites()
+		return len(sites) == 1 && sites[0].Restored
+	})
+	if got := fx.alive(t); got != "0" {
+		t.Fatalf("count = %q", got)
+	}
+	if line, code := fx.tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q %d", line, code)
+	}
+}

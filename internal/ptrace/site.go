@@ -216,6 +216,10 @@ type SiteInfo struct {
 	Restored     bool   // the thread was put back (by the routine, or by arenactl)
 	FrameSP      uint64
 	Journal      []byte // the creator's own record of what else it made
+	// Rip is where the routine puts the thread back. It lies inside
+	// another call site when the thread was borrowed while still in that
+	// one: the older site must then outlive this one.
+	Rip uint64
 }
 
 // CreatorAlive reports whether the arenactl that made the site still runs.
@@ -226,6 +230,36 @@ func (s *SiteInfo) CreatorAlive() bool {
 
 // Contains reports whether addr is inside the site.
 func (s *SiteInfo) Contains(addr uint64) bool { return addr >= s.Addr && addr < s.Addr+s.Size }
+
+// Holds says how thread tid, stopped with registers r, is tied to the site,
+// or "" if it is not: it is executing in the routine (waiting at its gate,
+// or restoring itself), or it is the site's thread and a call started there
+// has not returned yet, so it will return into the routine later.
+func (s *SiteInfo) Holds(tid int, r *Regs) string {
+	if s.Contains(r.Rip) {
+		return "is executing in"
+	}
+	if tid == s.Tid && !s.Restored && s.Pending != s.Done {
+		return "runs a call that will return into"
+	}
+	return ""
+}
+
+// SiteHolding returns the first call site, of an earlier run, that thread
+// tid (stopped, with registers r) is tied to (see Holds), as an
+// *AtCallSiteError, or nil.
+func (p *Process) SiteHolding(tid int, r *Regs) error {
+	sites, err := p.FindSites()
+	if err != nil {
+		return err
+	}
+	for _, s := range sites {
+		if why := s.Holds(tid, r); why != "" {
+			return &AtCallSiteError{Tid: tid, Site: s.Addr, Creator: s.Creator, Why: why}
+		}
+	}
+	return nil
+}
 
 // FindSites lists the call sites in the process other than those of threads
 // this Process is using now. A site's first page may have merged with
@@ -280,6 +314,7 @@ func (p *Process) FindSites() ([]SiteInfo, error) {
 			Done: le.Uint64(page[hdrDone:]), Result: le.Uint64(page[hdrResult:]),
 			Restored: le.Uint64(page[hdrRestored:]) == 1, FrameSP: le.Uint64(page[hdrFrameSP:]),
 			Journal: append([]byte(nil), page[journalOff:journalOff+journalSize]...),
+			Rip:     le.Uint64(page[slotRip:]),
 		})
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -100,11 +101,47 @@ func soak(t *testing.T, pid, rounds int, check func(round int)) soakTally {
 		}
 		check(i)
 	}
+	// A thread the last killed run left at its gate is still in that site
+	// (the site is then rightly kept) until the gate's wait ends.
+	if !eventually(func() bool { return threadsInSites(t, pid) == "" }) {
+		t.Fatalf("threads stay in call sites: %s", threadsInSites(t, pid))
+	}
 	r := mustRun(t, "info", fmt.Sprint(pid))
 	if left := markedMappings(t, pid); len(left) > 0 {
 		t.Errorf("arenactl's objects stay in the target after a clean run: %v\n%s", left, r.stderr)
 	}
 	return tally
+}
+
+// threadsInSites lists the threads of pid whose pc (as
+// /proc/PID/task/TID/syscall shows it) is in one of arenactl's call sites.
+func threadsInSites(t *testing.T, pid int) string {
+	t.Helper()
+	var sites [][2]uint64
+	for _, m := range markedMappings(t, pid) {
+		var lo, hi uint64
+		fmt.Sscanf(m, "%x-%x", &lo, &hi)
+		sites = append(sites, [2]uint64{lo, hi})
+	}
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []string
+	for _, e := range ents {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, e.Name()))
+		f := strings.Fields(string(b))
+		if len(f) < 3 {
+			continue // running: no pc shown
+		}
+		pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
+		if err != nil {
+			continue
+		}
+		for _, s := range sites {
+			if pc >= s[0] && pc < s[1] {
+				out = append(out, fmt.Sprintf("%s at %#x", e.Name(), pc))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Issue 12's soak, against a self-checking multi-threaded target: every

@@ -213,7 +213,7 @@ func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGSTOP)
 	drain()
 	testutil.WaitUntil(t, "the call to finish", func() bool { return syscallOf(tg.Pid) != 202 })
-	time.Sleep(500 * time.Millisecond) // past the gate
+	time.Sleep(1500 * time.Millisecond) // past the gate (1 s)
 	cmd.Process.Signal(syscall.SIGCONT)
 	<-exited
 	if !strings.Contains(stderr.String(), "restored itself") || cmd.ProcessState.ExitCode() != exitCallFailed {

@@ -85,7 +85,15 @@ const (
 // (Resuming calls with PTRACE_SYSCALL and stopping at a marker syscall
 // would need no wait, but stops the thread at every syscall of the call:
 // malloc_trim makes thousands, which made it a hundred times slower.)
-const gateTimeout = 250 * 1000 * 1000 // ns
+//
+// A second: long enough that a loaded machine (the tests' own, at load 10
+// on 2 CPUs) does not keep arenactl from its 500 µs polls that long, which at
+// 250 ms it did, once; short enough that a thread whose arenactl was killed
+// mid-call waits no more than that before it goes on.
+const (
+	gateSec  = 1 // timespec.tv_sec
+	gateNsec = 0 // timespec.tv_nsec
+)
 
 // routine assembles the code page. base is the site's address. It returns
 // the code, the offset of the entry (where calls return to) and of restore
@@ -106,17 +114,18 @@ func routine(base uint64) (code []byte, entry, restore uint64) {
 	rel(base+hdrDone, nil, 0x48, 0x89, 0x05)    // mov [rip+done], rax
 	// ppoll(NULL, 0, &timeout, NULL, 8). ppoll writes back the time left
 	// when interrupted, so the timeout is set afresh each time.
-	var ns [4]byte
-	binary.LittleEndian.PutUint32(ns[:], gateTimeout)
-	rel(base+hdrTimeout, []byte{0, 0, 0, 0}, 0x48, 0xc7, 0x05) // mov qword [rip+tv_sec], 0
-	rel(base+hdrTimeout+8, ns[:], 0x48, 0xc7, 0x05)            // mov qword [rip+tv_nsec], gateTimeout
-	b = append(b, 0xb8, 0x0f, 0x01, 0, 0)                      // mov eax, 271 (SYS_ppoll)
-	b = append(b, 0x31, 0xff)                                  // xor edi, edi
-	b = append(b, 0x31, 0xf6)                                  // xor esi, esi
-	rel(base+hdrTimeout, nil, 0x48, 0x8d, 0x15)                // lea rdx, [rip+timeout]
-	b = append(b, 0x45, 0x31, 0xd2)                            // xor r10d, r10d
-	b = append(b, 0x41, 0xb8, 8, 0, 0, 0)                      // mov r8d, 8
-	b = append(b, 0x0f, 0x05)                                  // syscall
+	var sec, ns [4]byte
+	binary.LittleEndian.PutUint32(sec[:], gateSec)
+	binary.LittleEndian.PutUint32(ns[:], gateNsec)
+	rel(base+hdrTimeout, sec[:], 0x48, 0xc7, 0x05)  // mov qword [rip+tv_sec], gateSec
+	rel(base+hdrTimeout+8, ns[:], 0x48, 0xc7, 0x05) // mov qword [rip+tv_nsec], gateNsec
+	b = append(b, 0xb8, 0x0f, 0x01, 0, 0)           // mov eax, 271 (SYS_ppoll)
+	b = append(b, 0x31, 0xff)                       // xor edi, edi
+	b = append(b, 0x31, 0xf6)                       // xor esi, esi
+	rel(base+hdrTimeout, nil, 0x48, 0x8d, 0x15)     // lea rdx, [rip+timeout]
+	b = append(b, 0x45, 0x31, 0xd2)                 // xor r10d, r10d
+	b = append(b, 0x41, 0xb8, 8, 0, 0, 0)           // mov r8d, 8
+	b = append(b, 0x0f, 0x05)                       // syscall
 	restore = codeOff + uint64(len(b))
 	rel(base+hdrRFBM, nil, 0x8b, 0x05)              // mov eax, [rip+rfbm]
 	rel(base+hdrRFBM+4, nil, 0x8b, 0x15)            // mov edx, [rip+rfbm+4]

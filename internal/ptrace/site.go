@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/arenactl/arenactl/internal/procfs"
 )
 
 // A call site is the small mapping arenactl creates in the target for the
@@ -181,20 +182,11 @@ func selfStart() uint64 {
 // StartTime reads a process's start time (field 22 of /proc/PID/stat), which
 // with the pid names a process unambiguously.
 func StartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return st.StartTime, nil
 }
 
 // rfbmFor is the feature mask xrstor gets: every user feature XCR0 enables,

@@ -137,21 +137,7 @@ func markedMappings(t *testing.T, pid int) []string {
 func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	tg, drain := stallTarget(t)
 	mainThreadReads(t, tg.Pid)
-	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
-		select {
-		case <-exited:
-			t.Fatalf("arenactl ended before its call blocked: %s", stderr.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	cmd, _, exited := startBlockedCall(t, tg)
 	cmd.Process.Kill()
 	<-exited
 	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
@@ -178,6 +164,30 @@ func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	mustQuit(t, tg)
 }
 
+// startBlockedCall starts info borrowing the stall target's main thread and
+// returns once its malloc_info waits (a futex) for the arena lock the stall
+// thread holds, inside the call site it made. exited closes when arenactl
+// ends.
+func startBlockedCall(t *testing.T, tg *testutil.Target) (cmd *exec.Cmd, stderr *strings.Builder, exited chan struct{}) {
+	t.Helper()
+	cmd = exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
+	stderr = &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
+		select {
+		case <-exited:
+			t.Fatalf("arenactl ended before its call blocked: %s", stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return cmd, stderr, exited
+}
+
 // syscallOf is the syscall thread tid (= pid: the main thread) is blocked in, -1 if none.
 func syscallOf(pid int) int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid))
@@ -195,21 +205,7 @@ func syscallOf(pid int) int {
 func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 	tg, drain := stallTarget(t)
 	mainThreadReads(t, tg.Pid)
-	cmd := exec.Command(arenactl, "info", "--timeout", "60s", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
-		select {
-		case <-exited:
-			t.Fatalf("arenactl ended before its call blocked: %s", stderr.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	cmd, stderr, exited := startBlockedCall(t, tg)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	drain()
 	testutil.WaitUntil(t, "the call to finish", func() bool { return syscallOf(tg.Pid) != 202 })

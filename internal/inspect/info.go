@@ -18,12 +18,11 @@ import (
 // and builds the report. The maps are read after the thread is released, so
 // that reading them adds nothing to the time the thread is held.
 func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error) {
-	t, err := live.Open(pid)
+	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	defer func() { err = t.Explain(err) }()
+	defer done(&err)
 	pid = t.Pid
 	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
@@ -58,12 +57,11 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 // file and the maps are read before, the smaps summary after. A static
 // executable is accepted: its own copy of glibc's malloc is read.
 func ReadOnly(ctx context.Context, pid int, o Options, freeze bool) (_ *report.Report, err error) {
-	t, err := live.OpenReadOnly(pid)
+	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	defer func() { err = t.Explain(err) }()
+	defer done(&err)
 	pid = t.Pid
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
@@ -159,6 +157,25 @@ func readMaps(t *live.Target) (report.MapsSummary, error) {
 		return report.MapsSummary{}, err
 	}
 	return report.MapsSummary{Classes: maps.Summarize(t.Mappings()), Rollup: roll}, nil
+}
+
+// openLive opens pid for injection, or with readOnly for reading its memory
+// only (a static executable is accepted then). done, deferred with the use
+// case's named error, turns an error that came from the process exiting or
+// replacing its program meanwhile into one that says so (live.Explain), then
+// gives every thread back: every use case ends the same way.
+func openLive(pid int, readOnly bool) (t *live.Target, done func(*error), err error) {
+	open := live.Open
+	if readOnly {
+		open = live.OpenReadOnly
+	}
+	if t, err = open(pid); err != nil {
+		return nil, nil, err
+	}
+	return t, func(err *error) {
+		*err = t.Explain(*err)
+		t.Close()
+	}, nil
 }
 
 // openHeap locates a live process's allocator: its libc is the file its

@@ -39,12 +39,11 @@ type SnapshotOptions struct {
 func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapshot, err error) {
 	// Nothing is injected: a static executable's own allocator is walked
 	// and recorded as for info --read-only.
-	t, err := live.OpenReadOnly(pid)
+	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	defer func() { err = t.Explain(err) }()
+	defer done(&err)
 	pid = t.Pid
 	id, err := readIdentity(pid, t.Dir())
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -14,12 +13,11 @@ import (
 // what it gave back: the memory map before and after, next to what the free
 // lists predicted just before the call.
 func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
-	t, err := live.Open(pid)
+	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	defer func() { err = t.Explain(err) }()
+	defer done(&err)
 	pid = t.Pid
 	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
@@ -66,12 +64,11 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 // stay as they are unless the process allocates them meanwhile, which would
 // change the lists as much.
 func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
-	t, err := live.Open(pid)
+	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	defer func() { err = t.Explain(err) }()
+	defer done(&err)
 	pid = t.Pid
 	h, err := openHeap(t, o.DebugDirs)
 	if err != nil {

@@ -191,4 +191,14 @@ func TestDiffBadInput(t *testing.T) {
 	expectRefusal(t, run(t, "diff", maps, maps), exitError, "no arenas")
 	expectRefusal(t, run(t, "diff", junk, junk), exitError, "not JSON")
 	expectRefusal(t, run(t, "diff", filepath.Join(dir, "none"), junk), exitError, "no such file")
+
+	// A document of a newer schema than this arenactl knows is refused by
+	// name, not half read.
+	doc, err := os.ReadFile(filepath.Join("testdata", "golden", "arenas-2.36-snapshot.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.json")
+	os.WriteFile(newer, []byte(strings.Replace(string(doc), `"schema_version": 1`, `"schema_version": 2`, 1)), 0o644)
+	expectRefusal(t, run(t, "diff", newer, newer), exitError, "schema version 2, newer than this arenactl's (1)")
 }

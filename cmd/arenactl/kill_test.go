@@ -71,8 +71,8 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	t.Logf("%d rounds, %d runs finished before the kill", rounds, completed)
 	// What the killed runs left is removed by the next run that completes.
 	r := mustRun(t, "info", fmt.Sprint(tg.Pid))
-	if left := markedMappings(t, tg.Pid); len(left) != 0 {
-		t.Errorf("call sites still in the target after a complete run: %v; it said: %s", left, r.stderr)
+	if left := unexplainedSites(t, tg.Pid, r.stderr); len(left) != 0 {
+		t.Errorf("call sites still in the target after a complete run, not named as kept: %v; it said: %s", left, r.stderr)
 	}
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target: %q", a)
@@ -186,6 +186,33 @@ func startBlockedCall(t *testing.T, tg *testutil.Target) (cmd *exec.Cmd, stderr 
 		}
 	}
 	return cmd, stderr, exited
+}
+
+// unexplainedSites is markedMappings less the call sites a run's stderr
+// names as kept. A site may rightly stay: when a run was killed while it
+// closed an earlier run's FILE, whether that fclose happened cannot be
+// known, and a second fclose could corrupt the heap, so the site and buffer
+// are kept and the run says so. Any other site left is a leak.
+func unexplainedSites(t *testing.T, pid int, stderr string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range markedMappings(t, pid) {
+		lo, _, _ := strings.Cut(m, "-")
+		code, err := strconv.ParseUint(lo, 16, 64)
+		if err != nil {
+			t.Fatalf("mapping %q", m)
+		}
+		// The code page follows the site's header page.
+		base := fmt.Sprintf("call site at %#x", code-4096)
+		kept := false
+		for _, line := range strings.Split(stderr, "\n") {
+			kept = kept || strings.Contains(line, "kept") && strings.Contains(line, base)
+		}
+		if !kept {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // syscallOf is the syscall thread tid (= pid: the main thread) is blocked in, -1 if none.

@@ -124,6 +124,15 @@ func TestStalePartials(t *testing.T) {
 	}
 	holder.Process.Signal(syscall.SIGKILL)
 	holder.Wait()
+	// flock(1) forks before it runs sleep, and its child closes the
+	// inherited descriptor only then: the lock outlives flock(1) by that
+	// moment, longer on a loaded machine.
+	for deadline := time.Now().Add(time.Minute); lockedElsewhere(killed); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still locked after its holder was killed", killed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	old := p(".snap.core.partial-333") // never locked: an older arenactl's
 	os.WriteFile(old, []byte("x"), 0o600)

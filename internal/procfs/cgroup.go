@@ -1,7 +1,10 @@
 package procfs
 
 import (
+	"errors"
 	"os"
+	"path"
+	"strconv"
 	"strings"
 )
 
@@ -66,4 +69,109 @@ func SystemdUnit(cgroup string) string {
 		return ""
 	}
 	return ""
+}
+
+// MemoryRoom is how much more memory the process may be charged before a
+// limit stops it: the least room under any memory limit of its cgroup and
+// the cgroups above it (cgroup v2 memory.max, or v1 memory.limit_in_bytes),
+// and what the machine has available (MemAvailable). Limit names the
+// cgroup whose room is least, "" when the machine's is.
+type MemoryRoom struct {
+	Bytes uint64
+	Limit string
+}
+
+// Where the cgroup hierarchies are mounted: v2 alone at the root, or beside
+// the v1 controllers (a hybrid system), and v1's memory controller.
+var (
+	cgroup2Roots   = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+	cgroupV1Memory = "/sys/fs/cgroup/memory"
+)
+
+// ReadMemoryRoom reads the room for pid's memory. A cgroup whose files
+// cannot be read limits nothing here.
+func ReadMemoryRoom(pid int) (MemoryRoom, error) {
+	avail, err := memAvailable()
+	if err != nil {
+		return MemoryRoom{}, err
+	}
+	room := MemoryRoom{Bytes: avail}
+	b, err := os.ReadFile(Path(pid, "cgroup"))
+	if err != nil {
+		return MemoryRoom{}, Error(pid, err)
+	}
+	least := func(root, leaf, maxFile, curFile string) {
+		for dir := leaf; ; dir = path.Dir(dir) {
+			max, err1 := readCgroupValue(path.Join(root, dir, maxFile))
+			cur, err2 := readCgroupValue(path.Join(root, dir, curFile))
+			if err1 == nil && err2 == nil && max < noLimit {
+				left := uint64(0)
+				if max > cur {
+					left = max - cur
+				}
+				if left < room.Bytes {
+					room = MemoryRoom{Bytes: left, Limit: dir}
+				}
+			}
+			if dir == "/" || dir == "." || dir == "" {
+				return
+			}
+		}
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		id, rest, _ := strings.Cut(l, ":")
+		ctrls, p, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case id == "0" && ctrls == "":
+			for _, root := range cgroup2Roots {
+				if _, err := os.Stat(path.Join(root, "cgroup.controllers")); err == nil {
+					least(root, p, "memory.max", "memory.current")
+					break
+				}
+			}
+		case hasController(ctrls, "memory"):
+			least(cgroupV1Memory, p, "memory.limit_in_bytes", "memory.usage_in_bytes")
+		}
+	}
+	return room, nil
+}
+
+func hasController(list, name string) bool {
+	for _, c := range strings.Split(list, ",") {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// noLimit: v2 writes "max"; v1 writes a page-rounded LONG_MAX.
+const noLimit = uint64(1) << 62
+
+func readCgroupValue(file string) (uint64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "max" {
+		return noLimit, nil
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+func memAvailable() (uint64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemAvailable:"); ok {
+			return kB(strings.TrimSpace(v)), nil
+		}
+	}
+	return 0, errors.New("/proc/meminfo: no MemAvailable")
 }

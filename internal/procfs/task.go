@@ -103,6 +103,14 @@ type TaskStatus struct {
 	Tgid, PPid int
 	TracerPid  int
 	HasMemory  bool // a VmSize line: the thread has an address space (kernel threads have none)
+	// Seccomp is the thread's seccomp mode: 0 none, 1 strict, 2 filter.
+	Seccomp int
+	// NSpid are the thread's ids in each pid namespace it is in, from the
+	// reader's own down to its innermost: [pid] when they are the same.
+	NSpid []int
+	// RssAnon and VmPTE: resident anonymous memory and page tables, in
+	// bytes (the process's, the same in every thread's file).
+	RssAnon, VmPTE uint64
 }
 
 // ReadTaskStatus reads a thread's status file.
@@ -133,7 +141,24 @@ func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
 			st.PPid, _ = strconv.Atoi(v)
 		case "VmSize":
 			st.HasMemory = true
+		case "Seccomp":
+			st.Seccomp, _ = strconv.Atoi(v)
+		case "NSpid":
+			for _, f := range strings.Fields(v) {
+				n, _ := strconv.Atoi(f)
+				st.NSpid = append(st.NSpid, n)
+			}
+		case "RssAnon":
+			st.RssAnon = kB(v)
+		case "VmPTE":
+			st.VmPTE = kB(v)
 		}
 	}
 	return st, nil
+}
+
+// kB reads a "1234 kB" value of a status file, in bytes.
+func kB(v string) uint64 {
+	n, _ := strconv.ParseUint(strings.TrimSuffix(v, " kB"), 10, 64)
+	return n << 10
 }

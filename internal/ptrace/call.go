@@ -58,6 +58,7 @@ type injector struct {
 	base     uint64 // the call site, 0 while it does not exist
 	size     uint64
 	entry    uint64 // where calls return to
+	image    uint64 // the copy-on-write image routine (clone.go)
 	restore  uint64 // just after the marker syscall
 	seq      uint64
 	at       stopAt
@@ -85,6 +86,12 @@ func (th *Thread) Call(lim CallLimits, fn uint64, args ...uint64) (uint64, error
 	if len(args) > 6 {
 		return 0, errors.New("ptrace: at most 6 integer arguments")
 	}
+	return th.invoke(lim, func(*injector) uint64 { return fn }, args)
+}
+
+// invoke makes the call site if there is none yet, then calls the address
+// fn gives (which may lie in the site itself).
+func (th *Thread) invoke(lim CallLimits, fn func(*injector) uint64, args []uint64) (uint64, error) {
 	var ret uint64
 	err := th.p.t.do(func() error {
 		if th.inj == nil {
@@ -96,7 +103,7 @@ func (th *Thread) Call(lim CallLimits, fn uint64, args ...uint64) (uint64, error
 			}
 		}
 		var err error
-		ret, err = th.call(lim, fn, args)
+		ret, err = th.call(lim, fn(th.inj), args)
 		return err
 	})
 	return ret, err
@@ -191,6 +198,13 @@ func (th *Thread) arm() error {
 	in.base, in.size = base, size
 	text, entry, restore := routine(base)
 	in.entry, in.restore = base+entry, base+restore
+	imageOff := codeOff + uint64(len(text)+15)&^15
+	text = append(text, make([]byte, imageOff-codeOff-uint64(len(text)))...)
+	text = append(text, imageRoutine(base, base+imageOff)...)
+	in.image = base + imageOff
+	if len(text) > pageSize {
+		return errors.New("ptrace: the call site's code does not fit its page")
+	}
 	page0 := sitePage0(size, th.Tid, &in.exact, sp, rfbmFor(xs))
 	for _, w := range []struct {
 		b   []byte
@@ -604,6 +618,8 @@ func fatal(sig unix.Signal) bool {
 	}
 	return false
 }
+
+func errnoOf(v int64) error { return unix.Errno(-v) }
 
 // le64 decodes a little-endian word; the target is x86_64.
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

@@ -161,6 +161,7 @@ func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
 	le.PutUint64(p[hdrTid:], uint64(tid))
 	le.PutUint64(p[hdrFrameSP:], frameSP)
 	le.PutUint64(p[hdrRFBM:], rfbm)
+	le.PutUint64(p[hdrSigAll:], ^uint64(0))
 	for i, s := range siteRegs {
 		le.PutUint64(p[regsOff+8*i:], s.get(r))
 	}

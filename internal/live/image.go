@@ -1,0 +1,354 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// An Image is a copy-on-write image of a live process: every thread is
+// stopped for as long as it takes to record their registers and to fork
+// the address space from one of them (ptrace.CloneImage: raw syscalls in a
+// call site, no code of the program's), then the process runs on while the
+// image, a stopped copy of its memory at that instant, is read at leisure.
+// The freeze lasts as long as the kernel takes to copy the page tables
+// (about 10 to 25 ms per GiB of resident memory), not as long as a walk or
+// a dump.
+//
+// The image is not a child of the target (it is reparented to init) and
+// runs nothing but a poll loop; it exits by itself when arenactl stops
+// renewing its lease (ptrace.ImageTicks polls of 100 ms), so a killed
+// arenactl leaves nothing behind. Its oom_score_adj is 1000: should the
+// pages the process writes meanwhile (each is copied once, charged to its
+// cgroup) exhaust memory anyway, the OOM killer takes the image first.
+type Image struct {
+	t        *Target
+	Pid      int // the image's pid in arenactl's pid namespace
+	pidfd    int
+	mem      *os.File
+	site     uint64 // the call site's address, whose copy holds the heartbeat
+	threads  []target.Thread
+	frozen   []FrozenThread
+	mappings []maps.Mapping
+	// Stopped is how long every thread of the process was stopped.
+	Stopped time.Duration
+	// Cloned is how long the clone syscall and its helper took, of that.
+	Cloned time.Duration
+	// Room is the memory that could still be charged when it was made.
+	Room procfs.MemoryRoom
+
+	stop     chan struct{}
+	beatDone sync.WaitGroup
+	closed   bool
+}
+
+// ImageUnavailableError: no copy-on-write image can be made of the process
+// safely; nothing was stopped or written. Reason says why.
+type ImageUnavailableError struct {
+	Pid    int
+	Reason string
+}
+
+func (e *ImageUnavailableError) Error() string {
+	return fmt.Sprintf("process %d: no copy-on-write image: %s", e.Pid, e.Reason)
+}
+
+// imageHeartbeat is how often arenactl renews the image's lease: well
+// inside the lease (ptrace.ImageTicks × 100 ms), so that a loaded machine
+// does not end an image arenactl still reads.
+const imageHeartbeat = 200 * time.Millisecond
+
+// CheckImage says whether an image of the process can be made safely, from
+// what /proc and the cgroup show now (nothing is stopped).
+func (t *Target) CheckImage() (procfs.MemoryRoom, error) {
+	unavailable := func(format string, a ...any) (procfs.MemoryRoom, error) {
+		return procfs.MemoryRoom{}, &ImageUnavailableError{Pid: t.Pid, Reason: fmt.Sprintf(format, a...)}
+	}
+	st, err := procfs.ReadTaskStatus(t.Pid, t.Pid)
+	if err != nil {
+		return procfs.MemoryRoom{}, t.proc.Explain(err)
+	}
+	if st.Seccomp != 0 {
+		// A filter may kill the whole process for a clone it forbids.
+		return unavailable("it runs under a seccomp filter, which may forbid or punish the clone")
+	}
+	if len(st.NSpid) > 1 && st.NSpid[len(st.NSpid)-1] == 1 {
+		return unavailable("it is the init of its pid namespace: the image would be left to it to reap")
+	}
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
+			return unavailable("the image is not arenactl's descendant, and kernel.yama.ptrace_scope lets only root read it")
+		}
+	}
+	room, err := procfs.ReadMemoryRoom(t.Pid)
+	if err != nil {
+		return procfs.MemoryRoom{}, t.proc.Explain(err)
+	}
+	// Every page the process writes while the image lives is copied: at
+	// worst all its anonymous memory, and the image's page tables.
+	need := st.RssAnon + st.VmPTE
+	if room.Bytes < need {
+		where := "the machine has"
+		if room.Limit != "" {
+			where = fmt.Sprintf("its cgroup %s has", room.Limit)
+		}
+		return unavailable("%s %s of memory left, less than the %s of anonymous memory and page tables the process might write while it is read", where, mib(room.Bytes), mib(need))
+	}
+	return room, nil
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// Image stops every thread, makes the image from one of them and lets them
+// all go. Everything that needs no stopped thread (the checks, finding the
+// signal trampoline the call site falls back on) is done first. The
+// image's mappings are the process's as the freeze found them.
+func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, error) {
+	room, err := t.CheckImage()
+	if err != nil {
+		return nil, err
+	}
+	tramp, err := ptrace.FindTrampoline(t.proc)
+	if err != nil {
+		return nil, &ImageUnavailableError{Pid: t.Pid, Reason: err.Error()}
+	}
+	f, err := t.Freeze(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	im := &Image{t: t, Room: room, pidfd: -1, frozen: f.Threads(), threads: t.Threads(), mappings: t.mappings}
+	nsPid, site, cloneErr := im.clone(ctx, f, tramp, timeout)
+	held, thawErr := f.Thaw()
+	im.Stopped = held
+	if cloneErr != nil || thawErr != nil {
+		return nil, t.explain(ctx, errors.Join(cloneErr, thawErr))
+	}
+	im.site = site
+	if err := im.attach(nsPid); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// clone runs the image routine in the first thread that can take a call
+// site. It returns the image's pid in the target's namespace and the site's
+// address.
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration) (int, uint64, error) {
+	var errs []error
+	lim := ptrace.CallLimits{Soft: timeout, Hard: timeout + time.Second, Cancel: ctx.Done()}
+	for _, th := range f.threads {
+		th.SetTrampoline(tramp)
+		start := time.Now()
+		pid, err := th.CloneImage(lim)
+		im.Cloned = time.Since(start)
+		base, _, _ := th.Site()
+		if err == nil {
+			return pid, base, nil
+		}
+		errs = append(errs, err)
+		var atSite *ptrace.AtCallSiteError
+		if !errors.As(err, &atSite) {
+			break // the call was tried: do not try another thread
+		}
+	}
+	return 0, 0, errors.Join(errs...)
+}
+
+// attach finds the image from arenactl's side, checks it is the one made
+// (its copy of the call site names this arenactl), and starts its lease.
+func (im *Image) attach(nsPid int) (err error) {
+	hostPid, err := im.hostPid(nsPid)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.PidfdOpen(hostPid, 0)
+	if err != nil {
+		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
+	}
+	im.Pid, im.pidfd = hostPid, fd
+	defer func() {
+		if err != nil {
+			im.Close()
+		}
+	}()
+	if im.mem, err = os.Open(procfs.Path(hostPid, "mem")); err != nil {
+		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
+	}
+	var hdr [24]byte
+	if _, err := im.mem.ReadAt(hdr[:], int64(im.site)); err != nil {
+		return fmt.Errorf("process %d: reading its image %d: %w", im.t.Pid, hostPid, err)
+	}
+	if !bytes.Equal(hdr[:8], []byte("ARENACTL")) || binary.LittleEndian.Uint64(hdr[16:]) != uint64(os.Getpid()) {
+		return fmt.Errorf("process %d: process %d is not the image made", im.t.Pid, hostPid)
+	}
+	// Chosen first by the OOM killer, in the cgroup and on the machine.
+	os.WriteFile(procfs.Path(hostPid, "oom_score_adj"), []byte("1000"), 0)
+	im.stop = make(chan struct{})
+	im.beatDone.Add(1)
+	go im.heartbeat()
+	return nil
+}
+
+// hostPid translates the image's pid from the target's pid namespace into
+// arenactl's: the same number when both share one, else the process in the
+// target's namespace whose innermost id it is.
+func (im *Image) hostPid(nsPid int) (int, error) {
+	mine, err1 := os.Readlink("/proc/self/ns/pid")
+	theirs, err2 := os.Readlink(procfs.Path(im.t.Pid, "ns/pid"))
+	if err1 == nil && err2 == nil && mine == theirs {
+		return nsPid, nil
+	}
+	pids, err := procfs.Pids()
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range pids {
+		st, err := procfs.ReadTaskStatus(pid, pid)
+		if err != nil || len(st.NSpid) < 2 || st.NSpid[len(st.NSpid)-1] != nsPid {
+			continue
+		}
+		if ns, err := os.Readlink(procfs.Path(pid, "ns/pid")); err == nil && ns == theirs {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("process %d: its image (pid %d in its namespace) was not found", im.t.Pid, nsPid)
+}
+
+// heartbeat renews the image's lease until Close.
+func (im *Image) heartbeat() {
+	defer im.beatDone.Done()
+	tick := time.NewTicker(imageHeartbeat)
+	defer tick.Stop()
+	var beat [8]byte
+	for n := uint64(1); ; n++ {
+		binary.LittleEndian.PutUint64(beat[:], n)
+		if _, err := unix.Pwrite(int(im.mem.Fd()), beat[:], int64(im.site+ptrace.ImageBeatOffset)); err != nil {
+			return
+		}
+		select {
+		case <-im.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ReadAt reads the image's memory: the process's as it was when the image
+// was made.
+func (im *Image) ReadAt(b []byte, addr uint64) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(len(b))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	if n, err := unix.ProcessVMReadv(im.Pid, local, remote, 0); err == nil && n == len(b) {
+		return n, nil
+	}
+	n, err := im.mem.ReadAt(b, int64(addr))
+	if err != nil {
+		if !im.alive() {
+			return n, fmt.Errorf("reading %d bytes at %#x: %w", len(b), addr, ErrImageGone)
+		}
+		return n, fmt.Errorf("reading %d bytes at %#x in the image of process %d: %w", len(b), addr, im.t.Pid, err)
+	}
+	return n, nil
+}
+
+// ErrImageGone: the image ended before it was read through (killed, or its
+// lease ran out while arenactl was stopped).
+var ErrImageGone = errors.New("the copy-on-write image ended before it was read")
+
+func (im *Image) alive() bool {
+	return im.pidfd >= 0 && unix.PidfdSendSignal(im.pidfd, 0, nil, 0) == nil
+}
+
+// Process is the imaged process.
+func (im *Image) Process() target.Process { return im.t.Process() }
+
+// Mappings are the process's mappings as the freeze found them.
+func (im *Image) Mappings() []maps.Mapping { return im.mappings }
+
+// Threads are the process's threads with their registers at the freeze.
+func (im *Image) Threads() []target.Thread { return im.threads }
+
+// FrozenThreads are the same with their full register state.
+func (im *Image) FrozenThreads() []FrozenThread { return im.frozen }
+
+// OpenFile opens a mapped file through the process.
+func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFile(m) }
+
+// Refresh reads the image's mappings again with their smaps counters (the
+// process's at the instant of the image: the image shares its pages), less
+// the call site the image was made from.
+func (im *Image) Refresh() error {
+	ms, err := maps.Read(im.Pid, true)
+	if err != nil {
+		if !im.alive() {
+			return ErrImageGone
+		}
+		return err
+	}
+	out := ms[:0]
+	for _, m := range ms {
+		if m.Start <= im.site && im.site < m.End {
+			continue
+		}
+		out = append(out, m)
+	}
+	sps := map[int]uint64{}
+	for _, th := range im.threads {
+		sps[th.Tid] = th.SP
+	}
+	maps.Classify(out, maps.Hints{ExePath: im.t.Exe, StackPointers: sps})
+	im.mappings = out
+	return nil
+}
+
+// PagemapPid is the process whose pagemap tells the image's resident pages.
+func (im *Image) PagemapPid() int { return im.Pid }
+
+// Close ends the image and waits (up to a second) for it to be gone.
+func (im *Image) Close() error {
+	if im.closed {
+		return nil
+	}
+	im.closed = true
+	if im.stop != nil {
+		close(im.stop)
+		im.beatDone.Wait()
+	}
+	if im.pidfd >= 0 {
+		unix.PidfdSendSignal(im.pidfd, unix.SIGKILL, nil, 0)
+		fds := []unix.PollFd{{Fd: int32(im.pidfd), Events: unix.POLLIN}}
+		unix.Poll(fds, 1000)
+		unix.Close(im.pidfd)
+		im.pidfd = -1
+	}
+	if im.mem != nil {
+		im.mem.Close()
+	}
+	return nil
+}
+
+func (im *Image) String() string { return "image " + strconv.Itoa(im.Pid) }
+
+var _ target.Target = (*Image)(nil)
+
+// Site is the address of the call site the image was made from (in the
+// process, removed by now; in the image, its copy holds the heartbeat).
+func (im *Image) Site() uint64 { return im.site }

@@ -1,0 +1,160 @@
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// The image holds the process's memory as it was when it was made, while
+// the process runs on and changes it; it is no child of the process, runs
+// with every signal blocked, and the process keeps no call site.
+func TestImage(t *testing.T) {
+	lt := startLive(t, "park")
+	tgt := openLive(t, lt.Pid)
+	im, err := tgt.Image(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	allLetGo(t, lt.Pid)
+	if im.Pid == lt.Pid {
+		t.Fatalf("the image is the process itself")
+	}
+	st := statusOf(t, im.Pid)
+	if st["PPid"] == strconv.Itoa(lt.Pid) {
+		t.Errorf("the image %d is a child of the process", im.Pid)
+	}
+	if st["SigBlk"] != "fffffffffffbfeff" { // all but SIGKILL and SIGSTOP
+		t.Errorf("the image blocks signals %s, want all that can be", st["SigBlk"])
+	}
+	if got := children(t, lt.Pid); got != "" {
+		t.Errorf("the process has children: %s", got)
+	}
+	if b := make([]byte, 5); true {
+		if _, err := im.ReadAt(b, lt.text); err != nil || string(b) != "12345" {
+			t.Errorf("image text: %q, %v", b, err)
+		}
+	}
+	if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", lt.Pid)); strings.Contains(string(maps), fmt.Sprintf("%x-", im.Site())) {
+		t.Errorf("the call site at %#x is still in the process", im.Site())
+	}
+	if len(im.Threads()) != len(lt.threads) {
+		t.Errorf("image threads: %d, want %d", len(im.Threads()), len(lt.threads))
+	}
+	// The process drops pages it wrote; the image keeps them.
+	if got := lt.Send("drop"); got != "ok" {
+		t.Fatalf("drop: %q", got)
+	}
+	var one [1]byte
+	if _, err := im.ReadAt(one[:], lt.pages); err != nil || one[0] != 1 {
+		t.Errorf("image page 0: %d, %v; want the 1 written before the image", one[0], err)
+	}
+	if got := readMem(t, lt.Pid, lt.pages, 1)[0]; got != 0 {
+		t.Errorf("process page 0: %d after MADV_DONTNEED", got)
+	}
+	if err := im.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range im.Mappings() {
+		if m.Start <= im.Site() && im.Site() < m.End {
+			t.Errorf("the image's mappings show the call site")
+		}
+	}
+	lt.check(t)
+	pid := im.Pid
+	im.Close()
+	waitEnded(t, pid)
+	lt.check(t)
+	lt.quit(t)
+}
+
+// An image whose lease is not renewed (arenactl killed or hung) ends by
+// itself.
+func TestImageLeaseRunsOut(t *testing.T) {
+	lt := startLive(t, "park")
+	tgt := openLive(t, lt.Pid)
+	im, err := tgt.Image(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	im.StopLease()
+	waitEnded(t, im.Pid)
+	if _, err := im.ReadAt(make([]byte, 5), lt.text); err == nil {
+		t.Errorf("an ended image read without error")
+	}
+	lt.check(t)
+	lt.quit(t)
+}
+
+// A process whose cgroup has less room than it could write while the
+// image lives gets no image, and nothing is stopped.
+func TestImageRefusedNearMemoryLimit(t *testing.T) {
+	cg := testutil.MemoryCgroup(t)
+	lt := startLive(t, "park")
+	cg.Add(t, lt.Pid)
+	cg.Limit(t, cg.Usage(t)+64<<10)
+	tgt := openLive(t, lt.Pid)
+	_, err := tgt.Image(context.Background(), 3*time.Second)
+	var un *live.ImageUnavailableError
+	if !asImageUnavailable(err, &un) || !strings.Contains(un.Reason, "cgroup") {
+		t.Fatalf("got %v, want the cgroup refusal", err)
+	}
+	if _, err := procfs.ReadMemoryRoom(lt.Pid); err != nil {
+		t.Fatal(err)
+	}
+	lt.check(t)
+	lt.quit(t)
+}
+
+func asImageUnavailable(err error, un **live.ImageUnavailableError) bool {
+	e, ok := err.(*live.ImageUnavailableError)
+	if ok {
+		*un = e
+	}
+	return ok
+}
+
+func statusOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		out[k] = strings.TrimSpace(v)
+	}
+	return out
+}
+
+// children lists pid's child processes.
+func children(t *testing.T, pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	return strings.TrimSpace(string(b))
+}
+
+// waitEnded waits until pid runs no more: gone, or a zombie its parent
+// (init) has yet to reap.
+func waitEnded(t *testing.T, pid int) {
+	t.Helper()
+	testutil.WaitUntil(t, fmt.Sprintf("the image %d to end", pid), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i > 0 && len(s) > i+2 && (s[i+2] == 'Z' || s[i+2] == 'X')
+	})
+}

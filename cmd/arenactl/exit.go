@@ -29,6 +29,7 @@ const (
 	exitDamaged     = 11 // the heap is damaged where glibc would abort or hang: nothing injected
 	exitBadCore     = 12 // the file is not a usable x86_64 core
 	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
+	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; nothing stopped
 	exitInterrupted = 130
 )
 
@@ -55,6 +56,7 @@ func exitCode(err error) int {
 		locked   *glibc.LockedArenaError
 		stuck    *ptrace.StuckError
 		atSite   *ptrace.AtCallSiteError
+		noImage  *live.ImageUnavailableError
 	)
 	switch {
 	case err == nil:
@@ -90,6 +92,8 @@ func exitCode(err error) int {
 		return exitDamaged
 	case errors.As(err, &locked):
 		return exitLockedStop
+	case errors.As(err, &noImage):
+		return exitNoImage
 	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself):
 		return exitCallFailed
 	case strings.HasPrefix(err.Error(), "unknown command"):

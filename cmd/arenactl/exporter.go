@@ -12,10 +12,12 @@ import (
 
 	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
 )
 
 func newExporterCmd() *cobra.Command {
 	cfg := exporter.Defaults
+	hold := holdFlag{cfg.Hold}
 	var listen string
 	var pids []int
 	var comm, exe, cgroup, unit []string
@@ -81,6 +83,10 @@ these flags choose what is read.`,
 				return err
 			}
 			cfg.Logf("serving http://%s/metrics", l.Addr())
+			if hold.h == inspect.HoldNone {
+				return &usageError{msg: "the exporter reads no torn numbers: --freeze is auto, image or walk"}
+			}
+			cfg.Hold = hold.h
 			e := exporter.New(cfg)
 			// A signal ends both; so does the server failing, which
 			// must not leave the collections running.
@@ -107,6 +113,7 @@ these flags choose what is read.`,
 	fl.DurationVar(&cfg.DiscoverInterval, "discover-interval", cfg.DiscoverInterval, "how often the matchers are evaluated again")
 	fl.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "how many processes may be collected at the same time")
 	fl.IntVar(&cfg.MaxTargets, "max-targets", cfg.MaxTargets, "the most processes watched at once (bounds the metrics' cardinality); more are counted in arenactl_targets_dropped")
+	registerFreeze(fl, &hold, false)
 	fl.DurationVar(&cfg.Options.Timeout, "timeout", cfg.Options.Timeout, "how long to wait for every thread of a process to stop")
 	fl.StringArrayVar(&cfg.Options.DebugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several")
 	return c

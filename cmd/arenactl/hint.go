@@ -21,6 +21,7 @@ func hint(err error) string {
 		nonGlib *live.NotGlibcError
 		large   *core.TooLargeError
 		space   *core.SpaceError
+		noImage *live.ImageUnavailableError
 	)
 	switch {
 	case errors.As(err, &nonGlib) && (nonGlib.Allocator.Kind == glibc.AllocStatic || nonGlib.Allocator.MallocDebug):
@@ -29,6 +30,10 @@ func hint(err error) string {
 		return "; use --read-only"
 	case errors.As(err, &locked):
 		return "; continue the process (kill -CONT) or use --read-only"
+	case errors.As(err, &noImage):
+		return " (--freeze walk stops the process for the whole read instead, and writes nothing into it)"
+	case errors.Is(err, live.ErrImageGone):
+		return " (its lease runs out when arenactl is stopped for 2 s; run it again)"
 	case errors.As(err, &large):
 		return " (a larger --max-unpacked opens it)"
 	case errors.As(err, &space):

@@ -15,6 +15,7 @@ import (
 func newInfoCmd() *cobra.Command {
 	var f injectFlags
 	var xml, readOnly, noFreeze bool
+	var hold holdFlag
 	var cf coreFlags
 	c := &cobra.Command{
 		Use:   "info PID",
@@ -29,8 +30,14 @@ stops, and nothing is written to the target's own output.`,
 			if xml && f.json {
 				return &usageError{msg: "--xml and --json are mutually exclusive"}
 			}
-			if noFreeze && !readOnly {
-				return &usageError{msg: "--no-freeze goes with --read-only"}
+			if (noFreeze || c.Flags().Changed("freeze")) && !readOnly {
+				return &usageError{msg: "--no-freeze and --freeze go with --read-only"}
+			}
+			if noFreeze {
+				if c.Flags().Changed("freeze") && hold.h != inspect.HoldNone {
+					return &usageError{msg: "--no-freeze contradicts --freeze " + hold.String()}
+				}
+				hold.h = inspect.HoldNone
 			}
 			var rep *report.Report
 			var err error
@@ -38,7 +45,7 @@ stops, and nothing is written to the target's own output.`,
 			case isCoreArg(args[0]):
 				rep, err = inspect.Core(c.Context(), args[0], cf.options(f.debugDirs))
 			case readOnly:
-				rep, err = inspect.ReadOnly(c.Context(), parsePid(args), f.options(), !noFreeze)
+				rep, err = inspect.ReadOnly(c.Context(), parsePid(args), f.options(), hold.h)
 			default:
 				rep, err = inspect.Info(c.Context(), parsePid(args), f.options())
 			}
@@ -61,8 +68,9 @@ stops, and nothing is written to the target's own output.`,
 	}
 	f.register(c)
 	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim (with --read-only: as glibc would print it)")
-	c.Flags().BoolVar(&readOnly, "read-only", false, "run nothing in the target: read the allocator's state from memory, with every thread stopped for the walk")
-	c.Flags().BoolVar(&noFreeze, "no-freeze", false, "with --read-only: stop nothing at all; the numbers may be torn by threads that allocate meanwhile")
+	c.Flags().BoolVar(&readOnly, "read-only", false, "run nothing of the program's: read the allocator's state from memory, from a copy-on-write image or with every thread stopped for the walk (see --freeze)")
+	c.Flags().BoolVar(&noFreeze, "no-freeze", false, "with --read-only: stop nothing at all; the numbers may be torn by threads that allocate meanwhile (--freeze none)")
+	registerFreeze(c.Flags(), &hold, true)
 	cf.register(c)
 	return c
 }

@@ -21,6 +21,7 @@ type snapshotFlags struct {
 	zstd    bool
 	timeout time.Duration
 	json    bool
+	hold    holdFlag
 }
 
 func newSnapshotCmd() *cobra.Command {
@@ -28,8 +29,9 @@ func newSnapshotCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "snapshot PID -o FILE",
 		Short: "Write a small ELF core of the process: every thread's registers and the memory the allocator walk reads",
-		Long: `snapshot stops every thread of the process, writes an ELF core that gdb and
-'arenactl info FILE' open, and lets the threads go. The core holds every
+		Long: `snapshot stops every thread of the process for as long as it takes to make
+a copy-on-write image of it (--freeze), lets the threads go, and writes from
+the image an ELF core that gdb and 'arenactl info FILE' open. The core holds every
 thread's registers, the auxiliary vector, NT_FILE and the whole mapping list,
 but only the memory a read-only walk of the allocator needs: the heaps'
 resident pages, libc's, ld.so's and the program's writable data, every
@@ -45,10 +47,13 @@ compresses it after the threads are released.`,
 			if err := hostfs.CheckOutput(f.out); err != nil {
 				return outputErr(err)
 			}
+			if f.hold.h == inspect.HoldNone {
+				return &usageError{msg: "a snapshot is never torn: --freeze is auto, image or walk"}
+			}
 			if strings.HasSuffix(f.out, ".zst") {
 				f.zstd = true
 			}
-			rep, err := inspect.Snapshot(c.Context(), parsePid(args), inspect.SnapshotOptions{Out: f.out, Full: f.full, Zstd: f.zstd, Timeout: f.timeout, DebugDirs: glibc.DefaultDebugDirs})
+			rep, err := inspect.Snapshot(c.Context(), parsePid(args), inspect.SnapshotOptions{Out: f.out, Full: f.full, Zstd: f.zstd, Timeout: f.timeout, Hold: f.hold.h, DebugDirs: glibc.DefaultDebugDirs})
 			if err != nil {
 				return outputErr(err)
 			}
@@ -67,6 +72,7 @@ compresses it after the threads are released.`,
 	c.Flags().BoolVar(&f.zstd, "zstd", false, "compress the core with zstd (implied by a FILE ending in .zst)")
 	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	registerFreeze(c.Flags(), &f.hold, false)
 	return c
 }
 

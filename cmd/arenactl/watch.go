@@ -24,6 +24,7 @@ type watchFlags struct {
 	interval  time.Duration
 	count     int
 	noFreeze  bool
+	hold      holdFlag
 	inject    bool
 	minChange uint64
 }
@@ -56,6 +57,8 @@ exits, watch says so and exits 10.`,
 				return &usageError{msg: "--count must be 0 (until interrupted) or more"}
 			case wf.noFreeze && wf.inject:
 				return &usageError{msg: "--no-freeze does not go with --inject: nothing is frozen when malloc_info runs in the target"}
+			case wf.inject && c.Flags().Changed("freeze"):
+				return &usageError{msg: "--freeze does not go with --inject: nothing is read from memory"}
 			case f.tid != 0 && !wf.inject:
 				return &usageError{msg: "--thread goes with --inject: a read-only sample borrows no thread"}
 			}
@@ -64,7 +67,11 @@ exits, watch says so and exits 10.`,
 				if wf.inject {
 					return inspect.Info(ctx, pid, f.options())
 				}
-				return inspect.ReadOnly(ctx, pid, f.options(), !wf.noFreeze)
+				mode := wf.hold.h
+				if wf.noFreeze {
+					mode = inspect.HoldNone
+				}
+				return inspect.ReadOnly(ctx, pid, f.options(), mode)
 			}
 			w := &watcher{out: os.Stdout, pid: pid, json: f.json, flags: wf}
 			return w.run(c.Context(), collect)
@@ -77,6 +84,7 @@ exits, watch says so and exits 10.`,
 	c.Flags().DurationVar(&wf.interval, "interval", 5*time.Second, "time between the starts of two samples")
 	c.Flags().IntVar(&wf.count, "count", 0, "stop after this many samples; 0: until interrupted (Ctrl-C)")
 	c.Flags().BoolVar(&wf.noFreeze, "no-freeze", false, "stop nothing at all; the numbers may be torn by threads that allocate meanwhile")
+	registerFreeze(c.Flags(), &wf.hold, true)
 	c.Flags().BoolVar(&wf.inject, "inject", false, "run glibc's malloc_info in one borrowed thread for each sample, as info does, instead of reading memory")
 	c.Flags().Uint64Var(&wf.minChange, "min-change", 1<<20, "show an arena under a sample when a measure of it changed by this many bytes or more")
 	return c

@@ -5,8 +5,10 @@
 // within a budget of time frozen, independent of scrapes), and the metric
 // model a scrape is served from (the last values read, with their age).
 //
-// Every collection is inspect.ReadOnly with every thread frozen for the
-// walk: nothing is ever run in a target, nothing is trimmed. A scrape reads
+// Every collection is inspect.ReadOnly, by default from a copy-on-write
+// image made while every thread is stopped for a few milliseconds (raw
+// syscalls in one thread; with --freeze walk, every thread frozen for the
+// whole walk): no code of the program's is ever run, nothing is trimmed. A scrape reads
 // only what the collections left behind, so any number of scrapes freezes
 // nothing; nothing in an HTTP request chooses a target.
 package exporter

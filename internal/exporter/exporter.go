@@ -39,6 +39,9 @@ type Config struct {
 	// Options are the read-only walk's: Timeout bounds stopping every
 	// thread; DebugDirs locate main_arena and mp_ by symbol.
 	Options inspect.Options
+	// Hold is how a target is kept still while it is read: by default a
+	// copy-on-write image, so the stop does not grow with the heap.
+	Hold inspect.Hold
 	// Logf, when set, hears when a target is added or removed.
 	Logf func(format string, args ...any)
 }
@@ -327,11 +330,12 @@ func (c *Config) nextWait(frozen time.Duration, failures int) time.Duration {
 	return wait
 }
 
-// collect reads tg once, read-only with every thread frozen for the walk,
+// collect reads tg once, read-only (from an image, or with every thread
+// frozen for the walk),
 // and records the result. It returns how long the target was frozen.
 func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, error) {
 	start := time.Now()
-	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, e.cfg.Options, true)
+	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, e.cfg.Options, e.cfg.Hold)
 	var findings []diagnose.Finding
 	var frozen, walked time.Duration
 	if err == nil {

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Info runs glibc's own malloc_info in one borrowed thread of the process
@@ -52,11 +54,96 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	return rep, err
 }
 
-// ReadOnly builds the info report from memory alone. With freeze, every
-// thread is stopped from just before the walk to just after it; the libc
-// file and the maps are read before, the smaps summary after. A static
-// executable is accepted: its own copy of glibc's malloc is read.
-func ReadOnly(ctx context.Context, pid int, o Options, freeze bool) (_ *report.Report, err error) {
+// Hold says how a read-only use case keeps the process still while it
+// reads it.
+type Hold int
+
+const (
+	// HoldAuto: an image when one can be made safely, else HoldWalk, and
+	// the report says why.
+	HoldAuto Hold = iota
+	// HoldImage: every thread is stopped only while a copy-on-write image
+	// is made (live.Image), which is then read while the process runs.
+	// Raw syscalls run in one thread; no code of the program's.
+	HoldImage
+	// HoldWalk: every thread is stopped for the whole read; nothing at
+	// all is written into the process.
+	HoldWalk
+	// HoldNone: nothing is stopped; numbers may be torn.
+	HoldNone
+)
+
+// ParseHold reads a Hold's name, as --freeze gives it.
+func ParseHold(s string) (Hold, error) {
+	for h, name := range holdNames {
+		if s == name {
+			return Hold(h), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown freeze mode %q (auto, image, walk or none)", s)
+}
+
+var holdNames = []string{"auto", "image", "walk", "none"}
+
+func (h Hold) String() string { return holdNames[h] }
+
+// held is a process kept still for a read: its image, or itself frozen.
+type held struct {
+	mem     target.Target // what to read: the image, or the live target
+	image   *live.Image
+	frozen  *live.Frozen
+	skipped string // why no image was made, under HoldAuto
+}
+
+// hold keeps t still as mode says. The caller reads h.mem, then calls
+// release, which says how long the process was stopped.
+func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration) (*held, error) {
+	h := &held{mem: t}
+	switch mode {
+	case HoldNone:
+		return h, nil
+	case HoldAuto, HoldImage:
+		im, err := t.Image(ctx, timeout)
+		var un *live.ImageUnavailableError
+		switch {
+		case err == nil:
+			h.mem, h.image = im, im
+			return h, nil
+		case mode == HoldAuto && errors.As(err, &un):
+			h.skipped = un.Reason
+		default:
+			return nil, err
+		}
+	}
+	f, err := t.Freeze(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	h.frozen = f
+	return h, nil
+}
+
+// release lets the process go (or ends its image) and fills in how it was
+// held.
+func (h *held) release(ro *report.ReadOnly) error {
+	switch {
+	case h.image != nil:
+		ro.Hold, ro.Frozen, ro.Cloned = "image", h.image.Stopped, h.image.Cloned
+		return h.image.Close()
+	case h.frozen != nil:
+		d, err := h.frozen.Thaw()
+		ro.Hold, ro.Frozen, ro.ImageSkipped = "walk", d, h.skipped
+		return err
+	}
+	ro.Hold, ro.Torn = "none", true
+	return nil
+}
+
+// ReadOnly builds the info report from memory alone, holding the process
+// as mode says; the libc file and the maps are read before, the smaps
+// summary after. A static executable is accepted: its own copy of glibc's
+// malloc is read.
+func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Report, err error) {
 	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
@@ -69,22 +156,18 @@ func ReadOnly(ctx context.Context, pid int, o Options, freeze bool) (_ *report.R
 	if err != nil {
 		return nil, err
 	}
-	ro := &report.ReadOnly{Torn: !freeze, TcachesSkipped: h.TcachesSkipped}
-	var frozen *live.Frozen
-	if freeze {
-		if frozen, err = t.Freeze(ctx, o.Timeout); err != nil {
-			return nil, err
-		}
+	ro := &report.ReadOnly{TcachesSkipped: h.TcachesSkipped}
+	hd, err := hold(ctx, t, mode, o.Timeout)
+	if err != nil {
+		return nil, err
 	}
+	hh := *h
+	hh.T = hd.mem
 	walkStart := time.Now()
-	walk, caches, werr := h.Walk()
+	walk, caches, werr := hh.Walk()
 	ro.Walked = time.Since(walkStart)
-	if frozen != nil {
-		held, terr := frozen.Thaw()
-		ro.Frozen = held
-		if werr == nil {
-			werr = terr
-		}
+	if rerr := hd.release(ro); werr == nil {
+		werr = rerr
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, werr)

@@ -20,6 +20,7 @@ import (
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // SnapshotOptions say where and how to write a snapshot.
@@ -28,6 +29,9 @@ type SnapshotOptions struct {
 	Full    bool          // also the stacks and all other anonymous memory
 	Zstd    bool          // compress it, after the threads are released
 	Timeout time.Duration // for stopping every thread
+	// Hold: from an image (the default), or with every thread stopped
+	// while the core is written (HoldWalk). HoldNone is not allowed.
+	Hold Hold
 	// DebugDirs hold debug files by build-id, for main_arena and mp_.
 	DebugDirs []string
 }
@@ -61,13 +65,24 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	}
 	defer tmp.Discard()
 
-	frozen, err := t.Freeze(ctx, o.Timeout)
+	if o.Hold == HoldNone {
+		return nil, errors.New("a snapshot is never taken of a running process: it would be torn")
+	}
+	hd, err := hold(ctx, t, o.Hold, o.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	defer frozen.Thaw() // on a panic; Thaw is idempotent
-	rep, werr := writeFrozen(ctx, t, h, frozen, tmp.File, id, o.Full)
-	held, terr := frozen.Thaw()
+	var ro report.ReadOnly
+	defer hd.release(&ro) // on a panic; release is idempotent
+	src := snapSource{mem: t, pagemap: t.Pid, exe: t.Exe, libc: t.Libc.Path, refresh: t.Refresh}
+	if hd.image != nil {
+		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Pid, hd.image.FrozenThreads(), hd.image.Refresh
+	} else {
+		src.threads = hd.frozen.Threads()
+	}
+	rep, werr := writeHeld(ctx, src, h, tmp.File, id, o.Full)
+	terr := hd.release(&ro)
+	held := ro.Frozen
 	if ctx.Err() != nil {
 		return nil, ErrInterrupted
 	}
@@ -77,6 +92,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if werr != nil {
 		return nil, werr
 	}
+	rep.Hold, rep.ImageSkipped, rep.Cloned = ro.Hold, ro.ImageSkipped, ro.Cloned
 	rep.Frozen, rep.Full = held, o.Full
 	rep.Pid, rep.Exe, rep.Path = pid, t.Exe, o.Out
 	rep.RemovedPartials = tmp.Removed
@@ -96,21 +112,35 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	return rep, nil
 }
 
-// writeFrozen decides what to dump and writes the core; every thread is
-// stopped meanwhile. The allocator walk that finds the pages to add runs
-// while the chosen memory is written.
-func writeFrozen(ctx context.Context, t *live.Target, h *heap.Heap, frozen *live.Frozen, w *os.File, id identity, full bool) (*report.Snapshot, error) {
-	if err := t.Refresh(); err != nil { // the mappings as they are now, with smaps
+// snapSource is the process held still for a snapshot: its image, or
+// itself frozen.
+type snapSource struct {
+	mem       target.Target
+	threads   []live.FrozenThread
+	pagemap   int // the process whose pagemap tells resident pages
+	exe, libc string
+	refresh   func() error // re-reads the mappings with their smaps counters
+}
+
+// writeHeld decides what to dump and writes the core, from the image or
+// with every thread stopped. The allocator walk that finds the pages to
+// add runs while the chosen memory is written.
+func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id identity, full bool) (*report.Snapshot, error) {
+	if err := src.refresh(); err != nil { // the mappings as they are now, with smaps
 		return nil, err
 	}
+	hh := *h
+	hh.T = src.mem
+	h = &hh
+	t := src.mem
 	// The walk allocates a fresh block for every 256 KiB of heap it reads:
 	// collecting that garbage while the process is frozen would only take
 	// CPU from the walk and the write. Up to a bound, it waits for the thaw.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
-	ths := frozen.Threads()
+	ths := src.threads
 	rep := &report.Snapshot{Threads: len(ths), Mappings: len(t.Mappings())}
-	whole, resident := dumpCandidates(t, ths, full) // disjoint
+	whole, resident := dumpCandidates(src.exe, src.libc, t.Mappings(), ths, full) // disjoint
 	rec := &recorder{mem: t, base: mergeRanges(append(append([]core.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
 	type walkResult struct {
 		w   *glibc.Walk
@@ -125,10 +155,10 @@ func writeFrozen(ctx context.Context, t *live.Target, h *heap.Heap, frozen *live
 		walked <- walkResult{w, err}
 	}()
 
-	in, untouched := splitResident(t.Pid, resident)
+	in, untouched := splitResident(src.pagemap, resident)
 	dump := mergeRanges(append(whole, in...))
 	snap := &core.Snapshot{
-		Pid: t.Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
+		Pid: t.Process().Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
 		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: t.Mappings(),
 	}
 	for _, th := range ths {
@@ -187,12 +217,11 @@ const (
 // debuggers' unwinders), and a window around every thread pointer. With
 // full: all anonymous memory and every private file mapping with written
 // pages too. Never PROT_NONE, file text, [vvar] or [vsyscall].
-func dumpCandidates(t *live.Target, ths []live.FrozenThread, full bool) (whole, resident []core.Range) {
-	objs := map[string]bool{trimDeleted(t.Exe): true, trimDeleted(t.Libc.Path): true}
-	for _, m := range glibc.FindLoader(t.Mappings()) {
+func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread, full bool) (whole, resident []core.Range) {
+	objs := map[string]bool{trimDeleted(exe): true, trimDeleted(libc): true}
+	for _, m := range glibc.FindLoader(ms) {
 		objs[trimDeleted(m.Path)] = true
 	}
-	ms := t.Mappings()
 	for i, m := range ms {
 		r := core.Range{Start: m.Start, End: m.End}
 		file := strings.HasPrefix(m.Path, "/")

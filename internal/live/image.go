@@ -41,6 +41,7 @@ type Image struct {
 	pidfd    int
 	mem      *os.File
 	site     uint64 // the call site's address, whose copy holds the heartbeat
+	siteSize uint64
 	threads  []target.Thread
 	frozen   []FrozenThread
 	mappings []maps.Mapping
@@ -131,13 +132,13 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 		return nil, err
 	}
 	im := &Image{t: t, Room: room, pidfd: -1, frozen: f.Threads(), threads: t.Threads(), mappings: t.mappings}
-	nsPid, site, cloneErr := im.clone(ctx, f, tramp, timeout)
+	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout)
 	held, thawErr := f.Thaw()
 	im.Stopped = held
 	if cloneErr != nil || thawErr != nil {
 		return nil, t.explain(ctx, errors.Join(cloneErr, thawErr))
 	}
-	im.site = site
+	im.site, im.siteSize = site, size
 	if err := im.attach(nsPid); err != nil {
 		return nil, err
 	}
@@ -147,7 +148,7 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 // clone runs the image routine in the first thread that can take a call
 // site. It returns the image's pid in the target's namespace and the site's
 // address.
-func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration) (int, uint64, error) {
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration) (int, uint64, uint64, error) {
 	var errs []error
 	lim := ptrace.CallLimits{Soft: timeout, Hard: timeout + time.Second, Cancel: ctx.Done()}
 	for _, th := range f.threads {
@@ -155,9 +156,9 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		start := time.Now()
 		pid, err := th.CloneImage(lim)
 		im.Cloned = time.Since(start)
-		base, _, _ := th.Site()
+		base, size, _ := th.Site()
 		if err == nil {
-			return pid, base, nil
+			return pid, base, size, nil
 		}
 		errs = append(errs, err)
 		var atSite *ptrace.AtCallSiteError
@@ -165,7 +166,7 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 			break // the call was tried: do not try another thread
 		}
 	}
-	return 0, 0, errors.Join(errs...)
+	return 0, 0, 0, errors.Join(errs...)
 }
 
 // attach finds the image from arenactl's side, checks it is the one made
@@ -303,12 +304,25 @@ func (im *Image) Refresh() error {
 		}
 		return err
 	}
-	out := ms[:0]
+	// The site's pages may have merged with a neighbour's mapping: only
+	// they are cut out.
+	var out []maps.Mapping
+	lo, hi := im.site, im.site+im.siteSize
 	for _, m := range ms {
-		if m.Start <= im.site && im.site < m.End {
+		if m.End <= lo || m.Start >= hi {
+			out = append(out, m)
 			continue
 		}
-		out = append(out, m)
+		if m.Start < lo {
+			before := m
+			before.End = lo
+			out = append(out, before)
+		}
+		if m.End > hi {
+			after := m
+			after.Start = hi
+			out = append(out, after)
+		}
 	}
 	sps := map[int]uint64{}
 	for _, th := range im.threads {

@@ -47,7 +47,15 @@ func Info(w io.Writer, r *report.Report) error {
 			if ro.TcachesSkipped != "" {
 				n = r.Threads
 			}
-			fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen))
+			switch ro.Hold {
+			case "image":
+				fmt.Fprintf(w, "read from a copy-on-write image of the process, no code of the program's ran; %s stopped for %s while it was made (raw clone syscalls in one thread), then read for %s while the process ran\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen), Duration(ro.Walked))
+			default:
+				fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen))
+				if ro.ImageSkipped != "" {
+					fmt.Fprintf(w, "(no copy-on-write image, which would have stopped it only while one was made: %s)\n", ro.ImageSkipped)
+				}
+			}
 		}
 		fmt.Fprintf(w, "main_arena at %#x, mp_ at %#x (%s), layout %s\n\n", ro.Walk.Anchors.MainArena, ro.Walk.Anchors.Mp, ro.Walk.Anchors.Method, ro.Walk.Layout.Profile)
 	}

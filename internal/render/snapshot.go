@@ -14,7 +14,15 @@ func Snapshot(w io.Writer, r *report.Snapshot) {
 		size += fmt.Sprintf(" zstd (%s uncompressed)", Human(uint64(r.CoreSize)))
 	}
 	fmt.Fprintf(w, "process %d (%s): core written to %s, %s\n", r.Pid, r.Exe, r.Path, size)
-	fmt.Fprintf(w, "%d threads were frozen for %s\n", r.Threads, Duration(r.Frozen))
+	switch r.Hold {
+	case "image":
+		fmt.Fprintf(w, "%s stopped for %s while a copy-on-write image was made (raw clone syscalls in one thread, no code of the program's); the core was written from the image while the process ran\n", Plural(r.Threads, "its thread was", "its %d threads were"), Duration(r.Frozen))
+	default:
+		fmt.Fprintf(w, "%d threads were frozen for %s\n", r.Threads, Duration(r.Frozen))
+		if r.ImageSkipped != "" {
+			fmt.Fprintf(w, "(no copy-on-write image, which would have stopped them only while one was made: %s)\n", r.ImageSkipped)
+		}
+	}
 	what := "heaps, libc's and the program's data, TLS, pages the allocator walk read"
 	if r.Full {
 		what = "all anonymous and written private memory"

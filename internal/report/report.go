@@ -48,8 +48,16 @@ type ReadOnly struct {
 	Walk    *glibc.Walk
 	Tcaches []glibc.ThreadCache
 	Frozen  time.Duration // how long every thread was stopped; 0 with Torn
-	Walked  time.Duration // how long the walk itself took (within Frozen)
+	Walked  time.Duration // how long the walk itself took (within Frozen unless Hold is "image")
 	Torn    bool          // read without stopping the process: numbers may be inconsistent
+	// Hold is how the process was kept still: "image" (stopped while a
+	// copy-on-write image was made, which was then read), "walk" (stopped
+	// for the whole walk) or "none"; "" for a core.
+	Hold string
+	// Cloned is how long making the image took, within Frozen.
+	Cloned time.Duration
+	// ImageSkipped says why no image was made when one was wanted.
+	ImageSkipped string
 	// TcachesSkipped says why no thread's tcache was read ("" when they
 	// were looked for).
 	TcachesSkipped string
@@ -131,14 +139,21 @@ func (t *TrimReport) Released() int64 {
 
 // Snapshot is what `arenactl snapshot` did.
 type Snapshot struct {
-	Pid            int
-	Exe            string
-	Path           string
-	Size           int64 // bytes of the file written
-	CoreSize       int64 // bytes of the core before compression
-	Compressed     bool
-	Full           bool
-	Frozen         time.Duration
+	Pid        int
+	Exe        string
+	Path       string
+	Size       int64 // bytes of the file written
+	CoreSize   int64 // bytes of the core before compression
+	Compressed bool
+	Full       bool
+	Frozen     time.Duration
+	// Hold is "image" when the core was written from a copy-on-write
+	// image (Frozen is then how long making it took, Cloned of that), or
+	// "walk" when every thread was stopped while it was written;
+	// ImageSkipped says why no image was made.
+	Hold           string
+	Cloned         time.Duration
+	ImageSkipped   string
 	Threads        int
 	Dumped         uint64 // bytes of process memory in the core
 	Zeros          uint64 // bytes of memory chosen that read as zeros: listed, not written

@@ -156,6 +156,16 @@ type Mmapped struct {
 type ReadOnly struct {
 	FrozenUs  int64    `json:"frozen_us"`
 	Torn      bool     `json:"torn"`
+	// Hold: "image" (every thread stopped while a copy-on-write image was
+	// made, then the image read), "walk" (stopped for the whole walk),
+	// "none" (torn); absent for a core.
+	Hold string `json:"hold,omitempty"`
+	// WalkUs is how long the walk took (within frozen_us unless hold is
+	// "image"); CloneUs how long making the image took, within frozen_us.
+	WalkUs  int64 `json:"walk_us,omitempty"`
+	CloneUs int64 `json:"clone_us,omitempty"`
+	// ImageSkipped says why no image was made under --freeze auto.
+	ImageSkipped string `json:"image_skipped,omitempty"`
 	Layout    string   `json:"layout"`
 	MainArena uint64   `json:"main_arena"`
 	Mp        uint64   `json:"mp"`
@@ -300,7 +310,7 @@ func newArenaWalk(a *glibc.ArenaWalk) *ArenaWalk {
 func newReadOnly(ro *report.ReadOnly) *ReadOnly {
 	w := ro.Walk
 	p := w.Params
-	j := &ReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Layout: w.Layout.Profile,
+	j := &ReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Hold: ro.Hold, WalkUs: ro.Walked.Microseconds(), CloneUs: ro.Cloned.Microseconds(), ImageSkipped: ro.ImageSkipped, Layout: w.Layout.Profile,
 		MainArena: w.Anchors.MainArena, Mp: w.Anchors.Mp, FoundBy: w.Anchors.Method, Exact: w.Exact,
 		Params: Params{TrimThreshold: p.TrimThreshold, TopPad: p.TopPad, MmapThreshold: p.MmapThreshold, ArenaTest: p.ArenaTest,
 			ArenaMax: p.ArenaMax, NoDynThreshold: p.NoDynThreshold, MmapMax: p.NMmapsMax, MaxMmaps: p.MaxNMmaps,

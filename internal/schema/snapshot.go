@@ -14,6 +14,12 @@ type Snapshot struct {
 	Compressed     bool   `json:"zstd"`
 	Full           bool   `json:"full"`
 	FrozenUs       int64  `json:"frozen_us"`
+	// Hold: "image" (written from a copy-on-write image; frozen_us is how
+	// long making it stopped the process, clone_us of that) or "walk"
+	// (every thread stopped while the core was written).
+	Hold         string `json:"hold"`
+	CloneUs      int64  `json:"clone_us,omitempty"`
+	ImageSkipped string `json:"image_skipped,omitempty"`
 	Threads        int    `json:"threads"`
 	DumpedBytes    uint64 `json:"dumped_bytes"`
 	ZeroBytes      uint64 `json:"zero_bytes"`
@@ -31,5 +37,5 @@ func NewSnapshot(r *report.Snapshot) Snapshot {
 	return Snapshot{SchemaVersion: Version, Pid: r.Pid, Exe: r.Exe, Path: r.Path, FileBytes: r.Size, CoreBytes: r.CoreSize, Compressed: r.Compressed,
 		Full: r.Full, FrozenUs: r.Frozen.Microseconds(), Threads: r.Threads, DumpedBytes: r.Dumped, ZeroBytes: r.Zeros, RecordedBytes: r.Recorded,
 		Unreadable: r.Unreadable, Mappings: r.Mappings, DumpedMappings: r.DumpedMappings, Segments: r.Segments, AnonRSS: r.AnonRSS,
-		WalkError: r.WalkErr}
+		WalkError: r.WalkErr, Hold: r.Hold, CloneUs: r.Cloned.Microseconds(), ImageSkipped: r.ImageSkipped}
 }

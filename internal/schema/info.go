@@ -154,8 +154,8 @@ type Mmapped struct {
 
 // ReadOnly is what the read-only walk adds to info.
 type ReadOnly struct {
-	FrozenUs  int64    `json:"frozen_us"`
-	Torn      bool     `json:"torn"`
+	FrozenUs int64 `json:"frozen_us"`
+	Torn     bool  `json:"torn"`
 	// Hold: "image" (every thread stopped while a copy-on-write image was
 	// made, then the image read), "walk" (stopped for the whole walk),
 	// "none" (torn); absent for a core.
@@ -165,16 +165,16 @@ type ReadOnly struct {
 	WalkUs  int64 `json:"walk_us,omitempty"`
 	CloneUs int64 `json:"clone_us,omitempty"`
 	// ImageSkipped says why no image was made under --freeze auto.
-	ImageSkipped string `json:"image_skipped,omitempty"`
-	Layout    string   `json:"layout"`
-	MainArena uint64   `json:"main_arena"`
-	Mp        uint64   `json:"mp"`
-	FoundBy   string   `json:"found_by"`
-	Exact     bool     `json:"exact"`
-	Params    Params   `json:"params"`
-	Threads   []Thread `json:"threads"`
-	Mmapped   Mmapped  `json:"mmapped"`
-	Damage    []Damage `json:"damage"`
+	ImageSkipped string   `json:"image_skipped,omitempty"`
+	Layout       string   `json:"layout"`
+	MainArena    uint64   `json:"main_arena"`
+	Mp           uint64   `json:"mp"`
+	FoundBy      string   `json:"found_by"`
+	Exact        bool     `json:"exact"`
+	Params       Params   `json:"params"`
+	Threads      []Thread `json:"threads"`
+	Mmapped      Mmapped  `json:"mmapped"`
+	Damage       []Damage `json:"damage"`
 	// TcachesSkipped says why threads' tcaches were not read (a core
 	// read without libc's file).
 	TcachesSkipped string `json:"tcaches_skipped,omitempty"`

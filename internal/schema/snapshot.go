@@ -5,21 +5,21 @@ import "github.com/arenactl/arenactl/internal/report"
 // Snapshot is the document of snapshot --json.
 type Snapshot struct {
 	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
-	SchemaVersion  int    `json:"schema_version"`
-	Pid            int    `json:"pid"`
-	Exe            string `json:"exe"`
-	Path           string `json:"path"`
-	FileBytes      int64  `json:"file_bytes"`
-	CoreBytes      int64  `json:"core_bytes"`
-	Compressed     bool   `json:"zstd"`
-	Full           bool   `json:"full"`
-	FrozenUs       int64  `json:"frozen_us"`
+	SchemaVersion int    `json:"schema_version"`
+	Pid           int    `json:"pid"`
+	Exe           string `json:"exe"`
+	Path          string `json:"path"`
+	FileBytes     int64  `json:"file_bytes"`
+	CoreBytes     int64  `json:"core_bytes"`
+	Compressed    bool   `json:"zstd"`
+	Full          bool   `json:"full"`
+	FrozenUs      int64  `json:"frozen_us"`
 	// Hold: "image" (written from a copy-on-write image; frozen_us is how
 	// long making it stopped the process, clone_us of that) or "walk"
 	// (every thread stopped while the core was written).
-	Hold         string `json:"hold"`
-	CloneUs      int64  `json:"clone_us,omitempty"`
-	ImageSkipped string `json:"image_skipped,omitempty"`
+	Hold           string `json:"hold"`
+	CloneUs        int64  `json:"clone_us,omitempty"`
+	ImageSkipped   string `json:"image_skipped,omitempty"`
 	Threads        int    `json:"threads"`
 	DumpedBytes    uint64 `json:"dumped_bytes"`
 	ZeroBytes      uint64 `json:"zero_bytes"`

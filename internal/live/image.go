@@ -186,7 +186,9 @@ func (im *Image) attach(nsPid int) (err error) {
 			im.Close()
 		}
 	}()
-	if im.mem, err = os.Open(procfs.Path(hostPid, "mem")); err != nil {
+	// Read-write: the heartbeat is written into the image's own copy of
+	// the call site.
+	if im.mem, err = os.OpenFile(procfs.Path(hostPid, "mem"), os.O_RDWR, 0); err != nil {
 		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
 	}
 	var hdr [24]byte
@@ -237,9 +239,9 @@ func (im *Image) heartbeat() {
 	var beat [8]byte
 	for n := uint64(1); ; n++ {
 		binary.LittleEndian.PutUint64(beat[:], n)
-		if _, err := unix.Pwrite(int(im.mem.Fd()), beat[:], int64(im.site+ptrace.ImageBeatOffset)); err != nil {
-			return
-		}
+		// A failed write is tried again at the next tick: the lease
+		// allows many.
+		unix.Pwrite(int(im.mem.Fd()), beat[:], int64(im.site+ptrace.ImageBeatOffset))
 		select {
 		case <-im.stop:
 			return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -68,6 +69,11 @@ func TestImage(t *testing.T) {
 		if m.Start <= im.Site() && im.Site() < m.End {
 			t.Errorf("the image's mappings show the call site")
 		}
+	}
+	// The lease is renewed: the image outlives it while it is read.
+	time.Sleep(time.Duration(ptrace.ImageTicks+5) * 100 * time.Millisecond)
+	if _, err := im.ReadAt(one[:], lt.pages); err != nil {
+		t.Errorf("the image ended while its lease was renewed: %v", err)
 	}
 	lt.check(t)
 	pid := im.Pid

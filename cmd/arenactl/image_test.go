@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// bigMiB is the heap of TestImageBigHeapSelfChecking; ARENACTL_BIG_MIB
+// sets it (e.g. 8192 for the long form).
+func bigMiB() int {
+	if n, err := strconv.Atoi(os.Getenv("ARENACTL_BIG_MIB")); err == nil && n > 0 {
+		return n
+	}
+	return 1024
+}
+
+// imageKillRounds is how many runs TestSIGKILLDuringImage kills;
+// ARENACTL_IMAGE_KILL_ROUNDS sets it.
+func imageKillRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("ARENACTL_IMAGE_KILL_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 12
+}
+
+// liveImages lists the processes other than pid that run pid's executable
+// and are not zombies: images of it that still run.
+func liveImages(t *testing.T, pid int) []int {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == pid {
+			continue
+		}
+		if x, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); err != nil || x != exe {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X' {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// noImageLeft waits until no image of pid runs (an image whose arenactl
+// was killed ends by itself within its 2 s lease), and checks pid has no
+// child.
+func noImageLeft(t *testing.T, pid int) {
+	t.Helper()
+	testutil.WaitUntil(t, fmt.Sprintf("no image of process %d to run", pid), func() bool { return len(liveImages(t, pid)) == 0 })
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); strings.TrimSpace(string(b)) != "" {
+		t.Errorf("process %d has children: %s", pid, b)
+	}
+}
+
+// A large heap, read from images and snapshotted from images again and
+// again while its workers change it: the workers find every block as they
+// left it, nothing runs or stays behind.
+func TestImageBigHeapSelfChecking(t *testing.T) {
+	mib := bigMiB()
+	tg := testutil.Start(t, testutil.BuildC(t, "bigcheck.c", "-O2"), strconv.Itoa(mib))
+	pid := fmt.Sprint(tg.Pid)
+	dir := t.TempDir()
+	for i := 0; i < 2; i++ {
+		r := mustRun(t, "info", "--read-only", "--json", pid)
+		var doc struct {
+			ReadOnly struct {
+				FrozenUs int64  `json:"frozen_us"`
+				WalkUs   int64  `json:"walk_us"`
+				Hold     string `json:"hold"`
+			} `json:"read_only"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.ReadOnly.Hold != "image" {
+			t.Fatalf("read-only walk %d held the process by %q, want an image", i, doc.ReadOnly.Hold)
+		}
+		t.Logf("%d MiB: stopped %d µs, walked %d µs", mib, doc.ReadOnly.FrozenUs, doc.ReadOnly.WalkUs)
+		if a := tg.Send("check"); a != "ok" {
+			t.Fatalf("after read-only walk %d the target says %q", i, a)
+		}
+		noImageLeft(t, tg.Pid)
+	}
+	for i := 0; i < 1; i++ {
+		core := filepath.Join(dir, "big.core")
+		r := mustRun(t, "snapshot", pid, "-o", core, "--json")
+		if !strings.Contains(r.stdout, `"hold": "image"`) {
+			t.Fatalf("snapshot %d was not written from an image: %s", i, r.stdout)
+		}
+		mustRun(t, "info", core)
+		os.Remove(core)
+		if a := tg.Send("check"); a != "ok" {
+			t.Fatalf("after snapshot %d the target says %q", i, a)
+		}
+		noImageLeft(t, tg.Pid)
+	}
+	if left := markedMappings(t, tg.Pid); len(left) != 0 {
+		t.Errorf("call sites left in the target: %v", left)
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// SIGKILL of arenactl at random moments of read-only walks and snapshots
+// made from images: while every thread is stopped, while the image is
+// made, while it is read. No image outlives its lease, the target checks
+// itself after every kill, and a later complete run removes what a killed
+// one left.
+func TestSIGKILLDuringImage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		src  string
+		args []string
+	}{
+		// Registers, syscall restarts and signal masks of every kind of
+		// thread, the one borrowed for the clone among them.
+		{"selfcheck", "selfcheck.c", nil},
+		// A heap whose walk and dump take long enough to be killed in.
+		{"bigcheck", "bigcheck.c", []string{"256"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := testutil.Start(t, testutil.BuildC(t, c.src, "-O2"), c.args...)
+			pid := fmt.Sprint(tg.Pid)
+			core := filepath.Join(t.TempDir(), "k.core")
+			verbs := [][]string{{"info", "--read-only", "--freeze", "image", pid}, {"snapshot", "--freeze", "image", pid, "-o", core}}
+			start := time.Now()
+			mustRun(t, verbs[1]...)
+			span := time.Since(start) * 5 / 4
+			seed := time.Now().UnixNano()
+			rng := rand.New(rand.NewSource(seed))
+			t.Logf("seed %d, a snapshot takes %v", seed, span*4/5)
+			for i := 0; i < imageKillRounds(); i++ {
+				args := verbs[i%2]
+				cmd := exec.Command(arenactl, args...)
+				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				delay := time.Duration(rng.Int63n(int64(span)))
+				time.Sleep(delay)
+				cmd.Process.Kill()
+				cmd.Wait()
+				testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+				noImageLeft(t, tg.Pid)
+				if st := stoppedThreads(tg.Pid); st != "" {
+					t.Fatalf("round %d (%s, killed after %v): threads left stopped: %s", i, args[0], delay, st)
+				}
+				if a := tg.Send("check"); a != "ok" {
+					t.Fatalf("round %d (%s, killed after %v): target says %q", i, args[0], delay, a)
+				}
+			}
+			r := mustRun(t, "info", "--read-only", pid)
+			if left := unexplainedSites(t, tg.Pid, r.stderr); len(left) != 0 {
+				t.Errorf("call sites still in the target after a complete run: %v; it said: %s", left, r.stderr)
+			}
+			noImageLeft(t, tg.Pid)
+			if line, code := tg.Quit(); line != "clean" || code != 0 {
+				t.Fatalf("target: %q, exit %d", line, code)
+			}
+		})
+	}
+}
+
+// A target in a cgroup without room for the pages it might write while an
+// image lives gets no image: --freeze image refuses (exit 14) and nothing
+// is stopped; the default reads it frozen instead and says why.
+func TestImageRefusedNearCgroupLimit(t *testing.T) {
+	cg := testutil.MemoryCgroup(t)
+	tg := testutil.Start(t, testutil.BuildC(t, "bigcheck.c", "-O2"), "64", "2", "still")
+	cg.Add(t, tg.Pid)
+	cg.Limit(t, cg.Usage(t)+256<<10)
+	pid := fmt.Sprint(tg.Pid)
+	r := run(t, "info", "--read-only", "--freeze", "image", pid)
+	if r.code != exitNoImage || !strings.Contains(r.stderr, "cgroup") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the cgroup", r.code, r.stderr, exitNoImage)
+	}
+	r = mustRun(t, "info", "--read-only", pid)
+	if !strings.Contains(r.stdout, "no copy-on-write image") {
+		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
+	}
+	noImageLeft(t, tg.Pid)
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target says %q", a)
+	}
+	cg.Limit(t, 1<<40)
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}

@@ -31,7 +31,7 @@ func imageKillRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("ARENACTL_IMAGE_KILL_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
-	return 12
+	return 8
 }
 
 // liveImages lists the processes other than pid that run pid's executable
@@ -140,7 +140,7 @@ func TestSIGKILLDuringImage(t *testing.T) {
 		// thread, the one borrowed for the clone among them.
 		{"selfcheck", "selfcheck.c", nil},
 		// A heap whose walk and dump take long enough to be killed in.
-		{"bigcheck", "bigcheck.c", []string{"256"}},
+		{"bigcheck", "bigcheck.c", []string{"128"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tg := testutil.Start(t, testutil.BuildC(t, c.src, "-O2"), c.args...)

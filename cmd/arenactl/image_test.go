@@ -211,3 +211,35 @@ func TestImageRefusedNearCgroupLimit(t *testing.T) {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
 }
+
+// A clone the kernel refuses (here: a pids cgroup at its limit, for the
+// helper, then for the image itself) leaves nothing: no image, no child to
+// reap, every thread's signal mask its own; --freeze image says so (exit
+// 14), the default falls back to a frozen walk.
+func TestImageCloneRefused(t *testing.T) {
+	for _, room := range []int{0, 1} { // tasks the cgroup allows beyond the target's
+		t.Run(fmt.Sprintf("room%d", room), func(t *testing.T) {
+			cg := testutil.PidsCgroup(t)
+			tg := testutil.Start(t, testutil.BuildC(t, "selfcheck.c", "-O2"))
+			cg.Add(t, tg.Pid)
+			cg.Set(t, "pids.max", fmt.Sprint(len(tg.Threads())+room))
+			pid := fmt.Sprint(tg.Pid)
+			r := run(t, "info", "--read-only", "--freeze", "image", pid)
+			if r.code != exitNoImage || !strings.Contains(r.stderr, "clone") {
+				t.Fatalf("exit %d, stderr %q; want exit %d naming the clone", r.code, r.stderr, exitNoImage)
+			}
+			r = mustRun(t, "info", "--read-only", pid)
+			if !strings.Contains(r.stdout, "no copy-on-write image") {
+				t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
+			}
+			noImageLeft(t, tg.Pid)
+			if a := tg.Send("check"); a != "ok" {
+				t.Fatalf("target says %q", a)
+			}
+			cg.Set(t, "pids.max", "max")
+			if line, code := tg.Quit(); line != "clean" || code != 0 {
+				t.Fatalf("target: %q, exit %d", line, code)
+			}
+		})
+	}
+}

@@ -73,6 +73,9 @@ func (e *ImageUnavailableError) Error() string {
 // does not end an image arenactl still reads.
 const imageHeartbeat = 200 * time.Millisecond
 
+// imageCallLimit is far beyond what copying any process's page tables takes.
+const imageCallLimit = 10 * time.Minute
+
 // CheckImage says whether an image of the process can be made safely, from
 // what /proc and the cgroup show now (nothing is stopped).
 func (t *Target) CheckImage() (procfs.MemoryRoom, error) {
@@ -150,7 +153,11 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 // address.
 func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration) (int, uint64, uint64, error) {
 	var errs []error
-	lim := ptrace.CallLimits{Soft: timeout, Hard: timeout + time.Second, Cancel: ctx.Done()}
+	// Never abandoned, not even on SIGINT: a thread taken back in the
+	// middle of the routine would keep its mask of every signal blocked
+	// and leave the helper unreaped. The routine ends by itself, as soon
+	// as the kernel has copied the page tables.
+	lim := ptrace.CallLimits{Soft: imageCallLimit, Hard: imageCallLimit}
 	for _, th := range f.threads {
 		th.SetTrampoline(tramp)
 		start := time.Now()
@@ -159,6 +166,11 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		base, size, _ := th.Site()
 		if err == nil {
 			return pid, base, size, nil
+		}
+		var clone *ptrace.CloneError
+		if errors.As(err, &clone) {
+			// The kernel refused: nothing was made, nothing is left.
+			return 0, 0, 0, &ImageUnavailableError{Pid: im.t.Pid, Reason: clone.Error()}
 		}
 		errs = append(errs, err)
 		var atSite *ptrace.AtCallSiteError

@@ -21,12 +21,23 @@ import (
 func TestImage(t *testing.T) {
 	lt := startLive(t, "park")
 	tgt := openLive(t, lt.Pid)
+	masks := func() map[int]string {
+		out := map[int]string{}
+		for _, th := range lt.threads {
+			out[th.tid] = statusOf(t, th.tid)["SigBlk"]
+		}
+		return out
+	}
+	before := masks()
 	im, err := tgt.Image(context.Background(), 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer im.Close()
 	allLetGo(t, lt.Pid)
+	if after := masks(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("signal masks changed: before %v, after %v", before, after)
+	}
 	if im.Pid == lt.Pid {
 		t.Fatalf("the image is the process itself")
 	}

@@ -202,10 +202,22 @@ func (th *Thread) CloneImage(lim CallLimits) (int, error) {
 	}
 	switch v := int64(ret); {
 	case v < 0:
-		return 0, fmt.Errorf("thread %d: clone: %w", th.Tid, errnoOf(v))
+		return 0, &CloneError{Tid: th.Tid, Err: errnoOf(v)}
 	case v == 0:
 		return 0, fmt.Errorf("thread %d: %w", th.Tid, ErrNoImage)
 	default:
 		return int(v), nil
 	}
 }
+
+// CloneError: the kernel refused one of the image routine's clones (no
+// memory under strict overcommit, a process limit, a security module); the
+// routine undid what it did, and no image exists.
+type CloneError struct {
+	Tid int
+	Err error
+}
+
+func (e *CloneError) Error() string { return fmt.Sprintf("thread %d: clone: %v", e.Tid, e.Err) }
+
+func (e *CloneError) Unwrap() error { return e.Err }

@@ -13,31 +13,44 @@ import (
 // memory controller is there, else v1's memory hierarchy), removed when the
 // test ends with every process in it moved back to its parent. It skips the
 // test where neither can be made (not root, no memory controller).
-func MemoryCgroup(t testing.TB) *Cgroup {
+func MemoryCgroup(t testing.TB) *Cgroup { return controllerCgroup(t, "memory") }
+
+// PidsCgroup is MemoryCgroup for the pids controller.
+func PidsCgroup(t testing.TB) *Cgroup { return controllerCgroup(t, "pids") }
+
+func controllerCgroup(t testing.TB, ctrl string) *Cgroup {
 	t.Helper()
 	name := fmt.Sprintf("arenactl-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		ctrls, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
-		if err != nil || !strings.Contains(string(ctrls), "memory") {
+		if err != nil || !strings.Contains(string(ctrls), ctrl) {
 			continue
 		}
-		os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0)
+		os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+"+ctrl), 0)
 		cg := &Cgroup{Dir: filepath.Join(root, name), Parent: root, v2: true}
 		if err := os.Mkdir(cg.Dir, 0o755); err == nil {
 			t.Cleanup(func() { cg.remove() })
 			return cg
 		}
 	}
-	root := "/sys/fs/cgroup/memory"
+	root := "/sys/fs/cgroup/" + ctrl
 	cg := &Cgroup{Dir: filepath.Join(root, name), Parent: root}
 	if err := os.Mkdir(cg.Dir, 0o755); err != nil {
-		t.Skipf("no memory cgroup can be made here: %v", err)
+		t.Skipf("no %s cgroup can be made here: %v", ctrl, err)
 	}
 	t.Cleanup(func() { cg.remove() })
 	return cg
 }
 
-// Cgroup is a test's memory cgroup.
+// Set writes a control file of the cgroup.
+func (cg *Cgroup) Set(t testing.TB, file, value string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(cg.Dir, file), []byte(value), 0); err != nil {
+		t.Fatalf("%s/%s = %s: %v", cg.Dir, file, value, err)
+	}
+}
+
+// Cgroup is a test's cgroup.
 type Cgroup struct {
 	Dir, Parent string
 	v2          bool

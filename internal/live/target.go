@@ -219,3 +219,8 @@ func (t *Target) Close() error { return t.proc.Close() }
 func IsGone(err error) bool {
 	return errors.Is(err, ptrace.ErrGone) || errors.Is(err, ptrace.ErrNoProcess)
 }
+
+// WriteAt writes the target's memory through /proc/PID/mem while it runs:
+// only for words the target reads as hints (a ring's read index), since a
+// running thread may see the write half done.
+func (t *Target) WriteAt(b []byte, addr uint64) (int, error) { return t.proc.WriteAt(b, addr) }

@@ -1,0 +1,394 @@
+/* The heap sampler arenactl places in a target (issue 9): hooks for the
+ * malloc family that the target's GOT entries are pointed at.
+ *
+ * Built freestanding and position independent into a flat image
+ * (gen.sh): no libc, no relocations, every global reached rip-relative.
+ * arenactl maps the image, fills in `cfg` (the real functions, the mean
+ * sampling interval's exponential draws, the ring's size), and points GOT
+ * entries at the h_* hooks.
+ *
+ * Fast path (every call): a per-thread byte counter, found by hashing the
+ * thread pointer (no TLS of the target's is used: its threads exist
+ * already), is decreased by the size; while it stays non-negative the hook
+ * jumps on to glibc. free checks a 4-way set of sampled addresses. Nothing
+ * traps, locks or makes a syscall.
+ *
+ * Slow path (one call in about `rate` bytes, and the free of a sampled
+ * block): the real function is called, then a record (kind, size, address,
+ * thread, the caller's registers, a copy of the top of its stack made with
+ * process_vm_readv on itself, which returns short instead of faulting past
+ * the stack's end) is written into a ring that arenactl drains. A full ring
+ * drops the record and counts it. Nothing ever waits for arenactl.
+ *
+ * After a fork the child has private copies of all of this: its records go
+ * to its own ring, which nobody reads; the parent's ring is untouched. */
+
+typedef unsigned long u64;
+typedef long i64;
+typedef unsigned int u32;
+typedef __SIZE_TYPE__ size_t;
+
+#define COUNTER_BITS 12
+#define NCOUNTERS (1 << COUNTER_BITS)
+#define SET_BITS 14
+#define NSETS (1 << SET_BITS)
+#define WAYS 4
+#define NDRAWS 4096
+#define STACK_COPY 8192
+
+enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
+
+struct regs { /* as the capture stubs push them */
+	u64 sp; /* rsp at the hook's entry: the return address is there */
+	u64 rbx, rbp, r12, r13, r14, r15;
+};
+
+/* One record of the ring. `seq` is written last: arenactl takes a record
+ * whose seq is its index + 1. */
+struct record {
+	u64 seq;
+	u32 kind;
+	u32 flags; /* 1: no room in the address set, its free will not be seen */
+	u64 addr, size;
+	u64 tid;
+	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
+	u64 stack_len;
+	u64 old_addr; /* realloc: the block given back */
+	u64 pad[2];
+	unsigned char stack[STACK_COPY];
+};
+
+struct config {
+	u64 magic;
+	u64 version;
+	u64 enabled;     /* 0 after detach: the slow path only calls through */
+	u64 ring_slots;  /* a power of two */
+	struct record *ring;
+	volatile u64 head; /* next slot to reserve (target) */
+	volatile u64 tail; /* next slot arenactl will read (arenactl) */
+	volatile u64 dropped;
+	volatile u64 inflight; /* threads in a slow path */
+	volatile u64 draw;
+	volatile u64 untracked;
+	i64 draws[NDRAWS]; /* exponential intervals, mean `rate`, in bytes */
+};
+
+/* The real functions, one hidden global each so the hooks reach them
+ * rip-relative. */
+#define REAL(name) __attribute__((visibility("hidden"))) void *r_##name
+REAL(malloc);
+REAL(calloc);
+REAL(realloc);
+REAL(reallocarray);
+REAL(posix_memalign);
+REAL(aligned_alloc);
+REAL(memalign);
+REAL(valloc);
+REAL(pvalloc);
+REAL(free);
+
+__attribute__((visibility("hidden"))) struct config cfg = {.magic = 0x524c504d41535241ull /* "ARSAMPLR" */, .version = 1};
+__attribute__((visibility("hidden"))) i64 counters[NCOUNTERS];
+__attribute__((visibility("hidden"))) volatile u64 sampled[NSETS][WAYS];
+
+static inline u64 thread_slot(void) {
+	u64 tp;
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return (tp * 0x9e3779b97f4a7c15ull) >> (64 - COUNTER_BITS);
+}
+
+static inline u64 set_of(u64 a) { return (a * 0x9e3779b97f4a7c15ull) >> (64 - SET_BITS); }
+
+static inline long sys6(long nr, long a, long b, long c, long d, long e, long f) {
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* charge takes n bytes from this thread's counter: 1 when a sample is due. */
+static inline int charge(u64 n) {
+	i64 *c = &counters[thread_slot()];
+	*c -= (i64)n;
+	return *c < 0;
+}
+
+static void rearm(void) {
+	u64 i = __atomic_fetch_add(&cfg.draw, 1, __ATOMIC_RELAXED);
+	i64 *c = &counters[thread_slot()];
+	*c += cfg.draws[i & (NDRAWS - 1)];
+	if (*c < 0) /* a block larger than the interval: start afresh */
+		*c = cfg.draws[i & (NDRAWS - 1)];
+}
+
+static int track(u64 a) {
+	volatile u64 *s = sampled[set_of(a)];
+	for (int w = 0; w < WAYS; w++) {
+		u64 zero = 0;
+		if (__atomic_compare_exchange_n(&s[w], &zero, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 1;
+	}
+	__atomic_fetch_add(&cfg.untracked, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static inline int is_sampled(u64 a) {
+	volatile u64 *s = sampled[set_of(a)];
+	return s[0] == a || s[1] == a || s[2] == a || s[3] == a;
+}
+
+static int untrack(u64 a) {
+	volatile u64 *s = sampled[set_of(a)];
+	for (int w = 0; w < WAYS; w++) {
+		u64 want = a;
+		if (__atomic_compare_exchange_n(&s[w], &want, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 1;
+	}
+	return 0;
+}
+
+struct iovec {
+	void *base;
+	u64 len;
+};
+
+/* emit writes one record. It never waits: a full ring counts a drop. */
+static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r, int stack) {
+	/* A slot is taken only when there is room: an index taken and never
+	 * written would stop arenactl's reading there for good. */
+	u64 i = __atomic_load_n(&cfg.head, __ATOMIC_RELAXED);
+	do {
+		if (i - cfg.tail >= cfg.ring_slots) {
+			__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	} while (!__atomic_compare_exchange_n(&cfg.head, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	struct record *rec = &cfg.ring[i & (cfg.ring_slots - 1)];
+	rec->kind = kind;
+	rec->flags = 0;
+	rec->addr = addr;
+	rec->size = size;
+	rec->old_addr = old;
+	rec->tid = sys6(186 /* gettid */, 0, 0, 0, 0, 0, 0);
+	rec->sp = r->sp + 8;
+	rec->pc = *(u64 *)r->sp;
+	rec->rbx = r->rbx;
+	rec->rbp = r->rbp;
+	rec->r12 = r->r12;
+	rec->r13 = r->r13;
+	rec->r14 = r->r14;
+	rec->r15 = r->r15;
+	rec->stack_len = 0;
+	if (stack) {
+		struct iovec local = {rec->stack, STACK_COPY};
+		/* Partial transfers stop at an iovec: one per page, so a copy
+		 * that would run past the stack's end stops there. */
+		struct iovec remote[STACK_COPY / 4096 + 1];
+		u64 from = r->sp + 8, left = STACK_COPY;
+		int k = 0;
+		while (left && k < STACK_COPY / 4096 + 1) {
+			u64 n = 4096 - (from & 4095);
+			if (n > left) n = left;
+			remote[k].base = (void *)from;
+			remote[k].len = n;
+			from += n;
+			left -= n;
+			k++;
+		}
+		long pid = sys6(39 /* getpid: a forked child reads itself */, 0, 0, 0, 0, 0, 0);
+		long n = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, k, 0);
+		if (n > 0) rec->stack_len = (u64)n;
+	}
+	if (kind != K_FREE && addr && !track(addr)) rec->flags |= 1;
+	__atomic_store_n(&rec->seq, i + 1, __ATOMIC_RELEASE);
+}
+
+static void freed(u64 a, const struct regs *r) {
+	if (untrack(a)) emit(K_FREE, a, 0, 0, r, 0);
+}
+
+#define ENTER() __atomic_fetch_add(&cfg.inflight, 1, __ATOMIC_ACQUIRE)
+#define LEAVE() __atomic_fetch_sub(&cfg.inflight, 1, __ATOMIC_RELEASE)
+
+/* The slow paths, called by the capture stubs with the caller's registers. */
+__attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs *r) {
+	ENTER();
+	void *p = ((void *(*)(size_t))r_malloc)(n);
+	if (cfg.enabled) {
+		rearm();
+		emit(K_MALLOC, (u64)p, n, 0, r, 1);
+	}
+	LEAVE();
+	return p;
+}
+
+__attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, struct regs *r) {
+	ENTER();
+	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
+	if (cfg.enabled) {
+		rearm();
+		emit(K_CALLOC, (u64)p, n * m, 0, r, 1);
+	}
+	LEAVE();
+	return p;
+}
+
+__attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n, struct regs *r) {
+	ENTER();
+	int was = old && is_sampled((u64)old);
+	void *p = ((void *(*)(void *, size_t))r_realloc)(old, n);
+	if (cfg.enabled) {
+		if (was && (p || n == 0)) freed((u64)old, r);
+		if (p && n && counters[thread_slot()] < 0) {
+			rearm();
+			emit(K_REALLOC, (u64)p, n, (u64)old, r, 1);
+		}
+	}
+	LEAVE();
+	return p;
+}
+
+__attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size_t n, size_t m, struct regs *r) {
+	ENTER();
+	int was = old && is_sampled((u64)old);
+	void *p = ((void *(*)(void *, size_t, size_t))r_reallocarray)(old, n, m);
+	if (cfg.enabled) {
+		if (was && p) freed((u64)old, r);
+		if (p && counters[thread_slot()] < 0) {
+			rearm();
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r, 1);
+		}
+	}
+	LEAVE();
+	return p;
+}
+
+__attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, size_t align, size_t n, struct regs *r) {
+	ENTER();
+	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
+	if (cfg.enabled) {
+		rearm();
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, r, 1);
+	}
+	LEAVE();
+	return e;
+}
+
+#define ALIGNED(name, kind)                                                                        \
+	__attribute__((used, visibility("hidden"))) void *s_##name(size_t align, size_t n, struct regs *r) { \
+		ENTER();                                                                                   \
+		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
+		if (cfg.enabled) {                                                                         \
+			rearm();                                                                           \
+			emit(kind, (u64)p, n, 0, r, 1);                                                    \
+		}                                                                                          \
+		LEAVE();                                                                                   \
+		return p;                                                                                  \
+	}
+ALIGNED(aligned_alloc, K_ALIGNED_ALLOC)
+ALIGNED(memalign, K_MEMALIGN)
+
+#define ONE(name, kind)                                                                   \
+	__attribute__((used, visibility("hidden"))) void *s_##name(size_t n, struct regs *r) { \
+		ENTER();                                                                          \
+		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
+		if (cfg.enabled) {                                                                \
+			rearm();                                                                  \
+			emit(kind, (u64)p, n, 0, r, 1);                                           \
+		}                                                                                 \
+		LEAVE();                                                                          \
+		return p;                                                                         \
+	}
+ONE(valloc, K_VALLOC)
+ONE(pvalloc, K_PVALLOC)
+
+__attribute__((used, visibility("hidden"))) void s_free(void *p, struct regs *r) {
+	ENTER();
+	if (cfg.enabled) freed((u64)p, r);
+	((void (*)(void *))r_free)(p);
+	LEAVE();
+}
+
+/* The capture stubs: reached by a jump from a hook, so rsp still points at
+ * the caller's return address. They push the caller's callee-saved
+ * registers and rsp, and call the slow path with a pointer to them as the
+ * argument after the function's own. */
+#define CAPTURE(name, argreg)                                                           \
+	__attribute__((naked, used, visibility("hidden"))) void c_##name(void) {          \
+		__asm__ volatile("push %r15\n\tpush %r14\n\tpush %r13\n\tpush %r12\n\t"    \
+				 "push %rbp\n\tpush %rbx\n\tlea 48(%rsp), %rax\n\tpush %rax\n\t" \
+				 "mov %rsp, " argreg "\n\t"                                      \
+				 "call s_" #name "\n\t"                                          \
+				 "add $8, %rsp\n\tpop %rbx\n\tpop %rbp\n\tpop %r12\n\t"          \
+				 "pop %r13\n\tpop %r14\n\tpop %r15\n\tret");                     \
+	}
+CAPTURE(malloc, "%rsi")
+CAPTURE(calloc, "%rdx")
+CAPTURE(realloc, "%rdx")
+CAPTURE(reallocarray, "%rcx")
+CAPTURE(posix_memalign, "%rcx")
+CAPTURE(aligned_alloc, "%rdx")
+CAPTURE(memalign, "%rdx")
+CAPTURE(valloc, "%rsi")
+CAPTURE(pvalloc, "%rsi")
+CAPTURE(free, "%rsi")
+
+/* The hooks, in assembly so that nothing touches the stack on the way to
+ * the capture stub or the real function. Scratch registers: rax, r10,
+ * r11 (free at a call of a non-variadic function). */
+
+/* CHARGE(reg): this thread's counter -= reg; sign flag set when a sample
+ * is due. */
+#define CHARGE(reg)                              \
+	"mov %fs:0, %r10\n\t"                    \
+	"movabs $0x9e3779b97f4a7c15, %r11\n\t"   \
+	"imul %r11, %r10\n\t"                    \
+	"shr $52, %r10\n\t"                      \
+	"lea counters(%rip), %r11\n\t"           \
+	"sub " reg ", (%r11,%r10,8)\n\t"
+
+/* SAMPLED(reg, stub): jump to stub when reg is a sampled block. */
+#define SAMPLED(reg, stub)                       \
+	"mov " reg ", %r10\n\t"                  \
+	"movabs $0x9e3779b97f4a7c15, %r11\n\t"   \
+	"imul %r11, %r10\n\t"                    \
+	"shr $50, %r10\n\t"                      \
+	"shl $5, %r10\n\t"                       \
+	"lea sampled(%rip), %r11\n\t"            \
+	"add %r11, %r10\n\t"                     \
+	"cmp (%r10), " reg "\n\tje " stub "\n\t"   \
+	"cmp 8(%r10), " reg "\n\tje " stub "\n\t"  \
+	"cmp 16(%r10), " reg "\n\tje " stub "\n\t" \
+	"cmp 24(%r10), " reg "\n\tje " stub "\n\t"
+
+#define HOOK(name, body) \
+	__attribute__((naked, used, visibility("hidden"))) void h_##name(void) { __asm__ volatile(body); }
+
+HOOK(malloc, CHARGE("%rdi") "js c_malloc\n\tjmp *r_malloc(%rip)")
+HOOK(valloc, CHARGE("%rdi") "js c_valloc\n\tjmp *r_valloc(%rip)")
+HOOK(pvalloc, CHARGE("%rdi") "js c_pvalloc\n\tjmp *r_pvalloc(%rip)")
+HOOK(aligned_alloc, CHARGE("%rsi") "js c_aligned_alloc\n\tjmp *r_aligned_alloc(%rip)")
+HOOK(memalign, CHARGE("%rsi") "js c_memalign\n\tjmp *r_memalign(%rip)")
+HOOK(posix_memalign, CHARGE("%rdx") "js c_posix_memalign\n\tjmp *r_posix_memalign(%rip)")
+HOOK(calloc, "mov %rdi, %rax\n\timul %rsi, %rax\n\t" CHARGE("%rax") "js c_calloc\n\tjmp *r_calloc(%rip)")
+HOOK(realloc, CHARGE("%rsi") "js c_realloc\n\ttest %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_realloc") "1: jmp *r_realloc(%rip)")
+HOOK(reallocarray, "mov %rsi, %rax\n\timul %rdx, %rax\n\t" CHARGE("%rax") "js c_reallocarray\n\ttest %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_reallocarray") "1: jmp *r_reallocarray(%rip)")
+HOOK(free, "test %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_free") "1: jmp *r_free(%rip)")
+
+/* internal/sampler reads these layouts at these offsets. */
+_Static_assert(__builtin_offsetof(struct record, kind) == 8, "record.kind");
+_Static_assert(__builtin_offsetof(struct record, addr) == 16, "record.addr");
+_Static_assert(__builtin_offsetof(struct record, pc) == 40, "record.pc");
+_Static_assert(__builtin_offsetof(struct record, stack_len) == 104, "record.stack_len");
+_Static_assert(__builtin_offsetof(struct record, old_addr) == 112, "record.old_addr");
+_Static_assert(__builtin_offsetof(struct record, stack) == 136, "record.stack");
+_Static_assert(sizeof(struct record) == 136 + STACK_COPY, "record size");
+_Static_assert(__builtin_offsetof(struct config, enabled) == 16, "cfg.enabled");
+_Static_assert(__builtin_offsetof(struct config, ring) == 32, "cfg.ring");
+_Static_assert(__builtin_offsetof(struct config, head) == 40, "cfg.head");
+_Static_assert(__builtin_offsetof(struct config, tail) == 48, "cfg.tail");
+_Static_assert(__builtin_offsetof(struct config, dropped) == 56, "cfg.dropped");
+_Static_assert(__builtin_offsetof(struct config, inflight) == 64, "cfg.inflight");
+_Static_assert(__builtin_offsetof(struct config, untracked) == 80, "cfg.untracked");
+_Static_assert(__builtin_offsetof(struct config, draws) == 88, "cfg.draws");
+_Static_assert(NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

@@ -1,0 +1,455 @@
+// Package sampler owns the heap sampler arenactl places in a live process:
+// the in-target code (blob/sampler.c, built into the flat image
+// sampler.bin by go generate), pointing the process's GOT entries for the
+// malloc family at it and back, and draining the ring of sampled
+// allocations it fills. What the samples mean (stacks, estimates) is
+// internal/heapprof's.
+//
+// Attach and Detach stop every thread for the few milliseconds they take:
+// a GOT entry is rewritten while no thread can read it half written, and
+// the image is mapped by one stopped thread (mmap, mprotect). In between
+// the process runs with the hooks: a byte counter per thread decides, in a
+// few instructions, which call is sampled.
+package sampler
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/procfs"
+)
+
+//go:generate sh blob/gen.sh .
+
+//go:embed sampler.bin
+var image []byte
+
+// Layouts shared with blob/sampler.c (its _Static_asserts hold them).
+const (
+	cfgEnabled   = 16
+	cfgRingSlots = 24
+	cfgRing      = 32
+	cfgHead      = 40
+	cfgTail      = 48
+	cfgDropped   = 56
+	cfgInflight  = 64
+	cfgUntracked = 80
+	cfgDraws     = 88
+	nDraws       = 4096
+
+	recKind     = 8
+	recFlags    = 12
+	recAddr     = 16
+	recSize     = 24
+	recTid      = 32
+	recPC       = 40
+	recSP       = 48
+	recRegs     = 56 // rbx, rbp, r12..r15
+	recStackLen = 104
+	recOld      = 112
+	recStack    = 136
+	StackCopy   = 8192
+	recordSize  = recStack + StackCopy
+
+	pageSize = 4096
+)
+
+// Kinds of record, as blob/sampler.c numbers them.
+var kindNames = map[uint32]string{1: "malloc", 2: "calloc", 3: "realloc", 4: "reallocarray", 5: "posix_memalign",
+	6: "aligned_alloc", 7: "memalign", 8: "valloc", 9: "pvalloc", 10: "free"}
+
+// Options say how to sample.
+type Options struct {
+	// Rate is the mean number of bytes allocated between two samples (a
+	// Poisson process over bytes, as jemalloc, tcmalloc and Go sample).
+	Rate uint64
+	// RingSlots is how many records the ring holds between two drains (a
+	// power of two); each is 8.3 KiB.
+	RingSlots int
+	// Timeout bounds stopping every thread at attach and detach.
+	Timeout time.Duration
+}
+
+// DefaultRate is jemalloc's and Go's mean sampling interval.
+const DefaultRate = 512 << 10
+
+// Record is one sampled call as the ring holds it.
+type Record struct {
+	Kind      string
+	Addr      uint64 // the block (for free, the block given back)
+	Size      uint64 // bytes requested
+	Old       uint64 // realloc: the block it replaced
+	Tid       int
+	Untracked bool // the address set was full: this block's free goes unseen
+	// The caller's registers at the call and a copy of its stack from SP.
+	PC, SP, RBX, RBP, R12, R13, R14, R15 uint64
+	Stack                                []byte
+}
+
+// A Patch is one GOT entry pointed at a hook.
+type Patch struct {
+	Module, Name string
+	Slot         uint64 // the GOT entry
+	Orig         uint64 // what it held
+}
+
+// Sampler is the sampler in one process.
+type Sampler struct {
+	t       *live.Target
+	o       Options
+	tramp   uint64
+	base    uint64 // the image
+	size    uint64
+	ring    uint64
+	slots   uint64
+	tail    uint64
+	real    map[string]uint64
+	done    map[uint64]bool // GOT entries looked at
+	mods    *module.Table
+	Patches []Patch
+	// Skipped are GOT entries left alone: they held neither the real
+	// function nor their own object's PLT (an interposer's, or another
+	// tool's), with why.
+	Skipped []string
+	// Stopped is how long every thread was stopped, in all.
+	Stopped time.Duration
+}
+
+// NotSampledError: the process cannot be sampled safely.
+type NotSampledError struct {
+	Pid    int
+	Reason string
+}
+
+func (e *NotSampledError) Error() string {
+	return fmt.Sprintf("process %d cannot be profiled: %s", e.Pid, e.Reason)
+}
+
+// Attach maps the sampler into t and points every loaded object's GOT
+// entries for the malloc family at it.
+func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
+	if o.Rate == 0 {
+		o.Rate = DefaultRate
+	}
+	if o.RingSlots == 0 {
+		o.RingSlots = 512
+	}
+	if o.RingSlots&(o.RingSlots-1) != 0 {
+		return nil, errors.New("sampler: RingSlots must be a power of two")
+	}
+	st, err := procfs.ReadTaskStatus(t.Pid, t.Pid)
+	if err != nil {
+		return nil, t.Explain(err)
+	}
+	if st.Seccomp != 0 {
+		return nil, &NotSampledError{Pid: t.Pid, Reason: "it runs under a seccomp filter, which may punish the syscalls a sample makes (gettid, getpid, process_vm_readv)"}
+	}
+	s := &Sampler{t: t, o: o, real: map[string]uint64{}, done: map[uint64]bool{}}
+	for name := range hooked {
+		sym, ok := t.Libc.Lookup(name)
+		if !ok {
+			if name == "reallocarray" {
+				continue // glibc before 2.26
+			}
+			return nil, fmt.Errorf("%s does not export %s", t.Libc.Path, name)
+		}
+		s.real[name] = sym.Value
+	}
+	for _, name := range []string{"mmap", "mprotect", "munmap"} {
+		sym, ok := t.Libc.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("%s does not export %s", t.Libc.Path, name)
+		}
+		s.real[name] = sym.Value
+	}
+	if s.tramp, err = t.FindTrampoline(); err != nil {
+		return nil, err
+	}
+	s.mods = module.NewTable(t)
+	// Everything read from files is read before anything is stopped.
+	slots, err := s.newSlots()
+	if err != nil {
+		return nil, err
+	}
+	err = s.frozen(ctx, func(c *live.FrozenCaller) error {
+		if err := s.install(c); err != nil {
+			return err
+		}
+		return s.patch(c, slots)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// frozen stops every thread, runs fn with a caller in one of them, and
+// lets them all go.
+func (s *Sampler) frozen(ctx context.Context, fn func(c *live.FrozenCaller) error) error {
+	f, err := s.t.Freeze(ctx, s.o.Timeout)
+	if err != nil {
+		return err
+	}
+	c, err := f.Caller(s.tramp, s.o.Timeout)
+	if err == nil {
+		err = fn(c)
+	}
+	held, terr := f.Thaw()
+	s.Stopped += held
+	return errors.Join(err, terr)
+}
+
+// newSlots lists the GOT entries of objects not looked at yet.
+func (s *Sampler) newSlots() ([]slot, error) {
+	var out []slot
+	for _, m := range s.mods.Modules() {
+		if m.Path == module.VDSO {
+			continue
+		}
+		sl, err := gotSlots(m)
+		if err != nil {
+			continue // a file that cannot be read: its calls go unsampled
+		}
+		for _, x := range sl {
+			if !s.done[x.Addr] {
+				out = append(out, x)
+			}
+		}
+	}
+	return out, nil
+}
+
+// install maps the image and the ring, fills in the configuration and
+// makes the code executable. Runs frozen.
+func (s *Sampler) install(c *live.FrozenCaller) error {
+	imgSize := alignUp(uint64(bssOff+bssSize), pageSize)
+	ringSize := uint64(s.o.RingSlots) * recordSize
+	s.size = imgSize + alignUp(ringSize, pageSize)
+	base, err := c.Call(s.real["mmap"], 0, s.size, 3 /* PROT_READ|PROT_WRITE */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, ^uint64(0), 0)
+	if err != nil {
+		return fmt.Errorf("mapping the sampler: %w", err)
+	}
+	if base >= ^uint64(4095) {
+		return fmt.Errorf("process %d: mmap of %d bytes for the sampler failed", s.t.Pid, s.size)
+	}
+	s.base, s.ring, s.slots = base, base+imgSize, uint64(s.o.RingSlots)
+	img := append([]byte(nil), image...)
+	le := binary.LittleEndian
+	le.PutUint64(img[symCfg+cfgEnabled:], 1)
+	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
+	le.PutUint64(img[symCfg+cfgRing:], s.ring)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.t.Pid)))
+	for i := 0; i < nDraws; i++ {
+		d := -math.Log(1-rng.Float64()) * float64(s.o.Rate)
+		le.PutUint64(img[symCfg+cfgDraws+8*i:], uint64(min(d, float64(math.MaxInt64/2))))
+	}
+	if _, err := c.WriteAt(img, base); err != nil {
+		return fmt.Errorf("writing the sampler: %w", err)
+	}
+	var w [8]byte
+	for name, h := range hooked {
+		le.PutUint64(w[:], s.real[name])
+		if _, err := c.WriteAt(w[:], base+h.real); err != nil {
+			return err
+		}
+	}
+	// Every thread starts with one draw to go, not at zero (which would
+	// sample each thread's first call).
+	counters := make([]byte, 8*4096)
+	for i := 0; i < 4096; i++ {
+		d := -math.Log(1-rng.Float64()) * float64(s.o.Rate)
+		le.PutUint64(counters[8*i:], uint64(d))
+	}
+	if _, err := c.WriteAt(counters, base+symCounters); err != nil {
+		return err
+	}
+	rv, err := c.Call(s.real["mprotect"], base, dataOff, 5 /* PROT_READ|PROT_EXEC */)
+	if err != nil || rv != 0 {
+		return fmt.Errorf("process %d: making the sampler's code executable failed (%v)", s.t.Pid, err)
+	}
+	return nil
+}
+
+// patch points the slots at the hooks. Runs frozen.
+func (s *Sampler) patch(c *live.FrozenCaller, slots []slot) error {
+	var w [8]byte
+	for _, x := range slots {
+		s.done[x.Addr] = true
+		if _, err := c.ReadAt(w[:], x.Addr); err != nil {
+			s.Skipped = append(s.Skipped, fmt.Sprintf("%s: %s's GOT entry at %#x cannot be read", x.Module, x.Name, x.Addr))
+			continue
+		}
+		cur := binary.LittleEndian.Uint64(w[:])
+		real, ok := s.real[x.Name]
+		if !ok {
+			continue
+		}
+		own, _ := s.mods.Lookup(cur)
+		unbound := own != nil && own.Path == x.Module // lazy binding: its own PLT
+		if cur != real && !unbound {
+			s.Skipped = append(s.Skipped, fmt.Sprintf("%s: %s's GOT entry at %#x holds %#x, not libc's %s", x.Module, x.Name, x.Addr, cur, x.Name))
+			continue
+		}
+		binary.LittleEndian.PutUint64(w[:], s.base+hooked[x.Name].hook)
+		if _, err := c.WriteAt(w[:], x.Addr); err != nil {
+			return fmt.Errorf("patching %s's GOT entry for %s at %#x: %w", x.Module, x.Name, x.Addr, err)
+		}
+		s.Patches = append(s.Patches, Patch{Module: x.Module, Name: x.Name, Slot: x.Addr, Orig: cur})
+	}
+	return nil
+}
+
+// Rescan patches the objects loaded since the last look (dlopen).
+func (s *Sampler) Rescan(ctx context.Context) error {
+	if err := s.t.Refresh(); err != nil {
+		return err
+	}
+	s.mods.Refresh()
+	slots, err := s.newSlots()
+	if err != nil || len(slots) == 0 {
+		return err
+	}
+	return s.frozen(ctx, func(c *live.FrozenCaller) error { return s.patch(c, slots) })
+}
+
+// Stats are the sampler's counters.
+type Stats struct {
+	Dropped   uint64 // records the ring had no room for
+	Untracked uint64 // sampled blocks whose free cannot be seen
+}
+
+// Drain reads the records written since the last drain.
+func (s *Sampler) Drain() ([]Record, Stats, error) {
+	var hdr [96]byte
+	if _, err := s.t.ReadAt(hdr[:], s.base+symCfg); err != nil {
+		return nil, Stats{}, err
+	}
+	le := binary.LittleEndian
+	head := le.Uint64(hdr[cfgHead:])
+	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Untracked: le.Uint64(hdr[cfgUntracked:])}
+	var out []Record
+	rec := make([]byte, recordSize)
+	for ; s.tail < head; s.tail++ {
+		at := s.ring + (s.tail&(s.slots-1))*recordSize
+		if _, err := s.t.ReadAt(rec[:recStack], at); err != nil {
+			return out, st, err
+		}
+		if le.Uint64(rec) != s.tail+1 {
+			break // reserved, not written yet
+		}
+		r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
+			Old: le.Uint64(rec[recOld:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+			PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
+		regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
+		for i, p := range regs {
+			*p = le.Uint64(rec[recRegs+8*i:])
+		}
+		if n := min(le.Uint64(rec[recStackLen:]), StackCopy); n > 0 {
+			r.Stack = make([]byte, n)
+			if _, err := s.t.ReadAt(r.Stack, at+recStack); err != nil {
+				return out, st, err
+			}
+		}
+		out = append(out, r)
+	}
+	le.PutUint64(hdr[:8], s.tail)
+	if _, err := s.t.WriteAt(hdr[:8], s.base+symCfg+cfgTail); err != nil {
+		return out, st, err
+	}
+	return out, st, nil
+}
+
+// Left says what Detach left in the process.
+type Left struct {
+	Addr, Size uint64 // the sampler's memory, if kept (0: removed)
+	Why        string
+	Restored   int      // GOT entries put back
+	Changed    []string // GOT entries something else rewrote meanwhile: left as they are
+}
+
+// Detach puts every GOT entry back, stops the slow paths and removes the
+// sampler, unless a thread may still be executing in it: then it stays,
+// inert (nothing points to it, its slow paths only call through), and Left
+// says where.
+func (s *Sampler) Detach(ctx context.Context) (Left, error) {
+	var left Left
+	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
+		var w [8]byte
+		le := binary.LittleEndian
+		for _, p := range s.Patches {
+			if _, err := c.ReadAt(w[:], p.Slot); err != nil {
+				return err
+			}
+			if cur := le.Uint64(w[:]); cur != s.base+hooked[p.Name].hook {
+				left.Changed = append(left.Changed, fmt.Sprintf("%s: %s's GOT entry at %#x now holds %#x", p.Module, p.Name, p.Slot, cur))
+				continue
+			}
+			le.PutUint64(w[:], p.Orig)
+			if _, err := c.WriteAt(w[:], p.Slot); err != nil {
+				return fmt.Errorf("restoring %s's GOT entry for %s at %#x: %w", p.Module, p.Name, p.Slot, err)
+			}
+			left.Restored++
+		}
+		le.PutUint64(w[:], 0)
+		if _, err := c.WriteAt(w[:], s.base+symCfg+cfgEnabled); err != nil {
+			return err
+		}
+		if why := s.busy(c); why != "" {
+			left.Addr, left.Size, left.Why = s.base, s.size, why
+			return nil
+		}
+		rv, err := c.Call(s.real["munmap"], s.base, s.size)
+		if err != nil || rv != 0 {
+			left.Addr, left.Size, left.Why = s.base, s.size, fmt.Sprintf("munmap failed (%v)", err)
+		}
+		return nil
+	})
+	return left, err
+}
+
+// busy says why a thread may still run in the sampler, "" if none can:
+// none is in a slow path, none is stopped in its code, and no stack holds
+// a return address into it (a signal handler that interrupted a hook).
+func (s *Sampler) busy(c *live.FrozenCaller) string {
+	var w [8]byte
+	if _, err := c.ReadAt(w[:], s.base+symCfg+cfgInflight); err != nil {
+		return err.Error()
+	}
+	if n := binary.LittleEndian.Uint64(w[:]); n != 0 {
+		return fmt.Sprintf("%d threads were in its slow path", n)
+	}
+	code := s.base + dataOff
+	for _, th := range c.Threads() {
+		if th.Regs.Rip >= s.base && th.Regs.Rip < code {
+			return fmt.Sprintf("thread %d was executing it", th.Tid)
+		}
+		sp := th.Regs.Rsp
+		m, ok := findMapping(s.t, sp)
+		if !ok {
+			continue
+		}
+		stack := make([]byte, min(m.End-sp, 1<<20))
+		n, _ := c.ReadAt(stack, sp)
+		for i := 0; i+8 <= n; i += 8 {
+			if v := binary.LittleEndian.Uint64(stack[i:]); v >= s.base && v < code {
+				return fmt.Sprintf("thread %d's stack holds an address in its code (at %#x)", th.Tid, sp+uint64(i))
+			}
+		}
+	}
+	return ""
+}
+
+func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
+
+func findMapping(t *live.Target, addr uint64) (maps.Mapping, bool) {
+	return maps.Find(t.Mappings(), addr)
+}

@@ -1,0 +1,139 @@
+/* A target for the heap sampler's tests: WORKERS threads (default 2) each
+ * keep 1024 blocks of 16 to 4096 bytes, replacing a random one at every
+ * step (malloc, calloc, realloc or posix_memalign, and free), checking the
+ * pattern of every block it frees; one block in 16 steps is leaked on
+ * purpose (kept forever, in a list) by leak_site(), and its bytes counted.
+ *
+ * Commands on stdin, answered on stdout:
+ *   check   wait for progress, check every kept block: "ok LEAKED" (bytes
+ *           leaked so far) or "bad <what>"
+ *   quit    the same, then exit (0, or 3 if bad)
+ * It prints "ready" once every worker runs. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KEEP 1024
+
+struct worker {
+	pthread_t th;
+	pthread_mutex_t mu;
+	unsigned char *b[KEEP];
+	size_t n[KEEP];
+	volatile long progress, bad, leaked;
+	void **leaks;
+};
+
+static struct worker *ws;
+static int nworkers = 2;
+
+static uint64_t rnd(uint64_t *s) {
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void fill(unsigned char *p, size_t n) {
+	for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((uintptr_t)p + i) * 7);
+}
+
+static int ok(const unsigned char *p, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(((uintptr_t)p + i) * 7)) return 0;
+	return 1;
+}
+
+__attribute__((noinline)) static void *leak_site(size_t n) {
+	void **p = malloc(n);
+	__asm__ volatile("" ::: "memory");
+	return p;
+}
+
+static void *alloc(uint64_t *s, size_t n, int kind) {
+	void *p = NULL;
+	switch (kind) {
+	case 0: p = malloc(n); break;
+	case 1: p = calloc(1, n); break;
+	case 2: p = realloc(NULL, n); break;
+	case 3: if (posix_memalign(&p, 64, n)) p = NULL; break;
+	}
+	(void)s;
+	return p;
+}
+
+static void *work(void *arg) {
+	struct worker *w = arg;
+	uint64_t s = (uintptr_t)w | 1;
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < KEEP; i++) {
+		w->n[i] = 16 + rnd(&s) % 4081;
+		w->b[i] = malloc(w->n[i]);
+		fill(w->b[i], w->n[i]);
+	}
+	pthread_mutex_unlock(&w->mu);
+	for (long step = 0;; step++) {
+		pthread_mutex_lock(&w->mu);
+		int i = rnd(&s) % KEEP;
+		if (!ok(w->b[i], w->n[i])) w->bad++;
+		free(w->b[i]);
+		w->n[i] = 16 + rnd(&s) % 4081;
+		w->b[i] = alloc(&s, w->n[i], rnd(&s) % 4);
+		fill(w->b[i], w->n[i]);
+		if (step % 16 == 0) {
+			void **l = leak_site(1000);
+			*l = w->leaks;
+			w->leaks = l;
+			w->leaked += 1000;
+		}
+		w->progress++;
+		pthread_mutex_unlock(&w->mu);
+	}
+	return NULL;
+}
+
+static int check(char *why, size_t len, long *leaked) {
+	long seen[nworkers];
+	for (int i = 0; i < nworkers; i++) seen[i] = ws[i].progress;
+	for (int i = 0; i < nworkers; i++)
+		while (ws[i].progress < seen[i] + 2) usleep(1000);
+	*leaked = 0;
+	for (int i = 0; i < nworkers; i++) {
+		struct worker *w = &ws[i];
+		pthread_mutex_lock(&w->mu);
+		for (int j = 0; j < KEEP; j++)
+			if (!ok(w->b[j], w->n[j])) w->bad++;
+		*leaked += w->leaked;
+		long bad = w->bad;
+		pthread_mutex_unlock(&w->mu);
+		if (bad) {
+			snprintf(why, len, "worker %d: %ld blocks changed", i, bad);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1) nworkers = atoi(argv[1]);
+	ws = calloc(nworkers, sizeof *ws);
+	for (int i = 0; i < nworkers; i++) {
+		pthread_mutex_init(&ws[i].mu, NULL);
+		pthread_create(&ws[i].th, NULL, work, &ws[i]);
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("ready\n");
+	char line[64], why[128];
+	long leaked;
+	while (fgets(line, sizeof line, stdin)) {
+		int good = check(why, sizeof why, &leaked);
+		if (!good) printf("bad %s\n", why);
+		else printf("ok %ld\n", leaked);
+		if (!strncmp(line, "quit", 4)) return good ? 0 : 3;
+	}
+	return 0;
+}

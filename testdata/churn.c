@@ -7,6 +7,11 @@
  * Commands on stdin, answered on stdout:
  *   check   wait for progress, check every kept block: "ok LEAKED" (bytes
  *           leaked so far) or "bad <what>"
+ *   fork    fork a child that allocates, checks and frees 10000 blocks and
+ *           exits: "forked STATUS" (its wait status; 0 when all went well)
+ *   exec    fork a child that execs /bin/true: "execed STATUS"
+ *   load P  dlopen P and start a thread calling its lib_leak() every ms:
+ *           "loaded" or "bad <dlerror>"
  *   quit    the same, then exit (0, or 3 if bad)
  * It prints "ready" once every worker runs. */
 #define _GNU_SOURCE
@@ -15,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define KEEP 1024
@@ -118,6 +125,30 @@ static int check(char *why, size_t len, long *leaked) {
 	return 1;
 }
 
+static int child_work(void) {
+	uint64_t s = 12345;
+	for (int i = 0; i < 10000; i++) {
+		size_t n = 16 + rnd(&s) % 4081;
+		unsigned char *p = malloc(n);
+		if (!p) return 1;
+		fill(p, n);
+		if (!ok(p, n)) return 2;
+		free(p);
+	}
+	return 0;
+}
+
+static void (*lib_fn)(void);
+
+static void *lib_loop(void *arg) {
+	(void)arg;
+	for (;;) {
+		lib_fn();
+		usleep(1000);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv) {
 	if (argc > 1) nworkers = atoi(argv[1]);
 	ws = calloc(nworkers, sizeof *ws);
@@ -130,6 +161,27 @@ int main(int argc, char **argv) {
 	char line[64], why[128];
 	long leaked;
 	while (fgets(line, sizeof line, stdin)) {
+		if (!strncmp(line, "fork", 4) || !strncmp(line, "exec", 4)) {
+			int ex = line[0] == 'e';
+			pid_t c = fork();
+			if (c == 0) {
+				if (ex) execl("/bin/true", "true", (char *)NULL);
+				_exit(ex ? 127 : child_work());
+			}
+			int st = -1;
+			waitpid(c, &st, 0);
+			printf("%s %d\n", ex ? "execed" : "forked", st);
+			continue;
+		}
+		if (!strncmp(line, "load ", 5)) {
+			line[strcspn(line, "\n")] = 0;
+			void *h = dlopen(line + 5, RTLD_NOW);
+			lib_fn = h ? (void (*)(void))dlsym(h, "lib_leak") : NULL;
+			pthread_t t;
+			if (lib_fn && pthread_create(&t, NULL, lib_loop, NULL) == 0) printf("loaded\n");
+			else printf("bad %s\n", dlerror());
+			continue;
+		}
 		int good = check(why, sizeof why, &leaked);
 		if (!good) printf("bad %s\n", why);
 		else printf("ok %ld\n", leaked);

@@ -16,3 +16,12 @@ func GotSlots(mods *module.Table) []uint64 {
 
 // Base is where the sampler is mapped.
 func (s *Sampler) Base() uint64 { return s.base }
+
+// Orphan makes the sampler look like one a killed arenactl left: its
+// creator becomes a process that does not exist.
+func (s *Sampler) Orphan() error {
+	var w [16]byte
+	w[0], w[1], w[2], w[3] = 0xff, 0xff, 0xff, 0x3f
+	_, err := s.t.WriteAt(w[:], s.base+symCfg+cfgCreator)
+	return err
+}

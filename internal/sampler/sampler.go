@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/live"
@@ -45,6 +46,12 @@ const (
 	cfgUntracked = 80
 	cfgDraws     = 88
 	nDraws       = 4096
+	cfgCreator   = cfgDraws + 8*nDraws // pid, then start time
+	cfgImageSize = cfgCreator + 16
+	cfgNPatches  = cfgCreator + 24
+	cfgPatches   = cfgCreator + 32 // {slot, orig, hook} each
+	maxPatches   = 2048
+	magic        = "ARSAMPLR"
 
 	recKind     = 8
 	recFlags    = 12
@@ -120,6 +127,8 @@ type Sampler struct {
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
 	Skipped []string
+	// Notes say what was found of earlier, killed runs, and done with it.
+	Notes []string
 	// Stopped is how long every thread was stopped, in all.
 	Stopped time.Duration
 }
@@ -174,6 +183,13 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 	if s.tramp, err = t.FindTrampoline(); err != nil {
 		return nil, err
 	}
+	if err := t.Refresh(); err != nil {
+		return nil, err
+	}
+	lefts, err := findLeftovers(t)
+	if err != nil {
+		return nil, err
+	}
 	s.mods = module.NewTable(t)
 	// Everything read from files is read before anything is stopped.
 	slots, err := s.newSlots()
@@ -181,6 +197,13 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 		return nil, err
 	}
 	err = s.frozen(ctx, func(c *live.FrozenCaller) error {
+		for _, l := range lefts {
+			note, err := removeLeftover(t, c, l, s.real["munmap"])
+			if err != nil {
+				return err
+			}
+			s.Notes = append(s.Notes, note)
+		}
 		if err := s.install(c); err != nil {
 			return err
 		}
@@ -247,6 +270,9 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	le.PutUint64(img[symCfg+cfgEnabled:], 1)
 	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
 	le.PutUint64(img[symCfg+cfgRing:], s.ring)
+	le.PutUint64(img[symCfg+cfgCreator:], uint64(os.Getpid()))
+	le.PutUint64(img[symCfg+cfgCreator+8:], selfStart())
+	le.PutUint64(img[symCfg+cfgImageSize:], s.size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.t.Pid)))
 	for i := 0; i < nDraws; i++ {
 		d := -math.Log(1-rng.Float64()) * float64(s.o.Rate)
@@ -299,7 +325,26 @@ func (s *Sampler) patch(c *live.FrozenCaller, slots []slot) error {
 			s.Skipped = append(s.Skipped, fmt.Sprintf("%s: %s's GOT entry at %#x holds %#x, not libc's %s", x.Module, x.Name, x.Addr, cur, x.Name))
 			continue
 		}
-		binary.LittleEndian.PutUint64(w[:], s.base+hooked[x.Name].hook)
+		if len(s.Patches) == maxPatches {
+			s.Skipped = append(s.Skipped, fmt.Sprintf("%s: %s's GOT entry at %#x: more than %d entries", x.Module, x.Name, x.Addr, maxPatches))
+			continue
+		}
+		hook := s.base + hooked[x.Name].hook
+		// Recorded in the sampler first, so that a later arenactl can
+		// undo it if this one is killed.
+		var e [24]byte
+		binary.LittleEndian.PutUint64(e[0:], x.Addr)
+		binary.LittleEndian.PutUint64(e[8:], cur)
+		binary.LittleEndian.PutUint64(e[16:], hook)
+		n := uint64(len(s.Patches))
+		if _, err := c.WriteAt(e[:], s.base+symCfg+cfgPatches+24*n); err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(w[:], n+1)
+		if _, err := c.WriteAt(w[:], s.base+symCfg+cfgNPatches); err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(w[:], hook)
 		if _, err := c.WriteAt(w[:], x.Addr); err != nil {
 			return fmt.Errorf("patching %s's GOT entry for %s at %#x: %w", x.Module, x.Name, x.Addr, err)
 		}
@@ -382,6 +427,7 @@ type Left struct {
 // says where.
 func (s *Sampler) Detach(ctx context.Context) (Left, error) {
 	var left Left
+	busy := false
 	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
 		var w [8]byte
 		le := binary.LittleEndian
@@ -403,44 +449,68 @@ func (s *Sampler) Detach(ctx context.Context) (Left, error) {
 		if _, err := c.WriteAt(w[:], s.base+symCfg+cfgEnabled); err != nil {
 			return err
 		}
-		if why := s.busy(c); why != "" {
-			left.Addr, left.Size, left.Why = s.base, s.size, why
-			return nil
-		}
-		rv, err := c.Call(s.real["munmap"], s.base, s.size)
-		if err != nil || rv != 0 {
-			left.Addr, left.Size, left.Why = s.base, s.size, fmt.Sprintf("munmap failed (%v)", err)
-		}
+		busy = s.unmapIfIdle(c, &left)
 		return nil
 	})
+	// A thread in a slow path when every thread was stopped leaves it
+	// within microseconds once let go, and none can enter any more: look
+	// again a few times.
+	for try := 0; err == nil && busy && try < detachRetries; try++ {
+		time.Sleep(time.Duration(try+1) * 10 * time.Millisecond)
+		err = s.frozen(ctx, func(c *live.FrozenCaller) error {
+			busy = s.unmapIfIdle(c, &left)
+			return nil
+		})
+	}
 	return left, err
+}
+
+// detachRetries is how many more times Detach looks for a moment when no
+// thread runs in the sampler.
+const detachRetries = 5
+
+// unmapIfIdle removes the sampler if no thread can run in it; otherwise it
+// says in left why it stays, and returns true. Runs frozen.
+func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *Left) bool {
+	left.Addr, left.Size, left.Why = 0, 0, ""
+	if why := s.busy(c); why != "" {
+		left.Addr, left.Size, left.Why = s.base, s.size, why
+		return true
+	}
+	rv, err := c.Call(s.real["munmap"], s.base, s.size)
+	if err != nil || rv != 0 {
+		left.Addr, left.Size, left.Why = s.base, s.size, fmt.Sprintf("munmap failed (%v)", err)
+	}
+	return false
 }
 
 // busy says why a thread may still run in the sampler, "" if none can:
 // none is in a slow path, none is stopped in its code, and no stack holds
 // a return address into it (a signal handler that interrupted a hook).
-func (s *Sampler) busy(c *live.FrozenCaller) string {
+func (s *Sampler) busy(c *live.FrozenCaller) string { return busyAt(s.t, c, s.base) }
+
+func busyAt(t *live.Target, c *live.FrozenCaller, base uint64) string {
 	var w [8]byte
-	if _, err := c.ReadAt(w[:], s.base+symCfg+cfgInflight); err != nil {
+	if _, err := c.ReadAt(w[:], base+symCfg+cfgInflight); err != nil {
 		return err.Error()
 	}
 	if n := binary.LittleEndian.Uint64(w[:]); n != 0 {
 		return fmt.Sprintf("%d threads were in its slow path", n)
 	}
-	code := s.base + dataOff
+	code := base + dataOff
 	for _, th := range c.Threads() {
-		if th.Regs.Rip >= s.base && th.Regs.Rip < code {
+		if th.Regs.Rip >= base && th.Regs.Rip < code {
 			return fmt.Sprintf("thread %d was executing it", th.Tid)
 		}
 		sp := th.Regs.Rsp
-		m, ok := findMapping(s.t, sp)
+		m, ok := findMapping(t, sp)
 		if !ok {
 			continue
 		}
 		stack := make([]byte, min(m.End-sp, 1<<20))
 		n, _ := c.ReadAt(stack, sp)
 		for i := 0; i+8 <= n; i += 8 {
-			if v := binary.LittleEndian.Uint64(stack[i:]); v >= s.base && v < code {
+			if v := binary.LittleEndian.Uint64(stack[i:]); v >= base && v < code {
 				return fmt.Sprintf("thread %d's stack holds an address in its code (at %#x)", th.Tid, sp+uint64(i))
 			}
 		}

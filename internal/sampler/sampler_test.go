@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,190 @@ func TestBlobIsBuiltFromSource(t *testing.T) {
 			t.Errorf("%s is not what blob/gen.sh builds from blob/sampler.c: run go generate ./internal/sampler", f)
 		}
 	}
+}
+
+// profile attaches to the target, drains for d (rescanning for new objects
+// every 100 ms), detaches, and returns the records.
+func profile(t *testing.T, lt *live.Target, o sampler.Options, d time.Duration, during func()) ([]sampler.Record, *sampler.Sampler, sampler.Left) {
+	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = 3 * time.Second
+	}
+	s, err := sampler.Attach(context.Background(), lt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during()
+	}
+	var out []sampler.Record
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		if err := s.Rescan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, _, err := s.Drain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recs...)
+	}
+	left, err := s.Detach(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, s, left
+}
+
+func openTarget(t *testing.T, pid int) *live.Target {
+	t.Helper()
+	lt, err := live.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lt.Close() })
+	return lt
+}
+
+func mustCheck(t *testing.T, tg *testutil.Target) {
+	t.Helper()
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("target: %q", a)
+	}
+}
+
+// Under full RELRO the GOT is read-only: it is rewritten all the same,
+// and put back.
+func TestFullRELRO(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", "-Wl,-z,relro,-z,now"))
+	lt := openTarget(t, tg.Pid)
+	slots := sampler.GotSlots(module.NewTable(lt))
+	before := words(t, tg.Pid, slots)
+	recs, s, left := profile(t, lt, sampler.Options{Rate: 64 << 10}, 500*time.Millisecond, nil)
+	if len(recs) == 0 || len(s.Patches) == 0 {
+		t.Fatalf("%d records, %d patches", len(recs), len(s.Patches))
+	}
+	if left.Addr != 0 {
+		t.Errorf("left: %+v", left)
+	}
+	if after := words(t, tg.Pid, slots); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("GOT entries before %x, after %x", before, after)
+	}
+	mustCheck(t, tg)
+}
+
+// A library dlopen'd while the process is profiled is sampled from then on.
+func TestDlopenWhileProfiled(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", "-ldl"))
+	lib := testutil.BuildC(t, "libleak.c", "-O2", "-shared", "-fPIC")
+	lt := openTarget(t, tg.Pid)
+	recs, s, _ := profile(t, lt, sampler.Options{Rate: 16 << 10}, time.Second, func() {
+		if a := tg.Send("load " + lib); a != "loaded" {
+			t.Fatalf("load: %q", a)
+		}
+	})
+	if err := lt.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mods := module.NewTable(lt)
+	fromLib := 0
+	for _, r := range recs {
+		if m, ok := mods.Lookup(r.PC); ok && strings.HasSuffix(m.Path, "/libleak") {
+			fromLib++
+			if r.Size != 8000 {
+				t.Errorf("a record from the library: %+v", r)
+			}
+		}
+	}
+	if fromLib == 0 {
+		t.Errorf("no sample from the dlopen'd library among %d; patched %+v", len(recs), s.Patches)
+	}
+	mustCheck(t, tg)
+}
+
+// fork and exec while profiled: the children run (and their allocations
+// go to their own copy of the ring), the parent's sampling goes on.
+func TestForkExecWhileProfiled(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	lt := openTarget(t, tg.Pid)
+	recs, _, left := profile(t, lt, sampler.Options{Rate: 64 << 10}, 600*time.Millisecond, func() {
+		for _, cmd := range []string{"fork", "exec", "fork"} {
+			if a := tg.Send(cmd); !strings.HasSuffix(a, " 0") {
+				t.Fatalf("%s: %q", cmd, a)
+			}
+		}
+	})
+	if len(recs) == 0 || left.Addr != 0 {
+		t.Errorf("%d records, left %+v", len(recs), left)
+	}
+	for _, r := range recs {
+		if r.Tid == 0 {
+			t.Errorf("record without a thread: %+v", r)
+		}
+	}
+	mustCheck(t, tg)
+}
+
+// A sampler left by a killed arenactl is removed by the next one, which
+// finds the GOT entries as they were.
+func TestLeftoverRemoved(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	lt := openTarget(t, tg.Pid)
+	slots := sampler.GotSlots(module.NewTable(lt))
+	before := words(t, tg.Pid, slots)
+	s, err := sampler.Attach(context.Background(), lt, sampler.Options{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sampler.Attach(context.Background(), lt, sampler.Options{Timeout: 3 * time.Second}); err == nil {
+		t.Fatal("a second sampler attached while the first one's arenactl runs")
+	}
+	if err := s.Orphan(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lt.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	recs, s2, _ := profile(t, lt, sampler.Options{Rate: 64 << 10}, 300*time.Millisecond, nil)
+	if len(s2.Notes) != 1 || !strings.Contains(s2.Notes[0], "GOT entries restored") || len(recs) == 0 {
+		t.Errorf("notes %q, %d records", s2.Notes, len(recs))
+	}
+	if after := words(t, tg.Pid, slots); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("GOT entries before %x, after %x", before, after)
+	}
+	mustCheck(t, tg)
+}
+
+// cycles is how many attach/detach cycles TestAttachDetachCycles makes;
+// ARENACTL_SAMPLER_CYCLES sets it (200 for the long form).
+func cycles() int {
+	if n, err := strconv.Atoi(os.Getenv("ARENACTL_SAMPLER_CYCLES")); err == nil && n > 0 {
+		return n
+	}
+	return 20
+}
+
+// Attach and detach again and again while threads hammer malloc and check
+// their blocks.
+func TestAttachDetachCycles(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"), "4")
+	lt := openTarget(t, tg.Pid)
+	slots := sampler.GotSlots(module.NewTable(lt))
+	before := words(t, tg.Pid, slots)
+	kept := 0
+	for i := 0; i < cycles(); i++ {
+		_, _, left := profile(t, lt, sampler.Options{Rate: 32 << 10}, 20*time.Millisecond, nil)
+		if left.Addr != 0 {
+			kept++
+			t.Logf("cycle %d: kept %+v", i, left)
+		}
+		if err := lt.Refresh(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := words(t, tg.Pid, slots); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("GOT entries before %x, after %x", before, after)
+	}
+	mustCheck(t, tg)
+	t.Logf("%d cycles, %d samplers kept", cycles(), kept)
 }

@@ -15,7 +15,7 @@ const (
 	symCReallocarray  = 0x00000000000009c0
 	symCValloc        = 0x0000000000000a80
 	symCfg            = 0x0000000000001000
-	symCounters       = 0x0000000000089060
+	symCounters       = 0x0000000000095080
 	symHAlignedAlloc  = 0x0000000000000bd0
 	symHCalloc        = 0x0000000000000c90
 	symHFree          = 0x0000000000000df0
@@ -26,16 +26,16 @@ const (
 	symHRealloc       = 0x0000000000000cd0
 	symHReallocarray  = 0x0000000000000d60
 	symHValloc        = 0x0000000000000b50
-	symRAlignedAlloc  = 0x0000000000091080
-	symRCalloc        = 0x00000000000910a0
-	symRFree          = 0x0000000000091060
-	symRMalloc        = 0x00000000000910a8
-	symRMemalign      = 0x0000000000091078
-	symRPosixMemalign = 0x0000000000091088
-	symRPvalloc       = 0x0000000000091068
-	symRRealloc       = 0x0000000000091098
-	symRReallocarray  = 0x0000000000091090
-	symRValloc        = 0x0000000000091070
+	symRAlignedAlloc  = 0x000000000009d0a0
+	symRCalloc        = 0x000000000009d0c0
+	symRFree          = 0x000000000009d080
+	symRMalloc        = 0x000000000009d0c8
+	symRMemalign      = 0x000000000009d098
+	symRPosixMemalign = 0x000000000009d0a8
+	symRPvalloc       = 0x000000000009d088
+	symRRealloc       = 0x000000000009d0b8
+	symRReallocarray  = 0x000000000009d0b0
+	symRValloc        = 0x000000000009d090
 	symSAlignedAlloc  = 0x0000000000000720
 	symSCalloc        = 0x0000000000000380
 	symSFree          = 0x00000000000008e0
@@ -46,8 +46,8 @@ const (
 	symSRealloc       = 0x0000000000000400
 	symSReallocarray  = 0x0000000000000570
 	symSValloc        = 0x0000000000000800
-	symSampled        = 0x0000000000009060
+	symSampled        = 0x0000000000015080
 	dataOff           = 0x0000000000001000
-	bssOff            = 0x0000000000009060
+	bssOff            = 0x0000000000015080
 	bssSize           = 0x088050
 )

@@ -35,6 +35,7 @@ typedef __SIZE_TYPE__ size_t;
 #define WAYS 4
 #define NDRAWS 4096
 #define STACK_COPY 8192
+#define MAXPATCHES 2048
 
 enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
 
@@ -71,6 +72,15 @@ struct config {
 	volatile u64 draw;
 	volatile u64 untracked;
 	i64 draws[NDRAWS]; /* exponential intervals, mean `rate`, in bytes */
+	/* Who made it and what it changed, for a later arenactl to undo if
+	 * this one was killed: the GOT entries it rewrote, with their
+	 * original contents. */
+	u64 creator_pid, creator_start;
+	u64 image_size; /* the whole mapping, ring included */
+	u64 npatches;
+	struct {
+		u64 slot, orig, hook;
+	} patches[MAXPATCHES];
 };
 
 /* The real functions, one hidden global each so the hooks reach them
@@ -391,4 +401,7 @@ _Static_assert(__builtin_offsetof(struct config, dropped) == 56, "cfg.dropped");
 _Static_assert(__builtin_offsetof(struct config, inflight) == 64, "cfg.inflight");
 _Static_assert(__builtin_offsetof(struct config, untracked) == 80, "cfg.untracked");
 _Static_assert(__builtin_offsetof(struct config, draws) == 88, "cfg.draws");
+_Static_assert(__builtin_offsetof(struct config, creator_pid) == 88 + 8 * NDRAWS, "cfg.creator_pid");
+_Static_assert(__builtin_offsetof(struct config, patches) == 88 + 8 * NDRAWS + 32, "cfg.patches");
+_Static_assert(MAXPATCHES == 2048, "cfg.patches size");
 _Static_assert(NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

@@ -35,9 +35,12 @@ type slot struct {
 	Addr   uint64 // the entry, in the target
 }
 
-// gotSlots lists m's GOT entries for the hooked functions, from its
-// dynamic relocations: R_X86_64_JUMP_SLOT (calls through the PLT) and
-// R_X86_64_GLOB_DAT (-fno-plt calls, and taking the function's address).
+// gotSlots lists m's GOT entries for the hooked functions that calls go
+// through: its R_X86_64_JUMP_SLOT relocations (the PLT's). Not
+// R_X86_64_GLOB_DAT: those also serve to take the function's address, and
+// a program that stored a hook's address while profiled would call into
+// the sampler after it is removed. Code built -fno-plt (calls through
+// GLOB_DAT entries) goes unsampled.
 func gotSlots(m *module.Module) ([]slot, error) {
 	f, err := m.ELF()
 	if err != nil {
@@ -67,7 +70,7 @@ func gotSlots(m *module.Module) ([]slot, error) {
 			off := binary.LittleEndian.Uint64(data[i:])
 			info := binary.LittleEndian.Uint64(data[i+8:])
 			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
-			if typ != elf.R_X86_64_JMP_SLOT && typ != elf.R_X86_64_GLOB_DAT {
+			if typ != elf.R_X86_64_JMP_SLOT {
 				continue
 			}
 			if sym == 0 || int(sym) > len(syms) {

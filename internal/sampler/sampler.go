@@ -523,3 +523,7 @@ func alignUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
 func findMapping(t *live.Target, addr uint64) (maps.Mapping, bool) {
 	return maps.Find(t.Mappings(), addr)
 }
+
+// Real is the address of libc's function a record's kind names (the
+// allocator entry point a sample's stack starts in); 0 for none.
+func (s *Sampler) Real(kind string) uint64 { return s.real[kind] }

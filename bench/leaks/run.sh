@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The heap profiler's cost on its worst case, bench/leaks/loop.c (one
+# thread doing nothing but malloc+free), in one run:
+#   before       the loop alone
+#   arenactl     while `arenactl leaks PID` samples it (default rate 512 KiB)
+#   after        once arenactl detached
+#   heaptrack    while `heaptrack -p PID` traces it (if installed)
+#   bpftrace     while a bpftrace uprobe on malloc counts calls (if installed)
+# Each phase lasts SECONDS (default 4); the loop reports ns per pair every
+# 250 ms and the median of each phase is printed, with its ratio to before.
+#
+# usage: bench/leaks/run.sh [SECONDS]
+# Needs root, go, gcc; a quiet machine. See bench/leaks/README.md.
+set -eu
+secs=${1:-4}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-leaks.XXXXXX")
+loop_pid=
+cleanup() {
+	[ -z "$loop_pid" ] || kill "$loop_pid" 2>/dev/null || true
+	jobs -p | xargs -r kill 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+gcc -O2 -o "$work/loop" "$root/bench/leaks/loop.c" || die "building loop.c failed"
+echo "machine: $(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | sed -n '1s/.* //p'), kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+"$work/loop" >"$work/ns" &
+loop_pid=$!
+sleep 1
+mark() { wc -l <"$work/ns"; }
+# phase NAME: the lines the loop printed from now for $secs seconds.
+phase() {
+	local from
+	from=$(mark)
+	sleep "$secs"
+	tail -n +"$((from + 1))" "$work/ns" | head -n "$((secs * 4 - 1))" | awk -v name="$1" '{print name, $2}' >>"$work/phases"
+}
+: >"$work/phases"
+phase before
+"$work/arenactl" leaks --duration "$((secs + 2))s" "$loop_pid" >"$work/arenactl.out" 2>&1 &
+ap=$!
+sleep 1
+phase arenactl
+wait "$ap" || die "arenactl leaks failed: $(cat "$work/arenactl.out")"
+sleep 0.5
+phase after
+if command -v heaptrack >/dev/null; then
+	heaptrack -p "$loop_pid" -o "$work/ht" >"$work/heaptrack.out" 2>&1 &
+	hp=$!
+	sleep 2
+	phase heaptrack
+	kill -INT "$hp" 2>/dev/null || true
+	wait "$hp" 2>/dev/null || true
+	sleep 1
+fi
+if command -v bpftrace >/dev/null; then
+	libc=$(awk '$6 ~ /libc\.so\.6$/ {print $6; exit}' /proc/$loop_pid/maps)
+	bpftrace -p "$loop_pid" -e "uprobe:$libc:malloc { @n = count(); }" >"$work/bpftrace.out" 2>&1 &
+	bp=$!
+	sleep 2
+	phase bpftrace
+	kill -INT "$bp" 2>/dev/null || true
+	wait "$bp" 2>/dev/null || true
+fi
+awk '
+function median(a, n,   i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+{ k = $1; if (!(k in n)) order[++m] = k; n[k]++; v[k, n[k]] = $2 }
+END {
+	printf "%-10s %14s %10s\n", "phase", "ns per pair", "vs before"
+	for (i = 1; i <= m; i++) {
+		k = order[i]
+		for (j = 1; j <= n[k]; j++) a[j] = v[k, j]
+		med[k] = median(a, n[k])
+		printf "%-10s %11.1f ns %9.2fx\n", k, med[k], med[k] / med["before"]
+	}
+}' "$work/phases"
+echo
+sed -n '1,3p' "$work/arenactl.out"

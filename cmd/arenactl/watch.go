@@ -228,10 +228,12 @@ func (w *watcher) how() string {
 	switch {
 	case w.flags.inject:
 		return "malloc_info run in one borrowed thread for each sample"
-	case w.flags.noFreeze:
+	case w.flags.noFreeze || w.flags.hold.h == inspect.HoldNone:
 		return "read from memory with nothing stopped (numbers may be torn)"
+	case w.flags.hold.h == inspect.HoldWalk:
+		return "read from memory, every thread stopped for each sample's walk"
 	}
-	return "read from memory, every thread stopped for each sample"
+	return "read from a copy-on-write image for each sample, every thread stopped while it is made"
 }
 
 func (w *watcher) howLong() string {

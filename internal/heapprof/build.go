@@ -1,0 +1,344 @@
+package heapprof
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// Build makes the profile of raws taken over w: each stack unwound with u
+// and symbolized with s (both over the target's current module table),
+// the samples aggregated per symbolized call stack. Mappings come from the
+// modules the frames are in.
+func Build(raws []Raw, w Window, u *unwind.Unwinder, s *symbolize.Symbolizer) *Profile {
+	b := NewBuilder(u, s)
+	for i := range raws {
+		b.Add(raws[i])
+	}
+	return b.Profile(w)
+}
+
+// Builder builds a profile sample by sample, for a caller that drains the
+// ring while the window runs: each sample is unwound and symbolized when
+// added, while the modules its stack names are still mapped (a library
+// dlclose'd later would be gone from the table), and its stack copy is
+// not kept. Not safe for concurrent use.
+type Builder struct {
+	u *unwind.Unwinder
+	s *symbolize.Symbolizer
+
+	frames  []unwind.Frame // reused by every unwind
+	pcKey   []byte
+	byPCs   map[string]int // the unwound PCs (and stop) -> site
+	byKey   map[string]int // the symbolized stack -> site
+	sites   []*site
+	samples []sample
+	live    map[uint64]int // block address -> its sample, while held
+	mods    []*module.Module
+	modIdx  map[*module.Module]int
+
+	incomplete, truncated int
+}
+
+type site struct {
+	frames []Frame // root first; MappingID is an index+1 into Builder.mods until Profile
+	stop   unwind.Stop
+	key    string
+}
+
+type sample struct {
+	site    int
+	size    uint64
+	kind    string
+	freed   bool
+	freedAt time.Duration
+}
+
+// NewBuilder starts an empty profile over an unwinder and a symbolizer.
+func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
+	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
+		live: map[uint64]int{}, modIdx: map[*module.Module]int{}}
+}
+
+// Add unwinds, symbolizes and records one sample. A sample at the address
+// of a block still held means that block was freed unseen (the allocator
+// never hands out a held address twice): it is counted freed then.
+func (b *Builder) Add(r Raw) {
+	tr := b.u.UnwindInto(b.frames, r.Regs, r.Stack)
+	b.frames = tr.Frames
+	if tr.Stop != unwind.StopEnd {
+		b.incomplete++
+	}
+	if tr.Truncated {
+		b.truncated++
+	}
+	b.pcKey = b.pcKey[:0]
+	for _, f := range tr.Frames {
+		b.pcKey = binary.LittleEndian.AppendUint64(b.pcKey, f.LookupPC())
+	}
+	b.pcKey = append(b.pcKey, byte(tr.Stop))
+	si, ok := b.byPCs[string(b.pcKey)]
+	if !ok {
+		si = b.siteOf(tr)
+		b.byPCs[string(b.pcKey)] = si
+	}
+	if old, held := b.live[r.Addr]; held {
+		b.samples[old].freed, b.samples[old].freedAt = true, r.At
+		delete(b.live, r.Addr)
+	}
+	b.samples = append(b.samples, sample{site: si, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt})
+	if !r.Freed {
+		b.live[r.Addr] = len(b.samples) - 1
+	}
+}
+
+// Free records that the sampled block at addr, if one is held, was freed
+// at at. It reports whether one was.
+func (b *Builder) Free(addr uint64, at time.Duration) bool {
+	i, ok := b.live[addr]
+	if !ok {
+		return false
+	}
+	b.samples[i].freed, b.samples[i].freedAt = true, at
+	delete(b.live, addr)
+	return true
+}
+
+// siteOf symbolizes an unwound stack and finds (or makes) its site.
+func (b *Builder) siteOf(tr unwind.Trace) int {
+	var leafFirst []Frame
+	for _, f := range tr.Frames {
+		pc := f.LookupPC()
+		loc := b.s.Symbolize(pc)
+		mapping := 0
+		if f.Module != nil {
+			mapping = b.moduleIndex(f.Module) + 1
+		}
+		base := Frame{Addr: pc, Module: loc.Module, BuildID: loc.BuildID, Offset: loc.Offset, MappingID: mapping}
+		if len(loc.Inlined) > 0 {
+			for i, in := range loc.Inlined {
+				fr := base
+				fr.Function, fr.File, fr.Line = in.Function, in.File, in.Line
+				fr.Inlined = i < len(loc.Inlined)-1
+				if !fr.Inlined {
+					fr.Mangled = loc.Mangled
+				}
+				leafFirst = append(leafFirst, fr)
+			}
+			continue
+		}
+		fr := base
+		fr.Function, fr.Mangled, fr.File, fr.Line = loc.Function, loc.Mangled, loc.File, loc.Line
+		leafFirst = append(leafFirst, fr)
+	}
+	frames := make([]Frame, len(leafFirst))
+	for i, f := range leafFirst {
+		frames[len(frames)-1-i] = f
+	}
+	key := stackKey(frames)
+	if si, ok := b.byKey[key]; ok {
+		return si
+	}
+	b.sites = append(b.sites, &site{frames: frames, stop: tr.Stop, key: key})
+	b.byKey[key] = len(b.sites) - 1
+	return len(b.sites) - 1
+}
+
+// stackKey names a symbolized stack: two stacks are one site when every
+// frame is the same function at the same file:line of the same module;
+// an unnamed frame is known by its module and offset only.
+func stackKey(frames []Frame) string {
+	var sb strings.Builder
+	for _, f := range frames {
+		sb.WriteString(f.Module)
+		sb.WriteByte(0)
+		if f.Function == "" {
+			sb.WriteString(strconv.FormatUint(f.Offset, 16))
+		} else {
+			sb.WriteString(f.Function)
+			sb.WriteByte(0)
+			sb.WriteString(f.File)
+			sb.WriteByte(':')
+			sb.WriteString(strconv.Itoa(f.Line))
+		}
+		if f.Inlined {
+			sb.WriteString("\x00i")
+		}
+		sb.WriteByte(1)
+	}
+	return sb.String()
+}
+
+func (b *Builder) moduleIndex(m *module.Module) int {
+	if i, ok := b.modIdx[m]; ok {
+		return i
+	}
+	b.mods = append(b.mods, m)
+	b.modIdx[m] = len(b.mods) - 1
+	return len(b.mods) - 1
+}
+
+// weight is how many blocks one sampled block of size bytes stands for
+// when blocks are sampled by a Poisson process of mean rate bytes: the
+// inverse of the chance 1-exp(-size/rate) that a sample point fell in
+// it. A zero-sized block, which no byte could make sampled, stands for
+// itself, as does every block when every one was recorded (rate 0).
+func weight(size, rate uint64) float64 {
+	if rate == 0 || size == 0 {
+		return 1
+	}
+	return 1 / -math.Expm1(-float64(size)/float64(rate))
+}
+
+// Profile aggregates what was added into the profile of window w (whose
+// Rate unbiases). The Builder may go on adding after it.
+func (b *Builder) Profile(w Window) *Profile {
+	type acc struct {
+		counts Counts
+		est    Estimate
+		kinds  map[string]bool
+	}
+	accs := make([]acc, len(b.sites))
+	for _, smp := range b.samples {
+		a := &accs[smp.site]
+		wt := weight(smp.size, w.Rate)
+		a.counts.Alloc++
+		a.counts.AllocBytes += smp.size
+		a.est.AllocObjects += wt
+		a.est.AllocBytes += wt * float64(smp.size)
+		if !smp.freed {
+			a.counts.InUse++
+			a.counts.InUseBytes += smp.size
+			a.est.InUseObjects += wt
+			a.est.InUseBytes += wt * float64(smp.size)
+		}
+		if smp.kind != "" {
+			if a.kinds == nil {
+				a.kinds = map[string]bool{}
+			}
+			a.kinds[smp.kind] = true
+		}
+	}
+	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated}
+	ids := b.mappings(p)
+	keys := make([]string, 0, len(b.sites))
+	for i, st := range b.sites {
+		if accs[i].counts.Alloc == 0 {
+			continue
+		}
+		frames := make([]Frame, len(st.frames))
+		for k, f := range st.frames {
+			if f.MappingID != 0 {
+				f.MappingID = ids[f.MappingID-1]
+				if f.File != "" {
+					p.Mappings[f.MappingID-1].HasLines = true
+				}
+			}
+			frames[k] = f
+		}
+		var kinds []string
+		for k := range accs[i].kinds {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		p.Sites = append(p.Sites, Site{Frames: frames, Kinds: kinds, Sampled: accs[i].counts, Est: accs[i].est, Stop: st.stop})
+		keys = append(keys, st.key)
+	}
+	order := make([]int, len(p.Sites))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, c := &p.Sites[order[i]].Est, &p.Sites[order[j]].Est
+		if a.InUseBytes != c.InUseBytes {
+			return a.InUseBytes > c.InUseBytes
+		}
+		if a.AllocBytes != c.AllocBytes {
+			return a.AllocBytes > c.AllocBytes
+		}
+		return keys[order[i]] < keys[order[j]]
+	})
+	sorted := make([]Site, len(p.Sites))
+	for i, k := range order {
+		sorted[i] = p.Sites[k]
+	}
+	p.Sites = sorted
+	return p
+}
+
+// mappings fills p.Mappings from the modules seen, the main executable
+// first (pprof takes the first mapping for the program), then by address;
+// ids maps a module index to its mapping's ID.
+func (b *Builder) mappings(p *Profile) (ids []int) {
+	order := make([]int, len(b.mods))
+	for i := range order {
+		order[i] = i
+	}
+	main := make([]bool, len(b.mods))
+	for i, m := range b.mods {
+		main[i] = isMainExecutable(m)
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		mi, mj := main[order[i]], main[order[j]]
+		if mi != mj {
+			return mi
+		}
+		return b.mods[order[i]].Start < b.mods[order[j]].Start
+	})
+	ids = make([]int, len(b.mods))
+	for k, i := range order {
+		m := b.mods[i]
+		ids[i] = k + 1
+		p.Mappings = append(p.Mappings, Mapping{ID: k + 1, Start: m.Start, Limit: m.End, Offset: fileOffset(m, m.Start),
+			File: m.Path, BuildID: m.BuildID()})
+	}
+	return ids
+}
+
+// isMainExecutable: the program, not a library: it names an interpreter,
+// or is not position-independent at all.
+func isMainExecutable(m *module.Module) bool {
+	ef, err := m.ELF()
+	if err != nil {
+		return false
+	}
+	if ef.Type == elf.ET_EXEC {
+		return true
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
+}
+
+// fileOffset is the offset in m's file that is mapped at addr, from the
+// loadable segment holding it (the kernel maps whole pages, so the
+// segment's page-aligned start counts).
+func fileOffset(m *module.Module, addr uint64) uint64 {
+	ef, err := m.ELF()
+	if err != nil {
+		return 0
+	}
+	vaddr := addr - m.Bias
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		const page = 0xfff
+		start := p.Vaddr &^ page
+		if vaddr >= start && vaddr < p.Vaddr+p.Memsz {
+			return p.Off&^page + (vaddr - start)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,168 @@
+package heapprof_test
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/testutil"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// expectTail checks that the site's frames end (towards the leaf) with
+// want, in order.
+func expectTail(t *testing.T, s *heapprof.Site, want []string) {
+	t.Helper()
+	names := siteNames(s)
+	if len(names) < len(want) || strings.Join(names[len(names)-len(want):], " > ") != strings.Join(want, " > ") {
+		t.Fatalf("stack is %s,\nwant it to end with %s", strings.Join(names, " > "), strings.Join(want, " > "))
+	}
+}
+
+// TestBuildSites builds the profile of samples taken at the allocator's
+// entry in a C++ program built -O2 -fomit-frame-pointer: each site's chain
+// unwound in order from the thread's start to the allocator, demangled,
+// with the allocating frame's file:line, its module's build-id, and the
+// unbiased estimates of its samples.
+func TestBuildSites(t *testing.T) {
+	st := startSites(t)
+	p := heapprof.Build(fixtureRaws(st), fixtureWindow, st.u, st.s)
+	if len(p.Sites) != 2 || p.Samples != 5 || p.Incomplete != 0 || p.Truncated != 0 {
+		t.Fatalf("%d sites of %d samples (%d incomplete, %d truncated), want 2 of 5, all complete",
+			len(p.Sites), p.Samples, p.Incomplete, p.Truncated)
+	}
+	var widget, buffer *heapprof.Site
+	for i := range p.Sites {
+		switch p.Sites[i].Leaf().Function {
+		case "make_widget":
+			widget = &p.Sites[i]
+		case "reserve":
+			buffer = &p.Sites[i]
+		}
+	}
+	if widget == nil || buffer == nil {
+		t.Fatalf("sites are %v and %v", siteNames(&p.Sites[0]), siteNames(&p.Sites[1]))
+	}
+	t.Logf("widget: %s\nbuffer: %s", strings.Join(siteNames(widget), " > "), strings.Join(siteNames(buffer), " > "))
+	expectTail(t, widget, []string{"widget_main", "server::handle", "cache<int>::fill", "make_widget", "operator new"})
+	expectTail(t, buffer, []string{"buffer_main", "parser::parse", "grow_buffer", "reserve", "realloc"})
+	// reserve is inlined into grow_buffer: a frame of its own at the same
+	// address, grow_buffer's line the one of the inlined call.
+	n := len(buffer.Frames)
+	if in, out := buffer.Frames[n-2], buffer.Frames[n-3]; !in.Inlined || out.Inlined || in.Addr != out.Addr ||
+		filepath.Base(out.File) != "sites.cpp" || out.Line != sourceLine(t, "// site:reserve") || out.Mangled != "grow_buffer" {
+		t.Errorf("reserve %+v\ninlined into grow_buffer %+v, want the same address, grow_buffer at sites.cpp:%d", in, out, sourceLine(t, "// site:reserve"))
+	}
+	for _, c := range []struct {
+		s      *heapprof.Site
+		marker string
+		kind   string
+	}{{widget, "// site:widget", "new"}, {buffer, "// site:buffer", "realloc"}} {
+		leaf := c.s.Leaf()
+		if filepath.Base(leaf.File) != "sites.cpp" || leaf.Line != sourceLine(t, c.marker) {
+			t.Errorf("%s at %s, want sites.cpp:%d", leaf.Function, leaf.Position(), sourceLine(t, c.marker))
+		}
+		if leaf.Module != st.exe && !strings.HasSuffix(leaf.Module, filepath.Base(st.exe)) {
+			t.Errorf("%s in module %q, want %s", leaf.Function, leaf.Module, st.exe)
+		}
+		if leaf.BuildID == "" || leaf.BuildID != testutil.FileBuildID(t, st.exe) {
+			t.Errorf("%s's build-id %q, want the executable's", leaf.Function, leaf.BuildID)
+		}
+		if c.s.Stop != unwind.StopEnd {
+			t.Errorf("%s's stack stopped with %s", leaf.Function, c.s.Stop)
+		}
+		if len(c.s.Kinds) != 1 || c.s.Kinds[0] != c.kind {
+			t.Errorf("%s's kinds %v, want [%s]", leaf.Function, c.s.Kinds, c.kind)
+		}
+		// The root is libc's thread start, the chain complete.
+		if root := c.s.Frames[0]; !strings.Contains(root.Module, "libc.so") {
+			t.Errorf("root frame %s in %s, want libc's clone", root.Name(), root.Module)
+		}
+		for _, f := range c.s.Frames {
+			if f.MappingID < 1 || f.MappingID > len(p.Mappings) || p.Mappings[f.MappingID-1].File != f.Module {
+				t.Errorf("frame %s: mapping %d does not name its module %s", f.Name(), f.MappingID, f.Module)
+			}
+		}
+	}
+	if f := widget.Frames[len(widget.Frames)-1]; f.Mangled != "_Znwm" {
+		t.Errorf("operator new's symbol is %q", f.Mangled)
+	}
+	if m := p.Mappings[0]; m.File != st.exe || m.BuildID != testutil.FileBuildID(t, st.exe) || m.Offset != 0 || !m.HasLines {
+		t.Errorf("first mapping %+v, want the executable, at offset 0, with lines", m)
+	}
+
+	// The estimates, from the formula itself: a block of s bytes is
+	// sampled with probability 1-exp(-s/R) and stands for 1/p blocks.
+	weight := func(s float64) float64 { return 1 / (1 - math.Exp(-s/fixtureRate)) }
+	ww, wb := weight(104), weight(64<<10)
+	for _, c := range []struct {
+		s    *heapprof.Site
+		want heapprof.Estimate
+		cnt  heapprof.Counts
+	}{
+		{widget, heapprof.Estimate{AllocObjects: 3 * ww, AllocBytes: 3 * 104 * ww, InUseObjects: 2 * ww, InUseBytes: 2 * 104 * ww},
+			heapprof.Counts{Alloc: 3, InUse: 2, AllocBytes: 312, InUseBytes: 208}},
+		{buffer, heapprof.Estimate{AllocObjects: 2 * wb, AllocBytes: 2 * 65536 * wb, InUseObjects: 2 * wb, InUseBytes: 2 * 65536 * wb},
+			heapprof.Counts{Alloc: 2, InUse: 2, AllocBytes: 2 * 65536, InUseBytes: 2 * 65536}},
+	} {
+		got := c.s.Est
+		for _, v := range [][2]float64{{got.AllocObjects, c.want.AllocObjects}, {got.AllocBytes, c.want.AllocBytes},
+			{got.InUseObjects, c.want.InUseObjects}, {got.InUseBytes, c.want.InUseBytes}} {
+			if math.Abs(v[0]-v[1]) > 1e-9*v[1] {
+				t.Errorf("%s: estimate %+v, want %+v", c.s.Leaf().Function, got, c.want)
+				break
+			}
+		}
+		if c.s.Sampled != c.cnt {
+			t.Errorf("%s: sampled %+v, want %+v", c.s.Leaf().Function, c.s.Sampled, c.cnt)
+		}
+	}
+	// Sorted by held bytes: 2*64Ki*8.5 > 2*104*5041.
+	if p.Sites[0].Leaf().Function != "reserve" {
+		t.Errorf("first site is %s, want reserve (holds more)", p.Sites[0].Leaf().Function)
+	}
+	if g, want := p.Growth(buffer), buffer.Est.InUseBytes/10; math.Abs(g-want) > 1e-6 {
+		t.Errorf("buffer growth %.1f B/s, want %.1f", g, want)
+	}
+	_, tot := p.Total()
+	if math.Abs(tot.InUseBytes-(widget.Est.InUseBytes+buffer.Est.InUseBytes)) > 1e-6 {
+		t.Errorf("total %+v", tot)
+	}
+	if top := p.Top(1); len(top) != 1 || top[0].Leaf().Function != "reserve" {
+		t.Errorf("Top(1) = %d sites", len(top))
+	}
+}
+
+// TestBuilderFrees: a sampled block freed later (Free), and a sample at
+// the address of a block still held (which must have been freed unseen),
+// leave the site's in-use counts; an address never sampled is not freed.
+func TestBuilderFrees(t *testing.T) {
+	st := startSites(t)
+	b := heapprof.NewBuilder(st.u, st.s)
+	b.Add(with(st.widget, 0x1000, 100))
+	b.Add(with(st.widget, 0x2000, 100))
+	if !b.Free(0x1000, time.Second) || b.Free(0x1000, time.Second) || b.Free(0x9000, time.Second) {
+		t.Error("Free: want true once for a held sampled block, false after and for an unsampled one")
+	}
+	b.Add(with(st.buffer, 0x2000, 4096)) // 0x2000's widget is gone
+	p := b.Profile(heapprof.Window{Duration: time.Second})
+	for _, s := range p.Sites {
+		want := map[string]heapprof.Counts{
+			"make_widget": {Alloc: 2, InUse: 0, AllocBytes: 200},
+			"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 4096, InUseBytes: 4096},
+		}[s.Leaf().Function]
+		if s.Sampled != want {
+			t.Errorf("%s: %+v, want %+v", s.Leaf().Function, s.Sampled, want)
+		}
+		// Rate 0: every allocation recorded, each counts for itself.
+		if s.Est.AllocObjects != float64(s.Sampled.Alloc) || s.Est.InUseBytes != float64(s.Sampled.InUseBytes) {
+			t.Errorf("%s: with every allocation recorded the estimate %+v is not the count", s.Leaf().Function, s.Est)
+		}
+	}
+	if top := p.Top(0); len(top) != 1 || top[0].Leaf().Function != "reserve" {
+		t.Errorf("Top lists %d sites; only reserve holds anything", len(top))
+	}
+}

@@ -15,6 +15,7 @@ var Documents = map[string]any{
 	"snapshot": Snapshot{},
 	"diff":     Diff{},
 	"watch":    WatchSample{},
+	"leaks":    Leaks{},
 }
 
 // JSONSchema is the JSON Schema (draft 2020-12) of the document v, derived

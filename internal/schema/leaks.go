@@ -1,0 +1,139 @@
+package schema
+
+import (
+	"math"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+)
+
+// Leaks is the document of leaks --json: the sampled heap profile of the
+// window, every site (those that hold nothing too: what they allocated is
+// in the alloc_ fields), largest holder first.
+type Leaks struct {
+	// SchemaVersion is Version: which schema (schema/v1/...) the document follows.
+	SchemaVersion int    `json:"schema_version"`
+	Pid           int    `json:"pid"`
+	Start         string `json:"start"` // RFC 3339, when the window opened
+	DurationUs    int64  `json:"duration_us"`
+	// Rate is the mean number of bytes allocated between two samples; 0
+	// when every allocation was recorded.
+	Rate    uint64 `json:"rate"`
+	Samples int    `json:"samples"`
+	// Dropped samples found the ring full: the estimates are low by about
+	// dropped/(samples+dropped).
+	Dropped uint64 `json:"dropped"`
+	// Samples whose stack did not reach the outermost frame, and of them
+	// those whose stack copy was too short.
+	IncompleteStacks int `json:"incomplete_stacks"`
+	TruncatedStacks  int `json:"truncated_stacks"`
+	LeakEstimate
+	// GrowthPerSecond is inuse_space spread over the window, in bytes per
+	// second.
+	GrowthPerSecond uint64 `json:"growth_per_second"`
+	// Explains sets inuse_space against the in-use growth the read-only
+	// walk measured over the same window, when it was measured.
+	Explains *LeakExplanation `json:"explains,omitempty"`
+	Sites    []LeakSite       `json:"sites"`
+}
+
+// LeakEstimate is what the samples stand for, unbiased and rounded: named
+// as pprof's sample types are.
+type LeakEstimate struct {
+	AllocObjects uint64 `json:"alloc_objects"`
+	AllocSpace   uint64 `json:"alloc_space"`
+	InuseObjects uint64 `json:"inuse_objects"`
+	InuseSpace   uint64 `json:"inuse_space"`
+}
+
+// LeakSampled is the samples themselves: how many, and the bytes they
+// asked for.
+type LeakSampled struct {
+	Alloc      int    `json:"alloc"`
+	Inuse      int    `json:"inuse"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+	InuseBytes uint64 `json:"inuse_bytes"`
+}
+
+// LeakExplanation: explained (the profile's inuse_space) of measured
+// (which may be 0 or negative: the heap did not grow).
+type LeakExplanation struct {
+	ExplainedBytes uint64 `json:"explained_bytes"`
+	MeasuredBytes  int64  `json:"measured_bytes"`
+}
+
+// LeakSite is one call stack that allocated.
+type LeakSite struct {
+	LeakEstimate
+	Sampled         LeakSampled `json:"sampled"`
+	GrowthPerSecond uint64      `json:"growth_per_second"`
+	// Kinds are the allocator entry points sampled here ("malloc", "new", ...).
+	Kinds []string `json:"kinds"`
+	// AllocatedAt is the frame that called the allocator.
+	AllocatedAt LeakFrame `json:"allocated_at"`
+	// StackEnd says why the stack ends where it does: "end" (it reached
+	// the thread's first frame), "truncated", "no module", "no CFI", "bad
+	// frame", "max frames".
+	StackEnd string `json:"stack_end"`
+	// Frames from the root to the allocator, inlined calls as frames of
+	// their own.
+	Frames []LeakFrame `json:"frames"`
+}
+
+// LeakFrame is one function of a stack.
+type LeakFrame struct {
+	// Function is the demangled name, or module+0xoffset (or the address)
+	// when no symbol covers it.
+	Function string `json:"function"`
+	Symbol   string `json:"symbol,omitempty"` // as in the file, when it differs
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	// Inlined: inlined into the next frame towards the root, at the same
+	// address.
+	Inlined bool   `json:"inlined,omitempty"`
+	Address uint64 `json:"address"`
+	Module  string `json:"module,omitempty"`
+	BuildID string `json:"build_id,omitempty"`
+	Offset  uint64 `json:"offset,omitempty"` // address in the module's file
+}
+
+func estimate(e heapprof.Estimate) LeakEstimate {
+	r := func(v float64) uint64 { return uint64(math.Max(0, math.Round(v))) }
+	return LeakEstimate{AllocObjects: r(e.AllocObjects), AllocSpace: r(e.AllocBytes), InuseObjects: r(e.InUseObjects), InuseSpace: r(e.InUseBytes)}
+}
+
+func leakFrame(f heapprof.Frame) LeakFrame {
+	out := LeakFrame{Function: f.Name(), File: f.File, Line: f.Line, Inlined: f.Inlined, Address: f.Addr,
+		Module: f.Module, BuildID: f.BuildID, Offset: f.Offset}
+	if f.Mangled != f.Function {
+		out.Symbol = f.Mangled
+	}
+	return out
+}
+
+// NewLeaks is the document of the profile p of process pid; explains is
+// nil when no growth was measured.
+func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leaks {
+	_, tot := p.Total()
+	out := Leaks{SchemaVersion: Version, Pid: pid, DurationUs: p.Window.Duration.Microseconds(), Rate: p.Window.Rate,
+		Samples: p.Samples, Dropped: p.Window.Dropped, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
+		LeakEstimate: estimate(tot), GrowthPerSecond: uint64(math.Round(p.TotalGrowth())), Sites: []LeakSite{}}
+	if !p.Window.Start.IsZero() {
+		out.Start = p.Window.Start.Format(time.RFC3339Nano)
+	}
+	if explains != nil {
+		out.Explains = &LeakExplanation{ExplainedBytes: uint64(math.Round(explains.Explained)), MeasuredBytes: explains.Measured}
+	}
+	for i := range p.Sites {
+		s := &p.Sites[i]
+		site := LeakSite{LeakEstimate: estimate(s.Est),
+			Sampled:         LeakSampled{Alloc: s.Sampled.Alloc, Inuse: s.Sampled.InUse, AllocBytes: s.Sampled.AllocBytes, InuseBytes: s.Sampled.InUseBytes},
+			GrowthPerSecond: uint64(math.Round(p.Growth(s))), Kinds: append([]string{}, s.Kinds...),
+			AllocatedAt: leakFrame(s.Leaf()), StackEnd: s.Stop.String(), Frames: []LeakFrame{}}
+		for _, f := range s.Frames {
+			site.Frames = append(site.Frames, leakFrame(f))
+		}
+		out.Sites = append(out.Sites, site)
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+)
+
+// DefaultLeaksTop is how many sites leaks prints.
+const DefaultLeaksTop = 10
+
+// Leaks prints the profile for people: what the window was, the top sites
+// by bytes allocated in it and still held at its end (estimated count and
+// bytes, growth rate, samples, the allocating frame's file:line and its
+// callers), and how much of the measured growth it explains (explains
+// nil: none was measured).
+func Leaks(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation) error {
+	return LeaksTop(w, p, explains, DefaultLeaksTop)
+}
+
+// callersShown is how many callers of the allocating frame a site's second
+// line names.
+const callersShown = 4
+
+// LeaksTop is Leaks with the n largest sites (all for n <= 0).
+func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, n int) error {
+	win := p.Window
+	sampling := "every allocation recorded"
+	if win.Rate > 0 {
+		sampling = "one sample per " + Human(win.Rate) + " allocated on average"
+	}
+	fmt.Fprintf(w, "heap profile over %s, %s: %s\n", Duration(win.Duration), sampling, Plural(p.Samples, "1 sample", "%d samples"))
+	counts, tot := p.Total()
+	fmt.Fprintf(w, "allocated in the window and still held: %s in %s objects (%s), of %s allocated\n",
+		Human(whole(tot.InUseBytes)), objects(tot.InUseObjects), rate(p.TotalGrowth()), Human(whole(tot.AllocBytes)))
+	if explains != nil {
+		fmt.Fprintln(w, explains.String())
+	}
+	if win.Dropped > 0 {
+		fmt.Fprintf(w, "warning: %d samples found the ring full and were dropped: the estimates are low by about %.0f%%\n",
+			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Dropped))
+	}
+	if p.Incomplete > 0 {
+		how := ""
+		if p.Truncated > 0 {
+			how = fmt.Sprintf(", %d cut short by the stack copy", p.Truncated)
+		}
+		fmt.Fprintf(w, "note: %d of %d stacks end before the thread's first frame%s\n", p.Incomplete, p.Samples, how)
+	}
+	top := p.Top(n)
+	fmt.Fprintln(w)
+	if len(top) == 0 {
+		if counts.Alloc == 0 {
+			_, err := fmt.Fprintln(w, "no allocation was sampled in the window")
+			return err
+		}
+		_, err := fmt.Fprintln(w, "nothing sampled in the window is still held")
+		return err
+	}
+	if held := len(p.Top(0)); held > len(top) {
+		fmt.Fprintf(w, "top %d of %d sites still holding memory:\n", len(top), held)
+	} else {
+		fmt.Fprintf(w, "%s still holding memory:\n", Plural(len(top), "1 site", "%d sites"))
+	}
+	const row = "%10s %9s %12s %10s %9s  %s\n"
+	fmt.Fprintf(w, row, "held", "objects", "growth", "allocated", "samples", "allocated at")
+	for i := range top {
+		s := &top[i]
+		leaf := s.Leaf()
+		where := leaf.Name()
+		if pos := shortPosition(leaf); pos != "" {
+			where += "  " + pos
+		}
+		fmt.Fprintf(w, row, Human(whole(s.Est.InUseBytes)), objects(s.Est.InUseObjects), rate(p.Growth(s)),
+			Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), where)
+		if callers := callersOf(s, leaf); callers != "" {
+			fmt.Fprintf(w, "%*s  %s\n", 10+1+9+1+12+1+10+1+9, "", callers)
+		}
+	}
+	return nil
+}
+
+// callersOf names the frames above the allocating one, innermost first:
+// "< grow_buffer < parser::parse < buffer_main ...".
+func callersOf(s *heapprof.Site, leaf heapprof.Frame) string {
+	i := len(s.Frames) - 1
+	for ; i >= 0; i-- {
+		if s.Frames[i] == leaf {
+			break
+		}
+	}
+	var names []string
+	for k := i - 1; k >= 0 && len(names) < callersShown; k-- {
+		names = append(names, s.Frames[k].Name())
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	out := "< " + strings.Join(names, " < ")
+	if i-1-len(names) >= 0 {
+		out += " < ..."
+	}
+	return out
+}
+
+// shortPosition is file:line with the file's last two path elements:
+// enough to find it in a tree (the JSON has the whole path).
+func shortPosition(f heapprof.Frame) string {
+	if f.File == "" {
+		return ""
+	}
+	parts := strings.Split(f.File, "/")
+	if len(parts) > 2 {
+		parts = parts[len(parts)-2:]
+	}
+	return fmt.Sprintf("%s:%d", strings.Join(parts, "/"), f.Line)
+}
+
+func whole(v float64) uint64 { return uint64(math.Max(0, math.Round(v))) }
+
+// objects is an estimated count, rounded to what sampling can tell.
+func objects(v float64) string {
+	switch n := whole(v); {
+	case n >= 10_000_000:
+		return fmt.Sprintf("%.0fM", v/1e6)
+	case n >= 10_000:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	default:
+		return fmt.Sprint(n)
+	}
+}
+
+func rate(bytesPerSecond float64) string { return Human(whole(bytesPerSecond)) + "/s" }

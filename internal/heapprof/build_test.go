@@ -1,13 +1,18 @@
 package heapprof_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -165,4 +170,50 @@ func TestBuilderFrees(t *testing.T) {
 	if top := p.Top(0); len(top) != 1 || top[0].Leaf().Function != "reserve" {
 		t.Errorf("Top lists %d sites; only reserve holds anything", len(top))
 	}
+}
+
+// TestBuildOddStacks: a stack copy cut short and a pc in no module (JIT
+// code, or garbage) still make sites, counted as incomplete, that every
+// codec takes.
+func TestBuildOddStacks(t *testing.T) {
+	st := startSites(t)
+	short := with(st.widget, 0x1000, 4096)
+	short.Stack.Data = short.Stack.Data[:24] // the return address into make_widget, little more
+	lost := with(st.widget, 0x2000, 4096)
+	lost.Regs.PC = 0x10 // no module there
+	p := heapprof.Build([]heapprof.Raw{short, lost, with(st.buffer, 0x3000, 4096)},
+		heapprof.Window{Duration: time.Second, Rate: 512 << 10}, st.u, st.s)
+	if p.Samples != 3 || p.Incomplete != 2 || p.Truncated != 1 || len(p.Sites) != 3 {
+		t.Fatalf("%d samples, %d incomplete, %d truncated, %d sites; want 3, 2, 1, 3", p.Samples, p.Incomplete, p.Truncated, len(p.Sites))
+	}
+	for _, s := range p.Sites {
+		names := strings.Join(siteNames(&s), " > ")
+		switch {
+		case s.Stop == unwind.StopTruncated:
+			if !strings.HasSuffix(names, "make_widget > operator new") || s.Leaf().Function != "make_widget" {
+				t.Errorf("the cut stack is %s", names)
+			}
+		case s.Stop == unwind.StopNoModule:
+			if names != "0x10" || s.Frames[0].MappingID != 0 {
+				t.Errorf("the stack in no module is %s (mapping %d)", names, s.Frames[0].MappingID)
+			}
+		case s.Stop != unwind.StopEnd:
+			t.Errorf("a site stopped with %s: %s", s.Stop, names)
+		}
+	}
+	var pb, fb bytes.Buffer
+	if err := heapprof.WritePprof(&pb, p); err != nil {
+		t.Fatal(err)
+	}
+	if pp, err := profile.Parse(&pb); err != nil || pp.CheckValid() != nil || len(pp.Sample) != 3 {
+		t.Errorf("pprof of odd stacks: %v", err)
+	}
+	if err := heapprof.WriteFolded(&fb, p); err != nil || !strings.Contains(fb.String(), "\n0x10 ") && !strings.HasPrefix(fb.String(), "0x10 ") {
+		t.Errorf("folded of odd stacks:\n%s", fb.String())
+	}
+	b, err := json.Marshal(schema.NewLeaks(1, p, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.ValidateJSON(t, "leaks", b)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -189,5 +190,26 @@ func TestWriteFolded(t *testing.T) {
 	if got := strings.Count(buf.String(), "\n"); got != 1 || strings.Contains(buf.String(), "make_widget") ||
 		!strings.Contains(buf.String(), ";reserve;odd:name here ") {
 		t.Errorf("with the widgets freed and an odd name:\n%s", buf.String())
+	}
+}
+
+// TestEmptyProfile: a window with no sample still makes a valid pprof
+// file and an empty folded output.
+func TestEmptyProfile(t *testing.T) {
+	p := &heapprof.Profile{Window: heapprof.Window{Duration: time.Second, Rate: 1 << 20}}
+	var buf bytes.Buffer
+	if err := heapprof.WritePprof(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pp.CheckValid(); err != nil || len(pp.Sample) != 0 || pp.Period != 1<<20 {
+		t.Errorf("empty profile: %v, %d samples, period %d", err, len(pp.Sample), pp.Period)
+	}
+	buf.Reset()
+	if err := heapprof.WriteFolded(&buf, p); err != nil || buf.Len() != 0 {
+		t.Errorf("folded of nothing: %q %v", buf.String(), err)
 	}
 }

@@ -46,6 +46,12 @@ type Builder struct {
 	modIdx  map[*module.Module]int
 
 	incomplete, truncated int
+
+	// MinAge: a block allocated less than MinAge before the window's end
+	// counts as allocated but not as held (leaks --min-age), so that
+	// buffers merely in flight when the window closed are not taken for
+	// leaks.
+	MinAge time.Duration
 }
 
 type site struct {
@@ -56,6 +62,7 @@ type site struct {
 
 type sample struct {
 	site    int
+	at      time.Duration
 	size    uint64
 	kind    string
 	freed   bool
@@ -94,7 +101,7 @@ func (b *Builder) Add(r Raw) {
 		b.samples[old].freed, b.samples[old].freedAt = true, r.At
 		delete(b.live, r.Addr)
 	}
-	b.samples = append(b.samples, sample{site: si, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt})
+	b.samples = append(b.samples, sample{site: si, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt})
 	if !r.Freed {
 		b.live[r.Addr] = len(b.samples) - 1
 	}
@@ -214,7 +221,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		a.counts.AllocBytes += smp.size
 		a.est.AllocObjects += wt
 		a.est.AllocBytes += wt * float64(smp.size)
-		if !smp.freed {
+		if !smp.freed && (b.MinAge <= 0 || w.Duration-smp.at >= b.MinAge) {
 			a.counts.InUse++
 			a.counts.InUseBytes += smp.size
 			a.est.InUseObjects += wt

@@ -170,6 +170,18 @@ func TestBuilderFrees(t *testing.T) {
 	if top := p.Top(0); len(top) != 1 || top[0].Leaf().Function != "reserve" {
 		t.Errorf("Top lists %d sites; only reserve holds anything", len(top))
 	}
+
+	// With a minimum age, a block allocated too close to the window's end
+	// is not held.
+	b = heapprof.NewBuilder(st.u, st.s)
+	b.MinAge = 2 * time.Second
+	old, young := with(st.widget, 0x1000, 100), with(st.widget, 0x2000, 100)
+	old.At, young.At = 3*time.Second, 9*time.Second
+	b.Add(old)
+	b.Add(young)
+	if s := b.Profile(heapprof.Window{Duration: 10 * time.Second}).Sites; len(s) != 1 || s[0].Sampled.InUse != 1 || s[0].Sampled.Alloc != 2 {
+		t.Errorf("with a minimum age of 2s over 10s, blocks from 3s and 9s: %+v", s)
+	}
 }
 
 // TestBuildOddStacks: a stack copy cut short and a pc in no module (JIT

@@ -229,3 +229,22 @@ func TestBuildOddStacks(t *testing.T) {
 	}
 	testutil.ValidateJSON(t, "leaks", b)
 }
+
+// TestCallWithoutEntry: when the allocator's entry is not known, the
+// allocating function is the leaf, looked up inside its call instruction:
+// the call's line, and the chain above it intact.
+func TestCallWithoutEntry(t *testing.T) {
+	st := startSites(t)
+	r := heapprof.Raw{Addr: 0x1000, Size: 64, Kind: "new"}
+	r.Regs, r.Stack = st.widgetCall.Unwind()
+	r.Regs.HaveCalleeSaved = false
+	p := heapprof.Build([]heapprof.Raw{r}, heapprof.Window{Duration: time.Second}, st.u, st.s)
+	if len(p.Sites) != 1 {
+		t.Fatalf("%d sites", len(p.Sites))
+	}
+	s := &p.Sites[0]
+	expectTail(t, s, []string{"widget_main", "server::handle", "cache<int>::fill", "make_widget"})
+	if leaf := s.Leaf(); leaf.Line != sourceLine(t, "// site:widget") || s.Stop != unwind.StopEnd {
+		t.Errorf("make_widget at %s, stop %s; want sites.cpp:%d, end", leaf.Position(), s.Stop, sourceLine(t, "// site:widget"))
+	}
+}

@@ -3,7 +3,6 @@ package heapprof_test
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,6 +35,8 @@ type sites struct {
 	s      *symbolize.Symbolizer
 	widget heapprof.Raw // at operator new, called from make_widget
 	buffer heapprof.Raw // at realloc, called from grow_buffer
+	// The widget's call without the allocator's entry.
+	widgetCall heapprof.Call
 }
 
 // startSites builds and runs the target, freezes it, and makes of each
@@ -90,11 +91,27 @@ func startSites(t *testing.T) *sites {
 	st.mods = module.NewTable(lt)
 	st.u, st.s = unwind.New(st.mods), symbolize.New(st.mods)
 	st.widget = st.atEntry(t, parked[tids["widget"]], stacks[tids["widget"]], "make_widget", "libstdc++", "_Znwm", "new")
+	st.widgetCall = st.call(t, parked[tids["widget"]], stacks[tids["widget"]], "make_widget")
 	st.buffer = st.atEntry(t, parked[tids["buffer"]], stacks[tids["buffer"]], "grow_buffer", "libc.so", "realloc", "realloc")
 	return st
 }
 
 func (st *sites) atEntry(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller, lib, symbol, kind string) heapprof.Raw {
+	t.Helper()
+	c := st.call(t, regs, stack, caller)
+	c.Entry = symbolAddr(t, st.mods, lib, symbol)
+	r := heapprof.Raw{Kind: kind}
+	r.Regs, r.Stack = c.Unwind()
+	// What the callee-saved registers held at the call is not known from
+	// the parked thread: only pc and sp are.
+	r.Regs.HaveCalleeSaved = false
+	return r
+}
+
+// call is the sampled call the hook would see if caller's call of park
+// were a call of the allocator: its return address and stack from the
+// caller's sp, a copy as long as the sampler's.
+func (st *sites) call(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller string) heapprof.Call {
 	t.Helper()
 	tr := st.u.Unwind(regs, stack)
 	for _, f := range tr.Frames {
@@ -102,18 +119,10 @@ func (st *sites) atEntry(t *testing.T, regs unwind.Regs, stack unwind.Stack, cal
 			continue
 		}
 		off := f.SP - stack.Addr
-		n := min(sampleStack, 8+len(stack.Data)-int(off))
-		data := make([]byte, n)
-		binary.LittleEndian.PutUint64(data, f.PC)
-		copy(data[8:], stack.Data[off:])
-		return heapprof.Raw{Kind: kind,
-			// Only pc and sp: what the callee-saved registers held at the
-			// call is not known from the parked thread.
-			Regs:  unwind.Regs{PC: symbolAddr(t, st.mods, lib, symbol), SP: f.SP - 8, AtEntry: true},
-			Stack: unwind.Stack{Addr: f.SP - 8, Data: data, End: stack.End}}
+		return heapprof.Call{Return: f.PC, SP: f.SP, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
 	}
 	t.Fatalf("no frame of %s in the parked thread's stack", caller)
-	return heapprof.Raw{}
+	return heapprof.Call{}
 }
 
 func copyStack(t *testing.T, lt *live.Target, sp uint64, max int) unwind.Stack {

@@ -1,6 +1,7 @@
 package heapprof
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/unwind"
@@ -126,4 +127,40 @@ func (c *Counts) add(o Counts) {
 	c.InUse += o.InUse
 	c.AllocBytes += o.AllocBytes
 	c.InUseBytes += o.InUseBytes
+}
+
+// Call is a sampled call as a hook reached through the GOT sees it, before
+// it has pushed anything: the return address on top of the caller's stack
+// and the caller's callee-saved registers untouched.
+type Call struct {
+	// Entry is the first instruction of the function called (the real
+	// malloc, operator new...), so that it shows as the stack's leaf; 0
+	// when unknown: the caller is the leaf then.
+	Entry uint64
+	// Return is the return address; SP the caller's stack pointer once
+	// the call returns (the return address's slot + 8), where Stack, the
+	// copy, starts. StackEnd is the end of the thread's stack mapping, 0
+	// when unknown.
+	Return, SP                   uint64
+	RBX, RBP, R12, R13, R14, R15 uint64
+	Stack                        []byte
+	StackEnd                     uint64
+}
+
+// Unwind is the registers and stack copy the unwinder takes for the call:
+// pc at Entry with the return address pushed back in front of the copy,
+// exactly as at the called function's first instruction; without Entry,
+// pc inside the call instruction, the caller's own frame as the leaf.
+func (c Call) Unwind() (unwind.Regs, unwind.Stack) {
+	regs := unwind.Regs{RBX: c.RBX, RBP: c.RBP, R12: c.R12, R13: c.R13, R14: c.R14, R15: c.R15, HaveCalleeSaved: true}
+	if c.Entry == 0 {
+		// Inside the call: its line, and the CFI row in force across it.
+		regs.PC, regs.SP = c.Return-1, c.SP
+		return regs, unwind.Stack{Addr: c.SP, Data: c.Stack, End: c.StackEnd}
+	}
+	data := make([]byte, 8+len(c.Stack))
+	binary.LittleEndian.PutUint64(data, c.Return)
+	copy(data[8:], c.Stack)
+	regs.PC, regs.SP, regs.AtEntry = c.Entry, c.SP-8, true
+	return regs, unwind.Stack{Addr: c.SP - 8, Data: data, End: c.StackEnd}
 }

@@ -5,8 +5,11 @@
 //
 // usage: leaks [THREADS]
 // Commands on stdin, answered on stdout:
+//   run     the threads allocate (they start paused): "running"
+//   pause   the threads stop between two requests: "paused" once every
+//           thread has
 //   counts  "counts" then NAME=BYTES for every site (outstanding now)
-//   quit    exit 0
+//   quit    "bye", exit 0
 // It prints "ready" once every thread runs.
 #include <atomic>
 #include <cstdio>
@@ -101,7 +104,11 @@ __attribute__((noinline)) void churn() {
 	}
 }
 
-// The chains: every site is reached through two functions of its own.
+// The chain to every site: serve > handle_connection > parse_request >
+// site. The counters after each call keep the compiler from making them
+// tail calls, which would leave no frame to unwind.
+std::atomic<long> requests, connections;
+
 __attribute__((noinline)) void parse_request(int i) {
 	switch (i % 8) {
 	case 0: leak_new(); break;
@@ -111,12 +118,24 @@ __attribute__((noinline)) void parse_request(int i) {
 	case 4: leak_memalign(); break;
 	default: churn(); break;
 	}
+	requests.fetch_add(1, std::memory_order_relaxed);
 }
 
-__attribute__((noinline)) void handle_connection(int i) { parse_request(i); }
+__attribute__((noinline)) void handle_connection(int i) {
+	parse_request(i);
+	connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::atomic<bool> running;
+std::atomic<int> idle; // threads waiting while paused
 
 __attribute__((noinline)) void serve(int id) {
 	for (long i = 0;; i++) {
+		if (!running.load()) {
+			idle++;
+			while (!running.load()) usleep(1000);
+			idle--;
+		}
 		handle_connection(int(i + id));
 		if (i % 4 == 0) usleep(1000);
 	}
@@ -131,7 +150,21 @@ int main(int argc, char **argv) {
 	printf("ready\n");
 	char line[64];
 	while (fgets(line, sizeof line, stdin)) {
-		if (!strncmp(line, "quit", 4)) return 0;
+		if (!strncmp(line, "quit", 4)) {
+			printf("bye\n");
+			return 0;
+		}
+		if (!strncmp(line, "run", 3)) {
+			app::running = true;
+			printf("running\n");
+			continue;
+		}
+		if (!strncmp(line, "pause", 5)) {
+			app::running = false;
+			while (app::idle.load() < n) usleep(1000);
+			printf("paused\n");
+			continue;
+		}
 		std::string out = "counts";
 		for (int s = 0; s < app::NSITES; s++) out += " " + std::string(app::names[s]) + "=" + std::to_string(app::outstanding[s].load());
 		printf("%s\n", out.c_str());

@@ -11,6 +11,7 @@ import (
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/sampler"
 )
 
 // Exit codes. They are documented in README.md; keep the two in step.
@@ -30,6 +31,7 @@ const (
 	exitBadCore     = 12 // the file is not a usable x86_64 core
 	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
 	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; nothing stopped
+	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitInterrupted = 130
 )
 
@@ -57,6 +59,8 @@ func exitCode(err error) int {
 		stuck    *ptrace.StuckError
 		atSite   *ptrace.AtCallSiteError
 		noImage  *live.ImageUnavailableError
+		noSample *sampler.NotSampledError
+		active   *sampler.ActiveError
 	)
 	switch {
 	case err == nil:
@@ -94,6 +98,10 @@ func exitCode(err error) int {
 		return exitLockedStop
 	case errors.As(err, &noImage):
 		return exitNoImage
+	case errors.As(err, &noSample):
+		return exitNoSampler
+	case errors.As(err, &active):
+		return exitTraced
 	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself):
 		return exitCallFailed
 	case strings.HasPrefix(err.Error(), "unknown command"):

@@ -53,7 +53,7 @@ var (
 	descLastOK      = desc("last_success_timestamp_seconds", "When the values served for the process were read (Unix time); absent before the first success.", proc...)
 	descAge         = desc("snapshot_age_seconds", "How old the values served for the process are, at this scrape.", proc...)
 	descFreeze      = desc("collection_freeze_seconds", "How long every thread of the process was stopped by the last collection.", proc...)
-	descWalk        = desc("collection_walk_seconds", "How long the last collection's walk of the allocator took (within its freeze; 0 after a failure).", proc...)
+	descWalk        = desc("collection_walk_seconds", "How long the last collection's walk of the allocator took (of its image while the process ran, or within its freeze with --freeze walk; 0 after a failure).", proc...)
 	descTook        = desc("collection_duration_seconds", "How long the last collection of the process took, freeze included (opening it, the walk, the memory map).", proc...)
 	descFreezeTotal = desc("collection_freeze_seconds_total", "Time every thread of the process has been stopped by collections, in all.", proc...)
 	descWalkTotal   = desc("collection_walk_seconds_total", "Time spent walking the process's allocator, in all.", proc...)

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/sampler"
 )
 
 // Report is what `arenactl info` learned about a target. Every renderer
@@ -177,3 +179,30 @@ type Maps struct {
 	Summary  MapsSummary
 	FromCore bool // sizes only: a core records no RSS
 }
+
+// Leaks is a heap profile of a live process over a window, with what the
+// sampler did to it and the in-use bytes read before and after.
+type Leaks struct {
+	Pid     int
+	Exe     string
+	Libc    LibcInfo
+	Window  heapprof.Window
+	Profile *heapprof.Profile
+	Samples int
+	// Dropped: samples the ring had no room for; Untracked: sampled blocks
+	// whose free could not be watched (counted as held).
+	Dropped, Untracked uint64
+	Patched            int      // GOT entries pointed at the sampler
+	Skipped            []string // GOT entries left alone, and why
+	Left               sampler.Left
+	Stopped            time.Duration // every thread stopped, at attach, rescans and detach
+	// InUseBefore and InUseAfter are the bytes in use (chunks held by the
+	// program, tcaches excluded) from read-only walks before and after
+	// the window; Measured is false when the walk after failed.
+	InUseBefore, InUseAfter uint64
+	Measured                bool
+	Interrupted             bool // the window ended by a signal, not by its duration
+}
+
+// Growth is the in-use growth the walks saw over the window.
+func (l *Leaks) Growth() int64 { return int64(l.InUseAfter) - int64(l.InUseBefore) }

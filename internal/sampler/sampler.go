@@ -123,6 +123,7 @@ type Sampler struct {
 	done    map[uint64]bool // GOT entries looked at
 	mods    *module.Table
 	Patches []Patch
+	readBuf []byte
 	// Skipped are GOT entries left alone: they held neither the real
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
@@ -382,29 +383,25 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	head := le.Uint64(hdr[cfgHead:])
 	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Untracked: le.Uint64(hdr[cfgUntracked:])}
 	var out []Record
-	rec := make([]byte, recordSize)
-	for ; s.tail < head; s.tail++ {
-		at := s.ring + (s.tail&(s.slots-1))*recordSize
-		if _, err := s.t.ReadAt(rec[:recStack], at); err != nil {
+	// The records written are read in one go (two where the ring wraps):
+	// reading them one by one made the drain slower than a busy
+	// process's samples come.
+	for s.tail < head {
+		first := s.tail & (s.slots - 1)
+		n := min(head-s.tail, s.slots-first)
+		buf := s.buf(n * recordSize)
+		if _, err := s.t.ReadAt(buf, s.ring+first*recordSize); err != nil {
 			return out, st, err
 		}
-		if le.Uint64(rec) != s.tail+1 {
-			break // reserved, not written yet
-		}
-		r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
-			Old: le.Uint64(rec[recOld:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-			PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
-		regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
-		for i, p := range regs {
-			*p = le.Uint64(rec[recRegs+8*i:])
-		}
-		if n := min(le.Uint64(rec[recStackLen:]), StackCopy); n > 0 {
-			r.Stack = make([]byte, n)
-			if _, err := s.t.ReadAt(r.Stack, at+recStack); err != nil {
-				return out, st, err
+		for i := uint64(0); i < n; i++ {
+			rec := buf[i*recordSize : (i+1)*recordSize]
+			if le.Uint64(rec) != s.tail+1 {
+				head = s.tail // reserved, not written yet: the rest next time
+				break
 			}
+			out = append(out, parseRecord(rec))
+			s.tail++
 		}
-		out = append(out, r)
 	}
 	le.PutUint64(hdr[:8], s.tail)
 	if _, err := s.t.WriteAt(hdr[:8], s.base+symCfg+cfgTail); err != nil {
@@ -527,3 +524,29 @@ func findMapping(t *live.Target, addr uint64) (maps.Mapping, bool) {
 // Real is the address of libc's function a record's kind names (the
 // allocator entry point a sample's stack starts in); 0 for none.
 func (s *Sampler) Real(kind string) uint64 { return s.real[kind] }
+
+// buf returns a reusable buffer of n bytes for reading the ring.
+func (s *Sampler) buf(n uint64) []byte {
+	if uint64(cap(s.readBuf)) < n {
+		s.readBuf = make([]byte, n)
+	}
+	return s.readBuf[:n]
+}
+
+func parseRecord(rec []byte) Record {
+	le := binary.LittleEndian
+	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
+		Old: le.Uint64(rec[recOld:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+		PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
+	regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
+	for i, p := range regs {
+		*p = le.Uint64(rec[recRegs+8*i:])
+	}
+	if n := min(le.Uint64(rec[recStackLen:]), StackCopy); n > 0 {
+		r.Stack = append([]byte(nil), rec[recStack:recStack+n]...)
+	}
+	return r
+}
+
+// RingSlots is how many records the ring holds.
+func (s *Sampler) RingSlots() int { return int(s.slots) }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/report"
 )
 
 // Leaks is the document of leaks --json: the sampled heap profile of the
@@ -35,6 +36,59 @@ type Leaks struct {
 	// walk measured over the same window, when it was measured.
 	Explains *LeakExplanation `json:"explains,omitempty"`
 	Sites    []LeakSite       `json:"sites"`
+	// What the profiling did to the process (absent when the document
+	// was made from a profile alone).
+	Sampler *LeakSampler `json:"sampler,omitempty"`
+}
+
+// LeakSampler is what arenactl leaks did in the process.
+type LeakSampler struct {
+	Exe string `json:"exe"`
+	// PatchedGOTEntries were pointed at the sampler and put back;
+	// SkippedGOTEntries left alone (another object's definition, an
+	// interposer), with why.
+	PatchedGOTEntries int      `json:"patched_got_entries"`
+	SkippedGOTEntries []string `json:"skipped_got_entries"`
+	// StoppedUs is how long every thread was stopped, at attach, at each
+	// look for dlopen'd objects that found some, and at detach.
+	StoppedUs int64 `json:"stopped_us"`
+	// Untracked sampled blocks could not be watched for their free (the
+	// address set was full): they count as held.
+	Untracked uint64 `json:"untracked"`
+	// Kept: the sampler stayed in the process, inert, because a thread
+	// could still run in it; absent when it was removed.
+	Kept *LeakKept `json:"kept,omitempty"`
+	// Interrupted: the window ended by a signal before its duration.
+	Interrupted bool `json:"interrupted"`
+	// InUseBefore and InUseAfter: bytes in use by the read-only walks
+	// before and after the window.
+	InUseBefore uint64 `json:"inuse_before"`
+	InUseAfter  uint64 `json:"inuse_after"`
+}
+
+// LeakKept is a sampler left in the process.
+type LeakKept struct {
+	Addr uint64 `json:"addr"`
+	Size uint64 `json:"size"`
+	Why  string `json:"why"`
+}
+
+// NewLeaksReport is the document of a whole leaks run.
+func NewLeaksReport(r *report.Leaks) Leaks {
+	var x *heapprof.Explanation
+	if r.Measured {
+		e := r.Profile.Explains(r.Growth())
+		x = &e
+	}
+	out := NewLeaks(r.Pid, r.Profile, x)
+	sm := &LeakSampler{Exe: r.Exe, PatchedGOTEntries: r.Patched, SkippedGOTEntries: append([]string{}, r.Skipped...),
+		StoppedUs: r.Stopped.Microseconds(), Untracked: r.Untracked, Interrupted: r.Interrupted,
+		InUseBefore: r.InUseBefore, InUseAfter: r.InUseAfter}
+	if r.Left.Addr != 0 {
+		sm.Kept = &LeakKept{Addr: r.Left.Addr, Size: r.Left.Size, Why: r.Left.Why}
+	}
+	out.Sampler = sm
+	return out
 }
 
 // LeakEstimate is what the samples stand for, unbiased and rounded: named

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/hostfs"
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/schema"
+)
+
+type leaksFlags struct {
+	duration time.Duration
+	rate     sizeValue
+	minAge   time.Duration
+	out      string
+	folded   bool
+	http     string
+	top      int
+}
+
+func newLeaksCmd() *cobra.Command {
+	var f injectFlags
+	lf := leaksFlags{rate: sizeValue(sampler.DefaultRate)}
+	c := &cobra.Command{
+		Use:   "leaks PID",
+		Short: "Which code holds the memory: a sampled heap profile by allocation stack, at a few ns per malloc",
+		Long: `leaks points the process's GOT entries for the malloc family at a small
+sampler arenactl maps into it (every thread stopped for a few milliseconds),
+samples one allocation in about --rate bytes with its stack for --duration
+(or until Ctrl-C), puts every GOT entry back and removes the sampler. It
+prints the call stacks that allocated what is still held at the end, with
+estimated bytes and growth, and how much of the in-use growth a read-only
+walk saw over the window they explain. -o writes a pprof profile, --folded
+FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 && isCoreArg(args[0]) {
+				return &usageError{msg: "a core has no history: leaks samples a running process's allocations over time ('arenactl info CORE' shows what a core holds)"}
+			}
+			return pidArg(c, args)
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case lf.duration < 0:
+				return &usageError{msg: "--duration must be positive (0: until interrupted)"}
+			case lf.rate == 0:
+				return &usageError{msg: "--rate must be at least 1 byte"}
+			case lf.folded && f.json:
+				return &usageError{msg: "--folded and --json are mutually exclusive"}
+			}
+			if lf.out != "" {
+				if err := hostfs.CheckOutput(lf.out); err != nil {
+					return outputErr(err)
+				}
+			}
+			var ln net.Listener
+			if lf.http != "" {
+				var err error
+				if ln, err = net.Listen("tcp", lf.http); err != nil {
+					return &usageError{msg: fmt.Sprintf("--http %s: %v", lf.http, err)}
+				}
+				defer ln.Close()
+			}
+			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge}
+			until := "until interrupted (Ctrl-C)"
+			if lf.duration > 0 {
+				until = "for " + lf.duration.String() + " (Ctrl-C ends it earlier)"
+			}
+			fmt.Fprintf(os.Stderr, "arenactl: sampling process %s %s\n", args[0], until)
+			rep, err := inspect.Leaks(c.Context(), parsePid(args), o)
+			if err != nil {
+				return err
+			}
+			if rep.Left.Addr != 0 {
+				fmt.Fprintf(os.Stderr, "arenactl: the sampler's %d bytes at %#x stay in the process, inert: %s\n", rep.Left.Size, rep.Left.Addr, rep.Left.Why)
+			}
+			if err := writeLeaks(rep, &f, &lf); err != nil {
+				return err
+			}
+			if ln != nil {
+				// The window is over; the page is served until the next
+				// Ctrl-C (the one that ended an interrupted window is
+				// spent).
+				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				defer stop()
+				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at http://%s/ui/flamegraph until interrupted (Ctrl-C)\n", ln.Addr())
+				return heapprof.ServeListener(ctx, ln, rep.Profile)
+			}
+			return nil
+		},
+		Annotations: map[string]string{endsByInterrupt: "true"},
+	}
+	f.registerProfile(c)
+	fl := c.Flags()
+	fl.DurationVar(&lf.duration, "duration", 30*time.Second, "how long to sample; 0: until interrupted (Ctrl-C)")
+	fl.Var(&lf.rate, "rate", "the mean number of bytes allocated between two samples (a Poisson process over bytes; suffixes K, M, G)")
+	fl.DurationVar(&lf.minAge, "min-age", 0, "do not count as held a block allocated less than this before the window's end")
+	fl.StringVarP(&lf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof FILE)")
+	fl.BoolVar(&lf.folded, "folded", false, "print FlameGraph's folded stacks (root first, ';'-joined, then the bytes still held) instead of the table")
+	fl.StringVar(&lf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080) until interrupted")
+	fl.IntVar(&lf.top, "top", render.DefaultLeaksTop, "how many sites the table shows (0: all)")
+	return c
+}
+
+// registerProfile adds the flags of injectFlags that leaks uses.
+func (f *injectFlags) registerProfile(c *cobra.Command) {
+	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop, when the sampler is placed and removed")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
+}
+
+// writeLeaks prints the profile as the flags ask, and writes -o.
+func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags) error {
+	if lf.out != "" {
+		o, err := hostfs.CreateOutput(lf.out)
+		if err != nil {
+			return outputErr(err)
+		}
+		defer o.Discard()
+		if err := heapprof.WritePprof(o.File, rep.Profile); err != nil {
+			return err
+		}
+		if err := o.Commit(); err != nil {
+			return err
+		}
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	switch {
+	case f.json:
+		return writeJSON(w, schema.NewLeaksReport(rep))
+	case lf.folded:
+		return heapprof.WriteFolded(w, rep.Profile)
+	}
+	fmt.Fprintf(w, "process %d (%s), glibc %s: %d GOT entries pointed at the sampler, every thread stopped %s in all\n",
+		rep.Pid, rep.Exe, rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
+	var x *heapprof.Explanation
+	if rep.Measured {
+		e := rep.Profile.Explains(rep.Growth())
+		x = &e
+	}
+	if err := render.LeaksTop(w, rep.Profile, x, lf.top); err != nil {
+		return err
+	}
+	if rep.Untracked > 0 {
+		fmt.Fprintf(w, "note: %d sampled blocks could not be watched for their free and count as held\n", rep.Untracked)
+	}
+	if lf.out != "" {
+		fmt.Fprintf(w, "profile written to %s (go tool pprof %s)\n", lf.out, lf.out)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// LeaksOptions say how long and how finely to sample.
+type LeaksOptions struct {
+	Options
+	// Duration is the window; it ends earlier when ctx is done (Ctrl-C).
+	Duration time.Duration
+	// Rate is the mean bytes between samples (sampler.DefaultRate).
+	Rate uint64
+	// MinAge: a block allocated less than this before the window's end
+	// does not count as held (it may be freed in a moment).
+	MinAge time.Duration
+	// Progress, when set, hears every drain: the elapsed time and the
+	// samples so far.
+	Progress func(elapsed time.Duration, samples int)
+}
+
+// drainEvery is how often the ring is read; rescanEvery how often the
+// process's objects are looked at again for ones dlopen'd meanwhile.
+const (
+	drainEvery  = 100 * time.Millisecond
+	rescanEvery = time.Second
+)
+
+// Leaks samples the process's allocations for the window and builds the
+// profile of what was allocated and is still held, by call stack. The
+// process is read (copy-on-write image) before and after, for the in-use
+// growth the profile is to explain. A core cannot be profiled: it has no
+// history.
+func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err error) {
+	before, err := inUse(ctx, pid, o.Options)
+	if err != nil {
+		return nil, err
+	}
+	t, done, err := openLive(pid, false)
+	if err != nil {
+		return nil, err
+	}
+	defer done(&err)
+	pid = t.Pid
+	rep := &report.Leaks{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), InUseBefore: before}
+	s, err := sampler.Attach(ctx, t, sampler.Options{Rate: o.Rate, Timeout: o.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	if o.Note != nil {
+		for _, n := range s.Notes {
+			o.Note(n)
+		}
+		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open", len(s.Patches)))
+	}
+	rate := o.Rate
+	if rate == 0 {
+		rate = sampler.DefaultRate
+	}
+	start := time.Now()
+	b, runErr := sample(ctx, t, s, o, start, rep)
+	// Detached whatever happened, and even when ctx is done: a Ctrl-C
+	// ends the window, never leaves the hooks in.
+	left, derr := s.Detach(context.WithoutCancel(ctx))
+	rep.Window = heapprof.Window{Start: start, Duration: time.Since(start), Rate: rate, Dropped: rep.Dropped}
+	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
+	if runErr == nil {
+		runErr = derr
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return nil, runErr
+	}
+	rep.Interrupted = ctx.Err() != nil
+	rep.Profile = b.Profile(rep.Window)
+	if after, err := inUse(context.WithoutCancel(ctx), pid, o.Options); err == nil {
+		rep.InUseAfter, rep.Measured = after, true
+	}
+	return rep, nil
+}
+
+// sample drains the ring until the window ends, building the profile as it
+// goes (each stack is unwound while the objects it names are mapped).
+func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, o LeaksOptions, start time.Time, rep *report.Leaks) (*heapprof.Builder, error) {
+	mods := module.NewTable(t, o.DebugDirs...)
+	u, sym := unwind.New(mods), symbolize.New(mods)
+	b := heapprof.NewBuilder(u, sym)
+	b.MinAge = o.MinAge
+	end := start.Add(o.Duration)
+	timer := time.NewTimer(drainEvery)
+	defer timer.Stop()
+	lastScan := start
+	for {
+		stop := false
+		select {
+		case <-ctx.Done():
+			stop = true
+		case now := <-timer.C:
+			stop = o.Duration > 0 && !now.Before(end)
+		}
+		if time.Since(lastScan) >= rescanEvery && !stop {
+			lastScan = time.Now()
+			if err := s.Rescan(ctx); err != nil && ctx.Err() == nil {
+				return b, err
+			}
+			mods.Refresh()
+			u.Forget()
+			sym.Forget()
+		}
+		recs, st, err := s.Drain()
+		if err != nil {
+			return b, t.Explain(err)
+		}
+		rep.Dropped, rep.Untracked = st.Dropped, st.Untracked
+		at := time.Since(start)
+		ms := t.Mappings()
+		for i := range recs {
+			r := &recs[i]
+			if r.Kind == "free" {
+				b.Free(r.Addr, at)
+				continue
+			}
+			b.Add(raw(r, at, s.Real(r.Kind), ms))
+			rep.Samples++
+		}
+		if o.Progress != nil {
+			o.Progress(at, rep.Samples)
+		}
+		// A ring found a quarter full is drained again soon: a busy
+		// process fills it faster than every drainEvery.
+		next := drainEvery
+		if len(recs) > s.RingSlots()/4 {
+			next = drainEvery / 10
+		}
+		timer.Reset(next)
+		if stop {
+			return b, nil
+		}
+	}
+}
+
+// raw turns a record into the profiler's sample: the leaf is the allocator
+// function at its entry (the caller's return address on top of its
+// stack), so the caller is symbolized at its call.
+func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heapprof.Raw {
+	c := heapprof.Call{Entry: fn, Return: r.PC, SP: r.SP, RBX: r.RBX, RBP: r.RBP, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15, Stack: r.Stack}
+	if m, ok := maps.Find(ms, r.SP); ok {
+		c.StackEnd = m.End
+	}
+	regs, st := c.Unwind()
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, At: at, Kind: r.Kind, Regs: regs, Stack: st}
+}
+
+// inUse is the bytes the allocator holds in use, from a read-only walk
+// (a copy-on-write image when one can be made).
+func inUse(ctx context.Context, pid int, o Options) (uint64, error) {
+	rep, err := ReadOnly(ctx, pid, o, HoldAuto)
+	if err != nil {
+		return 0, fmt.Errorf("reading the heap before profiling: %w", err)
+	}
+	var n uint64
+	for _, a := range rep.ReadOnly.Walk.Arenas {
+		n += a.InUseBytes - a.TcacheBytes // a tcache's chunks are free to the program
+	}
+	return n + rep.ReadOnly.Walk.Mmapped.Bytes, nil
+}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/testutil"
+	"github.com/google/pprof/profile"
 )
 
 // leaksDoc is what the tests read of leaks --json.
@@ -178,5 +182,119 @@ func TestLeaksSitesWithinSamplingError(t *testing.T) {
 	}
 	if line, code := tg.Quit(); code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// -o, --folded and --http from one command line each, on a process whose
+// leak_malloc site leaks: the pprof file parses and names it, the folded
+// stacks carry it root first, and headless Chromium finds it on the flame
+// graph --http serves.
+func TestLeaksOutputs(t *testing.T) {
+	bin := testutil.BuildCWith(t, "g++", "leaks.cpp", "-O2", "-fomit-frame-pointer")
+	tg := testutil.Start(t, bin)
+	if a := tg.Send("run"); a != "running" {
+		t.Fatalf("run: %q", a)
+	}
+	pid := fmt.Sprint(tg.Pid)
+	file := filepath.Join(t.TempDir(), "heap.pb.gz")
+	folded := mustRun(t, "leaks", "--duration", "2s", "--rate", "256K", "-o", file, "--folded", pid).stdout
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	if strings.Join(types, " ") != "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes" {
+		t.Errorf("sample types %v", types)
+	}
+	found := false
+	for _, fn := range p.Function {
+		found = found || fn.Name == "app::leak_malloc"
+	}
+	if !found {
+		t.Errorf("the pprof profile has no app::leak_malloc")
+	}
+	line := regexp.MustCompile(`(?m)^[^ ]*app::serve;app::handle_connection;app::parse_request;app::leak_malloc;malloc [0-9]+$`)
+	if !line.MatchString(folded) {
+		t.Errorf("no folded stack for leak_malloc:\n%s", folded)
+	}
+
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed")
+	}
+	cmd := exec.Command(arenactl, "leaks", "--duration", "1s", "--rate", "256K", "--http", "127.0.0.1:0", pid)
+	cmd.Stdout = io.Discard
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	url := ""
+	lines := bufio.NewScanner(stderr)
+	for url == "" && lines.Scan() {
+		if _, u, ok := strings.Cut(lines.Text(), "serving the profile at "); ok {
+			url, _, _ = strings.Cut(u, " ")
+		}
+	}
+	if url == "" {
+		t.Fatal("arenactl leaks --http never said where it serves")
+	}
+	go io.Copy(io.Discard, stderr)
+	out, err := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--window-size=1600,1000", "--virtual-time-budget=10000", "--dump-dom", url).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	if !regexp.MustCompile(`class="boxtext"[^>]*>app::leak_malloc<`).Match(out) {
+		t.Errorf("app::leak_malloc is not on the flame graph Chromium rendered")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("arenactl leaks --http after SIGINT: %v", err)
+	}
+	if line, code := tg.Quit(); code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// SIGKILL of arenactl while it profiles: the hooks stay in, the target
+// runs on checking its heap (its samples fill a ring nobody drains), and
+// the next leaks run puts the GOT back and says so; a core is refused.
+func TestLeaksSIGKILL(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	cmd := exec.Command(arenactl, "leaks", "--duration", "0", "--rate", "64K", fmt.Sprint(tg.Pid))
+	cmd.Stdout = io.Discard
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() && !strings.Contains(lines.Text(), "the window is open") {
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; i < 3; i++ {
+		time.Sleep(300 * time.Millisecond)
+		if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+			t.Fatalf("target after arenactl was killed: %q", a)
+		}
+	}
+	r := mustRun(t, "leaks", "--duration", "500ms", "--json", fmt.Sprint(tg.Pid))
+	if !strings.Contains(r.stderr, "left at") || !strings.Contains(r.stderr, "GOT entries restored") {
+		t.Errorf("the next run did not say it removed the killed one's sampler: %s", r.stderr)
+	}
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("target: %q", a)
+	}
+	if r := run(t, "leaks", "testdata/cores/arenas-2.36-snapshot.core.zst"); r.code != exitUsage || !strings.Contains(r.stderr, "no history") {
+		t.Errorf("leaks CORE: exit %d, %q", r.code, r.stderr)
 	}
 }

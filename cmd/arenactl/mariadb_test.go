@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+
 	"github.com/arenactl/arenactl/internal/testutil"
 
 	"bytes"
@@ -245,4 +247,70 @@ func TestMariaDB(t *testing.T) {
 	}
 	m.stop()
 	t.Logf("whole test: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// The profiler on a loaded MariaDB: mariadbd answers throughout, the
+// clients' load completes, its top stacks come out symbolized, and the
+// sampler goes away.
+func TestMariaDBLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and loads a real MariaDB server")
+	}
+	m := startMariaDB(t)
+	pid := m.cmd.Process.Pid
+	stopLoad := make(chan struct{})
+	loadDone := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stopLoad:
+				loadDone <- nil
+				return
+			default:
+			}
+			if out, err := m.slap(16, 1, 2000).CombinedOutput(); err != nil {
+				loadDone <- fmt.Errorf("mariadb-slap: %v\n%s", err, out)
+				return
+			}
+		}
+	}()
+	r := mustRun(t, "leaks", "--duration", "4s", "--rate", "64K", "--json", strconv.Itoa(pid))
+	close(stopLoad)
+	if err := <-loadDone; err != nil {
+		t.Fatal(err)
+	}
+	var doc leaksDoc
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Samples == 0 || len(doc.Sites) == 0 || doc.Sampler.Kept != nil {
+		t.Fatalf("%d samples, %d sites, kept %+v", doc.Samples, len(doc.Sites), doc.Sampler.Kept)
+	}
+	// Debian's mariadbd keeps its exported symbols only: its static
+	// functions show as mariadbd+0x... without its debug package.
+	named, frames, mysys := 0, 0, 0
+	for _, s := range doc.Sites {
+		for _, f := range s.Frames {
+			frames++
+			if f.Function != "" && !strings.Contains(f.Function, "+0x") && !strings.HasPrefix(f.Function, "0x") {
+				named++
+			}
+			if f.Function == "my_malloc" || f.Function == "handle_one_connection" || strings.HasPrefix(f.Function, "THD::") {
+				mysys++
+			}
+		}
+	}
+	if named < frames/3 || mysys == 0 {
+		t.Errorf("%d of %d frames named, %d of MariaDB's own", named, frames, mysys)
+	}
+	top := doc.Sites[0]
+	var chain []string
+	for _, f := range top.Frames {
+		chain = append(chain, f.Function)
+	}
+	t.Logf("%d samples, %d sites; top: %d bytes at %s (%s)", doc.Samples, len(doc.Sites), top.InuseSpace, top.AllocatedAt.Function, strings.Join(chain, " > "))
+	if !m.answers() {
+		t.Fatalf("mariadbd stopped answering\n%s", m.log())
+	}
+	m.stop()
 }

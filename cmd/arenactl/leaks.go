@@ -74,11 +74,6 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 				defer ln.Close()
 			}
 			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge}
-			until := "until interrupted (Ctrl-C)"
-			if lf.duration > 0 {
-				until = "for " + lf.duration.String() + " (Ctrl-C ends it earlier)"
-			}
-			fmt.Fprintf(os.Stderr, "arenactl: sampling process %s %s\n", args[0], until)
 			rep, err := inspect.Leaks(c.Context(), parsePid(args), o)
 			if err != nil {
 				return err

@@ -43,7 +43,7 @@ func TestRefuseUsage(t *testing.T) {
 
 func TestRefuseNoSuchProcess(t *testing.T) {
 	// Above the kernel's pid_max, so it can never exist.
-	for _, cmd := range []string{"info", "trim", "maps"} {
+	for _, cmd := range []string{"info", "trim", "maps", "leaks"} {
 		expectRefusal(t, run(t, cmd, "99999999"), exitNoProcess, "process 99999999", "no such process")
 	}
 }
@@ -82,6 +82,7 @@ func TestRefuseStatic(t *testing.T) {
 	}
 	tg := testutil.Start(t, testutil.BuildC(t, "idle.c", "-static"))
 	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitNotGlibc, "statically linked")
+	expectRefusal(t, run(t, "leaks", fmt.Sprint(tg.Pid)), exitNotGlibc, "statically linked")
 	mustQuit(t, tg)
 }
 
@@ -94,12 +95,14 @@ func TestRefuseJemalloc(t *testing.T) {
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
 	tg := testutil.StartCmd(t, cmd)
 	expectRefusal(t, run(t, "trim", fmt.Sprint(tg.Pid)), exitNotGlibc, "jemalloc", "not glibc malloc")
+	expectRefusal(t, run(t, "leaks", fmt.Sprint(tg.Pid)), exitNotGlibc, "jemalloc", "not glibc malloc")
 	mustQuit(t, tg)
 }
 
 func TestRefuseMusl(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildCWith(t, "musl-gcc", "idle.c"))
 	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitNotGlibc, "uses musl libc, not glibc")
+	expectRefusal(t, run(t, "leaks", fmt.Sprint(tg.Pid)), exitNotGlibc, "uses musl libc, not glibc")
 	tg.Quit()
 }
 
@@ -122,6 +125,7 @@ func TestRefuseAlreadyTraced(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	expectRefusal(t, run(t, "info", fmt.Sprint(tg.Pid)), exitTraced, "already traced by process", "gdb")
+	expectRefusal(t, run(t, "leaks", fmt.Sprint(tg.Pid)), exitTraced, "already traced by process", "gdb")
 }
 
 func TestRefuseNoPermission(t *testing.T) {
@@ -129,9 +133,11 @@ func TestRefuseNoPermission(t *testing.T) {
 		t.Skip("needs root to run arenactl as another user")
 	}
 	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
-	cmd := exec.Command(arenactl, "info", fmt.Sprint(tg.Pid))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	expectRefusal(t, runCmd(t, cmd), exitPermission, "permission denied", "same user")
+	for _, verb := range []string{"info", "leaks"} {
+		cmd := exec.Command(arenactl, verb, fmt.Sprint(tg.Pid))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		expectRefusal(t, runCmd(t, cmd), exitPermission, "permission denied", "same user")
+	}
 	tg.Quit()
 }
 
@@ -160,4 +166,19 @@ func TestRefuseNoSafeThread(t *testing.T) {
 	}
 	r := run(t, "info", "--timeout", "300ms", fmt.Sprint(tg.Pid))
 	expectRefusal(t, r, exitNoSafe, "no thread of process", "safe to borrow", "syscall 1")
+}
+
+// A process under a seccomp filter: leaks refuses (a sample makes
+// syscalls a filter may punish), and so does --freeze image (a clone);
+// --read-only falls back to stopping every thread for the walk and says
+// why.
+func TestRefuseSeccomp(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "seccomp.c"))
+	pid := fmt.Sprint(tg.Pid)
+	expectRefusal(t, run(t, "leaks", pid), exitNoSampler, "seccomp")
+	expectRefusal(t, run(t, "info", "--read-only", "--freeze", "image", pid), exitNoImage, "seccomp")
+	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.stdout, "seccomp") {
+		t.Errorf("the frozen fallback does not say why:\n%s", r.stdout)
+	}
+	mustQuit(t, tg)
 }

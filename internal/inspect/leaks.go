@@ -63,7 +63,11 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		for _, n := range s.Notes {
 			o.Note(n)
 		}
-		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open", len(s.Patches)))
+		until := "until interrupted (Ctrl-C)"
+		if o.Duration > 0 {
+			until = "for " + o.Duration.String() + " (Ctrl-C ends it earlier)"
+		}
+		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open %s", len(s.Patches), until))
 	}
 	rate := o.Rate
 	if rate == 0 {

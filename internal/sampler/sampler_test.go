@@ -305,3 +305,28 @@ func TestAttachDetachCycles(t *testing.T) {
 	mustCheck(t, tg)
 	t.Logf("%d cycles, %d samplers kept", cycles(), kept)
 }
+
+// Threads created while the process is profiled (live_target.c's spawner
+// makes short-lived ones that allocate) are sampled with the others: the
+// per-thread counters hang off the thread pointer, not the target's TLS.
+func TestThreadsCreatedWhileProfiled(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "live_target.c"), "spawn")
+	lt := openTarget(t, tg.Pid)
+	before := map[int]bool{}
+	for _, tid := range tg.Threads() {
+		before[tid] = true
+	}
+	recs, _, left := profile(t, lt, sampler.Options{Rate: 4 << 10}, time.Second, nil)
+	fresh := 0
+	for _, r := range recs {
+		if !before[r.Tid] {
+			fresh++
+		}
+	}
+	if fresh == 0 || left.Addr != 0 {
+		t.Errorf("%d of %d samples from threads created meanwhile; left %+v", fresh, len(recs), left)
+	}
+	if a := tg.Send("round"); a != "ok" {
+		t.Fatalf("round: %q", a)
+	}
+}

@@ -136,13 +136,17 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // Malloc and TrimRanges are those of WalkHeap. It reads whole pages around
 // the headers only, so it leaves the pages malloc_trim gave back alone.
 func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
-	return walkHeap(&walker{mem: newBlockMemSized(mem, pageSz), lay: lay, ms: ms, listsOnly: true}, a)
+	c := newBlockMemSized(mem, pageSz)
+	_, runs := mem.(dataRuns)
+	c.noWin = !runs // copying whole heaps would map the zero page into the pages trimmed
+	return walkHeap(&walker{mem: c, lay: lay, ms: ms, listsOnly: true}, a)
 }
 
 func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
 	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
 	wk.w = w
+	defer wk.mem.win.release()
 	if err := wk.params(); err != nil {
 		return nil, err
 	}
@@ -292,6 +296,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if lay.RestIncludesTop {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
 	}
+	wk.load(&aw)
 
 	// Fastbins: buckets of the first chunk's size times the list length.
 	var sizes []SizeClass
@@ -340,6 +345,45 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	wk.w.Arenas = append(wk.w.Arenas, aw)
 	wk.mem.drop()
 	return le(st, lay.StateNext), nil
+}
+
+// load copies the arena's heaps into the walk's windows before its lists
+// are walked, when they can be found without reporting anything: the main
+// arena's one run from sbrk_base, a thread arena's heaps from the top one
+// back through prev, each up to its top chunk's header. Anything odd (the
+// walk proper reports it) leaves the rest to the block cache.
+func (wk *walker) load(aw *ArenaWalk) {
+	if wk.mem.noWin {
+		return
+	}
+	topEnd := (aw.Top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
+	var rs []Range
+	if aw.Main {
+		start := wk.w.Params.SbrkBase &^ (pageSz - 1)
+		if aw.Flags&2 == 0 && start < aw.Top && wk.rw(start, topEnd-start) {
+			rs = append(rs, Range{start, topEnd})
+		}
+	} else {
+		hmax := wk.w.Params.HeapMax
+		h := aw.Top &^ (hmax - 1)
+		for n := 0; h != 0 && n < 64; n++ {
+			size, ok := wk.mem.word(h + 0x10)
+			prev, ok2 := wk.mem.word(h + 8)
+			if !ok || !ok2 || size > hmax || size < pageSz || !wk.rw(h, size) {
+				break
+			}
+			end := (h + size + pageSz - 1) &^ (pageSz - 1)
+			if n == 0 {
+				if aw.Top < h || aw.Top >= h+size {
+					break
+				}
+				end = min(end, topEnd)
+			}
+			rs = append(rs, Range{h, end})
+			h = prev
+		}
+	}
+	wk.mem.load(rs)
 }
 
 // fastbin counts the fastbin list whose head, at slot, was p, as

@@ -1,0 +1,20 @@
+package live
+
+import (
+	"github.com/arenactl/arenactl/internal/procfs"
+)
+
+// DataRuns splits [start, end) into runs of pages that hold data (present
+// or swapped) and pages that do not (never touched, or given back), from
+// the process's pagemap. The walker copies whole heaps only where they hold
+// data: reading a page that holds none would map the zero page into the
+// target, and its walk of the free lists leaves the pages malloc_trim gave
+// back as they are.
+func (t *Target) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
+	pm, err := procfs.OpenPagemap(t.Pid)
+	if err != nil {
+		return err
+	}
+	defer pm.Close()
+	return pm.Runs(start, end, fn)
+}

@@ -117,6 +117,7 @@ type walker struct {
 	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
 	tcached   *addrSet
 	path      []uint64 // the chunks met so far in the list being walked
+	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
 	listsOnly bool
 	noChunks  bool // skip the chunk walk only (the mmapped-chunk scan still runs)
 }
@@ -297,6 +298,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
 	}
 	wk.load(&aw)
+	wk.prewalkLists(addr, st)
 
 	// Fastbins: buckets of the first chunk's size times the list length.
 	var sizes []SizeClass
@@ -305,7 +307,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		if p == 0 {
 			continue
 		}
-		cnt, sz := wk.fastbin(addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
+		cnt, sz := wk.fastbin(i, addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
 		if cnt == 0 {
 			continue
 		}
@@ -391,9 +393,13 @@ func (wk *walker) load(aw *ArenaWalk) {
 // Safe-linking is undone with the address of each fd field; a misaligned
 // pointer is where glibc 2.32+ aborts (before, it follows it). A bad link
 // is reported at the chunk that holds it, once it is known not to be torn.
-func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
+func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 	list := chain{head: slot, mangled: wk.lay.SafeLinking}
-	sz, ok := wk.mem.word(p + 8)
+	l, ok := wk.pre.at(k, 0, p)
+	sz := l.size
+	if !ok {
+		sz, ok = wk.mem.word(p + 8)
+	}
 	if !ok || !wk.rw(p, 32) || p%16 != 0 {
 		// malloc_info checks the head's alignment (2.32+) or reads its size.
 		if wk.genuine(list, slot, p, 0) {
@@ -420,7 +426,7 @@ func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
 		}
 		wk.path = append(wk.path, p)
 		wk.fast.add(p)
-		prev, p = p, wk.fastFd(p)
+		prev, p = p, wk.fastFd(k, int(count), p)
 	}
 	return count, size
 }
@@ -447,8 +453,13 @@ func (wk *walker) metBefore(all *addrSet) func(uint64) bool {
 	}
 }
 
-func (wk *walker) fastFd(p uint64) uint64 {
-	fd, _ := wk.mem.word(p + 16)
+// fastFd is the link out of p, link n of fastbin k.
+func (wk *walker) fastFd(k, n int, p uint64) uint64 {
+	l, pre := wk.pre.at(k, n, p)
+	fd := l.fd
+	if !pre {
+		fd, _ = wk.mem.word(p + 16)
+	}
 	if wk.lay.SafeLinking {
 		fd ^= (p + 16) >> 12
 	}
@@ -533,6 +544,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 	off := wk.lay.StateBins + int64(i-1)*16
 	head := ar + uint64(off) - 16
 	list := chain{head: ar + uint64(off), end: head}
+	k := wk.listIndex(i)
 	r := le(st, off)
 	var sc SizeClass
 	if r == 0 {
@@ -556,7 +568,11 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 			}
 			break
 		}
-		raw, _ := wk.mem.word(r + 8)
+		l, pre := wk.pre.at(k, n, r)
+		if !pre {
+			l.size, _ = wk.mem.word(r + 8)
+		}
+		raw := l.size
 		sz := raw &^ sizeBits
 		if sz < minChunk || !wk.rw(r, sz) {
 			if now, err := readWord(wk.mem.mem, r+8); err != nil || now != raw || !wk.genuine(list, prev, r, n) {
@@ -580,7 +596,10 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 		sc.From = min(sc.From, raw)
 		sc.To = max(sc.To, raw)
 		prev = r
-		r, _ = wk.mem.word(r + 16)
+		if !pre {
+			l.fd, _ = wk.mem.word(r + 16)
+		}
+		r = l.fd
 	}
 	if sc.Count == 0 {
 		sc.From = 0

@@ -17,6 +17,7 @@ type blockMem struct {
 	sink   uint64   // what warm read, so that its loads are not optimised away
 	win    windows  // the current arena's heaps, copied whole (see load)
 	noWin  bool     // never copy heaps whole (a recorder of reads)
+	ahead  *ahead   // copying the next arenas' heaps meanwhile; nil when not
 }
 
 const blockSize = 256 << 10
@@ -60,6 +61,10 @@ func newBlockMemSized(mem Memory, size uint64) *blockMem {
 // more than 256 of them (their buffers serve the next ones), a slicer's
 // always (their pages are released).
 func (c *blockMem) drop() {
+	if c.win.lent != nil {
+		c.ahead.give(c.win.lent)
+		c.win.lent = nil
+	}
 	c.win.reset()
 	if c.slicer != nil {
 		c.release()
@@ -223,4 +228,14 @@ func (r *regionMap[T]) get(addr uint64, create bool) []T {
 
 func (r *regionMap[T]) reset() {
 	r.m, r.last = map[uint64][]T{}, nil
+}
+
+// releaseWindows stops the loader and unmaps every copy's buffer.
+func (c *blockMem) releaseWindows() {
+	if c.ahead != nil {
+		c.ahead.close()
+		c.ahead = nil
+	}
+	c.win.lent = nil
+	c.win.release()
 }

@@ -147,9 +147,12 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
 	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
 	wk.w = w
-	defer wk.mem.win.release()
+	defer wk.mem.releaseWindows()
 	if err := wk.params(); err != nil {
 		return nil, err
+	}
+	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
+		wk.mem.ahead = startAhead(wk.mem.mem, lay, a, w.Params, ArenaRing(wk.mem.mem, lay, a), newRWSpans(wk.ms))
 	}
 	seen := map[uint64]bool{}
 	ar := a.MainArena
@@ -297,7 +300,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if lay.RestIncludesTop {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
 	}
-	wk.load(&aw)
+	wk.load(&aw, st)
 	wk.prewalkLists(addr, st)
 
 	// Fastbins: buckets of the first chunk's size times the list length.
@@ -350,42 +353,50 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 }
 
 // load copies the arena's heaps into the walk's windows before its lists
-// are walked, when they can be found without reporting anything: the main
-// arena's one run from sbrk_base, a thread arena's heaps from the top one
-// back through prev, each up to its top chunk's header. Anything odd (the
-// walk proper reports it) leaves the rest to the block cache.
-func (wk *walker) load(aw *ArenaWalk) {
+// are walked (see heapRanges).
+func (wk *walker) load(aw *ArenaWalk, st []byte) {
 	if wk.mem.noWin {
 		return
 	}
-	topEnd := (aw.Top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
+	word := func(addr uint64) (uint64, bool) { return wk.mem.word(addr) }
+	wk.mem.load(aw.Addr, heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw))
+}
+
+// heapRanges are the heaps of the arena whose state is st, when they can
+// be found without reporting anything: the main arena's one run from
+// sbrk_base, a thread arena's heaps from the top one back through prev,
+// each up to its top chunk's header. Anything odd (the walk proper
+// reports it) ends the list; the rest is read through the block cache.
+func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []Range {
+	top, flags := le(st, lay.StateTop), le(st, lay.StateFlags)
+	topEnd := (top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
 	var rs []Range
-	if aw.Main {
-		start := wk.w.Params.SbrkBase &^ (pageSz - 1)
-		if aw.Flags&2 == 0 && start < aw.Top && wk.rw(start, topEnd-start) {
+	if main {
+		start := p.SbrkBase &^ (pageSz - 1)
+		if flags&2 == 0 && start < top && rw(start, topEnd-start) {
 			rs = append(rs, Range{start, topEnd})
 		}
-	} else {
-		hmax := wk.w.Params.HeapMax
-		h := aw.Top &^ (hmax - 1)
-		for n := 0; h != 0 && n < 64; n++ {
-			size, ok := wk.mem.word(h + 0x10)
-			prev, ok2 := wk.mem.word(h + 8)
-			if !ok || !ok2 || size > hmax || size < pageSz || !wk.rw(h, size) {
+		return rs
+	}
+	hmax := p.HeapMax
+	h := top &^ (hmax - 1)
+	for n := 0; h != 0 && n < 64; n++ {
+		size, ok := word(h + 0x10)
+		prev, ok2 := word(h + 8)
+		if !ok || !ok2 || size > hmax || size < pageSz || !rw(h, size) {
+			break
+		}
+		end := (h + size + pageSz - 1) &^ (pageSz - 1)
+		if n == 0 {
+			if top < h || top >= h+size {
 				break
 			}
-			end := (h + size + pageSz - 1) &^ (pageSz - 1)
-			if n == 0 {
-				if aw.Top < h || aw.Top >= h+size {
-					break
-				}
-				end = min(end, topEnd)
-			}
-			rs = append(rs, Range{h, end})
-			h = prev
+			end = min(end, topEnd)
 		}
+		rs = append(rs, Range{h, end})
+		h = prev
 	}
-	wk.mem.load(rs)
+	return rs
 }
 
 // fastbin counts the fastbin list whose head, at slot, was p, as

@@ -20,9 +20,9 @@ import (
 // it is read through the block cache, as before.
 type windows struct {
 	buf   []byte   // mapped on first use, windowCap bytes; nil when mapping failed
-	spans []window // the current arena's heaps, in buf
+	spans []window // the current arena's heaps, in buf or lent
 	last  int      // the span hit last
-	used  uint64   // bytes of buf the spans take
+	lent  []byte   // the loader's buffer the spans are in (see ahead), to give back
 }
 
 // window is one range of target memory copied into the buffer. holes has a
@@ -75,13 +75,13 @@ func (w *window) hole(off uint64) bool {
 
 // reset forgets the spans; the buffer stays for the next arena.
 func (ws *windows) reset() {
-	ws.spans, ws.last, ws.used = ws.spans[:0], 0, 0
+	ws.spans, ws.last = nil, 0
 }
 
 // release unmaps the buffer.
 func (ws *windows) release() {
 	if ws.buf != nil {
-		unix.Munmap(ws.buf)
+		unmap(ws.buf)
 		ws.buf = nil
 	}
 	ws.reset()
@@ -89,16 +89,21 @@ func (ws *windows) release() {
 
 // alloc maps the buffer, asking for huge pages.
 func (ws *windows) alloc() bool {
-	if ws.buf != nil {
-		return true
+	if ws.buf == nil {
+		ws.buf = mapBuffer()
 	}
+	return ws.buf != nil
+}
+
+// mapBuffer maps windowCap bytes for copies, asking for huge pages; nil
+// when it cannot.
+func mapBuffer() []byte {
 	b, err := unix.Mmap(-1, 0, windowCap, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		return false
+		return nil
 	}
 	_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // an optimisation only: without it, 4 KiB pages
-	ws.buf = b
-	return true
+	return b
 }
 
 // holeIn reports whether any page of [off, off+n) was not copied.
@@ -131,37 +136,60 @@ const loadChunk = 1 << 20
 // load copies rs (page-aligned, in no particular order) into the windows,
 // replacing the last arena's: all of them, or none when together they
 // exceed windowCap or the memory is already in this process (a core).
-// Whatever could not be read is a hole, which reads go around.
-func (c *blockMem) load(rs []Range) {
+// Whatever could not be read is a hole, which reads go around. When a
+// loader runs ahead, the copy it made of the same ranges is taken instead.
+func (c *blockMem) load(ar uint64, rs []Range) {
 	c.win.reset()
-	if c.slicer != nil || c.noWin || len(rs) == 0 {
+	if c.slicer != nil || c.noWin || !fits(rs) {
 		return
 	}
-	var total uint64
-	for _, r := range rs {
-		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
+	if c.ahead != nil {
+		if l, ok := c.ahead.take(ar, rs); ok {
+			c.win.spans, c.win.lent = l.spans, l.buf
 			return
 		}
-		total += r.End - r.Start
-		if total > windowCap {
-			return
-		}
+		c.ahead.close() // out of step with the walk: it goes on alone
+		c.ahead = nil
 	}
 	if !c.win.alloc() {
 		return
 	}
-	dr, _ := c.mem.(dataRuns)
+	c.win.spans = copyRanges(c.mem, rs, c.win.buf, c.win.spans)
+}
+
+// fits reports whether rs can be copied: page-aligned, non-empty, and
+// windowCap bytes at most together.
+func fits(rs []Range) bool {
+	var total uint64
 	for _, r := range rs {
-		w := window{start: r.Start, end: r.End, b: c.win.buf[c.win.used:][:r.End-r.Start]}
-		c.win.used += r.End - r.Start
+		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
+			return false
+		}
+		total += r.End - r.Start
+		if total > windowCap {
+			return false
+		}
+	}
+	return total > 0
+}
+
+// copyRanges copies rs, which fit, into buf, one read per run of pages
+// that hold data (every page, when mem cannot tell), and returns their
+// windows, appended to spans.
+func copyRanges(mem Memory, rs []Range, buf []byte, spans []window) []window {
+	dr, _ := mem.(dataRuns)
+	var used uint64
+	for _, r := range rs {
+		w := window{start: r.Start, end: r.End, b: buf[used:][:r.End-r.Start]}
+		used += r.End - r.Start
 		copyRun := func(start, end uint64) {
 			off := start - w.start
-			if n, err := c.mem.ReadAt(w.b[off:end-w.start], start); err == nil && uint64(n) == end-start {
+			if n, err := mem.ReadAt(w.b[off:end-w.start], start); err == nil && uint64(n) == end-start {
 				return
 			}
 			for s := start; s < end; s += loadChunk {
 				e := min(s+loadChunk, end)
-				if n, err := c.mem.ReadAt(w.b[s-w.start:e-w.start], s); err != nil || uint64(n) != e-s {
+				if n, err := mem.ReadAt(w.b[s-w.start:e-w.start], s); err != nil || uint64(n) != e-s {
 					w.markHoles(s-w.start, e-s)
 				}
 			}
@@ -177,6 +205,9 @@ func (c *blockMem) load(rs []Range) {
 		}); err != nil {
 			w.markHoles(0, r.End-r.Start)
 		}
-		c.win.spans = append(c.win.spans, w)
+		spans = append(spans, w)
 	}
+	return spans
 }
+
+func unmap(b []byte) { _ = unix.Munmap(b) }

@@ -18,3 +18,8 @@ func (t *Target) DataRuns(start, end uint64, fn func(start, end uint64, data boo
 	defer pm.Close()
 	return pm.Runs(start, end, fn)
 }
+
+// ReadsInParallel says that ReadAt may be called from two goroutines at
+// once: process_vm_readv and /proc/PID/mem keep no state between reads. The
+// walker then copies the next arena's heaps while it walks one.
+func (t *Target) ReadsInParallel() {}

@@ -138,8 +138,8 @@ func (c *blockMem) block(start uint64) []byte {
 // at the memory's full speed.
 func (c *blockMem) warm(start uint64) {
 	var b []byte
-	if w := c.win.get(start, c.size); w != nil {
-		b = w.b[start-w.start:][:c.size]
+	if w := c.win.get(start, 1); w != nil {
+		b = w.b[start-w.start:][:min(c.size, w.end-start)] // not past the copy: a chunk walk ends in it
 	} else {
 		b = c.block(start)
 	}

@@ -26,8 +26,9 @@ type prewalk struct {
 // the raw words at +8 (size) and +16 (fd, still mangled in a fastbin).
 type link struct{ p, size, fd uint64 }
 
-// prewalkBudget bounds the links recorded per arena (24 bytes each): far
-// more than the free chunks of a 128 MiB arena of small chunks.
+// prewalkBudget bounds the links recorded per arena (24 bytes each, 12 MiB
+// in all): five times the free chunks an arena of windowCap bytes holds
+// when laid out as bench/walk's bigheap lays them out (about 100 K).
 const prewalkBudget = 1 << 19
 
 // at returns link n of list k when it is the chunk at p.

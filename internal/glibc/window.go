@@ -15,9 +15,11 @@ import (
 // are a chain of dependent loads at random places of the copy, and with 4
 // KiB pages each one also missed the TLB.
 //
-// The buffer is windowCap bytes of address space, of which only what the
+// A buffer is windowCap bytes of address space, of which only what the
 // largest arena used becomes resident; an arena whose heaps do not fit in
-// it is read through the block cache, as before.
+// it is read through the block cache, as before. With the loader running
+// ahead (ahead.go) there are two: a walk holds at most 2 x windowCap of
+// copies, plus the block cache's maxCached.
 type windows struct {
 	buf   []byte   // mapped on first use, windowCap bytes; nil when mapping failed
 	spans []window // the current arena's heaps, in buf or lent
@@ -34,9 +36,10 @@ type window struct {
 	holes      []uint64
 }
 
-// windowCap bounds what one arena's copy may take: the walk's own memory
-// stays below it plus the block cache's bound, whatever the heap's size.
-const windowCap = 128 << 20
+// windowCap bounds what one arena's copy may take, so that what a walk
+// holds does not grow with the heap. 96 MiB holds a thread arena's full
+// 64 MiB heap and the start of its next one, and a main arena that size.
+const windowCap = 96 << 20
 
 // dataRuns is memory that can tell which of its pages hold data: present or
 // swapped, as opposed to never touched or given back (which read as zeros).

@@ -12,16 +12,23 @@ import (
 // It works out the ranges as the walker does (heapRanges), from its own
 // reads; the walker takes a copy only when its own ranges are the same, and
 // otherwise stops it and copies alone (a ring or heaps that changed, or
-// damage). Two buffers take turns: the one being walked and the one being
-// filled.
+// damage). It also prewalks the lists of what it copied (prewalk.go), the
+// other part of a walk that waits on memory. Two slots take turns: the one
+// being walked and the one being filled.
 type ahead struct {
-	out  chan loaded
-	free chan []byte // buffers the walker is done with (nil: not mapped yet)
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
-	bufs [][]byte // every buffer mapped, unmapped by close
-	mu   sync.Mutex
+	out   chan loaded
+	free  chan *slot // slots the walker is done with
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+	slots [2]slot
+}
+
+// slot is a buffer for one arena's copy (mapped on first use) and the
+// prewalk of its lists.
+type slot struct {
+	buf []byte
+	pre prewalk
 }
 
 // parallelReader is memory whose ReadAt may be called from two goroutines
@@ -36,14 +43,14 @@ type loaded struct {
 	arena uint64
 	rs    []Range
 	spans []window
-	buf   []byte
+	slot  *slot
 }
 
 // startAhead starts copying the heaps of the arenas of ring, in order.
 func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *rwSpans) *ahead {
-	ah := &ahead{out: make(chan loaded), free: make(chan []byte, 2), stop: make(chan struct{})}
-	ah.free <- nil
-	ah.free <- nil
+	ah := &ahead{out: make(chan loaded), free: make(chan *slot, 2), stop: make(chan struct{})}
+	ah.free <- &ah.slots[0]
+	ah.free <- &ah.slots[1]
 	ah.wg.Add(1)
 	go func() {
 		defer ah.wg.Done()
@@ -65,21 +72,19 @@ func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *
 			if !fits(rs) {
 				continue // the walker reads this arena through its block cache
 			}
-			var buf []byte
+			var sl *slot
 			select {
-			case buf = <-ah.free:
+			case sl = <-ah.free:
 			case <-ah.stop:
 				return
 			}
-			if buf == nil {
-				if buf = mapBuffer(); buf == nil {
+			if sl.buf == nil {
+				if sl.buf = mapBuffer(); sl.buf == nil {
 					return
 				}
-				ah.mu.Lock()
-				ah.bufs = append(ah.bufs, buf)
-				ah.mu.Unlock()
 			}
-			l := loaded{arena: ar, rs: rs, spans: copyRanges(mem, rs, buf, nil), buf: buf}
+			l := loaded{arena: ar, rs: rs, spans: copyRanges(mem, rs, sl.buf, nil), slot: sl}
+			sl.pre.fill(lay, ar, st, l.spans)
 			select {
 			case ah.out <- l:
 			case <-ah.stop:
@@ -98,16 +103,16 @@ func (ah *ahead) take(ar uint64, rs []Range) (loaded, bool) {
 		return l, false
 	}
 	if l.arena != ar || !slices.Equal(l.rs, rs) {
-		ah.give(l.buf)
+		ah.give(l.slot)
 		return l, false
 	}
 	return l, true
 }
 
-// give hands a buffer back to the loader.
-func (ah *ahead) give(buf []byte) {
-	if buf != nil {
-		ah.free <- buf
+// give hands a slot back to the loader.
+func (ah *ahead) give(sl *slot) {
+	if sl != nil {
+		ah.free <- sl
 	}
 }
 
@@ -118,8 +123,10 @@ func (ah *ahead) close() {
 		for range ah.out { // a copy it was handing over
 		}
 		ah.wg.Wait()
-		for _, b := range ah.bufs {
-			unmap(b)
+		for i := range ah.slots {
+			if b := ah.slots[i].buf; b != nil {
+				unmap(b)
+			}
 		}
 	})
 }

@@ -50,15 +50,26 @@ func (pw *prewalk) reset() {
 // listIndex is the number prewalk gives bin i (1 to 127).
 func (wk *walker) listIndex(i int) int { return wk.lay.NFastbins + i - 1 }
 
-// prewalkLists fills wk.pre for the arena at ar, whose state is st.
+// prewalkLists fills wk.pre for the arena at ar, whose state is st, unless
+// the loader that copied its heaps did (with its own read of st: the walk
+// uses a link only at the chunk it names, so one from another read of the
+// lists is as good).
 func (wk *walker) prewalkLists(ar uint64, st []byte) {
-	pw := &wk.pre
+	if wk.mem.win.pre != nil {
+		return
+	}
+	wk.pre.fill(wk.lay, ar, st, wk.mem.win.spans)
+}
+
+// fill records the lists of the arena at ar, whose state is st, as spans
+// (the copy of its heaps) hold them.
+func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []window) {
 	pw.reset()
-	ws := &wk.mem.win
+	ws := &windows{spans: spans}
 	if len(ws.spans) == 0 {
 		return
 	}
-	nl := wk.lay.NFastbins + nbins - 1
+	nl := lay.NFastbins + nbins - 1
 	for len(pw.lists) < nl {
 		pw.lists = append(pw.lists, nil)
 	}
@@ -91,17 +102,17 @@ func (wk *walker) prewalkLists(ar uint64, st []byte) {
 	cs := make([]cursor, 0, nl)
 	for k := 0; k < nl; k++ {
 		c := cursor{k: k}
-		if k < wk.lay.NFastbins {
-			c.p, c.fast = le(st, wk.lay.StateFastbins+int64(k)*8), true
+		if k < lay.NFastbins {
+			c.p, c.fast = le(st, lay.StateFastbins+int64(k)*8), true
 		} else {
-			off := wk.lay.StateBins + int64(k-wk.lay.NFastbins)*16
+			off := lay.StateBins + int64(k-lay.NFastbins)*16
 			c.p, c.end = le(st, off), ar+uint64(off)-16
 		}
 		if next(&c) {
 			cs = append(cs, c)
 		}
 	}
-	safe := wk.lay.SafeLinking
+	safe := lay.SafeLinking
 	budget := prewalkBudget
 	vals := make([][2]uint64, len(cs))
 	for len(cs) > 0 && budget >= len(cs) {

@@ -400,6 +400,15 @@ func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (
 	return rs
 }
 
+// lists is the prewalk of the arena being walked: the loader's, or the
+// walker's own.
+func (wk *walker) lists() *prewalk {
+	if p := wk.mem.win.pre; p != nil {
+		return p
+	}
+	return &wk.pre
+}
+
 // fastbin counts the fastbin list whose head, at slot, was p, as
 // malloc_info does: the first chunk's size and the list's length.
 // Safe-linking is undone with the address of each fd field; a misaligned
@@ -407,7 +416,7 @@ func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (
 // is reported at the chunk that holds it, once it is known not to be torn.
 func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 	list := chain{head: slot, mangled: wk.lay.SafeLinking}
-	l, ok := wk.pre.at(k, 0, p)
+	l, ok := wk.lists().at(k, 0, p)
 	sz := l.size
 	if !ok {
 		sz, ok = wk.mem.word(p + 8)
@@ -467,7 +476,7 @@ func (wk *walker) metBefore(all *addrSet) func(uint64) bool {
 
 // fastFd is the link out of p, link n of fastbin k.
 func (wk *walker) fastFd(k, n int, p uint64) uint64 {
-	l, pre := wk.pre.at(k, n, p)
+	l, pre := wk.lists().at(k, n, p)
 	fd := l.fd
 	if !pre {
 		fd, _ = wk.mem.word(p + 16)
@@ -580,7 +589,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 			}
 			break
 		}
-		l, pre := wk.pre.at(k, n, r)
+		l, pre := wk.lists().at(k, n, r)
 		if !pre {
 			l.size, _ = wk.mem.word(r + 8)
 		}

@@ -24,7 +24,8 @@ type windows struct {
 	buf   []byte   // mapped on first use, windowCap bytes; nil when mapping failed
 	spans []window // the current arena's heaps, in buf or lent
 	last  int      // the span hit last
-	lent  []byte   // the loader's buffer the spans are in (see ahead), to give back
+	lent  *slot    // the loader's buffer the spans are in (see ahead), to give back
+	pre   *prewalk // the loader's prewalk of the arena; nil when the walker makes its own
 }
 
 // window is one range of target memory copied into the buffer. holes has a
@@ -78,7 +79,7 @@ func (w *window) hole(off uint64) bool {
 
 // reset forgets the spans; the buffer stays for the next arena.
 func (ws *windows) reset() {
-	ws.spans, ws.last = nil, 0
+	ws.spans, ws.last, ws.pre = nil, 0, nil
 }
 
 // release unmaps the buffer.
@@ -148,7 +149,7 @@ func (c *blockMem) load(ar uint64, rs []Range) {
 	}
 	if c.ahead != nil {
 		if l, ok := c.ahead.take(ar, rs); ok {
-			c.win.spans, c.win.lent = l.spans, l.buf
+			c.win.spans, c.win.lent, c.win.pre = l.spans, l.slot, &l.slot.pre
 			return
 		}
 		c.ahead.close() // out of step with the walk: it goes on alone

@@ -22,12 +22,6 @@ type blockMem struct {
 
 const blockSize = 256 << 10
 
-// maxCached bounds the bytes of copied blocks kept at once: past it, every
-// block is dropped and its buffer reused. A walk re-reads what it needs
-// again (the target is stopped, or the reads are checked as torn anyway),
-// so a heap of any size is walked in bounded memory.
-const maxCached = 64 << 20
-
 // slicer is memory that is already in this process: a core file, mapped.
 // Slice returns its bytes for [addr, addr+n) without copying them, or nil;
 // Release lets go of the pages touched so far (they are mapped again when
@@ -110,10 +104,6 @@ func (c *blockMem) block(start uint64) []byte {
 			r[i] = b
 			return b
 		}
-	}
-	if uint64(c.loaded+1)*c.size > maxCached {
-		c.recycle()
-		r = c.blocks.get(start, true)
 	}
 	var b []byte
 	if n := len(c.spare); n > 0 {

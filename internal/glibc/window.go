@@ -40,7 +40,7 @@ type window struct {
 // windowCap bounds what one arena's copy may take, so that what a walk
 // holds does not grow with the heap. 96 MiB holds a thread arena's full
 // 64 MiB heap and the start of its next one, and a main arena that size.
-const windowCap = 96 << 20
+var windowCap uint64 = 96 << 20 // a variable for tests only
 
 // dataRuns is memory that can tell which of its pages hold data: present or
 // swapped, as opposed to never touched or given back (which read as zeros).
@@ -102,7 +102,7 @@ func (ws *windows) alloc() bool {
 // mapBuffer maps windowCap bytes for copies, asking for huge pages; nil
 // when it cannot.
 func mapBuffer() []byte {
-	b, err := unix.Mmap(-1, 0, windowCap, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	b, err := unix.Mmap(-1, 0, int(windowCap), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil
 	}

@@ -1,6 +1,10 @@
 package glibc
 
-import "encoding/binary"
+import (
+	"cmp"
+	"encoding/binary"
+	"slices"
+)
 
 // prewalk reads every free list of an arena out of the copy of its heaps
 // before the walk proper, all lists at once: one link of each in turn.
@@ -19,7 +23,9 @@ import "encoding/binary"
 // (a loop, or more free chunks than it holds): the walk reads the rest
 // itself.
 type prewalk struct {
-	lists [][]link // by list: the fastbins, then bins 1 to 127
+	lists  [][]link // by list: the fastbins, then bins 1 to 127
+	links  int      // recorded in all
+	budget int      // links that may still be recorded
 }
 
 // link is one chunk of a free list as the copy holds it: its address and
@@ -45,6 +51,7 @@ func (pw *prewalk) reset() {
 	for k := range pw.lists {
 		pw.lists[k] = pw.lists[k][:0]
 	}
+	pw.links, pw.budget = 0, 0
 }
 
 // listIndex is the number prewalk gives bin i (1 to 127).
@@ -58,6 +65,10 @@ func (wk *walker) prewalkLists(ar uint64, st []byte) {
 	if wk.mem.win.pre != nil {
 		return
 	}
+	if wk.parts != nil {
+		wk.prewalkParts(ar, st)
+		return
+	}
 	wk.pre.fill(wk.lay, ar, st, wk.mem.win.spans)
 }
 
@@ -65,39 +76,27 @@ func (wk *walker) prewalkLists(ar uint64, st []byte) {
 // (the copy of its heaps) hold them.
 func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []window) {
 	pw.reset()
-	ws := &windows{spans: spans}
-	if len(ws.spans) == 0 {
+	if len(spans) == 0 {
 		return
 	}
+	pw.budget = prewalkBudget
+	pw.advance(lay, pw.cursors(lay, ar, st), spans, nil)
+}
+
+// cursor is where prewalk stands in one list.
+type cursor struct {
+	k      int
+	p, end uint64
+	fast   bool
+	w      *window // the one that holds p
+	b      []byte  // the 24 bytes at p in w, once p is known good
+}
+
+// cursors starts every list of the arena at ar, whose state is st.
+func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
 	nl := lay.NFastbins + nbins - 1
 	for len(pw.lists) < nl {
 		pw.lists = append(pw.lists, nil)
-	}
-	type cursor struct {
-		k      int
-		p, end uint64
-		fast   bool
-		w      *window // the one that holds p
-		b      []byte  // the 24 bytes at p in w, once p is known good
-	}
-	// next checks c.p, where its list leads, and readies c.b; false when
-	// the chain stops there.
-	next := func(c *cursor) bool {
-		p, w := c.p, c.w
-		if p%16 != 0 || p == c.end {
-			return false
-		}
-		if w == nil || p < w.start || p+24 > w.end || p+24 < p {
-			if w = ws.get(p, 24); w == nil {
-				return false
-			}
-			c.w = w
-		}
-		if w.holes != nil && (w.hole(p+8-w.start) || w.hole(p+16-w.start)) {
-			return false
-		}
-		c.b = w.b[p-w.start:][:24]
-		return true
 	}
 	cs := make([]cursor, 0, nl)
 	for k := 0; k < nl; k++ {
@@ -108,25 +107,61 @@ func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []window) {
 			off := lay.StateBins + int64(k-lay.NFastbins)*16
 			c.p, c.end = le(st, off), ar+uint64(off)-16
 		}
-		if next(&c) {
-			cs = append(cs, c)
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// advance steps the cursors cs through spans until each one stops. It
+// returns those that stopped at a chunk in later, not in spans: another
+// part of the arena, copied later (see prewalkParts).
+func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []Range) (waiting []cursor) {
+	ws := &windows{spans: spans}
+	// next checks c.p, where its list leads, and readies c.b; false when
+	// the chain stops there (or waits).
+	next := func(c *cursor) bool {
+		p, w := c.p, c.w
+		if p%16 != 0 || p == c.end {
+			return false
+		}
+		if w == nil || p < w.start || p+24 > w.end || p+24 < p {
+			if w = ws.get(p, 24); w == nil {
+				if in(later, p, 24) {
+					c.w = nil
+					waiting = append(waiting, *c)
+				}
+				return false
+			}
+			c.w = w
+		}
+		if w.holes != nil && (w.hole(p+8-w.start) || w.hole(p+16-w.start)) {
+			return false
+		}
+		c.b = w.b[p-w.start:][:24]
+		return true
+	}
+	ready := cs[:0:0]
+	for i := range cs {
+		if next(&cs[i]) {
+			ready = append(ready, cs[i])
 		}
 	}
+	cs = ready
 	safe := lay.SafeLinking
-	budget := prewalkBudget
 	vals := make([][2]uint64, len(cs))
-	for len(cs) > 0 && budget >= len(cs) {
+	for len(cs) > 0 && pw.budget >= len(cs) {
 		// First only the loads, one per chain, none waiting on another:
 		// they are all in flight together. Then what depends on them.
 		for j := range cs {
 			b := cs[j].b
 			vals[j] = [2]uint64{binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}
 		}
-		budget -= len(cs)
+		pw.budget -= len(cs)
 		for j := 0; j < len(cs); {
 			c := &cs[j]
 			l := link{p: c.p, size: vals[j][0], fd: vals[j][1]}
 			pw.lists[c.k] = append(pw.lists[c.k], l)
+			pw.links++
 			c.p = l.fd
 			if c.fast && safe {
 				c.p ^= (l.p + 16) >> 12
@@ -139,5 +174,95 @@ func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []window) {
 			}
 			j++
 		}
+	}
+	return waiting
+}
+
+// in reports whether [p, p+n) lies in one of rs.
+func in(rs []Range, p, n uint64) bool {
+	for _, r := range rs {
+		if p >= r.Start && p+n <= r.End && p+n > p {
+			return true
+		}
+	}
+	return false
+}
+
+// Arenas too large to copy whole (more than windowCap) are copied a part
+// at a time: prewalkParts for the lists, the chunk walk as it goes.
+const (
+	// maxPasses bounds the copies prewalkParts makes, as copies of every
+	// part: lists that hop back and forth between parts more than that are
+	// left to the walk itself.
+	maxPasses = 4
+	// prewalkBudgetParts bounds the links recorded for such an arena
+	// (48 MiB): the free chunks of about 1 GiB of the benchmark's heap.
+	prewalkBudgetParts = 2 << 20
+)
+
+// partsOf splits rs into page-aligned parts of windowCap bytes at most, in
+// address order; false when rs cannot be copied at all.
+func partsOf(rs []Range) ([]Range, bool) {
+	var parts []Range
+	for _, r := range rs {
+		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
+			return nil, false
+		}
+		for s := r.Start; s < r.End; s += windowCap {
+			parts = append(parts, Range{s, min(s+windowCap, r.End)})
+		}
+	}
+	slices.SortFunc(parts, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	return parts, len(parts) > 0
+}
+
+// prewalkParts is the prewalk of an arena copied in parts (wk.parts): it
+// copies the part most lists wait in, lets every list there go as far as
+// it can, and again, until every list has ended or maxPasses times as many
+// copies as there are parts were made; the walk reads the rest itself.
+// Lists tend to go through an arena's heaps together (in the order their
+// chunks were freed), so most arenas take one copy of each part.
+func (wk *walker) prewalkParts(ar uint64, st []byte) {
+	pw := &wk.pre
+	pw.reset()
+	if !wk.mem.win.alloc() {
+		return
+	}
+	pw.budget = prewalkBudgetParts
+	cs := pw.advance(wk.lay, pw.cursors(wk.lay, ar, st), nil, wk.parts)
+	waiting := make([]int, len(wk.parts))
+	for copies := 0; len(cs) > 0 && copies < maxPasses*len(wk.parts); copies++ {
+		clear(waiting)
+		best := 0
+		for _, c := range cs {
+			i, _ := slices.BinarySearchFunc(wk.parts, c.p, func(r Range, p uint64) int {
+				if r.End <= p {
+					return -1
+				}
+				if r.Start > p {
+					return 1
+				}
+				return 0
+			})
+			if i < len(waiting) {
+				if waiting[i]++; waiting[i] > waiting[best] {
+					best = i
+				}
+			}
+		}
+		part := wk.parts[best]
+		var here, rest []cursor
+		for _, c := range cs {
+			if in([]Range{part}, c.p, 24) {
+				here = append(here, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		if len(here) == 0 {
+			break
+		}
+		spans := copyRanges(wk.mem.mem, []Range{part}, wk.mem.win.buf, nil)
+		cs = append(rest, pw.advance(wk.lay, here, spans, wk.parts)...)
 	}
 }

@@ -119,6 +119,7 @@ type walker struct {
 	tcached   *addrSet
 	path      []uint64 // the chunks met so far in the list being walked
 	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
+	parts     []Range  // the arena's heaps in parts of windowCap, when too large to copy whole
 	listsOnly bool
 	noChunks  bool // skip the chunk walk only (the mmapped-chunk scan still runs)
 }
@@ -360,7 +361,12 @@ func (wk *walker) load(aw *ArenaWalk, st []byte) {
 		return
 	}
 	word := func(addr uint64) (uint64, bool) { return wk.mem.word(addr) }
-	wk.mem.load(aw.Addr, heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw))
+	rs := heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw)
+	wk.mem.load(aw.Addr, rs)
+	wk.parts = nil
+	if len(wk.mem.win.spans) == 0 && wk.mem.slicer == nil && !fits(rs) {
+		wk.parts, _ = partsOf(rs) // too large to copy whole
+	}
 }
 
 // heapRanges are the heaps of the arena whose state is st, when they can
@@ -693,24 +699,35 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			return
 		}
 		warm := ^uint64(0)
-		// The headers straight from the copy when it holds the whole span,
-		// and the sets' bitmaps of the region at hand: the same answers as
-		// word and has, without a lookup per chunk.
+		// The headers straight from the copy that holds them (an arena
+		// too large to copy whole is copied a part at a time, as the walk
+		// reaches it), and the sets' bitmaps of the region at hand: the
+		// same answers as word and has, without a lookup per chunk.
 		var wb []byte
 		var wbase uint64
-		if w := wk.mem.win.get(s.start, s.end-s.start); w != nil && !w.holeIn(s.start-w.start, s.end-s.start) {
-			wb, wbase = w.b, w.start
-		}
+		copied := len(wk.mem.win.spans) > 0 || wk.parts != nil
 		region := ^uint64(0)
 		var freeB, fastB, cachedB []uint64
 		for p := s.start; p < s.end; {
+			off := p + 8 - wbase
+			if copied && (wb == nil || off >= uint64(len(wb)) || off+8 > uint64(len(wb))) {
+				wb = nil
+				w := wk.mem.win.get(p+8, 8)
+				if w == nil && wk.parts != nil {
+					w = wk.mem.loadPart(wk.parts, p+8)
+				}
+				if w != nil && w.holes == nil {
+					wb, wbase = w.b, w.start
+					off = p + 8 - wbase
+				}
+			}
 			if b := (p + 8) &^ (wk.mem.size - 1); b != warm {
 				wk.mem.warm(b)
 				warm = b
 			}
 			var raw uint64
 			ok := true
-			if off := p + 8 - wbase; wb != nil && off < uint64(len(wb)) && off+8 <= uint64(len(wb)) {
+			if wb != nil {
 				raw = binary.LittleEndian.Uint64(wb[off:])
 			} else {
 				raw, ok = wk.mem.word(p + 8)

@@ -215,3 +215,20 @@ func copyRanges(mem Memory, rs []Range, buf []byte, spans []window) []window {
 }
 
 func unmap(b []byte) { _ = unix.Munmap(b) }
+
+// loadPart copies the part of parts holding addr into the buffer, in place
+// of what the windows held, and returns its window; nil when no part holds
+// it or there is no buffer.
+func (c *blockMem) loadPart(parts []Range, addr uint64) *window {
+	for _, r := range parts {
+		if addr >= r.Start && addr < r.End {
+			if !c.win.alloc() {
+				return nil
+			}
+			c.win.spans = copyRanges(c.mem, []Range{r}, c.win.buf, c.win.spans[:0])
+			c.win.last = 0
+			return c.win.get(addr, 1)
+		}
+	}
+	return nil
+}

@@ -80,12 +80,13 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 			for _, m := range []struct {
 				how   string
 				mem   glibc.Memory
-				small bool // no arena fits a copy: lists through the page cache
+				small bool // no arena fits a copy whole: copied a page at a time (prewalkParts, loadPart)
 			}{
 				{"copied whole, no page map", copied{mem: c}, false},
 				{"copied whole", copiedRuns{copied{mem: c}}, false},
 				{"copied with holes", copiedRuns{copied{mem: c, holes: true}}, false},
-				{"not copied", copiedRuns{copied{mem: c}}, true},
+				{"copied a page at a time", copiedRuns{copied{mem: c}}, true},
+				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true}}, true},
 			} {
 				restore := func() {}
 				if m.small {

@@ -23,3 +23,11 @@ func (t *Target) DataRuns(start, end uint64, fn func(start, end uint64, data boo
 // once: process_vm_readv and /proc/PID/mem keep no state between reads. The
 // walker then copies the next arena's heaps while it walks one.
 func (t *Target) ReadsInParallel() {}
+
+// ReadsInParallel is Target.ReadsInParallel for the image, read with
+// process_vm_readv and its mem file alike. (The image has no DataRuns: a
+// read of a page that holds no data maps the zero page into the image,
+// not the process, and its page map made the walk slower: 2.8 s against
+// 2.0 s on the 1 GiB benchmark heap, the image's pages being copied whole
+// either way for the full walk.)
+func (im *Image) ReadsInParallel() {}

@@ -136,8 +136,10 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // arena ring, each arena's fastbins, bins and heaps. It skips the chunk walk
 // and the search for mmapped chunks, so its cost does not grow with the
 // heap: Walked is false in every arena, and Mmapped is empty. Its Damage,
-// Malloc and TrimRanges are those of WalkHeap. It reads whole pages around
-// the headers only, so it leaves the pages malloc_trim gave back alone.
+// Malloc and TrimRanges are those of WalkHeap. It leaves the pages
+// malloc_trim gave back alone: it copies only the pages of the heaps that
+// hold data, when mem can tell which (dataRuns), else whole pages around
+// the headers only.
 func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
 	c := newBlockMemSized(mem, pageSz)
 	_, runs := mem.(dataRuns)

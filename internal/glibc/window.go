@@ -17,9 +17,9 @@ import (
 //
 // A buffer is windowCap bytes of address space, of which only what the
 // largest arena used becomes resident; an arena whose heaps do not fit in
-// it is read through the block cache, as before. With the loader running
-// ahead (ahead.go) there are two: a walk holds at most 2 x windowCap of
-// copies, plus the block cache's maxCached.
+// it is copied a part at a time (prewalkParts, loadPart). With the loader
+// running ahead (ahead.go) there are two: a walk holds at most 2 x
+// windowCap of copies.
 type windows struct {
 	buf   []byte   // mapped on first use, windowCap bytes; nil when mapping failed
 	spans []window // the current arena's heaps, in buf or lent

@@ -51,3 +51,12 @@ func setOf(m map[uint64]bool) *addrSet {
 	}
 	return s
 }
+
+// region is the bitmap of a's 64 MiB region (bit g%64 of word g/64 for the
+// granule g = a%regionSize/16), nil when the set has none there.
+func (s *addrSet) region(a uint64) []uint64 {
+	if s == nil {
+		return nil
+	}
+	return s.bits.get(a, false)
+}

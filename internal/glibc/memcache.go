@@ -15,6 +15,9 @@ type blockMem struct {
 	size   uint64
 	spare  [][]byte // buffers of dropped blocks, for the next ones
 	sink   uint64   // what warm read, so that its loads are not optimised away
+	win    windows  // the current arena's heaps, copied whole (see load)
+	noWin  bool     // never copy heaps whole (a recorder of reads)
+	ahead  *ahead   // copying the next arenas' heaps meanwhile; nil when not
 }
 
 const blockSize = 256 << 10
@@ -52,6 +55,11 @@ func newBlockMemSized(mem Memory, size uint64) *blockMem {
 // more than 256 of them (their buffers serve the next ones), a slicer's
 // always (their pages are released).
 func (c *blockMem) drop() {
+	if c.win.lent != nil {
+		c.ahead.give(c.win.lent)
+		c.win.lent = nil
+	}
+	c.win.reset()
 	if c.slicer != nil {
 		c.release()
 		return
@@ -59,6 +67,11 @@ func (c *blockMem) drop() {
 	if c.loaded <= 256 {
 		return
 	}
+	c.recycle()
+}
+
+// recycle forgets every copied block, keeping their buffers for the next.
+func (c *blockMem) recycle() {
 	for _, r := range c.blocks.m {
 		for _, b := range r {
 			if len(b) > 0 {
@@ -114,7 +127,12 @@ func (c *blockMem) block(start uint64) []byte {
 // link unless the block is in cache, while a plain pass over the block goes
 // at the memory's full speed.
 func (c *blockMem) warm(start uint64) {
-	b := c.block(start)
+	var b []byte
+	if w := c.win.get(start, 1); w != nil {
+		b = w.b[start-w.start:][:min(c.size, w.end-start)] // not past the copy: a chunk walk ends in it
+	} else {
+		b = c.block(start)
+	}
 	var x uint64
 	for i := 0; i+8 <= len(b); i += 64 {
 		x += binary.LittleEndian.Uint64(b[i:])
@@ -132,6 +150,9 @@ func (c *blockMem) release() {
 
 // ReadAt implements Memory.
 func (c *blockMem) ReadAt(p []byte, addr uint64) (int, error) {
+	if w := c.win.get(addr, uint64(len(p))); w != nil && !w.holeIn(addr-w.start, uint64(len(p))) {
+		return copy(p, w.b[addr-w.start:]), nil
+	}
 	start := addr &^ (c.size - 1)
 	if addr+uint64(len(p)) <= start+c.size {
 		if b := c.block(start); b != nil {
@@ -143,6 +164,9 @@ func (c *blockMem) ReadAt(p []byte, addr uint64) (int, error) {
 
 // word reads one little-endian word; ok is false when it is not readable.
 func (c *blockMem) word(addr uint64) (uint64, bool) {
+	if w := c.win.get(addr, 8); w != nil && !w.hole(addr-w.start) {
+		return binary.LittleEndian.Uint64(w.b[addr-w.start:]), true
+	}
 	if start := addr &^ (c.size - 1); addr+8 <= start+c.size {
 		if b := c.block(start); b != nil {
 			return binary.LittleEndian.Uint64(b[addr-start:]), true
@@ -194,4 +218,14 @@ func (r *regionMap[T]) get(addr uint64, create bool) []T {
 
 func (r *regionMap[T]) reset() {
 	r.m, r.last = map[uint64][]T{}, nil
+}
+
+// releaseWindows stops the loader and unmaps every copy's buffer.
+func (c *blockMem) releaseWindows() {
+	if c.ahead != nil {
+		c.ahead.close()
+		c.ahead = nil
+	}
+	c.win.lent = nil
+	c.win.release()
 }

@@ -278,7 +278,11 @@ func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Map
 
 func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, noChunks bool) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
-	w, err := walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks}, a)
+	c := newBlockMem(mem)
+	// Without the chunk walk, reading heaps whole would only cost: a
+	// snapshot's recorder refuses large reads (it dumps the heaps anyway).
+	c.noWin = noChunks
+	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks}, a)
 	if err != nil {
 		return nil, nil, err
 	}

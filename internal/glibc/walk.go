@@ -1,6 +1,7 @@
 package glibc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -117,6 +118,8 @@ type walker struct {
 	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
 	tcached   *addrSet
 	path      []uint64 // the chunks met so far in the list being walked
+	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
+	parts     []Range  // the arena's heaps in parts of windowCap, when too large to copy whole
 	listsOnly bool
 	noChunks  bool // skip the chunk walk only (the mmapped-chunk scan still runs)
 }
@@ -133,18 +136,27 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // arena ring, each arena's fastbins, bins and heaps. It skips the chunk walk
 // and the search for mmapped chunks, so its cost does not grow with the
 // heap: Walked is false in every arena, and Mmapped is empty. Its Damage,
-// Malloc and TrimRanges are those of WalkHeap. It reads whole pages around
-// the headers only, so it leaves the pages malloc_trim gave back alone.
+// Malloc and TrimRanges are those of WalkHeap. It leaves the pages
+// malloc_trim gave back alone: it copies only the pages of the heaps that
+// hold data, when mem can tell which (dataRuns), else whole pages around
+// the headers only.
 func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
-	return walkHeap(&walker{mem: newBlockMemSized(mem, pageSz), lay: lay, ms: ms, listsOnly: true}, a)
+	c := newBlockMemSized(mem, pageSz)
+	_, runs := mem.(dataRuns)
+	c.noWin = !runs // copying whole heaps would map the zero page into the pages trimmed
+	return walkHeap(&walker{mem: c, lay: lay, ms: ms, listsOnly: true}, a)
 }
 
 func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
 	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
 	wk.w = w
+	defer wk.mem.releaseWindows()
 	if err := wk.params(); err != nil {
 		return nil, err
+	}
+	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
+		wk.mem.ahead = startAhead(wk.mem.mem, lay, a, w.Params, ArenaRing(wk.mem.mem, lay, a), newRWSpans(wk.ms))
 	}
 	seen := map[uint64]bool{}
 	ar := a.MainArena
@@ -292,6 +304,8 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if lay.RestIncludesTop {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
 	}
+	wk.load(&aw, st)
+	wk.prewalkLists(addr, st)
 
 	// Fastbins: buckets of the first chunk's size times the list length.
 	var sizes []SizeClass
@@ -300,7 +314,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		if p == 0 {
 			continue
 		}
-		cnt, sz := wk.fastbin(addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
+		cnt, sz := wk.fastbin(i, addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
 		if cnt == 0 {
 			continue
 		}
@@ -342,14 +356,79 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	return le(st, lay.StateNext), nil
 }
 
+// load copies the arena's heaps into the walk's windows before its lists
+// are walked (see heapRanges).
+func (wk *walker) load(aw *ArenaWalk, st []byte) {
+	if wk.mem.noWin {
+		return
+	}
+	word := func(addr uint64) (uint64, bool) { return wk.mem.word(addr) }
+	rs := heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw)
+	wk.mem.load(aw.Addr, rs)
+	wk.parts = nil
+	if len(wk.mem.win.spans) == 0 && wk.mem.slicer == nil && !fits(rs) {
+		wk.parts, _ = partsOf(rs) // too large to copy whole
+	}
+}
+
+// heapRanges are the heaps of the arena whose state is st, when they can
+// be found without reporting anything: the main arena's one run from
+// sbrk_base, a thread arena's heaps from the top one back through prev,
+// each up to its top chunk's header. Anything odd (the walk proper
+// reports it) ends the list; the rest is read through the block cache.
+func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []Range {
+	top, flags := le(st, lay.StateTop), le(st, lay.StateFlags)
+	topEnd := (top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
+	var rs []Range
+	if main {
+		start := p.SbrkBase &^ (pageSz - 1)
+		if flags&2 == 0 && start < top && rw(start, topEnd-start) {
+			rs = append(rs, Range{start, topEnd})
+		}
+		return rs
+	}
+	hmax := p.HeapMax
+	h := top &^ (hmax - 1)
+	for n := 0; h != 0 && n < 64; n++ {
+		size, ok := word(h + 0x10)
+		prev, ok2 := word(h + 8)
+		if !ok || !ok2 || size > hmax || size < pageSz || !rw(h, size) {
+			break
+		}
+		end := (h + size + pageSz - 1) &^ (pageSz - 1)
+		if n == 0 {
+			if top < h || top >= h+size {
+				break
+			}
+			end = min(end, topEnd)
+		}
+		rs = append(rs, Range{h, end})
+		h = prev
+	}
+	return rs
+}
+
+// lists is the prewalk of the arena being walked: the loader's, or the
+// walker's own.
+func (wk *walker) lists() *prewalk {
+	if p := wk.mem.win.pre; p != nil {
+		return p
+	}
+	return &wk.pre
+}
+
 // fastbin counts the fastbin list whose head, at slot, was p, as
 // malloc_info does: the first chunk's size and the list's length.
 // Safe-linking is undone with the address of each fd field; a misaligned
 // pointer is where glibc 2.32+ aborts (before, it follows it). A bad link
 // is reported at the chunk that holds it, once it is known not to be torn.
-func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
+func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 	list := chain{head: slot, mangled: wk.lay.SafeLinking}
-	sz, ok := wk.mem.word(p + 8)
+	l, ok := wk.lists().at(k, 0, p)
+	sz := l.size
+	if !ok {
+		sz, ok = wk.mem.word(p + 8)
+	}
 	if !ok || !wk.rw(p, 32) || p%16 != 0 {
 		// malloc_info checks the head's alignment (2.32+) or reads its size.
 		if wk.genuine(list, slot, p, 0) {
@@ -376,7 +455,7 @@ func (wk *walker) fastbin(slot, p uint64) (count, size uint64) {
 		}
 		wk.path = append(wk.path, p)
 		wk.fast.add(p)
-		prev, p = p, wk.fastFd(p)
+		prev, p = p, wk.fastFd(k, int(count), p)
 	}
 	return count, size
 }
@@ -403,8 +482,13 @@ func (wk *walker) metBefore(all *addrSet) func(uint64) bool {
 	}
 }
 
-func (wk *walker) fastFd(p uint64) uint64 {
-	fd, _ := wk.mem.word(p + 16)
+// fastFd is the link out of p, link n of fastbin k.
+func (wk *walker) fastFd(k, n int, p uint64) uint64 {
+	l, pre := wk.lists().at(k, n, p)
+	fd := l.fd
+	if !pre {
+		fd, _ = wk.mem.word(p + 16)
+	}
 	if wk.lay.SafeLinking {
 		fd ^= (p + 16) >> 12
 	}
@@ -489,6 +573,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 	off := wk.lay.StateBins + int64(i-1)*16
 	head := ar + uint64(off) - 16
 	list := chain{head: ar + uint64(off), end: head}
+	k := wk.listIndex(i)
 	r := le(st, off)
 	var sc SizeClass
 	if r == 0 {
@@ -512,7 +597,11 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 			}
 			break
 		}
-		raw, _ := wk.mem.word(r + 8)
+		l, pre := wk.lists().at(k, n, r)
+		if !pre {
+			l.size, _ = wk.mem.word(r + 8)
+		}
+		raw := l.size
 		sz := raw &^ sizeBits
 		if sz < minChunk || !wk.rw(r, sz) {
 			if now, err := readWord(wk.mem.mem, r+8); err != nil || now != raw || !wk.genuine(list, prev, r, n) {
@@ -536,7 +625,10 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 		sc.From = min(sc.From, raw)
 		sc.To = max(sc.To, raw)
 		prev = r
-		r, _ = wk.mem.word(r + 16)
+		if !pre {
+			l.fd, _ = wk.mem.word(r + 16)
+		}
+		r = l.fd
 	}
 	if sc.Count == 0 {
 		sc.From = 0
@@ -609,12 +701,39 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			return
 		}
 		warm := ^uint64(0)
+		// The headers straight from the copy that holds them (an arena
+		// too large to copy whole is copied a part at a time, as the walk
+		// reaches it), and the sets' bitmaps of the region at hand: the
+		// same answers as word and has, without a lookup per chunk.
+		var wb []byte
+		var wbase uint64
+		copied := len(wk.mem.win.spans) > 0 || wk.parts != nil
+		region := ^uint64(0)
+		var freeB, fastB, cachedB []uint64
 		for p := s.start; p < s.end; {
+			off := p + 8 - wbase
+			if copied && (wb == nil || off >= uint64(len(wb)) || off+8 > uint64(len(wb))) {
+				wb = nil
+				w := wk.mem.win.get(p+8, 8)
+				if w == nil && wk.parts != nil {
+					w = wk.mem.loadPart(wk.parts, p+8)
+				}
+				if w != nil && w.holes == nil {
+					wb, wbase = w.b, w.start
+					off = p + 8 - wbase
+				}
+			}
 			if b := (p + 8) &^ (wk.mem.size - 1); b != warm {
 				wk.mem.warm(b)
 				warm = b
 			}
-			raw, ok := wk.mem.word(p + 8)
+			var raw uint64
+			ok := true
+			if wb != nil {
+				raw = binary.LittleEndian.Uint64(wb[off:])
+			} else {
+				raw, ok = wk.mem.word(p + 8)
+			}
 			sz := raw &^ sizeBits
 			if !ok || sz%16 != 0 || p+sz > s.end {
 				if !wk.badSize[p] { // else reported by the bin walk
@@ -625,10 +744,16 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			if sz < 32 { // a fencepost closing an old heap
 				break
 			}
+			if r := p / regionSize; r != region {
+				region, freeB, fastB, cachedB = r, wk.free.region(p), wk.fast.region(p), wk.tcached.region(p)
+			}
+			g := p % regionSize / 16
+			i, bit := g/64, uint64(1)<<(g%64)
+			aligned := p%16 == 0 // else only the sets' maps of odd addresses can hold it
 			switch {
-			case wk.free.has(p):
-			case wk.fast.has(p):
-			case wk.tcached.has(p):
+			case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && wk.free.has(p):
+			case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && wk.fast.has(p):
+			case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && wk.tcached.has(p):
 				aw.TcacheChunks++
 				aw.TcacheBytes += sz
 				aw.InUseChunks++

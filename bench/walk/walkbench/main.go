@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -45,14 +46,26 @@ type walkStats struct {
 	name          string
 	chunks, bytes uint64 // chunks and heap bytes it covers
 	times         []time.Duration
+	cpu           []time.Duration // this process's CPU time (user and system), every goroutine
 }
 
 func (s *walkStats) print() {
 	sort.Slice(s.times, func(i, j int) bool { return s.times[i] < s.times[j] })
-	med := s.times[len(s.times)/2]
-	fmt.Printf("%-10s %10d chunks %8.3f GiB   median %8.1f ms (min %.1f, max %.1f)   %6.2f M chunks/s   %6.2f GiB/s\n",
+	sort.Slice(s.cpu, func(i, j int) bool { return s.cpu[i] < s.cpu[j] })
+	med, cpu := s.times[len(s.times)/2], s.cpu[len(s.cpu)/2]
+	fmt.Printf("%-10s %10d chunks %8.3f GiB   median %8.1f ms (min %.1f, max %.1f)   %6.2f M chunks/s   %6.2f GiB/s   CPU %.1f ms\n",
 		s.name, s.chunks, float64(s.bytes)/(1<<30), ms(med), ms(s.times[0]), ms(s.times[len(s.times)-1]),
-		float64(s.chunks)/med.Seconds()/1e6, float64(s.bytes)/(1<<30)/med.Seconds())
+		float64(s.chunks)/med.Seconds()/1e6, float64(s.bytes)/(1<<30)/med.Seconds(), ms(cpu))
+}
+
+// cpuTime is the CPU time this process has used: on a shared machine the
+// wall time of a walk depends on what else runs, its CPU time much less.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -94,12 +107,13 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 	var digest [32]byte
 	var peakHeap uint64
 	for i := 0; i < n; i++ {
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		w, err := h.WalkLists()
 		if err != nil {
 			return err
 		}
 		lists.times = append(lists.times, time.Since(start))
+		lists.cpu = append(lists.cpu, cpuTime()-cpu0)
 		lists.chunks, lists.bytes = 0, 0
 		for _, a := range w.Malloc.Arenas {
 			lists.chunks += a.FastCount + a.RestCount
@@ -107,12 +121,13 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 		}
 
 		runtime.GC()
-		start = time.Now()
+		start, cpu0 = time.Now(), cpuTime()
 		w, caches, err := h.Walk()
 		if err != nil {
 			return err
 		}
 		full.times = append(full.times, time.Since(start))
+		full.cpu = append(full.cpu, cpuTime()-cpu0)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		peakHeap = max(peakHeap, ms.HeapAlloc)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -73,6 +74,8 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 // whileFrozen stops every thread of t, runs read and lets them all go; it
 // returns how long they were stopped.
 func whileFrozen(ctx context.Context, t *live.Target, timeout time.Duration, read func() error) (time.Duration, error) {
+	pr := raisePriority()
+	defer pr.restore()
 	frozen, err := t.Freeze(ctx, timeout)
 	if err != nil {
 		return 0, err
@@ -113,6 +116,14 @@ func (pf *preflight) record(in *report.Injection) {
 // gives it back. It reports the borrowed thread, the time it was held and
 // the pre-flight walk that preceded it.
 func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, call func(glibc.Caller) error) (report.Injection, error) {
+	// From the hijack's first stop to the release, every ptrace round trip
+	// waits for arenactl to run: its threads run at the normal level
+	// (priority.go), and no garbage collection starts meanwhile. Turning
+	// it off waits for a cycle under way to end, so that ends before a
+	// thread is stopped; what the call allocates is bounded by its buffer.
+	pr := raisePriority()
+	defer pr.restore()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	sess, err := t.Hijack(ctx, live.HijackOptions{Timeout: o.Timeout, Tid: o.Tid})
 	if err != nil {
 		return report.Injection{}, err

@@ -48,7 +48,7 @@ wait "$ap" || die "arenactl leaks failed: $(cat "$work/arenactl.out")"
 sleep 0.5
 phase after
 if command -v heaptrack >/dev/null; then
-	heaptrack -p "$loop_pid" -o "$work/ht" >"$work/heaptrack.out" 2>&1 &
+	heaptrack -o "$work/ht" -p "$loop_pid" >"$work/heaptrack.out" 2>&1 &
 	hp=$!
 	sleep 2
 	phase heaptrack

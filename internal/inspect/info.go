@@ -93,6 +93,7 @@ type held struct {
 	image   *live.Image
 	frozen  *live.Frozen
 	skipped string // why no image was made, under HoldAuto
+	boost   *boost // arenactl at normal priority while the process is stopped
 }
 
 // hold keeps t still as mode says. The caller reads h.mem, then calls
@@ -103,7 +104,9 @@ func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration)
 	case HoldNone:
 		return h, nil
 	case HoldAuto, HoldImage:
+		b := raisePriority()
 		im, err := t.Image(ctx, timeout)
+		b.restore()
 		var un *live.ImageUnavailableError
 		switch {
 		case err == nil:
@@ -115,8 +118,10 @@ func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration)
 			return nil, err
 		}
 	}
+	h.boost = raisePriority()
 	f, err := t.Freeze(ctx, timeout)
 	if err != nil {
+		h.boost.restore()
 		return nil, err
 	}
 	h.frozen = f
@@ -132,6 +137,8 @@ func (h *held) release(ro *report.ReadOnly) error {
 		return h.image.Close()
 	case h.frozen != nil:
 		d, err := h.frozen.Thaw()
+		h.boost.restore()
+		h.boost = nil
 		ro.Hold, ro.Frozen, ro.ImageSkipped = "walk", d, h.skipped
 		return err
 	}

@@ -2,10 +2,14 @@ package ptrace
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tracer runs every ptrace request on one OS thread. The kernel records the
@@ -18,6 +22,7 @@ type tracer struct {
 	// bounded call gave up on; every later request fails at once instead
 	// of queueing behind it.
 	stuck atomic.Bool
+	tid   int // the tracer thread
 }
 
 var errTracerStuck = errors.New("the tracer thread is still blocked in an abandoned ptrace request")
@@ -29,6 +34,7 @@ func newTracer() *tracer {
 		runtime.LockOSThread()
 		// Never unlocked: when this goroutine returns, the runtime retires
 		// the thread, and with it any leftover tracee relationship.
+		t.tid = unix.Gettid()
 		close(ready)
 		for {
 			select {
@@ -117,4 +123,16 @@ func (t *tracer) doBounded(f func() error, b Bound, idle func(), late func(error
 	}
 }
 
-func (t *tracer) close() { close(t.quit) }
+// close retires the tracer thread and waits (a little) until it is gone:
+// the kernel lets go of any tracee still attached as the thread exits,
+// and a caller that opens the process again right after must not find it
+// still traced by us.
+func (t *tracer) close() {
+	close(t.quit)
+	task := fmt.Sprintf("/proc/self/task/%d", t.tid)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+		if _, err := os.Stat(task); err != nil {
+			return
+		}
+	}
+}

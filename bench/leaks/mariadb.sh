@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# arenactl leaks on a loaded MariaDB: mariadb-slap's queries per second
+# without profiling, while `arenactl leaks` samples the server (default
+# rate), and again without, ROUNDS times interleaved; medians and the
+# ratio. A private mariadbd in a temporary directory (no network).
+#
+# usage: bench/leaks/mariadb.sh [ROUNDS [CLIENTS [QUERIES]]]   # defaults 3 16 20000
+# Needs root, go, mariadb-server and mariadb-client; a quiet machine.
+set -eu
+rounds=${1:-3}
+clients=${2:-16}
+queries=${3:-20000}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-maria.XXXXXX")
+server=
+cleanup() {
+	[ -z "$server" ] || kill "$server" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+for p in mariadbd mariadb-install-db mariadb mariadb-slap; do command -v $p >/dev/null || die "$p is not installed"; done
+(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+mariadb-install-db --no-defaults --user=root --datadir="$work/db" --auth-root-authentication-method=normal >/dev/null 2>&1 || die "mariadb-install-db failed"
+mariadbd --no-defaults --user=root --datadir="$work/db" --socket="$work/sock" --pid-file="$work/pid" --skip-networking \
+	--log-error="$work/err.log" --innodb-buffer-pool-size=256M &
+server=$!
+for i in $(seq 100); do mariadb --no-defaults -S "$work/sock" -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+echo "machine: $(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg); $(mariadbd --version)"
+# slap: the seconds mariadb-slap's run took.
+slap() {
+	mariadb-slap --no-defaults -S "$work/sock" -uroot --concurrency="$clients" --iterations=1 --number-of-queries="$queries" \
+		--auto-generate-sql --auto-generate-sql-load-type=mixed --auto-generate-sql-add-autoincrement |
+		awk '/Average number of seconds to run all queries/ {print $(NF-1)}'
+}
+slap >/dev/null # warm up
+: >"$work/res"
+for i in $(seq "$rounds"); do
+	echo "without $(slap)" >>"$work/res"
+	"$work/arenactl" leaks --duration 0 "$server" >"$work/leaks.out" 2>&1 &
+	ap=$!
+	for j in $(seq 100); do grep -q "window is open" "$work/leaks.out" && break; sleep 0.1; done
+	echo "profiled $(slap)" >>"$work/res"
+	kill -INT "$ap"
+	wait "$ap" || die "arenactl leaks failed: $(cat "$work/leaks.out")"
+done
+awk -v q="$queries" '
+function median(a, n,   i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+{ n[$1]++; v[$1, n[$1]] = q / $2; printf "  %-9s %8.0f queries/s\n", $1, q / $2 }
+END {
+	for (k in n) { for (j = 1; j <= n[k]; j++) a[j] = v[k, j]; m[k] = median(a, n[k]) }
+	printf "median: without %.0f, profiled %.0f queries/s: %.1f%% fewer\n", m["without"], m["profiled"], 100 * (1 - m["profiled"] / m["without"])
+}' "$work/res"
+grep -E "samples|explains" "$work/leaks.out" | head -3

@@ -21,6 +21,12 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
+// bindNow builds a target whose GOT is bound at start: the tests that
+// compare GOT entries before and after need values the dynamic linker does
+// not change meanwhile (lazy binding writes an entry at its first call).
+// TestLazyBindingRestored covers lazy entries.
+const bindNow = "-Wl,-z,now"
+
 func words(t *testing.T, pid int, addrs []uint64) []uint64 {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
@@ -43,7 +49,7 @@ func words(t *testing.T, pid int, addrs []uint64) []uint64 {
 // holds its original bytes again, the sampler is gone, and the target
 // finds its heap intact.
 func TestAttachSampleDetach(t *testing.T) {
-	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", bindNow))
 	lt, err := live.Open(tg.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +251,7 @@ func TestForkExecWhileProfiled(t *testing.T) {
 // A sampler left by a killed arenactl is removed by the next one, which
 // finds the GOT entries as they were.
 func TestLeftoverRemoved(t *testing.T) {
-	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", bindNow))
 	lt := openTarget(t, tg.Pid)
 	slots := sampler.GotSlots(module.NewTable(lt))
 	before := words(t, tg.Pid, slots)
@@ -284,7 +290,7 @@ func cycles() int {
 // Attach and detach again and again while threads hammer malloc and check
 // their blocks.
 func TestAttachDetachCycles(t *testing.T) {
-	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"), "4")
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", bindNow), "4")
 	lt := openTarget(t, tg.Pid)
 	slots := sampler.GotSlots(module.NewTable(lt))
 	before := words(t, tg.Pid, slots)
@@ -329,4 +335,24 @@ func TestThreadsCreatedWhileProfiled(t *testing.T) {
 	if a := tg.Send("round"); a != "ok" {
 		t.Fatalf("round: %q", a)
 	}
+}
+
+// Lazily bound entries hold their PLT stub until the first call: one the
+// sampler replaced goes back to the stub (or, once called again after the
+// detach, to the function the dynamic linker binds it to), never elsewhere.
+func TestLazyBindingRestored(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", "-Wl,-z,lazy"))
+	lt := openTarget(t, tg.Pid)
+	_, s, _ := profile(t, lt, sampler.Options{Rate: 64 << 10}, 300*time.Millisecond, nil)
+	real := map[string]uint64{}
+	for _, name := range []string{"malloc", "calloc", "realloc", "posix_memalign", "free"} {
+		real[name] = s.Real(name)
+	}
+	for _, p := range s.Patches {
+		now := words(t, tg.Pid, []uint64{p.Slot})[0]
+		if now != p.Orig && now != real[p.Name] {
+			t.Errorf("%s's GOT entry for %s at %#x holds %#x: neither what it held (%#x) nor libc's %#x", p.Module, p.Name, p.Slot, now, p.Orig, real[p.Name])
+		}
+	}
+	mustCheck(t, tg)
 }

@@ -47,15 +47,6 @@ phase arenactl
 wait "$ap" || die "arenactl leaks failed: $(cat "$work/arenactl.out")"
 sleep 0.5
 phase after
-if command -v heaptrack >/dev/null; then
-	heaptrack -o "$work/ht" -p "$loop_pid" >"$work/heaptrack.out" 2>&1 &
-	hp=$!
-	sleep 2
-	phase heaptrack
-	kill -INT "$hp" 2>/dev/null || true
-	wait "$hp" 2>/dev/null || true
-	sleep 1
-fi
 if command -v bpftrace >/dev/null; then
 	libc=$(awk '$6 ~ /libc\.so\.6$/ {print $6; exit}' /proc/$loop_pid/maps)
 	bpftrace -p "$loop_pid" -e "uprobe:$libc:malloc { @n = count(); }" >"$work/bpftrace.out" 2>&1 &
@@ -64,6 +55,19 @@ if command -v bpftrace >/dev/null; then
 	phase bpftrace
 	kill -INT "$bp" 2>/dev/null || true
 	wait "$bp" 2>/dev/null || true
+fi
+# heaptrack last: it traces until the target exits (its library in the
+# target writes to a pipe its interpreter reads), so the loop ends with it.
+if command -v heaptrack >/dev/null; then
+	setsid heaptrack -o "$work/ht" -p "$loop_pid" >"$work/heaptrack.out" 2>&1 &
+	hp=$!
+	sleep 3
+	phase heaptrack
+	kill "$loop_pid" 2>/dev/null || true
+	loop_pid=
+	sleep 1
+	kill -- -"$hp" 2>/dev/null || true
+	wait "$hp" 2>/dev/null || true
 fi
 awk '
 function median(a, n,   i, j, t) {

@@ -31,6 +31,7 @@ typedef __SIZE_TYPE__ size_t;
 #define COUNTER_BITS 12
 #define NCOUNTERS (1 << COUNTER_BITS)
 #define SET_BITS 14
+#define FILTER_BITS 15
 #define NSETS (1 << SET_BITS)
 #define WAYS 4
 #define NDRAWS 4096
@@ -100,14 +101,33 @@ REAL(free);
 __attribute__((visibility("hidden"))) struct config cfg = {.magic = 0x524c504d41535241ull /* "ARSAMPLR" */, .version = 1};
 __attribute__((visibility("hidden"))) i64 counters[NCOUNTERS];
 __attribute__((visibility("hidden"))) volatile u64 sampled[NSETS][WAYS];
+/* How many sampled blocks hash to each byte (255: many, never decreased):
+ * free's fast path reads one byte of this 32 KiB table, which stays in
+ * the L1 cache, and looks at the sets only when it is not zero. */
+__attribute__((visibility("hidden"))) volatile unsigned char filter[1 << FILTER_BITS];
 
+/* A thread's counter: its thread pointer (the top of its stack, glibc's
+ * TCB) in 2 MiB units. Threads' stacks are at least that far apart, so
+ * they rarely share one; two that do share a count, which skews nothing
+ * on average. */
 static inline u64 thread_slot(void) {
 	u64 tp;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
-	return (tp * 0x9e3779b97f4a7c15ull) >> (64 - COUNTER_BITS);
+	return (tp >> 21) & (NCOUNTERS - 1);
 }
 
 static inline u64 set_of(u64 a) { return (a * 0x9e3779b97f4a7c15ull) >> (64 - SET_BITS); }
+
+/* Blocks are 16-byte aligned: consecutive ones get consecutive bytes. */
+static inline u64 filter_of(u64 a) { return (a >> 4) & ((1 << FILTER_BITS) - 1); }
+
+static void filter_add(u64 a, int d) {
+	volatile unsigned char *f = &filter[filter_of(a)];
+	unsigned char v = *f;
+	while (v != 255 && !(d < 0 && v == 0)) {
+		if (__atomic_compare_exchange_n(f, &v, (unsigned char)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+	}
+}
 
 static inline long sys6(long nr, long a, long b, long c, long d, long e, long f) {
 	long ret;
@@ -137,7 +157,10 @@ static int track(u64 a) {
 	volatile u64 *s = sampled[set_of(a)];
 	for (int w = 0; w < WAYS; w++) {
 		u64 zero = 0;
-		if (__atomic_compare_exchange_n(&s[w], &zero, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 1;
+		if (__atomic_compare_exchange_n(&s[w], &zero, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			filter_add(a, 1);
+			return 1;
+		}
 	}
 	__atomic_fetch_add(&cfg.untracked, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -152,7 +175,10 @@ static int untrack(u64 a) {
 	volatile u64 *s = sampled[set_of(a)];
 	for (int w = 0; w < WAYS; w++) {
 		u64 want = a;
-		if (__atomic_compare_exchange_n(&s[w], &want, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return 1;
+		if (__atomic_compare_exchange_n(&s[w], &want, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			filter_add(a, -1);
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -351,14 +377,20 @@ CAPTURE(free, "%rsi")
  * is due. */
 #define CHARGE(reg)                              \
 	"mov %fs:0, %r10\n\t"                    \
-	"movabs $0x9e3779b97f4a7c15, %r11\n\t"   \
-	"imul %r11, %r10\n\t"                    \
-	"shr $52, %r10\n\t"                      \
+	"shr $21, %r10\n\t"                      \
+	"and $4095, %r10d\n\t"                   \
 	"lea counters(%rip), %r11\n\t"           \
 	"sub " reg ", (%r11,%r10,8)\n\t"
 
-/* SAMPLED(reg, stub): jump to stub when reg is a sampled block. */
+/* SAMPLED(reg, stub): jump to stub when reg is a sampled block: first
+ * the filter's byte (the usual answer, no), then the block's set. */
 #define SAMPLED(reg, stub)                       \
+	"mov " reg ", %r10\n\t"                  \
+	"shr $4, %r10\n\t"                       \
+	"and $32767, %r10d\n\t"                  \
+	"lea filter(%rip), %r11\n\t"             \
+	"cmpb $0, (%r11,%r10)\n\t"               \
+	"je 1f\n\t"                              \
 	"mov " reg ", %r10\n\t"                  \
 	"movabs $0x9e3779b97f4a7c15, %r11\n\t"   \
 	"imul %r11, %r10\n\t"                    \
@@ -404,4 +436,4 @@ _Static_assert(__builtin_offsetof(struct config, draws) == 88, "cfg.draws");
 _Static_assert(__builtin_offsetof(struct config, creator_pid) == 88 + 8 * NDRAWS, "cfg.creator_pid");
 _Static_assert(__builtin_offsetof(struct config, patches) == 88 + 8 * NDRAWS + 32, "cfg.patches");
 _Static_assert(MAXPATCHES == 2048, "cfg.patches size");
-_Static_assert(NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");
+_Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

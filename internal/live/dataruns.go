@@ -31,3 +31,14 @@ func (t *Target) ReadsInParallel() {}
 // 2.0 s on the 1 GiB benchmark heap, the image's pages being copied whole
 // either way for the full walk.)
 func (im *Image) ReadsInParallel() {}
+
+// DataRuns is Target.DataRuns over the image's own pagemap, which shows
+// the process's pages as they were when the image was made.
+func (im *Image) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
+	pm, err := procfs.OpenPagemap(im.Pid)
+	if err != nil {
+		return err
+	}
+	defer pm.Close()
+	return pm.Runs(start, end, fn)
+}

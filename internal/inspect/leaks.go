@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/heapprof"
@@ -118,9 +119,15 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, o LeaksOpti
 			if err := s.Rescan(ctx); err != nil && ctx.Err() == nil {
 				return b, err
 			}
+			// Caches are dropped only when objects came or went: parsing
+			// a big binary's CFI and symbols again every second would
+			// cost the machine's CPU, which the process shares.
+			was := moduleSet(mods)
 			mods.Refresh()
-			u.Forget()
-			sym.Forget()
+			if moduleSet(mods) != was {
+				u.Forget()
+				sym.Forget()
+			}
 		}
 		recs, st, err := s.Drain()
 		if err != nil {
@@ -178,4 +185,13 @@ func inUse(ctx context.Context, pid int, o Options) (uint64, error) {
 		n += a.InUseBytes - a.TcacheBytes // a tcache's chunks are free to the program
 	}
 	return n + rep.ReadOnly.Walk.Mmapped.Bytes, nil
+}
+
+// moduleSet identifies the objects a table holds, to tell a change.
+func moduleSet(mods *module.Table) string {
+	var b strings.Builder
+	for _, m := range mods.Modules() {
+		fmt.Fprintf(&b, "%p,", m)
+	}
+	return b.String()
 }

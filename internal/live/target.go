@@ -141,6 +141,10 @@ func (t *Target) awaitLibc() error {
 // Refresh re-reads the mappings with their smaps counters and classifies them.
 func (t *Target) Refresh() error { return t.readMappings(true, nil) }
 
+// RefreshRanges re-reads the mappings without the smaps counters: cheap
+// for the process, whose page tables smaps walks under its mmap lock.
+func (t *Target) RefreshRanges() error { return t.readMappings(false, nil) }
+
 // readMappings reads /proc/PID/maps, or smaps with its counters, and
 // classifies it. Thread stacks are found from sps when the caller knows the
 // stack pointers (frozen threads), else from what /proc shows of blocked

@@ -121,6 +121,7 @@ type Sampler struct {
 	tail    uint64
 	real    map[string]uint64
 	done    map[uint64]bool // GOT entries looked at
+	parsed  map[*module.Module]bool
 	mods    *module.Table
 	Patches []Patch
 	readBuf []byte
@@ -163,7 +164,7 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 	if st.Seccomp != 0 {
 		return nil, &NotSampledError{Pid: t.Pid, Reason: "it runs under a seccomp filter, which may punish the syscalls a sample makes (gettid, getpid, process_vm_readv)"}
 	}
-	s := &Sampler{t: t, o: o, real: map[string]uint64{}, done: map[uint64]bool{}}
+	s := &Sampler{t: t, o: o, real: map[string]uint64{}, done: map[uint64]bool{}, parsed: map[*module.Module]bool{}}
 	for name := range hooked {
 		sym, ok := t.Libc.Lookup(name)
 		if !ok {
@@ -236,9 +237,10 @@ func (s *Sampler) frozen(ctx context.Context, fn func(c *live.FrozenCaller) erro
 func (s *Sampler) newSlots() ([]slot, error) {
 	var out []slot
 	for _, m := range s.mods.Modules() {
-		if m.Path == module.VDSO {
+		if m.Path == module.VDSO || s.parsed[m] {
 			continue
 		}
+		s.parsed[m] = true
 		sl, err := gotSlots(m)
 		if err != nil {
 			continue // a file that cannot be read: its calls go unsampled
@@ -355,8 +357,13 @@ func (s *Sampler) patch(c *live.FrozenCaller, slots []slot) error {
 }
 
 // Rescan patches the objects loaded since the last look (dlopen).
+//
+// It must cost the process nothing when nothing was loaded: the ranges are
+// read from /proc/PID/maps (smaps would walk the page tables under the
+// process's mmap lock every second), and only objects not seen before are
+// parsed.
 func (s *Sampler) Rescan(ctx context.Context) error {
-	if err := s.t.Refresh(); err != nil {
+	if err := s.t.RefreshRanges(); err != nil {
 		return err
 	}
 	s.mods.Refresh()

@@ -18,21 +18,11 @@ import (
 
 // bigMiB is the heap of TestImageBigHeapSelfChecking; ARENACTL_BIG_MIB
 // sets it (e.g. 8192 for the long form).
-func bigMiB() int {
-	if n, err := strconv.Atoi(os.Getenv("ARENACTL_BIG_MIB")); err == nil && n > 0 {
-		return n
-	}
-	return 1024
-}
+func bigMiB() int { return testutil.Rounds("ARENACTL_BIG_MIB", 1024) }
 
 // imageKillRounds is how many runs TestSIGKILLDuringImage kills;
 // ARENACTL_IMAGE_KILL_ROUNDS sets it.
-func imageKillRounds() int {
-	if n, err := strconv.Atoi(os.Getenv("ARENACTL_IMAGE_KILL_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return 8
-}
+func imageKillRounds() int { return testutil.Rounds("ARENACTL_IMAGE_KILL_ROUNDS", 8) }
 
 // liveImages lists the processes other than pid that run pid's executable
 // and are not zombies: images of it that still run.

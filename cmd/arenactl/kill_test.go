@@ -17,12 +17,7 @@ import (
 
 // killRounds is how many runs TestSIGKILLAtRandomMoments kills; set
 // ARENACTL_KILL_ROUNDS (e.g. 200 or 1000) for the long form.
-func killRounds() int {
-	if n, err := strconv.Atoi(os.Getenv("ARENACTL_KILL_ROUNDS")); err == nil && n > 0 {
-		return n
-	}
-	return 50
-}
+func killRounds() int { return testutil.Rounds("ARENACTL_KILL_ROUNDS", 50) }
 
 // SIGKILL of arenactl at random moments of info and trim runs: at attach,
 // while the call site is made, mid-call, at release. The target checks

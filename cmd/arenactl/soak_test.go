@@ -18,12 +18,7 @@ import (
 
 // soakRounds is how many injections a soak makes: ARENACTL_SOAK (1000 for
 // the long form the issue asks of a release), else short, for CI.
-func soakRounds(short int) int {
-	if n, err := strconv.Atoi(os.Getenv("ARENACTL_SOAK")); err == nil && n > 0 {
-		return n
-	}
-	return short
-}
+func soakRounds(short int) int { return testutil.Rounds("ARENACTL_SOAK", short) }
 
 // soakTally is what a soak's runs came to.
 type soakTally struct{ completed, refused, interrupted, killed int }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,12 +279,7 @@ func TestLeftoverRemoved(t *testing.T) {
 
 // cycles is how many attach/detach cycles TestAttachDetachCycles makes;
 // ARENACTL_SAMPLER_CYCLES sets it (200 for the long form).
-func cycles() int {
-	if n, err := strconv.Atoi(os.Getenv("ARENACTL_SAMPLER_CYCLES")); err == nil && n > 0 {
-		return n
-	}
-	return 20
-}
+func cycles() int { return testutil.Rounds("ARENACTL_SAMPLER_CYCLES", 20) }
 
 // Attach and detach again and again while threads hammer malloc and check
 // their blocks.

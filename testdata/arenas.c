@@ -298,6 +298,11 @@ int main(int argc, char **argv) {
 	if (argc > 3) nblocks = atoi(argv[3]);
 	if (nblocks < 0 || nblocks > KEEP) nblocks = KEEP;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* stdin's buffer is not malloc'd at the first fgets: in "stall" mode
+	 * that malloc would wait on the lock malloc_stats holds, and the main
+	 * thread, which the tests borrow, would not be parked in read. */
+	static char inbuf[4096];
+	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
 	if (!strcmp(mode, "busy")) return busy();
 
 	struct sigaction sa = {.sa_handler = on_usr1};

@@ -6,8 +6,10 @@
 #   after        once arenactl detached
 #   heaptrack    while `heaptrack -p PID` traces it (if installed)
 #   bpftrace     while a bpftrace uprobe on malloc counts calls (if installed)
-# Each phase lasts SECONDS (default 4); the loop reports ns per pair every
-# 250 ms and the median of each phase is printed, with its ratio to before.
+# Each phase lasts SECONDS (default 4); the loop alone and arenactl's phases
+# alternate CYCLES times (default 3). The loop reports ns per pair every
+# 250 ms; the median of each kind of phase is printed, with its ratio to
+# the loop alone.
 #
 # usage: bench/leaks/run.sh [SECONDS]
 # Needs root, go, gcc; a quiet machine. See bench/leaks/README.md.
@@ -39,14 +41,18 @@ phase() {
 	tail -n +"$((from + 1))" "$work/ns" | head -n "$((secs * 4 - 1))" | awk -v name="$1" '{print name, $2}' >>"$work/phases"
 }
 : >"$work/phases"
-phase before
-"$work/arenactl" leaks --duration "$((secs + 2))s" "$loop_pid" >"$work/arenactl.out" 2>&1 &
-ap=$!
-sleep 1
-phase arenactl
-wait "$ap" || die "arenactl leaks failed: $(cat "$work/arenactl.out")"
-sleep 0.5
-phase after
+# Unprofiled and profiled phases alternate CYCLES times (default 3), so
+# that the machine's drift falls on both alike.
+for c in $(seq "${CYCLES:-3}"); do
+	phase before
+	"$work/arenactl" leaks --duration "$((secs + 2))s" "$loop_pid" >"$work/arenactl.out" 2>&1 &
+	ap=$!
+	sleep 1
+	phase arenactl
+	wait "$ap" || die "arenactl leaks failed: $(cat "$work/arenactl.out")"
+	sleep 0.5
+	phase after
+done
 if command -v bpftrace >/dev/null; then
 	libc=$(awk '$6 ~ /libc\.so\.6$/ {print $6; exit}' /proc/$loop_pid/maps)
 	bpftrace -p "$loop_pid" -e "uprobe:$libc:malloc { @n = count(); }" >"$work/bpftrace.out" 2>&1 &

@@ -1,6 +1,10 @@
 package sampler
 
-import "github.com/arenactl/arenactl/internal/module"
+import (
+	"slices"
+
+	"github.com/arenactl/arenactl/internal/module"
+)
 
 // GotSlots lists the GOT entries the sampler would patch in t's modules.
 func GotSlots(mods *module.Table) []uint64 {
@@ -24,4 +28,26 @@ func (s *Sampler) Orphan() error {
 	w[0], w[1], w[2], w[3] = 0xff, 0xff, 0xff, 0x3f
 	_, err := s.t.WriteAt(w[:], s.base+symCfg+cfgCreator)
 	return err
+}
+
+// DirectJumps applies directJumps to a copy of the image mapped at base,
+// with every real function at fn, and returns how many hooks it changed.
+func DirectJumps(base, fn uint64) int {
+	img := append([]byte(nil), image...)
+	real := map[string]uint64{}
+	for name := range hooked {
+		real[name] = fn
+	}
+	directJumps(img, base, real)
+	n := 0
+	for name, h := range hooked {
+		_ = name
+		for at := h.hook; at < hookEnds[slices.Index(hookEnds, h.hook)+1]; at++ {
+			if img[at] != image[at] {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -21,6 +21,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/live"
@@ -281,6 +282,7 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 		d := -math.Log(1-rng.Float64()) * float64(s.o.Rate)
 		le.PutUint64(img[symCfg+cfgDraws+8*i:], uint64(min(d, float64(math.MaxInt64/2))))
 	}
+	directJumps(img, base, s.real)
 	if _, err := c.WriteAt(img, base); err != nil {
 		return fmt.Errorf("writing the sampler: %w", err)
 	}
@@ -557,3 +559,45 @@ func parseRecord(rec []byte) Record {
 
 // RingSlots is how many records the ring holds.
 func (s *Sampler) RingSlots() int { return int(s.slots) }
+
+// hookEnds are the hooks' offsets in order, so that each hook's code is
+// known to end where the next one (or the text) starts.
+var hookEnds = func() []uint64 {
+	var out []uint64
+	for _, h := range hooked {
+		out = append(out, h.hook)
+	}
+	out = append(out, dataOff)
+	slices.Sort(out)
+	return out
+}()
+
+// directJumps turns each hook's jump on to the real function, an indirect
+// jump through its slot (jmp *r_NAME(%rip): ff 25 disp32), into a direct
+// one (jmp rel32, then a nop) when the function is within reach: no load
+// and no indirect branch on every call. Out of reach, the slot stays in use.
+func directJumps(img []byte, base uint64, real map[string]uint64) {
+	for name, h := range hooked {
+		fn, ok := real[name]
+		if !ok {
+			continue
+		}
+		end := hookEnds[slices.Index(hookEnds, h.hook)+1]
+		for at := h.hook; at+6 <= end; at++ {
+			if img[at] != 0xff || img[at+1] != 0x25 {
+				continue
+			}
+			disp := int64(int32(binary.LittleEndian.Uint32(img[at+2:])))
+			if uint64(int64(at+6)+disp) != h.real {
+				continue
+			}
+			rel := int64(fn) - int64(base+at+5)
+			if rel != int64(int32(rel)) {
+				break
+			}
+			img[at] = 0xe9
+			binary.LittleEndian.PutUint32(img[at+1:], uint32(int32(rel)))
+			img[at+5] = 0x90
+		}
+	}
+}

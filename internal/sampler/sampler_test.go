@@ -350,3 +350,14 @@ func TestLazyBindingRestored(t *testing.T) {
 	}
 	mustCheck(t, tg)
 }
+
+// Every hook's jump on to the real function becomes a direct jump when the
+// function is within 2 GiB, and stays indirect when not.
+func TestDirectJumps(t *testing.T) {
+	if n := sampler.DirectJumps(0x7f0000000000, 0x7f0010000000); n != 10 {
+		t.Errorf("%d of 10 hooks jump directly", n)
+	}
+	if n := sampler.DirectJumps(0x7f0000000000, 0x100000); n != 0 {
+		t.Errorf("%d hooks jump directly to a function out of reach", n)
+	}
+}

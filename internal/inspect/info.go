@@ -168,6 +168,11 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	if err != nil {
 		return nil, err
 	}
+	if hd.image != nil && o.Note != nil {
+		for _, n := range hd.image.Notes {
+			o.Note(n)
+		}
+	}
 	hh := *h
 	hh.T = hd.mem
 	walkStart := time.Now()

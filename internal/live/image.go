@@ -51,6 +51,9 @@ type Image struct {
 	Cloned time.Duration
 	// Room is the memory that could still be charged when it was made.
 	Room procfs.MemoryRoom
+	// Notes say which call sites of earlier, killed runs were removed
+	// while the process was stopped, or kept and why.
+	Notes []string
 
 	stop     chan struct{}
 	beatDone sync.WaitGroup
@@ -165,6 +168,7 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		im.Cloned = time.Since(start)
 		base, size, _ := th.Site()
 		if err == nil {
+			im.Notes = removeIdleSites(f, th, lim, base)
 			return pid, base, size, nil
 		}
 		var clone *ptrace.CloneError
@@ -381,3 +385,52 @@ var _ target.Target = (*Image)(nil)
 // Site is the address of the call site the image was made from (in the
 // process, removed by now; in the image, its copy holds the heartbeat).
 func (im *Image) Site() uint64 { return im.site }
+
+// removeIdleSites removes, from the borrowed thread th while every thread
+// is stopped, the call sites earlier runs left that nothing can run in: made
+// by an arenactl that is gone, with no call started that did not return,
+// no stopped thread in it, holding nothing else an injected call made (a
+// buffer, a FILE: those an injected run removes, with glibc's help), and
+// no kept site restoring its thread into it. own is this run's site.
+func removeIdleSites(f *Frozen, th *ptrace.Thread, lim ptrace.CallLimits, own uint64) []string {
+	sites, err := f.t.proc.FindSites()
+	if err != nil {
+		return nil
+	}
+	why := make([]string, len(sites))
+	for i := range sites {
+		si := &sites[i]
+		switch {
+		case si.Addr == own:
+			why[i] = "own"
+		case si.CreatorAlive():
+			why[i] = "that arenactl still runs"
+		case !si.Restored && si.Pending != si.Done:
+			why[i] = fmt.Sprintf("a call it started in thread %d has not returned", si.Tid)
+		case len(si.Journal) >= 8 && binary.LittleEndian.Uint64(si.Journal) != 0:
+			why[i] = "it holds what an injected call made (an injected run removes it)"
+		}
+		for _, ft := range f.threads {
+			if r := ft.Regs(); why[i] == "" && si.Contains(r.Rip) {
+				why[i] = fmt.Sprintf("thread %d is still executing in it", ft.Tid)
+			}
+		}
+	}
+	keepChained(sites, why)
+	var notes []string
+	for i, si := range sites {
+		switch why[i] {
+		case "own":
+			continue
+		case "":
+			rv, err := th.RawSyscall(lim, unix.SYS_MUNMAP, si.Addr, si.Size)
+			if err == nil && rv == 0 {
+				notes = append(notes, fmt.Sprintf("removed the %d-byte call site at %#x an earlier arenactl (pid %d) left", si.Size, si.Addr, si.Creator))
+				continue
+			}
+			why[i] = fmt.Sprintf("munmap failed (%v, %d)", err, int64(rv))
+		}
+		notes = append(notes, fmt.Sprintf("the call site at %#x left by arenactl (pid %d) is kept: %s", si.Addr, si.Creator, why[i]))
+	}
+	return notes
+}

@@ -59,6 +59,7 @@ type injector struct {
 	size     uint64
 	entry    uint64 // where calls return to
 	image    uint64 // the copy-on-write image routine (clone.go)
+	raw      uint64 // the raw syscall routine (clone.go)
 	restore  uint64 // just after the marker syscall
 	seq      uint64
 	at       stopAt
@@ -202,6 +203,8 @@ func (th *Thread) arm() error {
 	text = append(text, make([]byte, imageOff-codeOff-uint64(len(text)))...)
 	text = append(text, imageRoutine(base, base+imageOff)...)
 	in.image = base + imageOff
+	in.raw = base + uint64(codeOff+len(text))
+	text = append(text, rawRoutine()...)
 	if len(text) > pageSize {
 		return errors.New("ptrace: the call site's code does not fit its page")
 	}

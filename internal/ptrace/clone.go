@@ -221,3 +221,29 @@ type CloneError struct {
 func (e *CloneError) Error() string { return fmt.Sprintf("thread %d: clone: %v", e.Tid, e.Err) }
 
 func (e *CloneError) Unwrap() error { return e.Err }
+
+// rawRoutine assembles a function that issues the syscall its first
+// argument names with the next five as its arguments, and returns its rax.
+func rawRoutine() []byte {
+	return []byte{
+		0x48, 0x89, 0xf8, // mov rax, rdi
+		0x48, 0x89, 0xf7, // mov rdi, rsi
+		0x48, 0x89, 0xd6, // mov rsi, rdx
+		0x48, 0x89, 0xca, // mov rdx, rcx
+		0x4d, 0x89, 0xc2, // mov r10, r8
+		0x4d, 0x89, 0xc8, // mov r8, r9
+		0x0f, 0x05, // syscall
+		0xc3, // ret
+	}
+}
+
+// RawSyscall issues syscall nr with up to five arguments from the thread,
+// through its call site (made by the first call), and returns the raw
+// result (-errno on failure). Only for syscalls that need no lock a
+// stopped thread could hold.
+func (th *Thread) RawSyscall(lim CallLimits, nr uint64, args ...uint64) (uint64, error) {
+	if len(args) > 5 {
+		return 0, errors.New("ptrace: at most 5 syscall arguments")
+	}
+	return th.invoke(lim, func(in *injector) uint64 { return in.raw }, append([]uint64{nr}, args...))
+}

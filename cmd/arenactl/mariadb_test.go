@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"sync"
 
 	"github.com/arenactl/arenactl/internal/testutil"
 
@@ -47,6 +48,44 @@ func (m *mariadb) slap(concurrency, iterations, queries int) *exec.Cmd {
 	return m.client("mariadb-slap", fmt.Sprintf("--concurrency=%d", concurrency), fmt.Sprintf("--iterations=%d", iterations),
 		fmt.Sprintf("--number-of-queries=%d", queries), "--auto-generate-sql", "--auto-generate-sql-load-type=mixed",
 		"--auto-generate-sql-add-autoincrement")
+}
+
+// load runs mariadb-slap back to back in the background (concurrency
+// clients, queries statements each run) until the returned stop is called,
+// so that whatever runs meanwhile meets a busy server however fast the
+// machine is. stop waits for the run under way and returns how many runs
+// completed and the first failure, with its output. It is also called
+// when the test ends; calling it again returns the same.
+func (m *mariadb) load(concurrency, queries int) (stop func() (int, error)) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	var err error
+	runs := 0
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			var out bytes.Buffer
+			load := m.slap(concurrency, 1, queries)
+			load.Stdout, load.Stderr = &out, &out
+			if e := load.Run(); e != nil {
+				err = fmt.Errorf("mariadb-slap: %v\n%s", e, out.String())
+				return
+			}
+			runs++
+		}
+	}()
+	var once sync.Once
+	stop = func() (int, error) {
+		once.Do(func() { close(quit) })
+		<-done
+		return runs, err
+	}
+	m.t.Cleanup(func() { stop() })
+	return stop
 }
 
 func (m *mariadb) exited() bool {
@@ -178,36 +217,7 @@ func TestMariaDB(t *testing.T) {
 	// Again, under load: mariadb-slap runs back to back in the background
 	// for as long as info and trim run, so that every run meets a busy
 	// server whatever the speed of the machine.
-	stopLoad := make(chan struct{})
-	loadDone := make(chan struct{})
-	var loadErr error
-	var loadOut bytes.Buffer
-	slaps := 0
-	go func() {
-		defer close(loadDone)
-		for {
-			select {
-			case <-stopLoad:
-				return
-			default:
-			}
-			load := m.slap(32, 1, 5000)
-			loadOut.Reset()
-			load.Stdout, load.Stderr = &loadOut, &loadOut
-			if loadErr = load.Run(); loadErr != nil {
-				return
-			}
-			slaps++
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-stopLoad:
-		default:
-			close(stopLoad)
-		}
-		<-loadDone
-	})
+	stopLoad := m.load(32, 5000)
 	ok, refused := 0, 0
 	var stopped []string
 	for i := 0; i < 10; i++ {
@@ -232,10 +242,9 @@ func TestMariaDB(t *testing.T) {
 			t.Fatalf("mariadbd died under %s: %v\n%s", verb, m.err, m.log())
 		}
 	}
-	close(stopLoad)
-	<-loadDone
+	slaps, loadErr := stopLoad()
 	if loadErr != nil {
-		t.Errorf("the concurrent mariadb-slap failed: %v\n%s", loadErr, loadOut.String())
+		t.Errorf("the concurrent %v", loadErr)
 	}
 	t.Logf("under load (%d mariadb-slap runs meanwhile): %d succeeded (held %s), %d refused (no safe thread)",
 		slaps, ok, strings.Join(stopped, " "), refused)
@@ -258,25 +267,9 @@ func TestMariaDBLeaks(t *testing.T) {
 	}
 	m := startMariaDB(t)
 	pid := m.cmd.Process.Pid
-	stopLoad := make(chan struct{})
-	loadDone := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stopLoad:
-				loadDone <- nil
-				return
-			default:
-			}
-			if out, err := m.slap(16, 1, 2000).CombinedOutput(); err != nil {
-				loadDone <- fmt.Errorf("mariadb-slap: %v\n%s", err, out)
-				return
-			}
-		}
-	}()
+	stopLoad := m.load(16, 2000)
 	r := mustRun(t, "leaks", "--duration", "4s", "--rate", "64K", "--json", strconv.Itoa(pid))
-	close(stopLoad)
-	if err := <-loadDone; err != nil {
+	if _, err := stopLoad(); err != nil {
 		t.Fatal(err)
 	}
 	var doc leaksDoc

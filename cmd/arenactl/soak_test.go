@@ -167,42 +167,14 @@ func TestSoakMariaDB(t *testing.T) {
 		t.Skip("starts and loads a real MariaDB server")
 	}
 	m := startMariaDB(t)
-	stopLoad, loadDone := make(chan struct{}), make(chan struct{})
-	var loadErr error
-	var loadOut bytes.Buffer
-	go func() {
-		defer close(loadDone)
-		for {
-			select {
-			case <-stopLoad:
-				return
-			default:
-			}
-			load := m.slap(16, 1, 2000)
-			loadOut.Reset()
-			load.Stdout, load.Stderr = &loadOut, &loadOut
-			if loadErr = load.Run(); loadErr != nil {
-				return
-			}
-		}
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			close(stopLoad)
-			<-loadDone
-		}
-	}
-	t.Cleanup(stop)
+	stop := m.load(16, 2000)
 	tally := soak(t, m.cmd.Process.Pid, soakRounds(60), func(round int) {
 		if m.exited() {
 			t.Fatalf("round %d: mariadbd died: %v\n%s", round, m.err, m.log())
 		}
 	})
-	stop()
-	if loadErr != nil {
-		t.Errorf("mariadb-slap failed meanwhile: %v\n%s", loadErr, loadOut.String())
+	if _, err := stop(); err != nil {
+		t.Errorf("%v (meanwhile)", err)
 	}
 	if !m.answers() {
 		t.Fatalf("the server stopped answering\n%s", m.log())

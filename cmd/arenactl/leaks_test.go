@@ -298,3 +298,21 @@ func TestLeaksSIGKILL(t *testing.T) {
 		t.Errorf("leaks CORE: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// A process another arenactl is profiling is refused (exit 5, named), and
+// the first one's window goes on.
+func TestLeaksRefusesSecondProfiler(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	first := ""
+	out := profileWindow(t, tg.Pid, func() {
+		r := run(t, "leaks", "--duration", "1s", fmt.Sprint(tg.Pid))
+		first = r.stderr
+		expectRefusal(t, r, exitTraced, "being profiled by another arenactl")
+	}, "--json")
+	if !strings.Contains(out, `"patched_got_entries"`) {
+		t.Errorf("the first profiler's output: %s", out)
+	}
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("target: %q (second run said %s)", a, first)
+	}
+}

@@ -133,12 +133,17 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 	if err != nil {
 		return nil, &ImageUnavailableError{Pid: t.Pid, Reason: err.Error()}
 	}
+	// Leftover call sites are looked for before anything is stopped; only
+	// when some exist are they looked at again (they may have changed)
+	// while every thread is.
+	sites, _ := t.proc.FindSites()
+	lookForSites := len(sites) > 0
 	f, err := t.Freeze(ctx, timeout)
 	if err != nil {
 		return nil, err
 	}
 	im := &Image{t: t, Room: room, pidfd: -1, frozen: f.Threads(), threads: t.Threads(), mappings: t.mappings}
-	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout)
+	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout, lookForSites)
 	held, thawErr := f.Thaw()
 	im.Stopped = held
 	if cloneErr != nil || thawErr != nil {
@@ -154,7 +159,7 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 // clone runs the image routine in the first thread that can take a call
 // site. It returns the image's pid in the target's namespace and the site's
 // address.
-func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration) (int, uint64, uint64, error) {
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool) (int, uint64, uint64, error) {
 	var errs []error
 	// Never abandoned, not even on SIGINT: a thread taken back in the
 	// middle of the routine would keep its mask of every signal blocked
@@ -168,7 +173,9 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		im.Cloned = time.Since(start)
 		base, size, _ := th.Site()
 		if err == nil {
-			im.Notes = removeIdleSites(f, th, lim, base)
+			if sites {
+				im.Notes = removeIdleSites(f, th, lim, base)
+			}
 			return pid, base, size, nil
 		}
 		var clone *ptrace.CloneError

@@ -12,6 +12,8 @@
  *   exec    fork a child that execs /bin/true: "execed STATUS"
  *   load P  dlopen P and start a thread calling its lib_leak() every ms:
  *           "loaded" or "bad <dlerror>"
+ *   drop    every worker frees the blocks it keeps and stops: "dropped"
+ *           (what stays allocated is leak_site's 1000-byte blocks)
  *   quit    the same, then exit (0, or 3 if bad)
  * It prints "ready" once every worker runs. */
 #define _GNU_SOURCE
@@ -32,6 +34,7 @@ struct worker {
 	unsigned char *b[KEEP];
 	size_t n[KEEP];
 	volatile long progress, bad, leaked;
+	volatile int stopped;
 	void **leaks;
 };
 
@@ -85,6 +88,11 @@ static void *work(void *arg) {
 	pthread_mutex_unlock(&w->mu);
 	for (long step = 0;; step++) {
 		pthread_mutex_lock(&w->mu);
+		if (w->stopped) {
+			pthread_mutex_unlock(&w->mu);
+			usleep(1000);
+			continue;
+		}
 		int i = rnd(&s) % KEEP;
 		if (!ok(w->b[i], w->n[i])) w->bad++;
 		free(w->b[i]);
@@ -107,7 +115,7 @@ static int check(char *why, size_t len, long *leaked) {
 	long seen[nworkers];
 	for (int i = 0; i < nworkers; i++) seen[i] = ws[i].progress;
 	for (int i = 0; i < nworkers; i++)
-		while (ws[i].progress < seen[i] + 2) usleep(1000);
+		while (!ws[i].stopped && ws[i].progress < seen[i] + 2) usleep(1000);
 	*leaked = 0;
 	for (int i = 0; i < nworkers; i++) {
 		struct worker *w = &ws[i];
@@ -180,6 +188,22 @@ int main(int argc, char **argv) {
 			pthread_t t;
 			if (lib_fn && pthread_create(&t, NULL, lib_loop, NULL) == 0) printf("loaded\n");
 			else printf("bad %s\n", dlerror());
+			continue;
+		}
+		if (!strncmp(line, "drop", 4)) {
+			for (int i = 0; i < nworkers; i++) {
+				struct worker *w = &ws[i];
+				pthread_mutex_lock(&w->mu);
+				for (int j = 0; j < KEEP; j++) {
+					if (w->b[j] && !ok(w->b[j], w->n[j])) w->bad++;
+					free(w->b[j]);
+					w->b[j] = NULL;
+					w->n[j] = 0;
+				}
+				w->stopped = 1;
+				pthread_mutex_unlock(&w->mu);
+			}
+			printf("dropped\n");
 			continue;
 		}
 		int good = check(why, sizeof why, &leaked);

@@ -62,6 +62,7 @@ type site struct {
 
 type sample struct {
 	site    int
+	stamp   uint64
 	at      time.Duration
 	size    uint64
 	kind    string
@@ -76,8 +77,9 @@ func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 }
 
 // Add unwinds, symbolizes and records one sample. A sample at the address
-// of a block still held means that block was freed unseen (the allocator
-// never hands out a held address twice): it is counted freed then.
+// of a block still held means that one of the two was freed unseen (the
+// allocator never hands out a held address twice): the earlier, by their
+// stamps, is counted freed then.
 func (b *Builder) Add(r Raw) {
 	tr := b.u.UnwindInto(b.frames, r.Regs, r.Stack)
 	b.frames = tr.Frames
@@ -97,21 +99,32 @@ func (b *Builder) Add(r Raw) {
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
-	if old, held := b.live[r.Addr]; held {
-		b.samples[old].freed, b.samples[old].freedAt = true, r.At
-		delete(b.live, r.Addr)
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt}
+	if old, held := b.live[r.Addr]; held && !s.freed {
+		if before(b.samples[old].stamp, r.Stamp) {
+			b.samples[old].freed, b.samples[old].freedAt = true, r.At
+			delete(b.live, r.Addr)
+		} else {
+			s.freed, s.freedAt = true, r.At
+		}
 	}
-	b.samples = append(b.samples, sample{site: si, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt})
-	if !r.Freed {
+	b.samples = append(b.samples, s)
+	if !s.freed {
 		b.live[r.Addr] = len(b.samples) - 1
 	}
 }
 
+// before says whether stamp a comes before b; unknown (0) stamps are taken
+// to be in the order they arrive.
+func before(a, b uint64) bool { return a == 0 || b == 0 || a < b }
+
 // Free records that the sampled block at addr, if one is held, was freed
-// at at. It reports whether one was.
-func (b *Builder) Free(addr uint64, at time.Duration) bool {
+// at at. A free stamped before the held block's allocation was for an
+// earlier block at the address, whose record came late (a realloc's): it
+// is ignored. It reports whether a block was freed.
+func (b *Builder) Free(addr, stamp uint64, at time.Duration) bool {
 	i, ok := b.live[addr]
-	if !ok {
+	if !ok || !before(b.samples[i].stamp, stamp) {
 		return false
 	}
 	b.samples[i].freed, b.samples[i].freedAt = true, at

@@ -149,7 +149,7 @@ func TestBuilderFrees(t *testing.T) {
 	b := heapprof.NewBuilder(st.u, st.s)
 	b.Add(with(st.widget, 0x1000, 100))
 	b.Add(with(st.widget, 0x2000, 100))
-	if !b.Free(0x1000, time.Second) || b.Free(0x1000, time.Second) || b.Free(0x9000, time.Second) {
+	if !b.Free(0x1000, 0, time.Second) || b.Free(0x1000, 0, time.Second) || b.Free(0x9000, 0, time.Second) {
 		t.Error("Free: want true once for a held sampled block, false after and for an unsampled one")
 	}
 	b.Add(with(st.buffer, 0x2000, 4096)) // 0x2000's widget is gone
@@ -169,6 +169,24 @@ func TestBuilderFrees(t *testing.T) {
 	}
 	if top := p.Top(0); len(top) != 1 || top[0].Leaf().Function != "reserve" {
 		t.Errorf("Top lists %d sites; only reserve holds anything", len(top))
+	}
+
+	// Stamps order records that arrive apart: a free stamped before the
+	// held block's allocation was for an earlier block at that address
+	// (a realloc's free recorded late), and a sample stamped before the
+	// held one was freed unseen itself.
+	b = heapprof.NewBuilder(st.u, st.s)
+	stamped := func(r heapprof.Raw, s uint64) heapprof.Raw { r.Stamp = s; return r }
+	b.Add(stamped(with(st.widget, 0x1000, 100), 10))
+	if b.Free(0x1000, 5, time.Second) {
+		t.Error("a free stamped 5 took the block allocated at 10")
+	}
+	b.Add(stamped(with(st.buffer, 0x1000, 4096), 3))
+	if !b.Free(0x1000, 11, time.Second) {
+		t.Error("the free stamped 11 did not find the block allocated at 10")
+	}
+	if s := b.Profile(heapprof.Window{Duration: time.Second}).Sites; len(s) != 2 || s[0].Sampled.InUse+s[1].Sampled.InUse != 0 {
+		t.Errorf("stamped: %+v", s)
 	}
 
 	// With a minimum age, a block allocated too close to the window's end

@@ -20,6 +20,9 @@ type Raw struct {
 	// ended, at FreedAt.
 	Freed   bool
 	FreedAt time.Duration
+	// Stamp orders the sample against frees of blocks at its address
+	// (the sampler's clock); 0 when unknown.
+	Stamp uint64
 	// Kind is the entry point called: "malloc", "calloc", "realloc",
 	// "new", "new[]", "posix_memalign", ...
 	Kind  string

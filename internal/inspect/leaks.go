@@ -139,7 +139,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, o LeaksOpti
 		for i := range recs {
 			r := &recs[i]
 			if r.Kind == "free" {
-				b.Free(r.Addr, at)
+				b.Free(r.Addr, r.Stamp, at)
 				continue
 			}
 			b.Add(raw(r, at, s.Real(r.Kind), ms))
@@ -170,7 +170,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heap
 		c.StackEnd = m.End
 	}
 	regs, st := c.Unwind()
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, At: at, Kind: r.Kind, Regs: regs, Stack: st}
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Regs: regs, Stack: st}
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

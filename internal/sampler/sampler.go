@@ -13,6 +13,7 @@
 package sampler
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -52,6 +53,13 @@ const (
 	cfgNPatches  = cfgCreator + 24
 	cfgPatches   = cfgCreator + 32 // {slot, orig, hook} each
 	maxPatches   = 2048
+	cfgClock     = cfgPatches + 24*maxPatches
+	cfgFrees     = cfgClock + 8
+	cfgFHead     = cfgClock + 16
+	cfgFTail     = cfgClock + 24
+	cfgFDropped  = cfgClock + 32
+	freeSlots    = 1 << 17
+	freeRecSize  = 24 // seq, addr, stamp
 	magic        = "ARSAMPLR"
 
 	recKind     = 8
@@ -64,6 +72,7 @@ const (
 	recRegs     = 56 // rbx, rbp, r12..r15
 	recStackLen = 104
 	recOld      = 112
+	recStamp    = 120
 	recStack    = 136
 	StackCopy   = 8192
 	recordSize  = recStack + StackCopy
@@ -80,8 +89,9 @@ type Options struct {
 	// Rate is the mean number of bytes allocated between two samples (a
 	// Poisson process over bytes, as jemalloc, tcmalloc and Go sample).
 	Rate uint64
-	// RingSlots is how many records the ring holds between two drains (a
-	// power of two); each is 8.3 KiB.
+	// RingSlots is how many sampled allocations the ring holds between
+	// two drains (a power of two); each is 8.3 KiB. Frees have a ring of
+	// their own (3 MiB), which cannot fill.
 	RingSlots int
 	// Timeout bounds stopping every thread at attach and detach.
 	Timeout time.Duration
@@ -98,6 +108,9 @@ type Record struct {
 	Old       uint64 // realloc: the block it replaced
 	Tid       int
 	Untracked bool // the address set was full: this block's free goes unseen
+	// Stamp orders records: a free's was taken before the block went back
+	// to glibc, an allocation's after glibc handed it out.
+	Stamp uint64
 	// The caller's registers at the call and a copy of its stack from SP.
 	PC, SP, RBX, RBP, R12, R13, R14, R15 uint64
 	Stack                                []byte
@@ -120,6 +133,8 @@ type Sampler struct {
 	ring    uint64
 	slots   uint64
 	tail    uint64
+	frees   uint64 // the free ring
+	ftail   uint64
 	real    map[string]uint64
 	done    map[uint64]bool // GOT entries looked at
 	parsed  map[*module.Module]bool
@@ -259,8 +274,8 @@ func (s *Sampler) newSlots() ([]slot, error) {
 // makes the code executable. Runs frozen.
 func (s *Sampler) install(c *live.FrozenCaller) error {
 	imgSize := alignUp(uint64(bssOff+bssSize), pageSize)
-	ringSize := uint64(s.o.RingSlots) * recordSize
-	s.size = imgSize + alignUp(ringSize, pageSize)
+	ringSize := alignUp(uint64(s.o.RingSlots)*recordSize, pageSize)
+	s.size = imgSize + ringSize + alignUp(freeSlots*freeRecSize, pageSize)
 	base, err := c.Call(s.real["mmap"], 0, s.size, 3 /* PROT_READ|PROT_WRITE */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, ^uint64(0), 0)
 	if err != nil {
 		return fmt.Errorf("mapping the sampler: %w", err)
@@ -269,11 +284,13 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 		return fmt.Errorf("process %d: mmap of %d bytes for the sampler failed", s.t.Pid, s.size)
 	}
 	s.base, s.ring, s.slots = base, base+imgSize, uint64(s.o.RingSlots)
+	s.frees = s.ring + ringSize
 	img := append([]byte(nil), image...)
 	le := binary.LittleEndian
 	le.PutUint64(img[symCfg+cfgEnabled:], 1)
 	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
 	le.PutUint64(img[symCfg+cfgRing:], s.ring)
+	le.PutUint64(img[symCfg+cfgFrees:], s.frees)
 	le.PutUint64(img[symCfg+cfgCreator:], uint64(os.Getpid()))
 	le.PutUint64(img[symCfg+cfgCreator+8:], selfStart())
 	le.PutUint64(img[symCfg+cfgImageSize:], s.size)
@@ -378,20 +395,54 @@ func (s *Sampler) Rescan(ctx context.Context) error {
 
 // Stats are the sampler's counters.
 type Stats struct {
-	Dropped   uint64 // records the ring had no room for
+	Dropped   uint64 // allocations the ring had no room for
 	Untracked uint64 // sampled blocks whose free cannot be seen
 }
 
-// Drain reads the records written since the last drain.
+// Drain reads the records written since the last drain, frees and
+// allocations in the order of their stamps.
+//
+// The free ring is read, and its room given back, before the other: the
+// sampler's bound on the frees it may have to hold assumes it.
 func (s *Sampler) Drain() ([]Record, Stats, error) {
+	le := binary.LittleEndian
+	var fh [40]byte
+	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
+		return nil, Stats{}, err
+	}
+	var out []Record
+	fhead := le.Uint64(fh[cfgFHead-cfgClock:])
+	for s.ftail < fhead {
+		first := s.ftail & (freeSlots - 1)
+		n := min(fhead-s.ftail, freeSlots-first)
+		buf := s.buf(n * freeRecSize)
+		if _, err := s.t.ReadAt(buf, s.frees+first*freeRecSize); err != nil {
+			return nil, Stats{}, err
+		}
+		for i := uint64(0); i < n; i++ {
+			rec := buf[i*freeRecSize:]
+			if le.Uint64(rec) != s.ftail+1 {
+				fhead = s.ftail // reserved, not written yet
+				break
+			}
+			out = append(out, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:])})
+			s.ftail++
+		}
+	}
+	var w [8]byte
+	le.PutUint64(w[:], s.ftail)
+	if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgFTail); err != nil {
+		return nil, Stats{}, err
+	}
+
 	var hdr [96]byte
 	if _, err := s.t.ReadAt(hdr[:], s.base+symCfg); err != nil {
 		return nil, Stats{}, err
 	}
-	le := binary.LittleEndian
 	head := le.Uint64(hdr[cfgHead:])
-	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Untracked: le.Uint64(hdr[cfgUntracked:])}
-	var out []Record
+	// A lost free (which the ring's size rules out) leaves its block
+	// looking held, as an untracked one does.
+	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Untracked: le.Uint64(hdr[cfgUntracked:]) + le.Uint64(fh[cfgFDropped-cfgClock:])}
 	// The records written are read in one go (two where the ring wraps):
 	// reading them one by one made the drain slower than a busy
 	// process's samples come.
@@ -412,10 +463,11 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 			s.tail++
 		}
 	}
-	le.PutUint64(hdr[:8], s.tail)
-	if _, err := s.t.WriteAt(hdr[:8], s.base+symCfg+cfgTail); err != nil {
+	le.PutUint64(w[:], s.tail)
+	if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgTail); err != nil {
 		return out, st, err
 	}
+	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(a.Stamp, b.Stamp) })
 	return out, st, nil
 }
 
@@ -545,7 +597,7 @@ func (s *Sampler) buf(n uint64) []byte {
 func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
-		Old: le.Uint64(rec[recOld:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
 		PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
 	regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
 	for i, p := range regs {

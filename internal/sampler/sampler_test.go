@@ -2,12 +2,14 @@ package sampler_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,9 +242,69 @@ func TestForkExecWhileProfiled(t *testing.T) {
 		t.Errorf("%d records, left %+v", len(recs), left)
 	}
 	for _, r := range recs {
-		if r.Tid == 0 {
+		if r.Tid == 0 && r.Kind != "free" {
 			t.Errorf("record without a thread: %+v", r)
 		}
+	}
+	mustCheck(t, tg)
+}
+
+// A free is never lost, though the allocations' ring overflows: with a
+// ring of 16 and no drain for a while, allocations are dropped, yet once
+// churn.c frees every block it keeps, the only sampled blocks the records
+// leave held are leak_site's (1000 bytes). A lost free would leave a
+// freed block held: a leak that is not there.
+func TestFreesNeverLost(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	lt := openTarget(t, tg.Pid)
+	s, err := sampler.Attach(context.Background(), lt, sampler.Options{Rate: 16 << 10, RingSlots: 16, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []sampler.Record
+	var st sampler.Stats
+	drain := func() {
+		r, s, err := s.Drain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, st = append(recs, r...), s
+	}
+	for i := 0; i < 10; i++ {
+		time.Sleep(50 * time.Millisecond)
+		drain()
+	}
+	time.Sleep(300 * time.Millisecond) // the ring stays full
+	if a := tg.Send("drop"); a != "dropped" {
+		t.Fatalf("drop: %q", a)
+	}
+	drain()
+	if _, err := s.Detach(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st.Dropped == 0 {
+		t.Fatal("no allocation was dropped: the ring never overflowed")
+	}
+	slices.SortStableFunc(recs, func(a, b sampler.Record) int { return cmp.Compare(a.Stamp, b.Stamp) })
+	held := map[uint64]sampler.Record{}
+	frees := 0
+	for _, r := range recs {
+		switch {
+		case r.Kind == "free":
+			frees++
+			delete(held, r.Addr)
+		case !r.Untracked:
+			held[r.Addr] = r
+		}
+	}
+	t.Logf("%d records (%d frees), %d allocations dropped, %d untracked, %d held", len(recs), frees, st.Dropped, st.Untracked, len(held))
+	for _, r := range held {
+		if r.Size != 1000 {
+			t.Errorf("a sampled %s of %d bytes at %#x was freed, but its free never came", r.Kind, r.Size, r.Addr)
+		}
+	}
+	if st.Untracked != 0 {
+		t.Errorf("%d sampled blocks untracked or their frees lost", st.Untracked)
 	}
 	mustCheck(t, tg)
 }

@@ -4,8 +4,8 @@
 # internal/sampler; TestBlobIsBuiltFromSource checks both are current.
 # Needs gcc and binutils (Debian 12's gcc 12 made the checked-in image).
 set -eu
+out=$(cd "${1:-.}" && pwd) # relative to where it was run (go generate: internal/sampler)
 cd "$(dirname "$0")"
-out=${1:-.}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -fPIC -ffreestanding -nostdlib -fno-stack-protector -fcf-protection=none -mgeneral-regs-only \

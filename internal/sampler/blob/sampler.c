@@ -20,6 +20,16 @@
  * the stack's end) is written into a ring that arenactl drains. A full ring
  * drops the record and counts it. Nothing ever waits for arenactl.
  *
+ * The free of a sampled block goes to a ring of its own, of small records,
+ * which cannot fill: a lost free would show a freed block as held, a leak
+ * that is not there. Every free undoes one tracked block, and at most
+ * NSETS*WAYS blocks are tracked, plus the allocations recorded since
+ * arenactl last read the free ring (it reads it before the other, so at
+ * most two rings' worth): FREE_SLOTS is twice that. Both kinds of record
+ * carry a stamp from one clock, taken before a block is given back and
+ * after one is handed out, so that arenactl can tell which of two blocks
+ * at one address a free was for when the rings' records arrive apart.
+ *
  * After a fork the child has private copies of all of this: its records go
  * to its own ring, which nobody reads; the parent's ring is untouched. */
 
@@ -37,6 +47,7 @@ typedef __SIZE_TYPE__ size_t;
 #define NDRAWS 4096
 #define STACK_COPY 8192
 #define MAXPATCHES 2048
+#define FREE_SLOTS (1 << 17)
 
 enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
 
@@ -56,8 +67,16 @@ struct record {
 	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
 	u64 stack_len;
 	u64 old_addr; /* realloc: the block given back */
-	u64 pad[2];
+	u64 stamp;
+	u64 pad;
 	unsigned char stack[STACK_COPY];
+};
+
+/* The free of a sampled block; `seq` as in struct record. */
+struct freerec {
+	u64 seq;
+	u64 addr;
+	u64 stamp;
 };
 
 struct config {
@@ -82,6 +101,12 @@ struct config {
 	struct {
 		u64 slot, orig, hook;
 	} patches[MAXPATCHES];
+	/* Added after the fields a later arenactl reads of a killed run's
+	 * sampler, which stay where they were. */
+	volatile u64 clock;
+	struct freerec *frees; /* FREE_SLOTS records */
+	volatile u64 fhead, ftail;
+	volatile u64 fdropped; /* never, unless the bound above is wrong */
 };
 
 /* The real functions, one hidden global each so the hooks reach them
@@ -188,8 +213,11 @@ struct iovec {
 	u64 len;
 };
 
+static inline u64 tick(void) { return __atomic_add_fetch(&cfg.clock, 1, __ATOMIC_RELAXED); }
+
 /* emit writes one record. It never waits: a full ring counts a drop. */
-static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r, int stack) {
+static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
+	u64 stamp = tick();
 	/* A slot is taken only when there is room: an index taken and never
 	 * written would stop arenactl's reading there for good. */
 	u64 i = __atomic_load_n(&cfg.head, __ATOMIC_RELAXED);
@@ -205,6 +233,7 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r, in
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
+	rec->stamp = stamp;
 	rec->tid = sys6(186 /* gettid */, 0, 0, 0, 0, 0, 0);
 	rec->sp = r->sp + 8;
 	rec->pc = *(u64 *)r->sp;
@@ -215,7 +244,7 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r, in
 	rec->r14 = r->r14;
 	rec->r15 = r->r15;
 	rec->stack_len = 0;
-	if (stack) {
+	{
 		struct iovec local = {rec->stack, STACK_COPY};
 		/* Partial transfers stop at an iovec: one per page, so a copy
 		 * that would run past the stack's end stops there. */
@@ -235,12 +264,25 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r, in
 		long n = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, k, 0);
 		if (n > 0) rec->stack_len = (u64)n;
 	}
-	if (kind != K_FREE && addr && !track(addr)) rec->flags |= 1;
+	if (addr && !track(addr)) rec->flags |= 1;
 	__atomic_store_n(&rec->seq, i + 1, __ATOMIC_RELEASE);
 }
 
-static void freed(u64 a, const struct regs *r) {
-	if (untrack(a)) emit(K_FREE, a, 0, 0, r, 0);
+/* freed records the free of a sampled block, stamped before it was given
+ * back to glibc (another thread may get the address next). */
+static void freed(u64 a, u64 stamp) {
+	if (!untrack(a)) return;
+	u64 i = __atomic_load_n(&cfg.fhead, __ATOMIC_RELAXED);
+	do {
+		if (i - cfg.ftail >= FREE_SLOTS) {
+			__atomic_fetch_add(&cfg.fdropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	} while (!__atomic_compare_exchange_n(&cfg.fhead, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	struct freerec *f = &cfg.frees[i & (FREE_SLOTS - 1)];
+	f->addr = a;
+	f->stamp = stamp;
+	__atomic_store_n(&f->seq, i + 1, __ATOMIC_RELEASE);
 }
 
 #define ENTER() __atomic_fetch_add(&cfg.inflight, 1, __ATOMIC_ACQUIRE)
@@ -252,7 +294,7 @@ __attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs
 	void *p = ((void *(*)(size_t))r_malloc)(n);
 	if (cfg.enabled) {
 		rearm();
-		emit(K_MALLOC, (u64)p, n, 0, r, 1);
+		emit(K_MALLOC, (u64)p, n, 0, r);
 	}
 	LEAVE();
 	return p;
@@ -263,7 +305,7 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
 	if (cfg.enabled) {
 		rearm();
-		emit(K_CALLOC, (u64)p, n * m, 0, r, 1);
+		emit(K_CALLOC, (u64)p, n * m, 0, r);
 	}
 	LEAVE();
 	return p;
@@ -272,12 +314,13 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n, struct regs *r) {
 	ENTER();
 	int was = old && is_sampled((u64)old);
+	u64 stamp = was ? tick() : 0;
 	void *p = ((void *(*)(void *, size_t))r_realloc)(old, n);
 	if (cfg.enabled) {
-		if (was && (p || n == 0)) freed((u64)old, r);
+		if (was && (p || n == 0)) freed((u64)old, stamp);
 		if (p && n && counters[thread_slot()] < 0) {
 			rearm();
-			emit(K_REALLOC, (u64)p, n, (u64)old, r, 1);
+			emit(K_REALLOC, (u64)p, n, (u64)old, r);
 		}
 	}
 	LEAVE();
@@ -287,12 +330,13 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size_t n, size_t m, struct regs *r) {
 	ENTER();
 	int was = old && is_sampled((u64)old);
+	u64 stamp = was ? tick() : 0;
 	void *p = ((void *(*)(void *, size_t, size_t))r_reallocarray)(old, n, m);
 	if (cfg.enabled) {
-		if (was && p) freed((u64)old, r);
+		if (was && p) freed((u64)old, stamp);
 		if (p && counters[thread_slot()] < 0) {
 			rearm();
-			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r, 1);
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r);
 		}
 	}
 	LEAVE();
@@ -304,7 +348,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
 	if (cfg.enabled) {
 		rearm();
-		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, r, 1);
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, r);
 	}
 	LEAVE();
 	return e;
@@ -316,7 +360,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
 		if (cfg.enabled) {                                                                         \
 			rearm();                                                                           \
-			emit(kind, (u64)p, n, 0, r, 1);                                                    \
+			emit(kind, (u64)p, n, 0, r);                                                    \
 		}                                                                                          \
 		LEAVE();                                                                                   \
 		return p;                                                                                  \
@@ -330,7 +374,7 @@ ALIGNED(memalign, K_MEMALIGN)
 		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
 		if (cfg.enabled) {                                                                \
 			rearm();                                                                  \
-			emit(kind, (u64)p, n, 0, r, 1);                                           \
+			emit(kind, (u64)p, n, 0, r);                                           \
 		}                                                                                 \
 		LEAVE();                                                                          \
 		return p;                                                                         \
@@ -340,7 +384,7 @@ ONE(pvalloc, K_PVALLOC)
 
 __attribute__((used, visibility("hidden"))) void s_free(void *p, struct regs *r) {
 	ENTER();
-	if (cfg.enabled) freed((u64)p, r);
+	if (cfg.enabled) freed((u64)p, tick());
 	((void (*)(void *))r_free)(p);
 	LEAVE();
 }
@@ -436,4 +480,11 @@ _Static_assert(__builtin_offsetof(struct config, draws) == 88, "cfg.draws");
 _Static_assert(__builtin_offsetof(struct config, creator_pid) == 88 + 8 * NDRAWS, "cfg.creator_pid");
 _Static_assert(__builtin_offsetof(struct config, patches) == 88 + 8 * NDRAWS + 32, "cfg.patches");
 _Static_assert(MAXPATCHES == 2048, "cfg.patches size");
+_Static_assert(__builtin_offsetof(struct record, stamp) == 120, "record.stamp");
+_Static_assert(__builtin_offsetof(struct config, clock) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES, "cfg.clock");
+_Static_assert(__builtin_offsetof(struct config, frees) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 8, "cfg.frees");
+_Static_assert(__builtin_offsetof(struct config, fhead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 16, "cfg.fhead");
+_Static_assert(__builtin_offsetof(struct config, ftail) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 24, "cfg.ftail");
+_Static_assert(__builtin_offsetof(struct config, fdropped) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 32, "cfg.fdropped");
+_Static_assert(sizeof(struct freerec) == 24 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

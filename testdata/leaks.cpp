@@ -151,8 +151,11 @@ int main(int argc, char **argv) {
 	char line[64];
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "quit", 4)) {
+			// _exit: exit's destructors of the sites' vectors would race
+			// with the threads still pushing into them.
 			printf("bye\n");
-			return 0;
+			fflush(stdout);
+			_exit(0);
 		}
 		if (!strncmp(line, "run", 3)) {
 			app::running = true;

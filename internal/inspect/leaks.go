@@ -56,6 +56,14 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	defer done(&err)
 	pid = t.Pid
 	rep := &report.Leaks{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), InUseBefore: before}
+	// Every loaded object's CFI and symbols are read before the window
+	// opens: read at the first stack through each, they held up the
+	// first drain for 0.4 s (leaks.cpp), long enough for the ring to fill
+	// and samples to be dropped.
+	mods := module.NewTable(t, o.DebugDirs...)
+	u, sym := unwind.New(mods), symbolize.New(mods)
+	u.Prepare()
+	sym.Prepare()
 	s, err := sampler.Attach(ctx, t, sampler.Options{Rate: o.Rate, Timeout: o.Timeout})
 	if err != nil {
 		return nil, err
@@ -75,7 +83,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		rate = sampler.DefaultRate
 	}
 	start := time.Now()
-	b, runErr := sample(ctx, t, s, o, start, rep)
+	b, runErr := sample(ctx, t, s, mods, u, sym, o, start, rep)
 	// Detached whatever happened, and even when ctx is done: a Ctrl-C
 	// ends the window, never leaves the hooks in.
 	left, derr := s.Detach(context.WithoutCancel(ctx))
@@ -97,9 +105,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 
 // sample drains the ring until the window ends, building the profile as it
 // goes (each stack is unwound while the objects it names are mapped).
-func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, o LeaksOptions, start time.Time, rep *report.Leaks) (*heapprof.Builder, error) {
-	mods := module.NewTable(t, o.DebugDirs...)
-	u, sym := unwind.New(mods), symbolize.New(mods)
+func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (*heapprof.Builder, error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
 	end := start.Add(o.Duration)
@@ -136,6 +142,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, o LeaksOpti
 		rep.Dropped, rep.Untracked = st.Dropped, st.Untracked
 		at := time.Since(start)
 		ms := t.Mappings()
+
 		for i := range recs {
 			r := &recs[i]
 			if r.Kind == "free" {

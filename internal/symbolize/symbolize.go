@@ -87,6 +87,17 @@ func (s *Symbolizer) Forget() {
 	}
 }
 
+// Prepare reads the symbols (and the DWARF index) of every module in the
+// table now, for a caller that cannot afford to wait for them at the first
+// address in a module.
+func (s *Symbolizer) Prepare() {
+	for _, m := range s.mods.Modules() {
+		if s.syms[m] == nil {
+			s.syms[m] = load(m)
+		}
+	}
+}
+
 func (s *Symbolizer) symbolize(addr uint64) Location {
 	loc := Location{Addr: addr}
 	mod, ok := s.mods.Lookup(addr)

@@ -192,6 +192,15 @@ func (u *Unwinder) Forget() {
 	}
 }
 
+// Prepare reads the CFI of every module in the table now, for a caller
+// that cannot afford to wait for it at the first stack through a module
+// (the heap profiler, whose ring fills meanwhile).
+func (u *Unwinder) Prepare() {
+	for _, m := range u.mods.Modules() {
+		u.cfiOf(m)
+	}
+}
+
 func (u *Unwinder) cfiOf(m *module.Module) *cfi {
 	c := u.cfis[m]
 	if c == nil {

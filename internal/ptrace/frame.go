@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Before the call site exists (while arenactl creates it) and after it is
@@ -109,33 +112,76 @@ func trimXState(xs []byte) []byte {
 // FindTrampoline looks for glibc's __restore_rt in the executable mappings
 // of the process's libc (or, for a static executable, of any file). Callers
 // that already know it use SetTrampoline instead.
+//
+// The code is read from the mapped file where it is still the one mapped:
+// read through the process's memory, every page of libc's text not yet
+// touched would be mapped into it, and its RSS would grow by the pages
+// arenactl read.
 func FindTrampoline(p *Process) (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid))
 	if err != nil {
 		return 0, procErr(p.Pid, err)
 	}
-	var libc, other [][2]uint64
+	type text struct {
+		lo, hi, off, inode uint64
+		dev, path          string
+	}
+	var libc, other []text
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
 			continue
 		}
-		var lo, hi uint64
-		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil {
+		var r text
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &r.lo, &r.hi); err != nil {
 			continue
 		}
+		r.off, _ = strconv.ParseUint(f[2], 16, 64)
+		r.inode, _ = strconv.ParseUint(f[4], 10, 64)
+		r.dev, r.path = f[3], f[5]
 		if strings.Contains(path.Base(f[5]), "libc") {
-			libc = append(libc, [2]uint64{lo, hi})
+			libc = append(libc, r)
 		} else {
-			other = append(other, [2]uint64{lo, hi})
+			other = append(other, r)
 		}
 	}
 	for _, r := range append(libc, other...) {
-		buf := make([]byte, r[1]-r[0])
-		n, _ := p.ReadAt(buf, r[0])
+		buf := make([]byte, r.hi-r.lo)
+		n, ok := readMappedFile(p.Pid, r.path, r.dev, r.inode, r.off, buf)
+		if !ok {
+			n, _ = p.ReadAt(buf, r.lo)
+		}
 		if i := bytes.Index(buf[:n], restoreRT); i >= 0 {
-			return r[0] + uint64(i), nil
+			// What a thread will execute is checked in memory (one
+			// page): the text may have been patched since it was
+			// mapped.
+			at := r.lo + uint64(i)
+			got := make([]byte, len(restoreRT))
+			if m, _ := p.ReadAt(got, at); m == len(got) && bytes.Equal(got, restoreRT) {
+				return at, nil
+			}
 		}
 	}
 	return 0, fmt.Errorf("process %d: no signal trampoline (__restore_rt) in its code", p.Pid)
+}
+
+// readMappedFile reads a mapping's bytes from its file, seen from the
+// process's root, if that is still the file mapped (same device and inode,
+// dev as /proc/PID/maps prints it).
+func readMappedFile(pid int, name, dev string, inode, off uint64, buf []byte) (int, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/root%s", pid, name))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != inode ||
+		fmt.Sprintf("%02x:%02x", unix.Major(st.Dev), unix.Minor(st.Dev)) != dev {
+		return 0, false
+	}
+	n, err := f.ReadAt(buf, int64(off))
+	if err != nil && n == 0 {
+		return 0, false
+	}
+	return n, true
 }

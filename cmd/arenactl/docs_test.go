@@ -251,6 +251,7 @@ type jsonTrim struct {
 type jsonTrimPrediction struct {
 	Torn           bool            `json:"torn"`
 	FrozenUs       int64           `json:"frozen_us"`
+	Hold           string          `json:"hold"`
 	TrimmableBytes uint64          `json:"trimmable_bytes"`
 	PredictedBytes uint64          `json:"predicted_bytes"`
 	Arenas         []jsonArenaTrim `json:"arenas"`

@@ -15,6 +15,7 @@ func newTrimCmd() *cobra.Command {
 	var f injectFlags
 	var pad uint64
 	var dryRun bool
+	var hold holdFlag
 	c := &cobra.Command{
 		Use:   "trim PID",
 		Short: "Run glibc's malloc_trim(pad) in the process and measure what it gave back",
@@ -24,18 +25,26 @@ shrinks the main heap's top. It reports RSS and Private_Dirty before and
 after, per heap class and for the process, and the bytes released, next to
 what the free lists predicted just before the call.
 
-With --dry-run nothing runs in the target: every thread is stopped for a
-walk of the free lists, and arenactl predicts, per arena, what
-malloc_trim(pad) would release now (the free pages that are resident).`,
+With --dry-run nothing of the target's runs: its free lists are walked
+from a copy-on-write image (every thread stopped only while the image is
+made; --freeze walk stops them for the whole walk instead), and arenactl
+predicts, per arena, what malloc_trim(pad) would release now (the free
+pages that are resident).`,
 		Args: pidArg,
 		RunE: func(c *cobra.Command, args []string) error {
 			if dryRun && f.tid != 0 {
 				return &usageError{msg: "--thread does not go with --dry-run: nothing is borrowed"}
 			}
+			if c.Flags().Changed("freeze") && !dryRun {
+				return &usageError{msg: "--freeze goes with --dry-run: a real trim stops nothing"}
+			}
+			if hold.h == inspect.HoldNone {
+				return &usageError{msg: "a dry-run trim is never torn: --freeze is auto, image or walk"}
+			}
 			var rep *report.TrimReport
 			var err error
 			if dryRun {
-				rep, err = inspect.DryRunTrim(c.Context(), parsePid(args), pad, f.options())
+				rep, err = inspect.DryRunTrim(c.Context(), parsePid(args), pad, f.options(), hold.h)
 			} else {
 				rep, err = inspect.Trim(c.Context(), parsePid(args), pad, f.options())
 			}
@@ -50,6 +59,7 @@ malloc_trim(pad) would release now (the free pages that are resident).`,
 	}
 	f.register(c)
 	c.Flags().Uint64Var(&pad, "pad", 0, "bytes malloc_trim leaves untrimmed at the top of the main heap")
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "run nothing: stop every thread for a walk of the free lists and predict what malloc_trim would release")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "run nothing of the process's: walk its free lists (from a copy-on-write image by default) and predict what malloc_trim would release")
+	registerFreeze(c.Flags(), &hold, false)
 	return c
 }

@@ -81,7 +81,8 @@ func TestTrimReleasesFreedRuns(t *testing.T) {
 }
 
 // trim --dry-run predicts what the real trim then releases, and changes
-// nothing itself.
+// nothing itself; it reads a copy-on-write image by default, and predicts
+// the same with every thread stopped for the walk (--freeze walk).
 func TestTrimDryRunPredicts(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "trimmable.c"))
 	freed := trimmableFreed(t, tg)
@@ -98,8 +99,12 @@ func TestTrimDryRunPredicts(t *testing.T) {
 		t.Fatalf("dry run JSON: %+v", dry)
 	}
 	p := dry.Prediction
-	if p.Torn || p.FrozenUs <= 0 || len(p.Arenas) != 2 || len(p.Damage) != 0 || p.PredictedBytes != *dry.PredictedBytes {
+	if p.Torn || p.FrozenUs <= 0 || p.Hold != "image" || len(p.Arenas) != 2 || len(p.Damage) != 0 || p.PredictedBytes != *dry.PredictedBytes {
 		t.Fatalf("prediction %+v", p)
+	}
+	walked := trimJSONOf(t, mustRun(t, "trim", "--dry-run", "--freeze", "walk", "--json", pid)).Prediction
+	if walked.Hold != "walk" || walked.FrozenUs <= 0 || fmt.Sprint(walked.Arenas) != fmt.Sprint(p.Arenas) {
+		t.Errorf("--freeze walk: %+v\nthe image's: %+v", walked, p)
 	}
 	var sum uint64
 	for _, a := range p.Arenas {
@@ -118,13 +123,15 @@ func TestTrimDryRunPredicts(t *testing.T) {
 		t.Errorf("with --pad 100000 the main arena gives %d bytes of top, without %d", m.TopBytes, p.Arenas[0].TopBytes)
 	}
 	table := mustRun(t, "trim", "--dry-run", pid)
-	for _, want := range []string{"would release", "dry run: nothing ran in the target", "0 main", "2 arenas"} {
+	for _, want := range []string{"would release", "dry run: no code of the program's ran; the free lists were read from a copy-on-write image", "0 main", "2 arenas"} {
 		if !strings.Contains(table.stdout, want) {
 			t.Errorf("dry run table lacks %q:\n%s", want, table.stdout)
 		}
 	}
 
 	expectRefusal(t, run(t, "trim", "--dry-run", "--thread", pid, pid), exitUsage, "--thread does not go with --dry-run")
+	expectRefusal(t, run(t, "trim", "--dry-run", "--freeze", "none", pid), exitUsage, "never torn")
+	expectRefusal(t, run(t, "trim", "--freeze", "walk", pid), exitUsage, "--freeze goes with --dry-run")
 
 	rep := trimJSONOf(t, mustRun(t, "trim", "--json", pid))
 	drop := before - vmRSS(t, tg.Pid)

@@ -52,18 +52,19 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	rep := &report.TrimReport{
 		Pid: pid, Libc: report.LibcOf(t.Libc), Pad: pad, Result: result,
 		Injection: in,
-		Before:    before, After: after, Prediction: pred,
+		Before:    before, After: after, Prediction: pred, Hold: "none",
 	}
 	return rep, nil
 }
 
-// DryRunTrim predicts malloc_trim(pad) without running anything in the
-// target. Every thread is stopped for the walk alone: main_arena is found
-// before, and which pages are resident is read after, so that the freeze
-// lasts as long as reading the free lists takes. The pages of free chunks
-// stay as they are unless the process allocates them meanwhile, which would
-// change the lists as much.
-func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
+// DryRunTrim predicts malloc_trim(pad) without running anything of the
+// target's. The free lists are walked with the process held as mode says:
+// by default from a copy-on-write image, so that every thread is stopped
+// only while it is made; main_arena is found before, and which pages are
+// resident is read after. The pages of free chunks stay as they are unless
+// the process allocates them meanwhile, which would change the lists as
+// much.
+func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) (_ *report.TrimReport, err error) {
 	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
@@ -74,13 +75,24 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.
 	if err != nil {
 		return nil, err
 	}
-	var walk *glibc.Walk
-	held, err := whileFrozen(ctx, t, o.Timeout, func() (err error) {
-		walk, err = h.WalkLists()
-		return err
-	})
+	hd, err := hold(ctx, t, mode, o.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if hd.image != nil && o.Note != nil {
+		for _, n := range hd.image.Notes {
+			o.Note(n)
+		}
+	}
+	hh := *h
+	hh.T = hd.mem
+	walk, werr := hh.WalkLists()
+	var ro report.ReadOnly
+	if rerr := hd.release(&ro); werr == nil {
+		werr = rerr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, werr)
 	}
 	pred, err := predictTrim(pid, walk, pad)
 	if err != nil {
@@ -91,7 +103,7 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.
 		return nil, err
 	}
 	return &report.TrimReport{Pid: pid, Libc: report.LibcOf(t.Libc), Pad: pad, Before: before,
-		Prediction: pred, DryRun: true, Frozen: held, Damage: walk.Damage}, nil
+		Prediction: pred, DryRun: true, Frozen: ro.Frozen, Hold: ro.Hold, ImageSkipped: ro.ImageSkipped, Damage: walk.Damage}, nil
 }
 
 func predictTrim(pid int, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {

@@ -225,8 +225,16 @@ func Trim(w io.Writer, r *report.TrimReport) error {
 // madvise or give back, and how much of it is resident now.
 func trimPrediction(w io.Writer, r *report.TrimReport) error {
 	p := r.Prediction
-	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) would release %s of RSS now (dry run: nothing ran in the target; every thread was stopped %s for the walk)\n\n",
-		r.Pid, r.Libc.Version, r.Pad, Human(p.Resident), Duration(r.Frozen))
+	how := "every thread was stopped " + Duration(r.Frozen) + " for the walk"
+	if r.Hold == "image" {
+		how = "the free lists were read from a copy-on-write image; every thread was stopped " + Duration(r.Frozen) + " while it was made"
+	}
+	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) would release %s of RSS now (dry run: no code of the program's ran; %s)\n",
+		r.Pid, r.Libc.Version, r.Pad, Human(p.Resident), how)
+	if r.ImageSkipped != "" {
+		fmt.Fprintf(w, "(no copy-on-write image, which would have stopped it only while one was made: %s)\n", r.ImageSkipped)
+	}
+	fmt.Fprintln(w)
 	t := newTable(w, "arena", "address", "free chunks", "trimmable", "of which top", "resident now")
 	var chunks int
 	for _, a := range p.Arenas {

@@ -126,12 +126,15 @@ type TrimReport struct {
 	// Prediction is what the free lists said malloc_trim would release,
 	// from the walk made just before the call (nil if it could not be
 	// made). With DryRun nothing ran: Result, Injection and After are
-	// unset, Frozen is how long every thread was stopped for the walk, and
-	// Damage what it found.
+	// unset, Frozen is how long every thread was stopped (for the image,
+	// or for the walk), and Damage what the walk found.
 	Prediction *glibc.TrimPrediction
 	DryRun     bool
 	Frozen     time.Duration
-	Damage     []glibc.Damage
+	// Hold is how the dry run held the process ("image" or "walk", as
+	// ReadOnly.Hold); ImageSkipped why no image was made, if none was.
+	Hold, ImageSkipped string
+	Damage             []glibc.Damage
 }
 
 // Released is the drop in resident memory across the trim, process-wide.

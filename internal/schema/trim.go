@@ -36,8 +36,14 @@ type Trim struct {
 type TrimPrediction struct {
 	// Torn: walked without stopping the process (before a real trim);
 	// FrozenUs: with --dry-run, how long every thread was stopped.
-	Torn           bool        `json:"torn"`
-	FrozenUs       int64       `json:"frozen_us"`
+	Torn     bool  `json:"torn"`
+	FrozenUs int64 `json:"frozen_us"`
+	// Hold: with --dry-run "image" (every thread stopped while a
+	// copy-on-write image was made, the lists read from it) or "walk"
+	// (stopped for the whole walk); before a real trim "none" (torn).
+	// ImageSkipped: why no image was made, when none was.
+	Hold           string      `json:"hold"`
+	ImageSkipped   string      `json:"image_skipped,omitempty"`
 	TrimmableBytes uint64      `json:"trimmable_bytes"` // whole free pages, resident or not
 	PredictedBytes uint64      `json:"predicted_bytes"` // of which resident now
 	Arenas         []ArenaTrim `json:"arenas"`
@@ -68,7 +74,7 @@ func NewTrim(r *report.TrimReport) Trim {
 	}
 	if p := r.Prediction; p != nil {
 		out.PredictedBytes = &p.Resident
-		out.Prediction = &TrimPrediction{Torn: !r.DryRun, FrozenUs: r.Frozen.Microseconds(), TrimmableBytes: p.Bytes,
+		out.Prediction = &TrimPrediction{Torn: !r.DryRun, FrozenUs: r.Frozen.Microseconds(), Hold: r.Hold, ImageSkipped: r.ImageSkipped, TrimmableBytes: p.Bytes,
 			PredictedBytes: p.Resident, Arenas: []ArenaTrim{}, Damage: newDamage(r.Damage)}
 		for _, a := range p.Arenas {
 			out.Prediction.Arenas = append(out.Prediction.Arenas, ArenaTrim{Index: a.Index, Main: a.Main, Addr: a.Addr,

@@ -146,6 +146,34 @@ func (h *held) release(ro *report.ReadOnly) error {
 	return nil
 }
 
+// readHeld holds t as mode says, runs read on h over what is held (the
+// image, or the stopped process), lets the process go, and says how it was
+// held and how long read took.
+func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Options, read func(*heap.Heap) error) (*report.ReadOnly, error) {
+	ro := &report.ReadOnly{}
+	hd, err := hold(ctx, t, mode, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if hd.image != nil && o.Note != nil {
+		for _, n := range hd.image.Notes {
+			o.Note(n)
+		}
+	}
+	hh := *h
+	hh.T = hd.mem
+	start := time.Now()
+	err = read(&hh)
+	ro.Walked = time.Since(start)
+	if rerr := hd.release(ro); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	return ro, nil
+}
+
 // ReadOnly builds the info report from memory alone, holding the process
 // as mode says; the libc file and the maps are read before, the smaps
 // summary after. A static executable is accepted: its own copy of glibc's
@@ -163,27 +191,16 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	if err != nil {
 		return nil, err
 	}
-	ro := &report.ReadOnly{TcachesSkipped: h.TcachesSkipped}
-	hd, err := hold(ctx, t, mode, o.Timeout)
+	var walk *glibc.Walk
+	var caches []glibc.ThreadCache
+	ro, err := readHeld(ctx, t, h, mode, o, func(hh *heap.Heap) (err error) {
+		walk, caches, err = hh.Walk()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if hd.image != nil && o.Note != nil {
-		for _, n := range hd.image.Notes {
-			o.Note(n)
-		}
-	}
-	hh := *h
-	hh.T = hd.mem
-	walkStart := time.Now()
-	walk, caches, werr := hh.Walk()
-	ro.Walked = time.Since(walkStart)
-	if rerr := hd.release(ro); werr == nil {
-		werr = rerr
-	}
-	if werr != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, werr)
-	}
+	ro.TcachesSkipped = h.TcachesSkipped
 	ro.Walk, ro.Tcaches = walk, caches
 	// h.Libc, not t.Libc: the allocator read may be another object's
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -75,24 +76,13 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 	if err != nil {
 		return nil, err
 	}
-	hd, err := hold(ctx, t, mode, o.Timeout)
+	var walk *glibc.Walk
+	ro, err := readHeld(ctx, t, h, mode, o, func(hh *heap.Heap) (err error) {
+		walk, err = hh.WalkLists()
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	if hd.image != nil && o.Note != nil {
-		for _, n := range hd.image.Notes {
-			o.Note(n)
-		}
-	}
-	hh := *h
-	hh.T = hd.mem
-	walk, werr := hh.WalkLists()
-	var ro report.ReadOnly
-	if rerr := hd.release(&ro); werr == nil {
-		werr = rerr
-	}
-	if werr != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, werr)
 	}
 	pred, err := predictTrim(pid, walk, pad)
 	if err != nil {

@@ -19,9 +19,12 @@ import (
 // It decides nothing and reports nothing: a link is recorded only as the
 // copy holds it, which is what the walk would read there, and the walk
 // uses one only when it stands at that very chunk. A chain stops at the
-// first link that leaves the copy, and when the arena's budget is spent
-// (a loop, or more free chunks than it holds): the walk reads the rest
-// itself.
+// first link that leaves the copy, at a loop (Brent's cycle detection:
+// a copy of a running process's heap, taken while its threads free and
+// allocate, often has lists that close on themselves, and each of those
+// spent the whole budget, 512 K links, on every arena), and when the
+// arena's budget is spent (more free chunks than it holds): the walk reads
+// the rest itself.
 type prewalk struct {
 	lists  [][]link // by list: the fastbins, then bins 1 to 127
 	links  int      // recorded in all
@@ -90,6 +93,10 @@ type cursor struct {
 	fast   bool
 	w      *window // the one that holds p
 	b      []byte  // the 24 bytes at p in w, once p is known good
+	// Brent's cycle detection: mark is the chunk seen `power` links
+	// ago at most; steps counts the links since it was set.
+	mark         uint64
+	power, steps int
 }
 
 // cursors starts every list of the arena at ar, whose state is st.
@@ -100,7 +107,7 @@ func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
 	}
 	cs := make([]cursor, 0, nl)
 	for k := 0; k < nl; k++ {
-		c := cursor{k: k}
+		c := cursor{k: k, power: 1}
 		if k < lay.NFastbins {
 			c.p, c.fast = le(st, lay.StateFastbins+int64(k)*8), true
 		} else {
@@ -166,7 +173,11 @@ func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []Rang
 			if c.fast && safe {
 				c.p ^= (l.p + 16) >> 12
 			}
-			if !next(c) {
+			looped := c.p == c.mark
+			if c.steps++; c.steps == c.power {
+				c.mark, c.power, c.steps = c.p, 2*c.power, 0
+			}
+			if looped || !next(c) {
 				last := len(cs) - 1
 				cs[j], vals[j] = cs[last], vals[last]
 				cs = cs[:last]

@@ -99,7 +99,11 @@ func startSites(t *testing.T) *sites {
 func (st *sites) atEntry(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller, lib, symbol, kind string) heapprof.Raw {
 	t.Helper()
 	c := st.call(t, regs, stack, caller)
-	c.Entry = symbolAddr(t, st.mods, lib, symbol)
+	entry, err := st.mods.DynamicSymbol(lib, symbol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Entry = entry
 	r := heapprof.Raw{Kind: kind}
 	r.Regs, r.Stack = c.Unwind()
 	// What the callee-saved registers held at the call is not known from
@@ -139,32 +143,6 @@ func copyStack(t *testing.T, lt *live.Target, sp uint64, max int) unwind.Stack {
 	}
 	t.Fatalf("sp %#x is in no mapping", sp)
 	return unwind.Stack{}
-}
-
-// symbolAddr is where the module whose path contains path has the dynamic
-// symbol name.
-func symbolAddr(t *testing.T, mods *module.Table, path, name string) uint64 {
-	t.Helper()
-	for _, m := range mods.Modules() {
-		if !strings.Contains(m.Path, path) {
-			continue
-		}
-		ef, err := m.ELF()
-		if err != nil {
-			t.Fatal(err)
-		}
-		syms, err := ef.DynamicSymbols()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range syms {
-			if s.Name == name && s.Value != 0 {
-				return s.Value + m.Bias
-			}
-		}
-	}
-	t.Fatalf("no %s in a module named like %s", name, path)
-	return 0
 }
 
 // sourceLine is the 1-based line of testdata/heapprof/sites.cpp holding

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/arenactl/arenactl/internal/maps"
@@ -361,6 +362,31 @@ func (t *Table) Lookup(addr uint64) (*Module, bool) {
 		return r[i].mod, true
 	}
 	return nil, false
+}
+
+// DynamicSymbol is the run-time address of the dynamic symbol name in the
+// first module whose path contains path.
+func (t *Table) DynamicSymbol(path, name string) (uint64, error) {
+	for _, m := range t.Modules() {
+		if !strings.Contains(m.Path, path) {
+			continue
+		}
+		ef, err := m.ELF()
+		if err != nil {
+			return 0, err
+		}
+		syms, err := ef.DynamicSymbols()
+		if err != nil {
+			return 0, fmt.Errorf("module %s: %w", m.Path, err)
+		}
+		for _, s := range syms {
+			if s.Name == name && s.Value != 0 {
+				return s.Value + m.Bias, nil
+			}
+		}
+		return 0, fmt.Errorf("module %s: no dynamic symbol %s", m.Path, name)
+	}
+	return 0, fmt.Errorf("no module named like %s", path)
 }
 
 // Modules lists the modules, in address order.

@@ -261,7 +261,11 @@ func TestUnwindAtEntry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			regs := smp.regs
-			regs.PC, regs.SP, regs.AtEntry = symbolAddr(t, mods, c.module, c.symbol), sp-8, true
+			entry, err := mods.DynamicSymbol(c.module, c.symbol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			regs.PC, regs.SP, regs.AtEntry = entry, sp-8, true
 			u := unwind.New(mods)
 			want := unwind.MethodCFI
 			if c.noCFI {
@@ -282,33 +286,6 @@ func TestUnwindAtEntry(t *testing.T) {
 		})
 	}
 	ct.quit(t)
-}
-
-// symbolAddr is where the module whose path contains path has the dynamic
-// symbol name.
-func symbolAddr(t testing.TB, mods *module.Table, path, name string) uint64 {
-	t.Helper()
-	for _, m := range mods.Modules() {
-		if !strings.Contains(m.Path, path) {
-			continue
-		}
-		ef, err := m.ELF()
-		if err != nil {
-			t.Fatal(err)
-		}
-		syms, err := ef.DynamicSymbols()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range syms {
-			if s.Name == name && s.Value != 0 {
-				return s.Value + m.Bias
-			}
-		}
-		t.Fatalf("no %s in %s's dynamic symbols", name, m.Path)
-	}
-	t.Fatalf("no module %s", path)
-	return 0
 }
 
 var _ = live.IsGone

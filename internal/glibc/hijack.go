@@ -1,7 +1,6 @@
 package glibc
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -48,10 +47,6 @@ var allocatorEntryPoints = []string{
 // maxStackScan bounds how much of a thread's stack the policy reads.
 const maxStackScan = 256 << 10
 
-// restoreRT is the body of glibc's __restore_rt, the signal trampoline:
-// mov $15,%rax; syscall. Its address on a stack means a signal handler runs.
-var restoreRT = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
-
 type span struct {
 	lo, hi uint64
 	name   string
@@ -69,10 +64,10 @@ type HijackPolicy struct {
 	stackOf    []maps.Mapping
 }
 
-// NewHijackPolicy prepares the policy for one process. It reads libc's text
-// from mem once to find the signal trampoline.
-func NewHijackPolicy(l *Libc, ms []maps.Mapping, mem Memory) *HijackPolicy {
-	p := &HijackPolicy{stackOf: ms}
+// NewHijackPolicy prepares the policy for one process, whose signal
+// trampoline (libc's __restore_rt, 0 if unknown) is at sigreturn.
+func NewHijackPolicy(l *Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy {
+	p := &HijackPolicy{stackOf: ms, sigreturn: sigreturn}
 	for _, name := range allocatorEntryPoints {
 		if s, ok := l.Lookup(name); ok && s.Size > 0 {
 			p.allocFns = append(p.allocFns, span{s.Value, s.Value + s.Size, name})
@@ -88,15 +83,6 @@ func NewHijackPolicy(l *Libc, ms []maps.Mapping, mem Memory) *HijackPolicy {
 			p.lockData = append(p.lockData, span{m.Start, m.End, base})
 		case m.Class == maps.ClassArenaHeap && m.Writable():
 			p.arenaHeaps = append(p.arenaHeaps, m)
-		}
-	}
-	for _, m := range l.Text {
-		buf := make([]byte, m.Size())
-		if n, _ := mem.ReadAt(buf, m.Start); n > 0 {
-			if i := bytes.Index(buf[:n], restoreRT); i >= 0 {
-				p.sigreturn = m.Start + uint64(i)
-				break
-			}
 		}
 	}
 	return p

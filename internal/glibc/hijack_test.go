@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -79,10 +80,16 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 	}
 	defer memf.Close()
 	mem := procMem{memf}
-	policy := NewHijackPolicy(libc, ms, mem)
-	if policy.sigreturn == 0 {
-		t.Error("the signal trampoline was not found in libc's text")
+	proc, err := ptrace.Open(pid)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer proc.Close()
+	tramp, err := ptrace.FindTrampoline(proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := NewHijackPolicy(libc, ms, tramp)
 
 	for _, c := range []struct {
 		name string

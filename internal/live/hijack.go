@@ -75,7 +75,10 @@ func (t *Target) Hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 }
 
 func (t *Target) hijack(ctx context.Context, opts HijackOptions) (*Session, error) {
-	policy := glibc.NewHijackPolicy(t.Libc, t.mappings, t)
+	// Found in libc's file: reading its text through the process would
+	// map every page of it not touched yet into the process.
+	tramp, _ := ptrace.FindTrampoline(t.proc)
+	policy := glibc.NewHijackPolicy(t.Libc, t.mappings, tramp)
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
 	reasons := map[int]string{}

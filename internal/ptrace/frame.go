@@ -118,7 +118,9 @@ func trimXState(xs []byte) []byte {
 // touched would be mapped into it, and its RSS would grow by the pages
 // arenactl read.
 func FindTrampoline(p *Process) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid))
+	// Through a live thread: a main thread that has exited shows no
+	// mappings and no root.
+	b, err := os.ReadFile(p.Dir() + "/maps")
 	if err != nil {
 		return 0, procErr(p.Pid, err)
 	}
@@ -147,7 +149,7 @@ func FindTrampoline(p *Process) (uint64, error) {
 	}
 	for _, r := range append(libc, other...) {
 		buf := make([]byte, r.hi-r.lo)
-		n, ok := readMappedFile(p.Pid, r.path, r.dev, r.inode, r.off, buf)
+		n, ok := readMappedFile(p.Dir(), r.path, r.dev, r.inode, r.off, buf)
 		if !ok {
 			n, _ = p.ReadAt(buf, r.lo)
 		}
@@ -166,10 +168,10 @@ func FindTrampoline(p *Process) (uint64, error) {
 }
 
 // readMappedFile reads a mapping's bytes from its file, seen from the
-// process's root, if that is still the file mapped (same device and inode,
-// dev as /proc/PID/maps prints it).
-func readMappedFile(pid int, name, dev string, inode, off uint64, buf []byte) (int, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/root%s", pid, name))
+// root of the process whose /proc directory is dir, if that is still the
+// file mapped (same device and inode, dev as /proc/PID/maps prints it).
+func readMappedFile(dir, name, dev string, inode, off uint64, buf []byte) (int, bool) {
+	f, err := os.Open(dir + "/root" + name)
 	if err != nil {
 		return 0, false
 	}

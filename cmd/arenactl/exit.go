@@ -30,7 +30,7 @@ const (
 	exitDamaged     = 11 // the heap is damaged where glibc would abort or hang: nothing injected
 	exitBadCore     = 12 // the file is not a usable x86_64 core
 	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
-	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; nothing stopped
+	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitInterrupted = 130
 )

@@ -233,3 +233,29 @@ func TestImageCloneRefused(t *testing.T) {
 		})
 	}
 }
+
+// A child subreaper would adopt the image when its helper exits (orphans
+// go to the nearest subreaper above their parent, and the helper's parent
+// is the process): no image is made of one. --freeze image says so (exit
+// 14), the default falls back to a frozen walk, and the process never has
+// a child of ours or a SIGCHLD. snapshot takes the same way.
+func TestImageRefusedForSubreaper(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "subreaper.c", "-O2"))
+	pid := fmt.Sprint(tg.Pid)
+	r := run(t, "info", "--read-only", "--freeze", "image", pid)
+	if r.code != exitNoImage || !strings.Contains(r.stderr, "subreaper") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the subreaper", r.code, r.stderr, exitNoImage)
+	}
+	r = mustRun(t, "info", "--read-only", pid)
+	if !strings.Contains(r.stdout, "subreaper") {
+		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
+	}
+	mustRun(t, "snapshot", "-o", filepath.Join(t.TempDir(), "s.core"), pid)
+	noImageLeft(t, tg.Pid)
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target says %q", a)
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}

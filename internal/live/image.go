@@ -61,7 +61,10 @@ type Image struct {
 }
 
 // ImageUnavailableError: no copy-on-write image can be made of the process
-// safely; nothing was stopped or written. Reason says why.
+// safely, and none was. Reason says why. Found before anything is stopped
+// (CheckImage), or by the image routine with every thread stopped (the
+// kernel refused a clone, or the process is a child subreaper): nothing
+// was made then, and the threads ran on.
 type ImageUnavailableError struct {
 	Pid    int
 	Reason string
@@ -182,6 +185,9 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		if errors.As(err, &clone) {
 			// The kernel refused: nothing was made, nothing is left.
 			return 0, 0, 0, &ImageUnavailableError{Pid: im.t.Pid, Reason: clone.Error()}
+		}
+		if errors.Is(err, ptrace.ErrSubreaper) {
+			return 0, 0, 0, &ImageUnavailableError{Pid: im.t.Pid, Reason: ptrace.ErrSubreaper.Error()}
 		}
 		errs = append(errs, err)
 		var atSite *ptrace.AtCallSiteError

@@ -19,6 +19,14 @@ import (
 //     then) and exits at once, so the image is reparented to init, which
 //     reaps it when it ends: the target is left with no child of ours.
 //
+// Orphans go to the nearest child subreaper (prctl PR_SET_CHILD_SUBREAPER)
+// above their parent instead, and the helper's parent is the process: if
+// it is a subreaper itself, the image would become its child, a SIGCHLD
+// and a zombie for it to reap. The routine asks first (PR_GET_...) and
+// makes nothing then (ErrSubreaper). A subreaper further up (a service
+// manager, a container's shim) adopts the image and reaps it like any
+// orphan.
+//
 // The image runs no code of the program's. It inherits the blocked mask
 // (no handler of the program's can run in it), and loops in a 100 ms ppoll
 // on nothing, watching a heartbeat word that arenactl increments in the
@@ -31,6 +39,7 @@ const (
 	hdrSigAll   = 0x80 // a sigset_t with every signal
 	hdrSigOld   = 0x88 // the borrowed thread's own mask, while the routine runs
 	hdrBeatTs   = 0x90 // struct timespec: the image's poll interval
+	hdrReaper   = 0xa0 // int: the process is a child subreaper (written by prctl)
 )
 
 // ImageBeatOffset is where, from the call site's start, the image's
@@ -47,6 +56,8 @@ const (
 	cloneUntraced = 0x800000
 	sigchld       = 17
 	waitAll       = 0x40000000 // __WALL
+	sysPrctl      = 157
+	prGetReaper   = 37 // PR_GET_CHILD_SUBREAPER
 )
 
 // asm is a minimal x86-64 assembler for the routine: raw bytes,
@@ -123,7 +134,21 @@ func imageRoutine(site, pc uint64) []byte {
 		a.emit(0x48, 0x85, 0xc0) // test rax, rax
 	}
 
-	// The borrowed thread.
+	// The borrowed thread. Not in a child subreaper (see above): it
+	// returns 0 and the flag says why.
+	a.emit(0xb8, sysPrctl, 0, 0, 0)              // mov eax, SYS_prctl
+	a.emit(0xbf, prGetReaper, 0, 0, 0)           // mov edi, PR_GET_CHILD_SUBREAPER
+	a.rip(site+hdrReaper, nil, 0x48, 0x8d, 0x35) // lea rsi, [rip+reaper]
+	a.emit(0x0f, 0x05)                           // syscall
+	a.emit(0x48, 0x85, 0xc0)                     // test rax, rax
+	a.jump("return", 0x0f, 0x88)                 // js return (rax = -errno)
+	a.rip(site+hdrReaper, nil, 0x8b, 0x05)       // mov eax, [rip+reaper]
+	a.emit(0x85, 0xc0)                           // test eax, eax
+	a.jump("start", 0x0f, 0x84)                  // jz start
+	a.emit(0x31, 0xc0)                           // xor eax, eax
+	a.label("return")
+	a.emit(0xc3) // ret
+	a.label("start")
 	sigprocmask(site+hdrSigAll, site+hdrSigOld)
 	clone(cloneVM | cloneVfork | cloneUntraced) // exit signal 0
 	a.jump("helper", 0x0f, 0x84)                // jz helper
@@ -190,6 +215,10 @@ func imageRoutine(site, pc uint64) []byte {
 // ErrNoImage: the image routine ran but made no image.
 var ErrNoImage = errors.New("no copy-on-write image was made")
 
+// ErrSubreaper: the process is a child subreaper, so an image would become
+// its child; the routine made none and changed nothing.
+var ErrSubreaper = errors.New("the process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER): an image would become its child, for it to reap")
+
 // CloneImage makes a copy-on-write image of the process from this thread,
 // which must be stopped with every other thread of the process (the image
 // is a fork of the whole address space: a thread running meanwhile could
@@ -204,6 +233,10 @@ func (th *Thread) CloneImage(lim CallLimits) (int, error) {
 	case v < 0:
 		return 0, &CloneError{Tid: th.Tid, Err: errnoOf(v)}
 	case v == 0:
+		base, _, _ := th.Site()
+		if reaper, err := th.p.ReadUint64(base + hdrReaper); err == nil && uint32(reaper) != 0 {
+			return 0, fmt.Errorf("thread %d: %w", th.Tid, ErrSubreaper)
+		}
 		return 0, fmt.Errorf("thread %d: %w", th.Tid, ErrNoImage)
 	default:
 		return int(v), nil

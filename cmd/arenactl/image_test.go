@@ -175,6 +175,21 @@ func TestSIGKILLDuringImage(t *testing.T) {
 	}
 }
 
+// refusesImage checks that --freeze image on pid exits 14 with one line
+// holding why, and that the default falls back to a frozen walk whose
+// output holds fallback.
+func refusesImage(t *testing.T, pid, why, fallback string) {
+	t.Helper()
+	r := run(t, "info", "--read-only", "--freeze", "image", pid)
+	if r.code != exitNoImage || !strings.Contains(r.stderr, why) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the %s", r.code, r.stderr, exitNoImage, why)
+	}
+	r = mustRun(t, "info", "--read-only", pid)
+	if !strings.Contains(r.stdout, fallback) {
+		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
+	}
+}
+
 // A target in a cgroup without room for the pages it might write while an
 // image lives gets no image: --freeze image refuses (exit 14) and nothing
 // is stopped; the default reads it frozen instead and says why.
@@ -183,15 +198,7 @@ func TestImageRefusedNearCgroupLimit(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "bigcheck.c", "-O2"), "64", "2", "still")
 	cg.Add(t, tg.Pid)
 	cg.Limit(t, cg.Usage(t)+256<<10)
-	pid := fmt.Sprint(tg.Pid)
-	r := run(t, "info", "--read-only", "--freeze", "image", pid)
-	if r.code != exitNoImage || !strings.Contains(r.stderr, "cgroup") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the cgroup", r.code, r.stderr, exitNoImage)
-	}
-	r = mustRun(t, "info", "--read-only", pid)
-	if !strings.Contains(r.stdout, "no copy-on-write image") {
-		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
-	}
+	refusesImage(t, fmt.Sprint(tg.Pid), "cgroup", "no copy-on-write image")
 	noImageLeft(t, tg.Pid)
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target says %q", a)
@@ -213,15 +220,7 @@ func TestImageCloneRefused(t *testing.T) {
 			tg := testutil.Start(t, testutil.BuildC(t, "selfcheck.c", "-O2"))
 			cg.Add(t, tg.Pid)
 			cg.Set(t, "pids.max", fmt.Sprint(len(tg.Threads())+room))
-			pid := fmt.Sprint(tg.Pid)
-			r := run(t, "info", "--read-only", "--freeze", "image", pid)
-			if r.code != exitNoImage || !strings.Contains(r.stderr, "clone") {
-				t.Fatalf("exit %d, stderr %q; want exit %d naming the clone", r.code, r.stderr, exitNoImage)
-			}
-			r = mustRun(t, "info", "--read-only", pid)
-			if !strings.Contains(r.stdout, "no copy-on-write image") {
-				t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
-			}
+			refusesImage(t, fmt.Sprint(tg.Pid), "clone", "no copy-on-write image")
 			noImageLeft(t, tg.Pid)
 			if a := tg.Send("check"); a != "ok" {
 				t.Fatalf("target says %q", a)
@@ -242,14 +241,7 @@ func TestImageCloneRefused(t *testing.T) {
 func TestImageRefusedForSubreaper(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "subreaper.c", "-O2"))
 	pid := fmt.Sprint(tg.Pid)
-	r := run(t, "info", "--read-only", "--freeze", "image", pid)
-	if r.code != exitNoImage || !strings.Contains(r.stderr, "subreaper") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the subreaper", r.code, r.stderr, exitNoImage)
-	}
-	r = mustRun(t, "info", "--read-only", pid)
-	if !strings.Contains(r.stdout, "subreaper") {
-		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
-	}
+	refusesImage(t, pid, "subreaper", "subreaper")
 	mustRun(t, "snapshot", "-o", filepath.Join(t.TempDir(), "s.core"), pid)
 	noImageLeft(t, tg.Pid)
 	if a := tg.Send("check"); a != "ok" {

@@ -135,19 +135,19 @@ func imageRoutine(site, pc uint64) []byte {
 	}
 
 	// The borrowed thread. Not in a child subreaper (see above): it
-	// returns 0 and the flag says why.
+	// returns 0 and the flag says why. A kernel that cannot answer
+	// (before 3.4) has no subreapers.
 	a.emit(0xb8, sysPrctl, 0, 0, 0)              // mov eax, SYS_prctl
 	a.emit(0xbf, prGetReaper, 0, 0, 0)           // mov edi, PR_GET_CHILD_SUBREAPER
 	a.rip(site+hdrReaper, nil, 0x48, 0x8d, 0x35) // lea rsi, [rip+reaper]
 	a.emit(0x0f, 0x05)                           // syscall
 	a.emit(0x48, 0x85, 0xc0)                     // test rax, rax
-	a.jump("return", 0x0f, 0x88)                 // js return (rax = -errno)
+	a.jump("start", 0x0f, 0x88)                  // js start
 	a.rip(site+hdrReaper, nil, 0x8b, 0x05)       // mov eax, [rip+reaper]
 	a.emit(0x85, 0xc0)                           // test eax, eax
 	a.jump("start", 0x0f, 0x84)                  // jz start
 	a.emit(0x31, 0xc0)                           // xor eax, eax
-	a.label("return")
-	a.emit(0xc3) // ret
+	a.emit(0xc3)                                 // ret
 	a.label("start")
 	sigprocmask(site+hdrSigAll, site+hdrSigOld)
 	clone(cloneVM | cloneVfork | cloneUntraced) // exit signal 0

@@ -111,6 +111,9 @@ type TaskStatus struct {
 	// RssAnon and VmPTE: resident anonymous memory and page tables, in
 	// bytes (the process's, the same in every thread's file).
 	RssAnon, VmPTE uint64
+	// ShdPnd: the signals pending for the whole process, bit n-1 for
+	// signal n (the same in every thread's file).
+	ShdPnd uint64
 }
 
 // ReadTaskStatus reads a thread's status file.
@@ -152,6 +155,8 @@ func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
 			st.RssAnon = kB(v)
 		case "VmPTE":
 			st.VmPTE = kB(v)
+		case "ShdPnd":
+			st.ShdPnd, _ = strconv.ParseUint(v, 16, 64)
 		}
 	}
 	return st, nil

@@ -233,8 +233,9 @@ type Status struct {
 	State     byte
 	Tgid      int
 	TracerPid int
-	Kernel    bool // no memory (no VmSize line), and kthreadd's or its child
-	exiting   bool // no memory, and no kernel thread: exiting or a zombie
+	Kernel    bool   // no memory (no VmSize line), and kthreadd's or its child
+	ShdPnd    uint64 // signals pending for the whole process, bit n-1 for signal n
+	exiting   bool   // no memory, and no kernel thread: exiting or a zombie
 }
 
 // kthreadd is the kernel thread every other kernel thread is a child of.
@@ -259,7 +260,7 @@ func ReadStatus(pid, tid int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Name: ts.Name, State: ts.State, Tgid: ts.Tgid, TracerPid: ts.TracerPid, Kernel: !ts.HasMemory}
+	st := Status{Name: ts.Name, State: ts.State, Tgid: ts.Tgid, TracerPid: ts.TracerPid, Kernel: !ts.HasMemory, ShdPnd: ts.ShdPnd}
 	if st.Kernel && tid != kthreadd && ts.PPid != kthreadd {
 		// No memory but not a kernel thread: a thread on its way out
 		// (its mm dropped, its zombie state not set yet), or a zombie.

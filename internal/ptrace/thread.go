@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -465,7 +466,11 @@ func (th *Thread) detachLocked() error {
 	}
 	th.detached = true
 	if !th.execStop && !th.p.execed {
-		for _, si := range th.held {
+		held := th.held
+		if slices.ContainsFunc(held, isStop) && th.p.continuedLocked() {
+			held = slices.DeleteFunc(slices.Clone(held), isStop)
+		}
+		for _, si := range held {
 			redeliver(th.p.Pid, th.Tid, si)
 		}
 	}
@@ -595,6 +600,54 @@ func (th *Thread) holdSignal(sig unix.Signal) {
 	*(*int32)(ptr(&si[0])) = int32(sig)
 	*(*int32)(ptr(&si[8])) = -6 // SI_TKILL: re-sent with tgkill
 	th.held = append(th.held, si)
+}
+
+// isStop reports a held job-control stop (SIGSTOP, SIGTSTP, SIGTTIN,
+// SIGTTOU): the stop the thread was in, or was about to enter, when we
+// took it.
+func isStop(si siginfo) bool {
+	switch unix.Signal(si.signo()) {
+	case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		return true
+	}
+	return false
+}
+
+// continuedLocked reports whether the process was continued (SIGCONT)
+// since we took threads of it that were stopped: a stop given back after
+// that would undo it, and leave stopped a process someone had just told
+// to go on. It is read only when a stop is to be given back. The SIGCONT
+// shows as a signal one of our threads holds; pending for the process
+// (kill() queues it for a traced main thread); or in the threads we do
+// not trace, which it set running. A thread we let go with its stop given
+// back may run for a moment before that stop reaches it, but its stop
+// already covers the process then. Runs on the tracer.
+func (p *Process) continuedLocked() bool {
+	p.mu.Lock()
+	for _, th := range p.threads {
+		if slices.ContainsFunc(th.held, func(si siginfo) bool { return unix.Signal(si.signo()) == unix.SIGCONT }) {
+			p.mu.Unlock()
+			return true
+		}
+	}
+	p.mu.Unlock()
+	if st, err := ReadStatus(p.Pid, p.memTid); err == nil && st.ShdPnd&(1<<(unix.SIGCONT-1)) != 0 {
+		return true
+	}
+	tids, err := Tasks(p.Pid)
+	if err != nil {
+		return false
+	}
+	for _, tid := range tids {
+		st, err := ReadStatus(p.Pid, tid)
+		if err != nil || st.TracerPid != 0 || st.Dead() {
+			continue
+		}
+		if st.State != 'T' && st.State != 't' {
+			return true
+		}
+	}
+	return false
 }
 
 // redeliver queues a held-back signal again. Signals queued with a payload

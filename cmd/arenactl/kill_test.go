@@ -173,6 +173,10 @@ func startBlockedCall(t *testing.T, tg *testutil.Target) (cmd *exec.Cmd, stderr 
 	}
 	exited = make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
+	// Before the target's own clean-up (clean-ups run last first): a
+	// test that fails while arenactl is stopped would otherwise wait
+	// forever for a target whose tracer never runs again.
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	for len(markedMappings(t, tg.Pid)) == 0 || syscallOf(tg.Pid) != 202 {
 		select {
 		case <-exited:
@@ -210,6 +214,39 @@ func unexplainedSites(t *testing.T, pid int, stderr string) []string {
 	return out
 }
 
+// allStopped reports whether every thread of pid is stopped by a signal.
+func allStopped(pid int) bool {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(ents) == 0 {
+		return false
+	}
+	for _, e := range ents {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// threadState is what /proc says of a thread, for a failure's message.
+func threadState(pid, tid int) string {
+	dir := fmt.Sprintf("/proc/%d/task/%d/", pid, tid)
+	var b strings.Builder
+	for _, f := range []string{"syscall", "wchan", "stat"} {
+		v, _ := os.ReadFile(dir + f)
+		fmt.Fprintf(&b, "%s: %s; ", f, strings.TrimSpace(string(v)))
+	}
+	st, _ := os.ReadFile(dir + "status")
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "State") || strings.HasPrefix(l, "TracerPid") || strings.HasPrefix(l, "SigPnd") || strings.HasPrefix(l, "ShdPnd") || strings.HasPrefix(l, "SigBlk") {
+			b.WriteString(l + "; ")
+		}
+	}
+	return b.String()
+}
+
 // syscallOf is the syscall thread tid (= pid: the main thread) is blocked in, -1 if none.
 func syscallOf(pid int) int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid))
@@ -229,12 +266,24 @@ func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 	mainThreadReads(t, tg.Pid)
 	cmd, stderr, exited := startBlockedCall(t, tg)
 	cmd.Process.Signal(syscall.SIGSTOP)
+	// A SIGSTOP wakes one thread of arenactl, which then stops the others:
+	// under load they run on for a while. One that saw the call end in that
+	// time would take the thread back (an interrupt, a ptrace-stop the
+	// thread cannot leave while arenactl is stopped) instead of leaving it
+	// to its gate, which is what this test is about.
+	testutil.WaitUntil(t, "every thread of arenactl to stop", func() bool { return allStopped(cmd.Process.Pid) })
 	drain()
 	// Past the gate (1 s): the thread is back in its read. Waited for, not
 	// slept: on a loaded machine the call itself can take most of a
 	// fixed sleep, and the thread was still at the gate when arenactl went
 	// on (CI rehearsal: arenactl exited 0).
-	testutil.WaitUntil(t, "the thread to restore itself", func() bool { return syscallOf(tg.Pid) == 0 })
+	deadline := time.Now().Add(testutil.Patience)
+	for syscallOf(tg.Pid) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the thread did not restore itself: %s", threadState(tg.Pid, tg.Pid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cmd.Process.Signal(syscall.SIGCONT)
 	<-exited
 	if !strings.Contains(stderr.String(), "restored itself") || cmd.ProcessState.ExitCode() != exitCallFailed {

@@ -287,7 +287,14 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		case <-tg.done:
 		default:
 			cmd.Process.Kill()
-			<-tg.done
+			// A killed target that a stopped (or hung) tracer still holds
+			// is not reaped until the tracer lets go: a test that failed
+			// that way reports it rather than wait for go test's timeout.
+			select {
+			case <-tg.done:
+			case <-time.After(Patience):
+				t.Errorf("target %d not reaped %v after SIGKILL (traced: %v): a tracer still holds it", tg.Pid, Patience, Traced(tg.Pid))
+			}
 		}
 	})
 	tg.first = tg.Next()

@@ -55,11 +55,11 @@ func mapsOnce(pid int) (*report.Maps, error) {
 	return &report.Maps{Pid: pid, Mappings: ms, Summary: report.MapsSummary{Classes: maps.Summarize(ms), Rollup: roll}}, nil
 }
 
-// mapsErr types a failure to read the maps; a process error from
-// ptrace already names the process.
+// mapsErr types a failure to read the maps; a condition procfs or ptrace
+// found already names the process.
 func mapsErr(pid int, err error) error {
 	var se *ptrace.StateError
-	if errors.As(err, &se) || errors.Is(err, ptrace.ErrGone) {
+	if errors.As(err, &se) || errors.Is(err, ptrace.ErrGone) || errors.Is(err, procfs.ErrNoProcess) || errors.Is(err, procfs.ErrPermission) {
 		return err
 	}
 	return procfs.Error(pid, err)

@@ -6,62 +6,45 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // procDir is where the memory files of process pid live: /proc/PID/, or
 // when the main thread has exited while others run on (pthread_exit), the
 // directory of one of those, /proc/PID/task/TID/: the main thread's own
-// files then show no memory at all (an empty maps, no exe).
+// files then show no memory at all (an empty maps, no exe). A process with
+// no thread left is a zombie (procfs.StateError).
 func procDir(pid int) (string, error) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	b, err := os.ReadFile(dir + "/stat")
-	if err != nil {
-		return "", fmt.Errorf("pid %d: %w", pid, procErr(err))
-	}
-	if !deadState(b) {
-		return dir, nil
-	}
-	tid, _, err := ptrace.LiveThread(pid)
+	tid, _, err := procfs.LiveThread(pid)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s/task/%d", dir, tid), nil
-}
-
-// deadState reads the state letter of a stat file, after the command name
-// in parentheses (which may itself hold ") ").
-func deadState(stat []byte) bool {
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
+	if tid == pid {
+		return fmt.Sprintf("/proc/%d", pid), nil
 	}
-	return s[i+2] == 'Z' || s[i+2] == 'X'
+	return fmt.Sprintf("/proc/%d/task/%d", pid, tid), nil
 }
 
 // procErr types what reading a live process's file can say about the
 // process: ESRCH while reading means it went away under us (its memory was
-// torn down: exit or exec), ENOENT that it is not there.
-func procErr(err error) error {
+// torn down: exit or exec), ENOENT that it is not there, EACCES that we may
+// not read it (procfs.Error).
+func procErr(pid int, err error) error {
 	if errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%w (%v)", ptrace.ErrGone, err)
+		return fmt.Errorf("process %d: %w (%v)", pid, procfs.ErrGone, err)
 	}
-	return err
+	return procfs.Error(pid, err)
 }
 
 // Read reads the mappings of a live process from /proc/PID/maps, or from
 // /proc/PID/smaps when smaps is set (slower: the kernel walks the page
 // tables, but the Rss/Pss/... counters get filled in).
 //
-// Errors wrap the underlying one, so errors.Is(err, os.ErrNotExist) tells
-// a gone process and errors.Is(err, os.ErrPermission) a missing ptrace
-// right.
+// Errors are conditions: errors.Is(err, procfs.ErrNoProcess) tells a gone
+// process, procfs.ErrGone one that went while it was read, and
+// procfs.ErrPermission a missing ptrace right.
 func Read(pid int, smaps bool) ([]Mapping, error) {
 	name, parse := "maps", ParseMaps
 	if smaps {
@@ -96,11 +79,11 @@ func readProc(pid int, name string, parse func(io.Reader) error) error {
 	path := filepath.Join(dir, name)
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, procErr(err))
+		return procErr(pid, err)
 	}
 	defer f.Close()
 	if err := parse(f); err != nil {
-		return fmt.Errorf("pid %d: %s: %w", pid, path, procErr(err))
+		return fmt.Errorf("%s: %w", path, procErr(pid, err))
 	}
 	return nil
 }
@@ -114,7 +97,7 @@ func ExePath(pid int) (string, error) {
 	}
 	p, err := os.Readlink(filepath.Join(dir, "exe"))
 	if err != nil {
-		return "", fmt.Errorf("pid %d: %w", pid, procErr(err))
+		return "", procErr(pid, err)
 	}
 	// For a deleted executable both this and Mapping.Path end in
 	// " (deleted)", so they still compare equal.

@@ -170,11 +170,11 @@ func TestReadMissingProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 		t.Skip("pid reused")
 	}
-	if _, err := Read(pid, false); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Read: %v, want ErrNotExist", err)
+	if _, err := Read(pid, false); !errors.Is(err, procfs.ErrNoProcess) {
+		t.Errorf("Read: %v, want ErrNoProcess", err)
 	}
-	if _, err := ReadRollup(pid); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("ReadRollup: %v, want ErrNotExist", err)
+	if _, err := ReadRollup(pid); !errors.Is(err, procfs.ErrNoProcess) {
+		t.Errorf("ReadRollup: %v, want ErrNoProcess", err)
 	}
 	if _, err := StackPointers(pid); !errors.Is(err, procfs.ErrNoProcess) {
 		t.Errorf("StackPointers: %v, want ErrNoProcess", err)

@@ -1,9 +1,8 @@
 package procfs
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"strconv"
 )
 
 // LiveDir is the directory that shows process pid's memory: /proc/PID/, or,
@@ -11,30 +10,70 @@ import (
 // on, /proc/PID/task/TID/ of one of those. The main thread's own files then
 // show no memory at all: an empty maps, no exe, no pagemap.
 func LiveDir(pid int) (string, error) {
-	st, err := ReadStat(pid)
+	tid, _, err := LiveThread(pid)
+	var se *StateError
+	if errors.As(err, &se) && se.Zombie() {
+		return "", fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
+	}
 	if err != nil {
 		return "", err
 	}
-	if !st.Exited() {
+	if tid == pid {
 		return fmt.Sprintf("/proc/%d", pid), nil
 	}
-	ents, err := os.ReadDir(Path(pid, "task"))
-	if err != nil {
-		return "", Error(pid, err)
-	}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil || tid == pid {
-			continue
-		}
-		dir := fmt.Sprintf("/proc/%d/task/%d", pid, tid)
-		b, err := os.ReadFile(dir + "/stat")
-		if err != nil {
-			continue
-		}
-		if tst, err := parseStat(pid, string(b)); err == nil && !tst.Exited() {
-			return dir, nil
-		}
-	}
-	return "", fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
+	return fmt.Sprintf("/proc/%d/task/%d", pid, tid), nil
 }
+
+// LiveThread finds a thread of process pid that has not exited, and what
+// its status file says: the main thread if it still runs, else the first
+// other one. A process with none is a zombie (a StateError); one that does
+// not exist is ErrNoProcess.
+func LiveThread(pid int) (int, TaskStatus, error) {
+	st, err := ReadTaskStatus(pid, pid)
+	if err != nil {
+		return 0, st, err
+	}
+	if !st.Dead() {
+		return pid, st, nil
+	}
+	tids, err := Tasks(pid)
+	if err != nil {
+		return 0, st, err
+	}
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		if tst, err := ReadTaskStatus(pid, tid); err == nil && !tst.Dead() {
+			return tid, tst, nil
+		}
+	}
+	return 0, st, &StateError{Pid: pid, What: "is a zombie (it has exited and waits for its parent)", zombie: true}
+}
+
+// kthreadd is the kernel thread every other kernel thread is a child of.
+const kthreadd = 2
+
+// Kernel reports a kernel thread: no memory (no VmSize line), and kthreadd
+// or its child.
+func (st TaskStatus) Kernel() bool {
+	return !st.HasMemory && (st.Tid == kthreadd || st.PPid == kthreadd)
+}
+
+// Dead reports a thread that has exited: a zombie, or one on its way out
+// (its memory dropped, its zombie state not set yet).
+func (st TaskStatus) Dead() bool {
+	return st.State == 'Z' || st.State == 'X' || (!st.HasMemory && !st.Kernel())
+}
+
+// StateError: the process is in a state where it cannot be examined.
+type StateError struct {
+	Pid    int
+	What   string
+	zombie bool
+}
+
+func (e *StateError) Error() string { return fmt.Sprintf("process %d %s", e.Pid, e.What) }
+
+// Zombie reports a process that has exited and waits for its parent.
+func (e *StateError) Zombie() bool { return e.zombie }

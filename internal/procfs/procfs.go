@@ -18,6 +18,8 @@ var (
 	ErrNoProcess = errors.New("no such process")
 	// ErrPermission: the kernel refused to let us read or trace the process.
 	ErrPermission = errors.New("permission denied")
+	// ErrGone: the process exited or was killed while we worked on it.
+	ErrGone = errors.New("target exited")
 )
 
 // Path is /proc/PID/name.

@@ -99,6 +99,7 @@ func ParseSyscall(text string) (Syscall, error) {
 // TaskStatus is what arenactl uses of /proc/PID/task/TID/status.
 type TaskStatus struct {
 	Name       string
+	Tid        int // the thread's id (the file's "Pid")
 	State      byte
 	Tgid, PPid int
 	TracerPid  int
@@ -138,6 +139,8 @@ func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
 			}
 		case "Tgid":
 			st.Tgid, _ = strconv.Atoi(v)
+		case "Pid":
+			st.Tid, _ = strconv.Atoi(v)
 		case "TracerPid":
 			st.TracerPid, _ = strconv.Atoi(v)
 		case "PPid":

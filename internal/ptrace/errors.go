@@ -19,7 +19,7 @@ var (
 	// the target is whole, but the thread is no longer ours to call in.
 	ErrRestoredItself = errors.New("the thread restored itself while arenactl was not watching")
 	// ErrGone: the target exited or was killed while we worked on it.
-	ErrGone = errors.New("target exited")
+	ErrGone = procfs.ErrGone
 	// ErrExec: the target replaced its program (execve) while we worked on
 	// it. The memory and threads we had are gone, so it is a kind of
 	// ErrGone: errors.Is(ErrExec, ErrGone) holds.

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/maps"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,46 +118,32 @@ func trimXState(xs []byte) []byte {
 // touched would be mapped into it, and its RSS would grow by the pages
 // arenactl read.
 func FindTrampoline(p *Process) (uint64, error) {
-	// Through a live thread: a main thread that has exited shows no
-	// mappings and no root.
-	b, err := os.ReadFile(p.Dir() + "/maps")
+	ms, err := p.mappings()
 	if err != nil {
-		return 0, procErr(p.Pid, err)
+		return 0, err
 	}
-	type text struct {
-		lo, hi, off, inode uint64
-		dev, path          string
-	}
-	var libc, other []text
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.Contains(f[1], "x") || !strings.HasPrefix(f[5], "/") {
+	var libc, other []maps.Mapping
+	for _, m := range ms {
+		if !strings.Contains(m.Perms, "x") || !strings.HasPrefix(m.Path, "/") {
 			continue
 		}
-		var r text
-		if _, err := fmt.Sscanf(f[0], "%x-%x", &r.lo, &r.hi); err != nil {
-			continue
-		}
-		r.off, _ = strconv.ParseUint(f[2], 16, 64)
-		r.inode, _ = strconv.ParseUint(f[4], 10, 64)
-		r.dev, r.path = f[3], f[5]
-		if strings.Contains(path.Base(f[5]), "libc") {
-			libc = append(libc, r)
+		if strings.Contains(path.Base(m.Path), "libc") {
+			libc = append(libc, m)
 		} else {
-			other = append(other, r)
+			other = append(other, m)
 		}
 	}
 	for _, r := range append(libc, other...) {
-		buf := make([]byte, r.hi-r.lo)
-		n, ok := readMappedFile(p.Dir(), r.path, r.dev, r.inode, r.off, buf)
+		buf := make([]byte, r.Size())
+		n, ok := readMappedFile(p.Dir(), r.Path, r.Dev, r.Inode, r.Offset, buf)
 		if !ok {
-			n, _ = p.ReadAt(buf, r.lo)
+			n, _ = p.ReadAt(buf, r.Start)
 		}
 		if i := bytes.Index(buf[:n], restoreRT); i >= 0 {
 			// What a thread will execute is checked in memory (one
 			// page): the text may have been patched since it was
 			// mapped.
-			at := r.lo + uint64(i)
+			at := r.Start + uint64(i)
 			got := make([]byte, len(restoreRT))
 			if m, _ := p.ReadAt(got, at); m == len(got) && bytes.Equal(got, restoreRT) {
 				return at, nil

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,7 @@ func Open(pid int) (*Process, error) {
 			return p, err
 		}
 		var se *StateError
-		if !vanishing(err) && !(errors.As(err, &se) && se.zombie) {
+		if !vanishing(err) && !(errors.As(err, &se) && se.Zombie()) {
 			return nil, err
 		}
 		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
@@ -86,23 +87,25 @@ func open(pid int) (*Process, error) {
 // thread if it still runs, else the first other one. A process with none
 // is a zombie (StateError); one that does not exist is ErrNoProcess.
 func LiveThread(pid int) (int, Status, error) {
-	st, err := ReadStatus(pid, pid)
+	procReads.Add(1)
+	tid, ts, err := procfs.LiveThread(pid)
+	return tid, statusOf(ts), err
+}
+
+// mappings reads the process's maps, through a live thread: a main thread
+// that has exited shows none. (Not counted in ProcReads: one file however
+// many threads the process has.)
+func (p *Process) mappings() ([]maps.Mapping, error) {
+	f, err := os.Open(p.Dir() + "/maps")
 	if err != nil {
-		return 0, st, err
+		return nil, procErr(p.Pid, err)
 	}
-	if !st.Dead() {
-		return pid, st, nil
-	}
-	tids, err := Tasks(pid)
+	defer f.Close()
+	ms, err := maps.ParseMaps(f)
 	if err != nil {
-		return 0, st, err
+		return nil, procErr(p.Pid, err)
 	}
-	for _, tid := range tids[1:] {
-		if tst, err := ReadStatus(pid, tid); err == nil && !tst.Dead() {
-			return tid, tst, nil
-		}
-	}
-	return 0, st, &StateError{Pid: pid, What: "is a zombie (it has exited and waits for its parent)", zombie: true}
+	return ms, nil
 }
 
 // Dir is the /proc directory that shows the process's memory, maps and files:
@@ -164,16 +167,7 @@ func vanishing(err error) bool {
 }
 
 // StateError: the process is in a state where it cannot be examined.
-type StateError struct {
-	Pid    int
-	What   string
-	zombie bool
-}
-
-func (e *StateError) Error() string { return fmt.Sprintf("process %d %s", e.Pid, e.What) }
-
-// Zombie reports a process that has exited and waits for its parent.
-func (e *StateError) Zombie() bool { return e.zombie }
+type StateError = procfs.StateError
 
 func tracedError(pid, tracer int) error {
 	name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tracer))
@@ -235,14 +229,15 @@ type Status struct {
 	TracerPid int
 	Kernel    bool   // no memory (no VmSize line), and kthreadd's or its child
 	ShdPnd    uint64 // signals pending for the whole process, bit n-1 for signal n
-	exiting   bool   // no memory, and no kernel thread: exiting or a zombie
+	dead      bool
 }
 
-// kthreadd is the kernel thread every other kernel thread is a child of.
-const kthreadd = 2
-
 // Dead reports a thread that has exited: a zombie, or one on its way out.
-func (st Status) Dead() bool { return st.State == 'Z' || st.State == 'X' || st.exiting }
+func (st Status) Dead() bool { return st.dead }
+
+func statusOf(ts procfs.TaskStatus) Status {
+	return Status{Name: ts.Name, State: ts.State, Tgid: ts.Tgid, TracerPid: ts.TracerPid, Kernel: ts.Kernel(), ShdPnd: ts.ShdPnd, dead: ts.Dead()}
+}
 
 // procReads counts the files this package reads under /proc, so that a test
 // can tell how many were read during some step (an atomic: tests only
@@ -260,13 +255,7 @@ func ReadStatus(pid, tid int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Name: ts.Name, State: ts.State, Tgid: ts.Tgid, TracerPid: ts.TracerPid, Kernel: !ts.HasMemory, ShdPnd: ts.ShdPnd}
-	if st.Kernel && tid != kthreadd && ts.PPid != kthreadd {
-		// No memory but not a kernel thread: a thread on its way out
-		// (its mm dropped, its zombie state not set yet), or a zombie.
-		st.Kernel, st.exiting = false, true
-	}
-	return st, nil
+	return statusOf(ts), nil
 }
 
 // Tasks lists the thread ids of pid, main thread first.

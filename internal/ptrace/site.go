@@ -2,9 +2,7 @@ package ptrace
 
 import (
 	"encoding/binary"
-	"fmt"
 	"os"
-	"strings"
 
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -271,9 +269,9 @@ func (p *Process) SiteHolding(tid int, r *Regs) error {
 // (One killed between its mmap and its mprotect, a window of two syscalls,
 // is not found.)
 func (p *Process) FindSites() ([]SiteInfo, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid))
+	ms, err := p.mappings()
 	if err != nil {
-		return nil, procErr(p.Pid, err)
+		return nil, err
 	}
 	own := map[uint64]bool{}
 	p.mu.Lock()
@@ -284,16 +282,11 @@ func (p *Process) FindSites() ([]SiteInfo, error) {
 	}
 	p.mu.Unlock()
 	var out []SiteInfo
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 5 || f[1] != "r-xp" {
+	for _, m := range ms {
+		if m.Perms != "r-xp" || m.Path != "" || m.Inode != 0 || m.Size() != pageSize || m.Start < codeOff {
 			continue
 		}
-		var lo, hi uint64
-		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil || hi-lo != pageSize || lo < codeOff {
-			continue
-		}
-		lo -= codeOff
+		lo := m.Start - codeOff
 		if own[lo] {
 			continue
 		}

@@ -42,6 +42,11 @@ type Builder struct {
 	sites   []*site
 	samples []sample
 	live    map[uint64]int // block address -> its sample, while held
+	// orphans are frees of addresses no held sample had, by address: the
+	// allocation's record may come in a later drain (a ring is read up
+	// to its first record still being written, and the frees it holds
+	// after that are read already).
+	orphans map[uint64][]orphan
 	mods    []*module.Module
 	modIdx  map[*module.Module]int
 
@@ -60,6 +65,11 @@ type site struct {
 	key    string
 }
 
+type orphan struct {
+	stamp uint64
+	at    time.Duration
+}
+
 type sample struct {
 	site    int
 	stamp   uint64
@@ -73,7 +83,7 @@ type sample struct {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, modIdx: map[*module.Module]int{}}
+		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}}
 }
 
 // Add unwinds, symbolizes and records one sample. A sample at the address
@@ -100,6 +110,9 @@ func (b *Builder) Add(r Raw) {
 		b.byPCs[string(b.pcKey)] = si
 	}
 	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt}
+	if !s.freed {
+		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)
+	}
 	if old, held := b.live[r.Addr]; held && !s.freed {
 		if before(b.samples[old].stamp, r.Stamp) {
 			b.samples[old].freed, b.samples[old].freedAt = true, r.At
@@ -119,17 +132,45 @@ func (b *Builder) Add(r Raw) {
 func before(a, b uint64) bool { return a == 0 || b == 0 || a < b }
 
 // Free records that the sampled block at addr, if one is held, was freed
-// at at. A free stamped before the held block's allocation was for an
-// earlier block at the address, whose record came late (a realloc's): it
-// is ignored. It reports whether a block was freed.
+// at at. A free stamped before the held block's allocation, or with no
+// block held there, was for a block whose record has not come yet (a
+// realloc's, recorded late, or one behind a record still being written
+// when the ring was read): it is kept for that record (an orphan), and
+// the block is freed when it comes. It reports whether a held block was
+// freed.
 func (b *Builder) Free(addr, stamp uint64, at time.Duration) bool {
 	i, ok := b.live[addr]
 	if !ok || !before(b.samples[i].stamp, stamp) {
+		if stamp != 0 {
+			b.orphans[addr] = append(b.orphans[addr], orphan{stamp, at})
+		}
 		return false
 	}
 	b.samples[i].freed, b.samples[i].freedAt = true, at
 	delete(b.live, addr)
 	return true
+}
+
+// takeOrphan finds the first free at addr stamped after stamp that came
+// before its allocation's record, and takes it: the block was freed then.
+func (b *Builder) takeOrphan(addr, stamp uint64) (bool, time.Duration) {
+	list := b.orphans[addr]
+	best := -1
+	for i, o := range list {
+		if stamp != 0 && o.stamp > stamp && (best < 0 || o.stamp < list[best].stamp) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false, 0
+	}
+	at := list[best].at
+	if list = append(list[:best], list[best+1:]...); len(list) == 0 {
+		delete(b.orphans, addr)
+	} else {
+		b.orphans[addr] = list
+	}
+	return true, at
 }
 
 // siteOf symbolizes an unwound stack and finds (or makes) its site.

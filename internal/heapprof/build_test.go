@@ -189,6 +189,23 @@ func TestBuilderFrees(t *testing.T) {
 		t.Errorf("stamped: %+v", s)
 	}
 
+	// A free that comes before its allocation's record (in an earlier
+	// drain: the ring was read up to a record still being written, and
+	// the free ring past it) frees the block when its record comes; one
+	// stamped before the allocation does not.
+	b = heapprof.NewBuilder(st.u, st.s)
+	if b.Free(0x3000, 20, time.Second) || b.Free(0x4000, 2, time.Second) {
+		t.Error("a free with no block held freed one")
+	}
+	b.Add(stamped(with(st.widget, 0x3000, 100), 15))
+	b.Add(stamped(with(st.buffer, 0x4000, 4096), 7))
+	for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
+		want := map[string]int{"make_widget": 0, "reserve": 1}[s.Leaf().Function]
+		if s.Sampled.InUse != want {
+			t.Errorf("%s: %d held, want %d (the free stamped 20 came before the allocation at 15; the one at 2 was for an earlier block)", s.Leaf().Function, s.Sampled.InUse, want)
+		}
+	}
+
 	// With a minimum age, a block allocated too close to the window's end
 	// is not held.
 	b = heapprof.NewBuilder(st.u, st.s)

@@ -51,6 +51,10 @@ type Image struct {
 	Cloned time.Duration
 	// Room is the memory that could still be charged when it was made.
 	Room procfs.MemoryRoom
+	// LeftOut are the mappings the image was made without (marked
+	// MADV_DONTFORK for the clone, see ptrace.CloneImage): reading them
+	// from the image fails.
+	LeftOut []ptrace.Span
 	// Notes say which call sites of earlier, killed runs were removed
 	// while the process was stopped, or kept and why.
 	Notes []string
@@ -127,7 +131,13 @@ func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // all go. Everything that needs no stopped thread (the checks, finding the
 // signal trampoline the call site falls back on) is done first. The
 // image's mappings are the process's as the freeze found them.
-func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, error) {
+//
+// leaveOut names mappings the reader of the image will not read (memory
+// the allocator does not own): each is left out of the image if it is, as
+// the freeze finds it, exactly one private anonymous read-write mapping
+// that holds no thread's stack pointer or thread pointer, so that the
+// clone copies no page table of it. Im.LeftOut says which were.
+func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...ptrace.Span) (*Image, error) {
 	room, err := t.CheckImage()
 	if err != nil {
 		return nil, err
@@ -146,7 +156,7 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 		return nil, err
 	}
 	im := &Image{t: t, Room: room, pidfd: -1, frozen: f.Threads(), threads: t.Threads(), mappings: t.mappings}
-	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout, lookForSites)
+	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout, lookForSites, im.leavable(leaveOut))
 	held, thawErr := f.Thaw()
 	im.Stopped = held
 	if cloneErr != nil || thawErr != nil {
@@ -159,10 +169,42 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration) (*Image, erro
 	return im, nil
 }
 
+// leavable is what of want may be left out of the image, with every
+// thread stopped: whole mappings as the freeze read them, private,
+// anonymous, read-write, holding no thread's stack or TLS (the walk reads
+// the tcache pointer there).
+func (im *Image) leavable(want []ptrace.Span) []ptrace.Span {
+	if len(want) == 0 {
+		return nil
+	}
+	exact := map[ptrace.Span]bool{}
+	for _, m := range im.mappings {
+		if m.Perms == "rw-p" && (m.Path == "" || strings.HasPrefix(m.Path, "[anon:")) {
+			exact[ptrace.Span{Start: m.Start, End: m.End}] = true
+		}
+	}
+	var out []ptrace.Span
+next:
+	for _, sp := range want {
+		if !exact[sp] {
+			continue
+		}
+		for _, th := range im.frozen {
+			for _, p := range []uint64{th.Regs.Rsp, th.Regs.Fs_base} {
+				if p >= sp.Start && p < sp.End {
+					continue next
+				}
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
 // clone runs the image routine in the first thread that can take a call
 // site. It returns the image's pid in the target's namespace and the site's
 // address.
-func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool) (int, uint64, uint64, error) {
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool, leave []ptrace.Span) (int, uint64, uint64, error) {
 	var errs []error
 	// Never abandoned, not even on SIGINT: a thread taken back in the
 	// middle of the routine would keep its mask of every signal blocked
@@ -172,8 +214,9 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 	for _, th := range f.threads {
 		th.SetTrampoline(tramp)
 		start := time.Now()
-		pid, err := th.CloneImage(lim)
+		pid, left, err := th.CloneImage(lim, leave)
 		im.Cloned = time.Since(start)
+		im.LeftOut = left
 		base, size, _ := th.Site()
 		if err == nil {
 			if sites {

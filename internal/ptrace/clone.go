@@ -19,6 +19,23 @@ import (
 //     then) and exits at once, so the image is reparented to init, which
 //     reaps it when it ends: the target is left with no child of ours.
 //
+// The copy of the page tables is the whole stop, and it grows with every
+// resident page of the process, not only the heap's: a database's buffer
+// pool (anonymous memory the allocator never sees) can make it ten times
+// longer than the heap alone would. So the routine can leave mappings the
+// caller names out of the image: with signals blocked, before the clone,
+// it marks each MADV_DONTFORK, and after the clone (made or refused) it
+// marks it MADV_DOFORK again, in the same run: nothing between the two
+// depends on arenactl, so a killed arenactl cannot leave a mark behind.
+// It must never clear a mark the program set itself, and /proc shows no
+// such mark without walking every page table (smaps). So it marks only the
+// middle of a mapping (2 MiB in from each end: no huge page is split) and
+// asks the kernel (the PROCMAP_QUERY ioctl on /proc/self/maps, Linux 6.11)
+// where the mapping ends: the mapping split in three only if the mark was
+// new, and only then is it undone (which merges the three back). A mapping
+// already marked stays whole and untouched; one whose bounds moved since
+// the caller looked, or a kernel without the ioctl, leaves it in.
+//
 // Orphans go to the nearest child subreaper (prctl PR_SET_CHILD_SUBREAPER)
 // above their parent instead, and the helper's parent is the process: if
 // it is a subreaper itself, the image would become its child, a SIGCHLD
@@ -40,7 +57,29 @@ const (
 	hdrSigOld   = 0x88 // the borrowed thread's own mask, while the routine runs
 	hdrBeatTs   = 0x90 // struct timespec: the image's poll interval
 	hdrReaper   = 0xa0 // int: the process is a child subreaper (written by prctl)
+
+	// The mappings to leave out of the image (written by arenactl before
+	// the call): a count, the ioctl's struct procmap_query, then per
+	// mapping its start, end, the middle marked (start, length) and a word
+	// the routine sets to 1 when it marked the middle itself.
+	leaveCount   = 0x400
+	leaveQuery   = 0x410 // struct procmap_query, 104 bytes
+	leaveEntries = 0x480
+	leaveEntry   = 0x30
+	// MaxLeaveOut is how many mappings one image can leave out.
+	MaxLeaveOut = (0x1000 - leaveEntries) / leaveEntry
+
+	procmapQuery     = 0xc0686611 // _IOWR('f', 17, struct procmap_query)
+	procmapQuerySize = 104
+	madvDontfork     = 10
+	madvDofork       = 11
+	leaveAlign       = 2 << 20
 )
+
+// hdrMapsPath holds the path the routine opens, NUL-terminated.
+const hdrMapsPath = 0xc0
+
+const mapsPath = "/proc/self/maps\x00"
 
 // ImageBeatOffset is where, from the call site's start, the image's
 // heartbeat word is (in the image's own copy of the site).
@@ -150,6 +189,7 @@ func imageRoutine(site, pc uint64) []byte {
 	a.emit(0xc3)                                 // ret
 	a.label("start")
 	sigprocmask(site+hdrSigAll, site+hdrSigOld)
+	leaveOut(a, site)
 	clone(cloneVM | cloneVfork | cloneUntraced) // exit signal 0
 	a.jump("helper", 0x0f, 0x84)                // jz helper
 	a.jump("unmask", 0x0f, 0x88)                // js unmask (rax = -errno)
@@ -167,6 +207,7 @@ func imageRoutine(site, pc uint64) []byte {
 	a.rip(site+hdrImagePid, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+imagepid]
 	a.label("unmask")
 	a.emit(0x49, 0x89, 0xc4) // mov r12, rax
+	putBack(a, site)
 	sigprocmask(site+hdrSigOld, 0)
 	a.emit(0x4c, 0x89, 0xe0) // mov rax, r12
 	a.emit(0xc3)             // ret
@@ -212,6 +253,98 @@ func imageRoutine(site, pc uint64) []byte {
 	return a.done()
 }
 
+// leaveOut assembles the marking of the mappings to leave out (see the
+// comment at the top): rbx counts them down, r14 points at the entry, r15
+// holds the descriptor of /proc/self/maps.
+func leaveOut(a *asm, site uint64) {
+	query := func() {
+		a.emit(0xb8, 16, 0, 0, 0) // mov eax, SYS_ioctl
+		a.emit(0x4c, 0x89, 0xff)  // mov rdi, r15
+		a.emit(0xbe)              // mov esi, PROCMAP_QUERY
+		a.emit(a.imm32(procmapQuery)...)
+		a.rip(site+leaveQuery, nil, 0x48, 0x8d, 0x15) // lea rdx, [rip+query]
+		a.emit(0x0f, 0x05)                            // syscall
+		a.emit(0x48, 0x85, 0xc0)                      // test rax, rax
+	}
+	// whole jumps to differ unless the mapping the query found is exactly
+	// the entry's [start, end).
+	whole := func(differ string) {
+		a.rip(site+leaveQuery+24, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+vma_start]
+		a.emit(0x49, 0x3b, 0x06)                         // cmp rax, [r14]
+		a.jump(differ, 0x0f, 0x85)                       // jne differ
+		a.rip(site+leaveQuery+32, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+vma_end]
+		a.emit(0x49, 0x3b, 0x46, 0x08)                   // cmp rax, [r14+8]
+		a.jump(differ, 0x0f, 0x85)                       // jne differ
+	}
+	a.rip(site+leaveCount, nil, 0x48, 0x8b, 0x1d)    // mov rbx, [rip+count]
+	a.emit(0x48, 0x85, 0xdb)                         // test rbx, rbx
+	a.jump("leave.none", 0x0f, 0x84)                 // jz none
+	a.emit(0xb8, 0x01, 0x01, 0, 0)                   // mov eax, SYS_openat
+	a.emit(0x48, 0xc7, 0xc7, 0x9c, 0xff, 0xff, 0xff) // mov rdi, AT_FDCWD
+	a.rip(site+hdrMapsPath, nil, 0x48, 0x8d, 0x35)   // lea rsi, [rip+path]
+	a.emit(0xba, 0, 0, 8, 0)                         // mov edx, O_RDONLY|O_CLOEXEC
+	a.emit(0x45, 0x31, 0xd2)                         // xor r10d, r10d
+	a.emit(0x0f, 0x05)                               // syscall
+	a.emit(0x48, 0x85, 0xc0)                         // test rax, rax
+	a.jump("leave.none", 0x0f, 0x88)                 // js none: nothing marked
+	a.emit(0x49, 0x89, 0xc7)                         // mov r15, rax
+	a.rip(site+leaveEntries, nil, 0x4c, 0x8d, 0x35)  // lea r14, [rip+entries]
+	a.label("leave.loop")
+	// The mapping must still be exactly [start, end).
+	a.emit(0x49, 0x8b, 0x06)                         // mov rax, [r14]
+	a.rip(site+leaveQuery+16, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
+	query()
+	a.jump("leave.next", 0x0f, 0x85) // jnz next
+	whole("leave.next")
+	a.emit(0xb8, 28, 0, 0, 0)           // mov eax, SYS_madvise
+	a.emit(0x49, 0x8b, 0x7e, 0x10)      // mov rdi, [r14+16]
+	a.emit(0x49, 0x8b, 0x76, 0x18)      // mov rsi, [r14+24]
+	a.emit(0xba, madvDontfork, 0, 0, 0) // mov edx, MADV_DONTFORK
+	a.emit(0x0f, 0x05)                  // syscall
+	a.emit(0x48, 0x85, 0xc0)            // test rax, rax
+	a.jump("leave.next", 0x0f, 0x85)    // jnz next: not marked
+	// Split in three (or asked in vain): the mark is ours. Still whole:
+	// the program had marked it already.
+	a.emit(0x49, 0x8b, 0x46, 0x10)                   // mov rax, [r14+16]
+	a.rip(site+leaveQuery+16, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
+	query()
+	a.jump("leave.ours", 0x0f, 0x85) // jnz ours
+	whole("leave.ours")
+	a.jump("leave.next", 0xe9) // jmp next
+	a.label("leave.ours")
+	a.emit(0x49, 0xc7, 0x46, 0x20, 1, 0, 0, 0) // mov qword [r14+32], 1
+	a.label("leave.next")
+	a.emit(0x49, 0x83, 0xc6, leaveEntry) // add r14, leaveEntry
+	a.emit(0x48, 0xff, 0xcb)             // dec rbx
+	a.jump("leave.loop", 0x0f, 0x85)     // jnz loop
+	a.emit(0xb8, 3, 0, 0, 0)             // mov eax, SYS_close
+	a.emit(0x4c, 0x89, 0xff)             // mov rdi, r15
+	a.emit(0x0f, 0x05)                   // syscall
+	a.label("leave.none")
+}
+
+// putBack assembles the undoing of leaveOut's marks, where the routine
+// ends whatever the clones did; it keeps r12 (the result).
+func putBack(a *asm, site uint64) {
+	a.rip(site+leaveCount, nil, 0x48, 0x8b, 0x1d)   // mov rbx, [rip+count]
+	a.emit(0x48, 0x85, 0xdb)                        // test rbx, rbx
+	a.jump("back.done", 0x0f, 0x84)                 // jz done
+	a.rip(site+leaveEntries, nil, 0x4c, 0x8d, 0x35) // lea r14, [rip+entries]
+	a.label("back.loop")
+	a.emit(0x49, 0x83, 0x7e, 0x20, 0) // cmp qword [r14+32], 0
+	a.jump("back.next", 0x0f, 0x84)   // je next
+	a.emit(0xb8, 28, 0, 0, 0)         // mov eax, SYS_madvise
+	a.emit(0x49, 0x8b, 0x7e, 0x10)    // mov rdi, [r14+16]
+	a.emit(0x49, 0x8b, 0x76, 0x18)    // mov rsi, [r14+24]
+	a.emit(0xba, madvDofork, 0, 0, 0) // mov edx, MADV_DOFORK
+	a.emit(0x0f, 0x05)                // syscall
+	a.label("back.next")
+	a.emit(0x49, 0x83, 0xc6, leaveEntry) // add r14, leaveEntry
+	a.emit(0x48, 0xff, 0xcb)             // dec rbx
+	a.jump("back.loop", 0x0f, 0x85)      // jnz loop
+	a.label("back.done")
+}
+
 // ErrNoImage: the image routine ran but made no image.
 var ErrNoImage = errors.New("no copy-on-write image was made")
 
@@ -219,28 +352,96 @@ var ErrNoImage = errors.New("no copy-on-write image was made")
 // its child; the routine made none and changed nothing.
 var ErrSubreaper = errors.New("the process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER): an image would become its child, for it to reap")
 
+// Span is a range of addresses, [Start, End).
+type Span struct{ Start, End uint64 }
+
 // CloneImage makes a copy-on-write image of the process from this thread,
 // which must be stopped with every other thread of the process (the image
 // is a fork of the whole address space: a thread running meanwhile could
 // tear it). It returns the image's pid as the target's pid namespace
-// numbers it. The thread is left parked in its call site, as after Call.
-func (th *Thread) CloneImage(lim CallLimits) (int, error) {
-	ret, err := th.invoke(lim, func(in *injector) uint64 { return in.image }, nil)
+// numbers it, and which of the mappings leave names (each exactly one
+// mapping, at most MaxLeaveOut) the image left out. The thread is left
+// parked in its call site, as after Call.
+func (th *Thread) CloneImage(lim CallLimits, leave []Span) (int, []Span, error) {
+	if len(leave) > MaxLeaveOut {
+		leave = leave[:MaxLeaveOut]
+	}
+	var written []Span
+	ret, err := th.invoke(lim, func(in *injector) uint64 {
+		written, _ = writeLeaveOut(th.p, in.base, leave)
+		return in.image
+	}, nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	var left []Span
+	if len(written) > 0 {
+		base, _, _ := th.Site()
+		b := make([]byte, len(written)*leaveEntry)
+		if _, err := th.p.ReadAt(b, base+leaveEntries); err == nil {
+			for i, sp := range written {
+				if binary.LittleEndian.Uint64(b[i*leaveEntry+32:]) != 0 {
+					left = append(left, sp)
+				}
+			}
+		}
 	}
 	switch v := int64(ret); {
 	case v < 0:
-		return 0, &CloneError{Tid: th.Tid, Err: errnoOf(v)}
+		return 0, nil, &CloneError{Tid: th.Tid, Err: errnoOf(v)}
 	case v == 0:
 		base, _, _ := th.Site()
 		if reaper, err := th.p.ReadUint64(base + hdrReaper); err == nil && uint32(reaper) != 0 {
-			return 0, fmt.Errorf("thread %d: %w", th.Tid, ErrSubreaper)
+			return 0, nil, fmt.Errorf("thread %d: %w", th.Tid, ErrSubreaper)
 		}
-		return 0, fmt.Errorf("thread %d: %w", th.Tid, ErrNoImage)
+		return 0, nil, fmt.Errorf("thread %d: %w", th.Tid, ErrNoImage)
 	default:
-		return int(v), nil
+		return int(v), left, nil
 	}
+}
+
+// writeLeaveOut fills the site's table of mappings to leave out, the
+// count last, so that a table the write did not finish is one of none, and
+// returns the mappings written. Each mapping's middle starts and ends on a
+// 2 MiB boundary at least a page in from its ends; a mapping too small for
+// one is left in.
+func writeLeaveOut(p *Process, base uint64, leave []Span) ([]Span, error) {
+	le := binary.LittleEndian
+	var word [8]byte
+	if _, err := p.WriteAt(word[:], base+leaveCount); err != nil {
+		return nil, err
+	}
+	table := make([]byte, leaveEntries-leaveQuery, 0x1000-leaveQuery)
+	le.PutUint64(table, procmapQuerySize)
+	var written []Span
+	for _, sp := range leave {
+		lo := (sp.Start + pageSize + leaveAlign - 1) &^ (leaveAlign - 1)
+		hi := (sp.End - pageSize) &^ (leaveAlign - 1)
+		if sp.End < sp.Start+2*pageSize || hi <= lo {
+			continue
+		}
+		var e [leaveEntry]byte
+		le.PutUint64(e[:], sp.Start)
+		le.PutUint64(e[8:], sp.End)
+		le.PutUint64(e[16:], lo)
+		le.PutUint64(e[24:], hi-lo)
+		table = append(table, e[:]...)
+		written = append(written, sp)
+	}
+	if len(written) == 0 {
+		return nil, nil
+	}
+	if _, err := p.WriteAt([]byte(mapsPath), base+hdrMapsPath); err != nil {
+		return nil, err
+	}
+	if _, err := p.WriteAt(table, base+leaveQuery); err != nil {
+		return nil, err
+	}
+	le.PutUint64(word[:], uint64(len(written)))
+	if _, err := p.WriteAt(word[:], base+leaveCount); err != nil {
+		return nil, err
+	}
+	return written, nil
 }
 
 // CloneError: the kernel refused one of the image routine's clones (no

@@ -251,3 +251,118 @@ func TestImageRefusedForSubreaper(t *testing.T) {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
 }
+
+// vmFlags maps each mapping of pid ("start-end") to its smaps VmFlags.
+func vmFlags(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var cur string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.Count(f[0], "-") == 1 && !strings.HasSuffix(f[0], ":") {
+			cur = f[0]
+		} else if v, ok := strings.CutPrefix(line, "VmFlags:"); ok {
+			out[cur] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// withoutStack drops the [stack] line from a maps text, and its entry from
+// vmFlags: the main thread's stack grows down under the frame a call
+// borrowing it pushes (any injection's, not the leaving out's).
+func withoutStack(maps string, flags map[string]string) (string, map[string]string) {
+	var keep []string
+	out := map[string]string{}
+	for k, v := range flags {
+		out[k] = v
+	}
+	for _, l := range strings.Split(maps, "\n") {
+		if strings.HasSuffix(l, "[stack]") {
+			delete(out, strings.Fields(l)[0])
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n"), out
+}
+
+// A process whose memory is mostly a pool malloc does not own (like
+// mariadbd's buffer pool): the image is made without the pool, the walk
+// gives what a frozen walk gives, and the process is left as it was: the
+// same mappings, the same flags (its own MADV_DONTFORK mark kept), and a
+// fork of its own still gets the pool and still does not get the region
+// it marked.
+func TestImageLeavesOutForeignMemory(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "pool.c", "-O2"), "512")
+	pid := fmt.Sprint(tg.Pid)
+	mapsBefore, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagsBefore := vmFlags(t, tg.Pid)
+	marked := 0
+	for _, f := range flagsBefore {
+		if strings.Contains(" "+f+" ", " dc ") {
+			marked++
+		}
+	}
+	if marked == 0 {
+		t.Fatalf("the target's own MADV_DONTFORK region shows no dc flag: %v", flagsBefore)
+	}
+
+	r := mustRun(t, "info", "--read-only", "--json", pid)
+	var doc struct {
+		ReadOnly struct {
+			Hold         string `json:"hold"`
+			FrozenUs     int64  `json:"frozen_us"`
+			CloneUs      int64  `json:"clone_us"`
+			LeftOut      int    `json:"left_out"`
+			LeftOutBytes uint64 `json:"left_out_bytes"`
+		} `json:"read_only"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ro := doc.ReadOnly
+	t.Logf("stopped %d µs, clone %d µs, left out %d mappings, %d bytes", ro.FrozenUs, ro.CloneUs, ro.LeftOut, ro.LeftOutBytes)
+	if ro.Hold != "image" || ro.LeftOut != 1 || ro.LeftOutBytes != 512<<20 {
+		t.Errorf("want an image without the 512 MiB pool (and without counting the region the target marked itself): %s", r.stdout)
+	}
+	if !strings.Contains(mustRun(t, "info", "--read-only", pid).stdout, "the image left out one mapping of 512.0 MiB") {
+		t.Errorf("the text output does not say what the image left out")
+	}
+	// Byte for byte what a walk of the stopped process itself gives (the
+	// workers are idle).
+	image := mustRun(t, "info", "--read-only", "--xml", pid).stdout
+	frozen := mustRun(t, "info", "--read-only", "--freeze", "walk", "--xml", pid).stdout
+	if image != frozen {
+		t.Errorf("the XML from the image without the pool differs from a frozen walk's:\n%s\n---\n%s", image, frozen)
+	}
+
+	mapsAfter, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, fBefore := withoutStack(string(mapsBefore), flagsBefore)
+	after, fAfter := withoutStack(string(mapsAfter), vmFlags(t, tg.Pid))
+	if after != before {
+		t.Errorf("the target's mappings changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if fmt.Sprint(fAfter) != fmt.Sprint(fBefore) {
+		t.Errorf("the target's mapping flags changed:\nbefore: %v\nafter:  %v", fBefore, fAfter)
+	}
+	if a := tg.Send("fork"); a != "fork ok" {
+		t.Errorf("the target's own fork: %q", a)
+	}
+	noImageLeft(t, tg.Pid)
+	if left := markedMappings(t, tg.Pid); len(left) != 0 {
+		t.Errorf("call sites left in the target: %v", left)
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}

@@ -103,6 +103,13 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 	return w, err
 }
 
+// LeaveOut names the big anonymous mappings of the running target that a
+// walk never reads (glibc.LeaveOut), for a copy-on-write image to be made
+// without them.
+func (h *Heap) LeaveOut() []glibc.Range {
+	return glibc.LeaveOut(h.T, h.Layout, h.Anchors, h.T.Mappings())
+}
+
 // Record is what a snapshot keeps of the walk, so that reading it needs no
 // libc file.
 func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).Marshal() }

@@ -50,6 +50,9 @@ func Info(w io.Writer, r *report.Report) error {
 			switch ro.Hold {
 			case "image":
 				fmt.Fprintf(w, "read from a copy-on-write image of the process, no code of the program's ran; %s stopped for %s while it was made (raw clone syscalls in one thread), then read for %s while the process ran\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen), Duration(ro.Walked))
+				if ro.LeftOut > 0 {
+					fmt.Fprintf(w, "the image left out %s of %s the allocator does not own (not read by the walk; their page tables were not copied)\n", Plural(ro.LeftOut, "one mapping", "%d mappings"), Human(ro.LeftOutBytes))
+				}
 			default:
 				fmt.Fprintf(w, "read from memory, nothing ran in the target; %s stopped for %s\n", Plural(n, "its thread was", "its %d threads were"), Duration(ro.Frozen))
 				if ro.ImageSkipped != "" {

@@ -58,6 +58,11 @@ type ReadOnly struct {
 	Hold string
 	// Cloned is how long making the image took, within Frozen.
 	Cloned time.Duration
+	// LeftOut and LeftOutBytes are the mappings the image was made
+	// without (memory the allocator does not own), so that the clone did
+	// not copy their page tables.
+	LeftOut      int
+	LeftOutBytes uint64
 	// ImageSkipped says why no image was made when one was wanted.
 	ImageSkipped string
 	// TcachesSkipped says why no thread's tcache was read ("" when they

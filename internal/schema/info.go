@@ -164,6 +164,11 @@ type ReadOnly struct {
 	// "image"); CloneUs how long making the image took, within frozen_us.
 	WalkUs  int64 `json:"walk_us,omitempty"`
 	CloneUs int64 `json:"clone_us,omitempty"`
+	// LeftOutBytes: the image was made without these bytes of big
+	// anonymous mappings the allocator does not own (their page tables
+	// were not copied: a shorter stop); LeftOut counts the mappings.
+	LeftOut      int    `json:"left_out,omitempty"`
+	LeftOutBytes uint64 `json:"left_out_bytes,omitempty"`
 	// ImageSkipped says why no image was made under --freeze auto.
 	ImageSkipped string   `json:"image_skipped,omitempty"`
 	Layout       string   `json:"layout"`
@@ -310,7 +315,7 @@ func newArenaWalk(a *glibc.ArenaWalk) *ArenaWalk {
 func newReadOnly(ro *report.ReadOnly) *ReadOnly {
 	w := ro.Walk
 	p := w.Params
-	j := &ReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Hold: ro.Hold, WalkUs: ro.Walked.Microseconds(), CloneUs: ro.Cloned.Microseconds(), ImageSkipped: ro.ImageSkipped, Layout: w.Layout.Profile,
+	j := &ReadOnly{FrozenUs: ro.Frozen.Microseconds(), Torn: ro.Torn, Hold: ro.Hold, WalkUs: ro.Walked.Microseconds(), CloneUs: ro.Cloned.Microseconds(), LeftOut: ro.LeftOut, LeftOutBytes: ro.LeftOutBytes, ImageSkipped: ro.ImageSkipped, Layout: w.Layout.Profile,
 		MainArena: w.Anchors.MainArena, Mp: w.Anchors.Mp, FoundBy: w.Anchors.Method, Exact: w.Exact,
 		Params: Params{TrimThreshold: p.TrimThreshold, TopPad: p.TopPad, MmapThreshold: p.MmapThreshold, ArenaTest: p.ArenaTest,
 			ArenaMax: p.ArenaMax, NoDynThreshold: p.NoDynThreshold, MmapMax: p.NMmapsMax, MaxMmaps: p.MaxNMmaps,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -343,6 +344,29 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 		t.Errorf("the XML from the image without the pool differs from a frozen walk's:\n%s\n---\n%s", image, frozen)
 	}
 
+	// A snapshot made without the pool: the pool listed, nothing of it
+	// dumped, the same XML read back.
+	core := filepath.Join(t.TempDir(), "pool.core")
+	sr := mustRun(t, "snapshot", pid, "-o", core, "--json")
+	var snap struct {
+		Hold         string `json:"hold"`
+		LeftOut      int    `json:"left_out"`
+		LeftOutBytes uint64 `json:"left_out_bytes"`
+		FileBytes    int64  `json:"file_bytes"`
+	}
+	if err := json.Unmarshal([]byte(sr.stdout), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Hold != "image" || snap.LeftOut != 1 || snap.LeftOutBytes != 512<<20 || snap.FileBytes >= 512<<20 {
+		t.Errorf("want a snapshot from an image without the pool, and a core smaller than it: %s", sr.stdout)
+	}
+	if got := mustRun(t, "info", "--xml", core).stdout; got != frozen {
+		t.Errorf("the XML of the snapshot differs from a frozen walk's:\n%s\n---\n%s", got, frozen)
+	}
+	if !coreLists(t, core, poolStart(t, tg.Pid)) {
+		t.Errorf("the core does not list the pool's mapping")
+	}
+
 	mapsAfter, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
 	if err != nil {
 		t.Fatal(err)
@@ -365,4 +389,38 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 	if line, code := tg.Quit(); line != "clean" || code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
+}
+
+// poolStart is where pool.c's pool is: its 512 MiB read-write mapping.
+func poolStart(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var lo, hi uint64
+		var perms string
+		if n, _ := fmt.Sscanf(l, "%x-%x %s", &lo, &hi, &perms); n == 3 && perms == "rw-p" && hi-lo == 512<<20 {
+			return lo
+		}
+	}
+	t.Fatalf("no 512 MiB pool in process %d's mappings", pid)
+	return 0
+}
+
+// coreLists says whether the core at path has a PT_LOAD segment at addr.
+func coreLists(t *testing.T, path string, addr uint64) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr == addr {
+			return true
+		}
+	}
+	return false
 }

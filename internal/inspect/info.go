@@ -150,22 +150,27 @@ func (h *held) release(ro *report.ReadOnly) error {
 	return nil
 }
 
+// leaveOut names what an image for mode may be made without. A walk reads
+// nothing of the memory the allocator does not own, whose page tables
+// would otherwise make most of the stop (a database's buffer pool); a
+// full snapshot dumps it, so keeps it.
+func leaveOut(h *heap.Heap, mode Hold, full bool) []ptrace.Span {
+	if full || mode != HoldAuto && mode != HoldImage {
+		return nil
+	}
+	var out []ptrace.Span
+	for _, r := range h.LeaveOut() {
+		out = append(out, ptrace.Span{Start: r.Start, End: r.End})
+	}
+	return out
+}
+
 // readHeld holds t as mode says, runs read on h over what is held (the
 // image, or the stopped process), lets the process go, and says how it was
 // held and how long read took.
 func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Options, read func(*heap.Heap) error) (*report.ReadOnly, error) {
 	ro := &report.ReadOnly{}
-	// A walk reads nothing of the memory the allocator does not own: the
-	// image is made without the big mappings of it, whose page tables
-	// would otherwise make most of the stop. (Not for a snapshot, whose
-	// core lists every mapping.)
-	var leave []ptrace.Span
-	if mode == HoldAuto || mode == HoldImage {
-		for _, r := range h.LeaveOut() {
-			leave = append(leave, ptrace.Span{Start: r.Start, End: r.End})
-		}
-	}
-	hd, err := hold(ctx, t, mode, o.Timeout, leave...)
+	hd, err := hold(ctx, t, mode, o.Timeout, leaveOut(h, mode, false)...)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,7 +371,7 @@ func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFi
 
 // Refresh reads the image's mappings again with their smaps counters (the
 // process's at the instant of the image: the image shares its pages), less
-// the call site the image was made from.
+// the call site the image was made from, plus the mappings left out of it.
 func (im *Image) Refresh() error {
 	ms, err := maps.Read(im.Pid, true)
 	if err != nil {
@@ -399,6 +400,24 @@ func (im *Image) Refresh() error {
 			out = append(out, after)
 		}
 	}
+	// The mappings left out of the image are the process's still: listed
+	// as the freeze found them (no counters), with nothing to read. Only
+	// their middle was left out; the image's pieces of their ends go.
+	kept := out[:0]
+	for _, m := range out {
+		if !overlapsAny(im.LeftOut, m.Start, m.End) {
+			kept = append(kept, m)
+		}
+	}
+	out = kept
+	for _, m := range im.mappings {
+		for _, sp := range im.LeftOut {
+			if m.Start == sp.Start && m.End == sp.End {
+				out = append(out, m)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	sps := map[int]uint64{}
 	for _, th := range im.threads {
 		sps[th.Tid] = th.SP
@@ -489,4 +508,13 @@ func removeIdleSites(f *Frozen, th *ptrace.Thread, lim ptrace.CallLimits, own ui
 		notes = append(notes, fmt.Sprintf("the call site at %#x left by arenactl (pid %d) is kept: %s", si.Addr, si.Creator, why[i]))
 	}
 	return notes
+}
+
+func overlapsAny(spans []ptrace.Span, start, end uint64) bool {
+	for _, sp := range spans {
+		if sp.Start < end && start < sp.End {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,9 @@ func Snapshot(w io.Writer, r *report.Snapshot) {
 	switch r.Hold {
 	case "image":
 		fmt.Fprintf(w, "%s stopped for %s while a copy-on-write image was made (raw clone syscalls in one thread, no code of the program's); the core was written from the image while the process ran\n", Plural(r.Threads, "its thread was", "its %d threads were"), Duration(r.Frozen))
+		if r.LeftOut > 0 {
+			fmt.Fprintf(w, "the image left out %s of %s the allocator does not own (listed in the core, not dumped; their page tables were not copied)\n", Plural(r.LeftOut, "one mapping", "%d mappings"), Human(r.LeftOutBytes))
+		}
 	default:
 		fmt.Fprintf(w, "%d threads were frozen for %s\n", r.Threads, Duration(r.Frozen))
 		if r.ImageSkipped != "" {

@@ -161,9 +161,13 @@ type Snapshot struct {
 	// image (Frozen is then how long making it took, Cloned of that), or
 	// "walk" when every thread was stopped while it was written;
 	// ImageSkipped says why no image was made.
-	Hold           string
-	Cloned         time.Duration
-	ImageSkipped   string
+	Hold         string
+	Cloned       time.Duration
+	ImageSkipped string
+	// LeftOut, LeftOutBytes: mappings the image was made without, listed
+	// in the core with nothing dumped (as ReadOnly's).
+	LeftOut        int
+	LeftOutBytes   uint64
 	Threads        int
 	Dumped         uint64 // bytes of process memory in the core
 	Zeros          uint64 // bytes of memory chosen that read as zeros: listed, not written

@@ -17,9 +17,14 @@ type Snapshot struct {
 	// Hold: "image" (written from a copy-on-write image; frozen_us is how
 	// long making it stopped the process, clone_us of that) or "walk"
 	// (every thread stopped while the core was written).
-	Hold           string `json:"hold"`
-	CloneUs        int64  `json:"clone_us,omitempty"`
-	ImageSkipped   string `json:"image_skipped,omitempty"`
+	Hold         string `json:"hold"`
+	CloneUs      int64  `json:"clone_us,omitempty"`
+	ImageSkipped string `json:"image_skipped,omitempty"`
+	// LeftOutBytes: the image was made without these bytes of big
+	// anonymous mappings the allocator does not own (listed in the core,
+	// nothing of them dumped); LeftOut counts the mappings.
+	LeftOut        int    `json:"left_out,omitempty"`
+	LeftOutBytes   uint64 `json:"left_out_bytes,omitempty"`
 	Threads        int    `json:"threads"`
 	DumpedBytes    uint64 `json:"dumped_bytes"`
 	ZeroBytes      uint64 `json:"zero_bytes"`
@@ -37,5 +42,6 @@ func NewSnapshot(r *report.Snapshot) Snapshot {
 	return Snapshot{SchemaVersion: Version, Pid: r.Pid, Exe: r.Exe, Path: r.Path, FileBytes: r.Size, CoreBytes: r.CoreSize, Compressed: r.Compressed,
 		Full: r.Full, FrozenUs: r.Frozen.Microseconds(), Threads: r.Threads, DumpedBytes: r.Dumped, ZeroBytes: r.Zeros, RecordedBytes: r.Recorded,
 		Unreadable: r.Unreadable, Mappings: r.Mappings, DumpedMappings: r.DumpedMappings, Segments: r.Segments, AnonRSS: r.AnonRSS,
-		WalkError: r.WalkErr, Hold: r.Hold, CloneUs: r.Cloned.Microseconds(), ImageSkipped: r.ImageSkipped}
+		WalkError: r.WalkErr, Hold: r.Hold, CloneUs: r.Cloned.Microseconds(), ImageSkipped: r.ImageSkipped,
+		LeftOut: r.LeftOut, LeftOutBytes: r.LeftOutBytes}
 }

@@ -11,6 +11,9 @@
  * and in two thread arenas; then prints "ready".
  *
  * Commands on stdin, answered on stdout:
+ *   check  the pool is one mapping, not marked MADV_DONTFORK, its pattern
+ *          intact, and the region it marked still is one mapping, marked:
+ *          "ok", or "bad <what>"
  *   fork   fork a child that checks the pool's pattern and that the marked
  *          region is not in its address space: "fork ok", or "fork bad
  *          <what>"
@@ -61,6 +64,46 @@ static int child_check(void) {
 	return 0;
 }
 
+/* mapping finds the smaps entry holding addr: its bounds and whether its
+ * VmFlags hold "dc" (MADV_DONTFORK). */
+static int mapping(void *addr, unsigned long *lo, unsigned long *hi, int *dc) {
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	char line[512];
+	unsigned long a, b;
+	int in = 0, found = -1;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a <= (unsigned long)addr && (unsigned long)addr < b;
+			if (in)
+				*lo = a, *hi = b;
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			*dc = strstr(line, " dc") != NULL;
+			found = 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static const char *check(size_t len) {
+	unsigned long lo, hi;
+	int dc;
+	for (size_t i = 0; i < pool_words; i += 512)
+		if (pool[i] != pattern(i))
+			return "bad pool pattern";
+	if (mapping(pool, &lo, &hi, &dc) || lo != (unsigned long)pool || hi != (unsigned long)pool + len)
+		return "bad pool mapping split";
+	if (dc)
+		return "bad pool marked dontfork";
+	if (mapping(own, &lo, &hi, &dc) || lo != (unsigned long)own || hi != (unsigned long)own + (64 << 20))
+		return "bad own mapping split";
+	if (!dc)
+		return "bad own mark lost";
+	return "ok";
+}
+
 int main(int argc, char **argv) {
 	if (argc < 2) {
 		fprintf(stderr, "usage: pool MIB\n");
@@ -102,7 +145,9 @@ int main(int argc, char **argv) {
 
 	char cmd[64];
 	while (fgets(cmd, sizeof cmd, stdin)) {
-		if (!strncmp(cmd, "fork", 4)) {
+		if (!strncmp(cmd, "check", 5)) {
+			printf("%s\n", check(len));
+		} else if (!strncmp(cmd, "fork", 4)) {
 			pid_t c = fork();
 			if (c == 0)
 				_exit(child_check());

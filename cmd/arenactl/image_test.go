@@ -213,6 +213,28 @@ func TestImageRefusedNearCgroupLimit(t *testing.T) {
 	}
 }
 
+// The room an image needs does not count memory it leaves out, which it
+// never shares, so never copies: a process whose memory is mostly a pool
+// gets an image in a cgroup with room for its heap alone.
+func TestImageLeavesOutNearCgroupLimit(t *testing.T) {
+	cg := testutil.MemoryCgroup(t)
+	tg := testutil.Start(t, testutil.BuildC(t, "pool.c", "-O2"), "256")
+	cg.Add(t, tg.Pid)
+	cg.Limit(t, cg.Usage(t)+32<<20)
+	r := mustRun(t, "info", "--read-only", "--freeze", "image", "--json", fmt.Sprint(tg.Pid))
+	if !strings.Contains(r.stdout, `"hold": "image"`) || !strings.Contains(r.stdout, fmt.Sprintf(`"left_out_bytes": %d`, 256<<20)) {
+		t.Errorf("want an image without the pool: %s", r.stdout)
+	}
+	noImageLeft(t, tg.Pid)
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target says %q", a)
+	}
+	cg.Limit(t, 1<<40)
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
 // A clone the kernel refuses (here: a pids cgroup at its limit, for the
 // helper, then for the image itself) leaves nothing: no image, no child to
 // reap, every thread's signal mask its own; --freeze image says so (exit

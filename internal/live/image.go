@@ -88,8 +88,10 @@ const imageHeartbeat = 200 * time.Millisecond
 const imageCallLimit = 10 * time.Minute
 
 // CheckImage says whether an image of the process can be made safely, from
-// what /proc and the cgroup show now (nothing is stopped).
-func (t *Target) CheckImage() (procfs.MemoryRoom, error) {
+// what /proc and the cgroup show now (nothing is stopped). leaveOut are the
+// mappings the image is to be made without (see Image): their pages are
+// never shared with it, so never copied.
+func (t *Target) CheckImage(leaveOut ...ptrace.Span) (procfs.MemoryRoom, error) {
 	unavailable := func(format string, a ...any) (procfs.MemoryRoom, error) {
 		return procfs.MemoryRoom{}, &ImageUnavailableError{Pid: t.Pid, Reason: fmt.Sprintf(format, a...)}
 	}
@@ -117,6 +119,9 @@ func (t *Target) CheckImage() (procfs.MemoryRoom, error) {
 	// worst all its anonymous memory, and the image's page tables.
 	need := st.RssAnon + st.VmPTE
 	if room.Bytes < need {
+		need -= min(need, t.leftOutResident(leaveOut))
+	}
+	if room.Bytes < need {
 		where := "the machine has"
 		if room.Limit != "" {
 			where = fmt.Sprintf("its cgroup %s has", room.Limit)
@@ -124,6 +129,36 @@ func (t *Target) CheckImage() (procfs.MemoryRoom, error) {
 		return unavailable("%s %s of memory left, less than the %s of anonymous memory and page tables the process might write while it is read", where, mib(room.Bytes), mib(need))
 	}
 	return room, nil
+}
+
+// leftOutResident is how much of the process's RSS lies in the mappings an
+// image would leave out: none where the kernel cannot leave any out (no
+// PROCMAP_QUERY, which the image routine needs) or cannot tell.
+func (t *Target) leftOutResident(leaveOut []ptrace.Span) uint64 {
+	if len(leaveOut) == 0 {
+		return 0
+	}
+	if _, _, err := maps.Query(t.Pid, leaveOut[0].Start); err != nil {
+		return 0
+	}
+	pm, err := procfs.OpenPagemap(t.Pid)
+	if err != nil {
+		return 0
+	}
+	defer pm.Close()
+	var n uint64
+	for _, sp := range leaveOut {
+		lo, hi, ok := sp.Middle()
+		if !ok {
+			continue
+		}
+		r, err := pm.Resident(lo, hi)
+		if err != nil {
+			return 0
+		}
+		n += r
+	}
+	return n
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
@@ -139,7 +174,7 @@ func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // that holds no thread's stack pointer or thread pointer, so that the
 // clone copies no page table of it. Im.LeftOut says which were.
 func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...ptrace.Span) (*Image, error) {
-	room, err := t.CheckImage()
+	room, err := t.CheckImage(leaveOut...)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unsafe"
 
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -141,4 +142,32 @@ func StackPointers(pid int) (map[int]uint64, error) {
 		}
 	}
 	return sps, nil
+}
+
+// procmapQuery is the PROCMAP_QUERY ioctl on /proc/PID/maps (Linux 6.11):
+// _IOWR('f', 17, struct procmap_query), whose struct is 104 bytes.
+const (
+	procmapQuery     = 0xc0686611
+	procmapQuerySize = 104
+)
+
+// Query asks the kernel for the bounds of the mapping of process pid that
+// holds addr, without reading the whole list. A kernel before 6.11 answers
+// ENOTTY; an address in no mapping, ENOENT.
+func Query(pid int, addr uint64) (start, end uint64, err error) {
+	dir, err := procDir(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	f, err := os.Open(filepath.Join(dir, "maps"))
+	if err != nil {
+		return 0, 0, procErr(pid, err)
+	}
+	defer f.Close()
+	var q [procmapQuerySize / 8]uint64
+	q[0], q[2] = procmapQuerySize, addr // size, query_addr
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), procmapQuery, uintptr(unsafe.Pointer(&q[0]))); e != 0 {
+		return 0, 0, fmt.Errorf("process %d: querying the mapping at %#x: %w", pid, addr, e)
+	}
+	return q[3], q[4], nil // vma_start, vma_end
 }

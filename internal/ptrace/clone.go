@@ -355,6 +355,18 @@ var ErrSubreaper = errors.New("the process is a child subreaper (prctl PR_SET_CH
 // Span is a range of addresses, [Start, End).
 type Span struct{ Start, End uint64 }
 
+// Middle is the part of a mapping sp that the image routine leaves out: from
+// the first 2 MiB boundary at least a page in from its start to the last
+// one at least a page in from its end. ok is false when there is none.
+func (sp Span) Middle() (lo, hi uint64, ok bool) {
+	if sp.End < sp.Start+2*pageSize {
+		return 0, 0, false
+	}
+	lo = (sp.Start + pageSize + leaveAlign - 1) &^ (leaveAlign - 1)
+	hi = (sp.End - pageSize) &^ (leaveAlign - 1)
+	return lo, hi, hi > lo
+}
+
 // CloneImage makes a copy-on-write image of the process from this thread,
 // which must be stopped with every other thread of the process (the image
 // is a fork of the whole address space: a thread running meanwhile could
@@ -415,9 +427,8 @@ func writeLeaveOut(p *Process, base uint64, leave []Span) ([]Span, error) {
 	le.PutUint64(table, procmapQuerySize)
 	var written []Span
 	for _, sp := range leave {
-		lo := (sp.Start + pageSize + leaveAlign - 1) &^ (leaveAlign - 1)
-		hi := (sp.End - pageSize) &^ (leaveAlign - 1)
-		if sp.End < sp.Start+2*pageSize || hi <= lo {
+		lo, hi, ok := sp.Middle()
+		if !ok {
 			continue
 		}
 		var e [leaveEntry]byte

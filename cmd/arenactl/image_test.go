@@ -349,9 +349,22 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 			LeftOut      int    `json:"left_out"`
 			LeftOutBytes uint64 `json:"left_out_bytes"`
 		} `json:"read_only"`
+		Maps struct {
+			Classes []struct {
+				Class string `json:"class"`
+				RSS   uint64 `json:"rss"`
+			} `json:"classes"`
+		} `json:"maps"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatal(err)
+	}
+	// The pool sits at a 64 MiB boundary like a thread arena's heap, and
+	// holds none: it is anonymous memory in the memory map.
+	for _, c := range doc.Maps.Classes {
+		if c.Class == "arena-heap" && c.RSS >= 64<<20 || c.Class == "anon" && c.RSS < 512<<20 {
+			t.Errorf("the pool is not counted as anonymous memory outside the heaps: %+v", doc.Maps.Classes)
+		}
 	}
 	ro := doc.ReadOnly
 	t.Logf("stopped %d µs, clone %d µs, left out %d mappings, %d bytes", ro.FrozenUs, ro.CloneUs, ro.LeftOut, ro.LeftOutBytes)

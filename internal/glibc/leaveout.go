@@ -30,18 +30,53 @@ const LeaveOutMin = 32 << 20
 // image routine leaves a mapping in unless it is, when every thread is
 // stopped, exactly the mapping named here.
 func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []Range {
-	word := func(addr uint64) (uint64, bool) {
+	rg, ok := readRing(mem, lay, a)
+	if !ok {
+		return nil // a ring we cannot follow: leave nothing out
+	}
+	var out []Range
+	for _, m := range ms {
+		if m.Perms != "rw-p" || m.Size() < LeaveOutMin || !(m.Path == "" || strings.HasPrefix(m.Path, "[anon:") && !strings.Contains(m.Path, "glibc")) {
+			continue
+		}
+		if m.Class != maps.ClassAnon && m.Class != maps.ClassArenaHeap {
+			continue
+		}
+		if rg.keeps(m) {
+			continue
+		}
+		out = append(out, Range{m.Start, m.End})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].End-out[i].Start > out[j].End-out[j].Start })
+	return out
+}
+
+// ring is what LeaveOut and Unclaim know of the allocator: the arenas of
+// the ring, the addresses no mapping may be left out over, and how to read.
+type ring struct {
+	arenas    map[uint64]bool
+	keep      []uint64 // main_arena, mp_, every arena and its top chunk
+	heapMax   uint64
+	word      func(uint64) (uint64, bool)
+	holdsData func(uint64) bool
+}
+
+// readRing follows the arena ring from main_arena; ok is false when it
+// cannot be read.
+func readRing(mem Memory, lay Layout, a Anchors) (*ring, bool) {
+	rg := &ring{arenas: map[uint64]bool{}, keep: []uint64{a.MainArena, a.Mp}, heapMax: defaultHeap}
+	rg.word = func(addr uint64) (uint64, bool) {
 		var b [8]byte
 		if _, err := mem.ReadAt(b[:], addr); err != nil {
 			return 0, false
 		}
 		return binary.LittleEndian.Uint64(b[:]), true
 	}
-	dr, _ := mem.(dataRuns)
 	// holdsData: a page never touched (or given back) holds no heap_info
 	// and no chunk header, and reading it would map the zero page into a
 	// live process.
-	holdsData := func(addr uint64) bool {
+	dr, _ := mem.(dataRuns)
+	rg.holdsData = func(addr uint64) bool {
 		if dr == nil {
 			return true
 		}
@@ -52,58 +87,50 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []Range {
 		}
 		return data
 	}
-
-	heapMax := uint64(defaultHeap)
 	if lay.MpHpPagesize >= 0 {
-		hp, ok := word(a.Mp + uint64(lay.MpHpPagesize))
+		hp, ok := rg.word(a.Mp + uint64(lay.MpHpPagesize))
 		if !ok {
-			return nil
+			return nil, false
 		}
 		if hp != 0 {
-			heapMax = 4 * hp
+			rg.heapMax = 4 * hp
 		}
 	}
-	// The arena ring, and where every arena's top is.
-	arenas := map[uint64]bool{}
-	keep := []uint64{a.MainArena, a.Mp}
-	for ar, n := a.MainArena, 0; n < 1024 && !arenas[ar]; n++ {
-		arenas[ar] = true
-		keep = append(keep, ar)
-		top, ok := word(ar + uint64(lay.StateTop))
-		next, ok2 := word(ar + uint64(lay.StateNext))
+	for ar, n := a.MainArena, 0; n < 1024 && !rg.arenas[ar]; n++ {
+		rg.arenas[ar] = true
+		top, ok := rg.word(ar + uint64(lay.StateTop))
+		next, ok2 := rg.word(ar + uint64(lay.StateNext))
 		if !ok || !ok2 {
-			return nil // a ring we cannot follow: leave nothing out
+			return nil, false
 		}
-		keep = append(keep, top)
+		rg.keep = append(rg.keep, ar, top)
 		ar = next
 	}
-
-	var out []Range
-	for _, m := range ms {
-		if m.Perms != "rw-p" || m.Size() < LeaveOutMin || !(m.Path == "" || strings.HasPrefix(m.Path, "[anon:") && !strings.Contains(m.Path, "glibc")) {
-			continue
-		}
-		if m.Class != maps.ClassAnon && m.Class != maps.ClassArenaHeap {
-			continue
-		}
-		if leaveOutKeeps(m, keep, heapMax, arenas, word, holdsData) {
-			continue
-		}
-		out = append(out, Range{m.Start, m.End})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].End-out[i].Start > out[j].End-out[j].Start })
-	return out
+	return rg, true
 }
 
-// leaveOutKeeps says whether m must stay in the image.
-func leaveOutKeeps(m maps.Mapping, keep []uint64, heapMax uint64, arenas map[uint64]bool, word func(uint64) (uint64, bool), holdsData func(uint64) bool) bool {
-	for _, p := range keep {
-		if p >= m.Start && p < m.End {
+// holdsHeap says whether a heap_info at a HeapMax boundary in m points at
+// an arena of the ring, or one such word cannot be read.
+func (rg *ring) holdsHeap(m maps.Mapping) bool {
+	for h := (m.Start + rg.heapMax - 1) &^ (rg.heapMax - 1); h < m.End; h += rg.heapMax {
+		if !rg.holdsData(h) {
+			continue
+		}
+		ar, ok := rg.word(h)
+		if !ok || rg.arenas[ar] {
 			return true
 		}
 	}
-	if holdsData(m.Start) {
-		raw, ok := word(m.Start + 8)
+	return false
+}
+
+// keeps says whether m must stay in the image.
+func (rg *ring) keeps(m maps.Mapping) bool {
+	if rg.holdsAny(m) {
+		return true
+	}
+	if rg.holdsData(m.Start) {
+		raw, ok := rg.word(m.Start + 8)
 		if !ok {
 			return true
 		}
@@ -111,12 +138,42 @@ func leaveOutKeeps(m maps.Mapping, keep []uint64, heapMax uint64, arenas map[uin
 			return true
 		}
 	}
-	for h := (m.Start + heapMax - 1) &^ (heapMax - 1); h < m.End; h += heapMax {
-		if !holdsData(h) {
+	return rg.holdsHeap(m)
+}
+
+// Unclaim corrects the mappings the classifier took for a thread arena's
+// heap by their place alone (a read-write anonymous mapping at a HeapMax
+// boundary, as a database's buffer pool may well be): one that holds no
+// heap of the ring, nor any arena or top chunk, is anonymous memory, and
+// so is the reservation taken with it. Nothing changes when the ring
+// cannot be read.
+func Unclaim(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) {
+	var rg *ring
+	for i := range ms {
+		m := &ms[i]
+		if m.Class != maps.ClassArenaHeap || !m.Writable() {
 			continue
 		}
-		ar, ok := word(h)
-		if !ok || arenas[ar] {
+		if rg == nil {
+			var ok bool
+			if rg, ok = readRing(mem, lay, a); !ok {
+				return
+			}
+		}
+		if rg.holdsHeap(*m) || rg.holdsAny(*m) {
+			continue
+		}
+		m.Class = maps.ClassAnon
+		if i+1 < len(ms) && ms[i+1].Start == m.End && ms[i+1].Class == maps.ClassArenaHeap && !ms[i+1].Readable() {
+			ms[i+1].Class = maps.ClassAnon
+		}
+	}
+}
+
+// holdsAny says whether m holds an arena, its top, main_arena or mp_.
+func (rg *ring) holdsAny(m maps.Mapping) bool {
+	for _, p := range rg.keep {
+		if p >= m.Start && p < m.End {
 			return true
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
 
@@ -109,6 +110,10 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 func (h *Heap) LeaveOut() []glibc.Range {
 	return glibc.LeaveOut(h.T, h.Layout, h.Anchors, h.T.Mappings())
 }
+
+// Unclaim corrects the class of mappings the classifier took for a thread
+// arena's heap by their place alone but that hold none (glibc.Unclaim).
+func (h *Heap) Unclaim(ms []maps.Mapping) { glibc.Unclaim(h.T, h.Layout, h.Anchors, ms) }
 
 // Record is what a snapshot keeps of the walk, so that reading it needs no
 // libc file.

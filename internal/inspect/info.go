@@ -50,7 +50,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		Injection: &in,
 	}
 	rep.Threads = countThreads(pid)
-	rep.Maps, err = readMaps(t)
+	rep.Maps, err = readMaps(t, pf.heap)
 	return rep, err
 }
 
@@ -225,7 +225,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
 	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
 	rep.Threads = countThreads(pid)
-	rep.Maps, err = readMaps(t)
+	rep.Maps, err = readMaps(t, h)
 	return rep, err
 }
 
@@ -255,6 +255,7 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	p, ths := t.Process(), t.Threads()
+	h.Unclaim(t.Mappings())
 	rep := &report.Report{
 		Pid: p.Pid, Exe: p.Exe, Libc: report.LibcOf(h.Libc), Threads: len(ths), Malloc: walk.Malloc,
 		ReadOnly: &report.ReadOnly{Walk: walk, Tcaches: caches, TcachesSkipped: h.TcachesSkipped},
@@ -279,9 +280,12 @@ func countThreads(pid int) int {
 
 // readMaps reads the memory map with its smaps counters, by class, and the
 // process-wide rollup.
-func readMaps(t *live.Target) (report.MapsSummary, error) {
+func readMaps(t *live.Target, h *heap.Heap) (report.MapsSummary, error) {
 	if err := t.Refresh(); err != nil {
 		return report.MapsSummary{}, err
+	}
+	if h != nil {
+		h.Unclaim(t.Mappings())
 	}
 	roll, err := maps.ReadRollup(t.Pid)
 	if err != nil {

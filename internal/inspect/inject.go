@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -24,6 +25,7 @@ import (
 // ahead as without this check, and the report says why it was skipped.
 type preflight struct {
 	walk    *glibc.Walk // the last walk; nil when skipped
+	heap    *heap.Heap  // the allocator located; nil when skipped or not found
 	took    time.Duration
 	walks   int
 	frozen  time.Duration // how long every thread was stopped for the second walk
@@ -43,6 +45,7 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 		pf.skipped = err.Error()
 		return pf, nil
 	}
+	pf.heap = h
 	w, err := h.WalkLists()
 	if err != nil {
 		if live.IsGone(err) {

@@ -34,7 +34,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	if pf.walk != nil {
 		pred, _ = predictTrim(t.Pid, pf.walk, pad)
 	}
-	before, err := readMaps(t)
+	before, err := readMaps(t, pf.heap)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	if err != nil {
 		return nil, err
 	}
-	after, err := readMaps(t)
+	after, err := readMaps(t, pf.heap)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 	if err != nil {
 		return nil, err
 	}
-	before, err := readMaps(t)
+	before, err := readMaps(t, h)
 	if err != nil {
 		return nil, err
 	}

@@ -184,3 +184,63 @@ func waitEnded(t *testing.T, pid int) {
 		return i > 0 && len(s) > i+2 && (s[i+2] == 'Z' || s[i+2] == 'X')
 	})
 }
+
+// The image routine leaves out only a mapping that is, when every thread
+// is stopped, exactly the span it was given: a span a page short of the
+// mapping is left in, so is the region the program marked MADV_DONTFORK
+// itself (it stays marked), and the exact span is left out. The mappings
+// are the same after each image.
+func TestImageLeavesOutOnlyExactMappings(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "pool.c", "-O2"), "128")
+	tgt := openLive(t, tg.Pid)
+	var pool, own ptrace.Span
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var lo, hi uint64
+		var perms string
+		if n, _ := fmt.Sscanf(l, "%x-%x %s", &lo, &hi, &perms); n == 3 && perms == "rw-p" {
+			switch hi - lo {
+			case 128 << 20:
+				pool = ptrace.Span{Start: lo, End: hi}
+			case 64 << 20:
+				own = ptrace.Span{Start: lo, End: hi}
+			}
+		}
+	}
+	if pool.End == 0 || own.End == 0 {
+		t.Fatalf("no pool or own region in:\n%s", b)
+	}
+	for _, c := range []struct {
+		name string
+		give []ptrace.Span
+		want int
+	}{
+		{"a page short", []ptrace.Span{{Start: pool.Start, End: pool.End - 4096}}, 0},
+		{"marked by the program", []ptrace.Span{own}, 0},
+		{"exact", []ptrace.Span{pool, own}, 1},
+	} {
+		before, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
+		im, err := tgt.Image(context.Background(), 3*time.Second, c.give...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		left := im.LeftOut
+		im.Close()
+		if len(left) != c.want || c.want == 1 && left[0] != pool {
+			t.Errorf("%s: left out %v, want %d (the pool %v)", c.name, left, c.want, pool)
+		}
+		if a := tg.Send("check"); a != "ok" {
+			t.Fatalf("%s: the target says %q", c.name, a)
+		}
+		after, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
+		if string(after) != string(before) {
+			t.Errorf("%s: the mappings changed:\n%s\n---\n%s", c.name, before, after)
+		}
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}

@@ -203,6 +203,13 @@ func TestImageRefusedNearCgroupLimit(t *testing.T) {
 	cg.Add(t, tg.Pid)
 	cg.Limit(t, cg.Usage(t)+256<<10)
 	refusesImage(t, fmt.Sprint(tg.Pid), "cgroup", "no copy-on-write image")
+	checkedInCgroup(t, cg, tg)
+}
+
+// checkedInCgroup checks that no image of tg is left and that tg finds
+// itself whole, then lifts cg's limit and lets tg exit.
+func checkedInCgroup(t *testing.T, cg *testutil.Cgroup, tg *testutil.Target) {
+	t.Helper()
 	noImageLeft(t, tg.Pid)
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target says %q", a)
@@ -225,14 +232,7 @@ func TestImageLeavesOutNearCgroupLimit(t *testing.T) {
 	if !strings.Contains(r.stdout, `"hold": "image"`) || !strings.Contains(r.stdout, fmt.Sprintf(`"left_out_bytes": %d`, 256<<20)) {
 		t.Errorf("want an image without the pool: %s", r.stdout)
 	}
-	noImageLeft(t, tg.Pid)
-	if a := tg.Send("check"); a != "ok" {
-		t.Fatalf("target says %q", a)
-	}
-	cg.Limit(t, 1<<40)
-	if line, code := tg.Quit(); line != "clean" || code != 0 {
-		t.Fatalf("target: %q, exit %d", line, code)
-	}
+	checkedInCgroup(t, cg, tg)
 }
 
 // A clone the kernel refuses (here: a pids cgroup at its limit, for the

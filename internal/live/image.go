@@ -174,6 +174,9 @@ func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // that holds no thread's stack pointer or thread pointer, so that the
 // clone copies no page table of it. Im.LeftOut says which were.
 func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...ptrace.Span) (*Image, error) {
+	// The routine takes so many (the biggest come first); the room check
+	// counts only those.
+	leaveOut = leaveOut[:min(len(leaveOut), ptrace.MaxLeaveOut)]
 	room, err := t.CheckImage(leaveOut...)
 	if err != nil {
 		return nil, err

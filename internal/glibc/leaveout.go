@@ -21,10 +21,10 @@ const LeaveOutMin = 32 << 20
 // keeps them in its .bss), no arena's top chunk, no heap (a heap_info at
 // any HeapMax-aligned address in it pointing at an arena of the ring), and
 // that do not start with an mmapped chunk. Anything it cannot read or
-// decide is kept. Adjacent anonymous mappings of one kind merge, so a
-// mapping that only ends in a heap or in mmapped chunks is kept too (the
-// heap by the aligned check, the chunks after the start because the walk
-// only looks for chunks from a mapping's start). Biggest first.
+// decide is kept. Adjacent anonymous mappings of one kind merge: a heap
+// anywhere in a mapping keeps it (the aligned check); mmapped chunks past
+// its start do not, since the walk looks for them only from a mapping's
+// start and so reads none there either. Biggest first.
 //
 // What changes between this look and the stop is handled below it: the
 // image routine leaves a mapping in unless it is, when every thread is

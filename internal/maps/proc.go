@@ -144,11 +144,16 @@ func StackPointers(pid int) (map[int]uint64, error) {
 	return sps, nil
 }
 
-// procmapQuery is the PROCMAP_QUERY ioctl on /proc/PID/maps (Linux 6.11):
-// _IOWR('f', 17, struct procmap_query), whose struct is 104 bytes.
+// QueryIoctl is the PROCMAP_QUERY ioctl on /proc/PID/maps (Linux 6.11):
+// _IOWR('f', 17, struct procmap_query). QuerySize is the struct's size and
+// the Query... offsets are where its fields are: what Query and the image
+// routine (ptrace), which issues it from inside the target, both need.
 const (
-	procmapQuery     = 0xc0686611
-	procmapQuerySize = 104
+	QueryIoctl    = 0xc0686611
+	QuerySize     = 104
+	QueryAddrOff  = 16 // query_addr, in
+	QueryStartOff = 24 // vma_start, out
+	QueryEndOff   = 32 // vma_end, out
 )
 
 // Query asks the kernel for the bounds of the mapping of process pid that
@@ -164,10 +169,10 @@ func Query(pid int, addr uint64) (start, end uint64, err error) {
 		return 0, 0, procErr(pid, err)
 	}
 	defer f.Close()
-	var q [procmapQuerySize / 8]uint64
-	q[0], q[2] = procmapQuerySize, addr // size, query_addr
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), procmapQuery, uintptr(unsafe.Pointer(&q[0]))); e != 0 {
+	var q [QuerySize / 8]uint64
+	q[0], q[QueryAddrOff/8] = QuerySize, addr
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), QueryIoctl, uintptr(unsafe.Pointer(&q[0]))); e != 0 {
 		return 0, 0, fmt.Errorf("process %d: querying the mapping at %#x: %w", pid, addr, e)
 	}
-	return q[3], q[4], nil // vma_start, vma_end
+	return q[QueryStartOff/8], q[QueryEndOff/8], nil
 }

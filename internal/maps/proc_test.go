@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,5 +219,35 @@ func TestReadDenied(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "process 1") || !strings.Contains(err.Error(), "/syscall") {
 		t.Errorf("error %q does not name the pid and file", err)
+	}
+}
+
+// Query finds the mapping holding an address from the kernel directly, as
+// the full list shows it; an address in no mapping is ENOENT.
+func TestQuery(t *testing.T) {
+	ms, err := Read(os.Getpid(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary's text: a mapping nothing changes meanwhile.
+	exe, _ := os.Executable()
+	var m Mapping
+	for _, x := range ms {
+		if x.Path == exe && x.Executable() {
+			m = x
+		}
+	}
+	if m.End == 0 {
+		t.Fatalf("no text mapping of %s", exe)
+	}
+	start, end, err := Query(os.Getpid(), m.Start+(m.End-m.Start)/2)
+	if errors.Is(err, syscall.ENOTTY) {
+		t.Skip("this kernel has no PROCMAP_QUERY (Linux 6.11)")
+	}
+	if err != nil || start != m.Start || end != m.End {
+		t.Errorf("Query in %#x-%#x: %#x-%#x, %v", m.Start, m.End, start, end, err)
+	}
+	if _, _, err := Query(os.Getpid(), 0); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("Query of address 0: %v, want ENOENT", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // A copy-on-write image of the process is a child made by a raw clone
@@ -63,18 +65,19 @@ const (
 	// mapping its start, end, the middle marked (start, length) and a word
 	// the routine sets to 1 when it marked the middle itself.
 	leaveCount   = 0x400
-	leaveQuery   = 0x410 // struct procmap_query, 104 bytes
+	leaveQuery   = 0x410 // struct procmap_query (maps.QuerySize bytes)
 	leaveEntries = 0x480
 	leaveEntry   = 0x30
 	// MaxLeaveOut is how many mappings one image can leave out.
 	MaxLeaveOut = (0x1000 - leaveEntries) / leaveEntry
 
-	procmapQuery     = 0xc0686611 // _IOWR('f', 17, struct procmap_query)
-	procmapQuerySize = 104
-	madvDontfork     = 10
-	madvDofork       = 11
-	leaveAlign       = 2 << 20
+	madvDontfork = 10
+	madvDofork   = 11
+	leaveAlign   = 2 << 20
 )
+
+// The query struct must fit before the entries (a compile-time check).
+const _ = uint(leaveEntries - leaveQuery - maps.QuerySize)
 
 // hdrMapsPath holds the path the routine opens, NUL-terminated.
 const hdrMapsPath = 0xc0
@@ -261,7 +264,7 @@ func leaveOut(a *asm, site uint64) {
 		a.emit(0xb8, 16, 0, 0, 0) // mov eax, SYS_ioctl
 		a.emit(0x4c, 0x89, 0xff)  // mov rdi, r15
 		a.emit(0xbe)              // mov esi, PROCMAP_QUERY
-		a.emit(a.imm32(procmapQuery)...)
+		a.emit(a.imm32(maps.QueryIoctl)...)
 		a.rip(site+leaveQuery, nil, 0x48, 0x8d, 0x15) // lea rdx, [rip+query]
 		a.emit(0x0f, 0x05)                            // syscall
 		a.emit(0x48, 0x85, 0xc0)                      // test rax, rax
@@ -269,12 +272,12 @@ func leaveOut(a *asm, site uint64) {
 	// whole jumps to differ unless the mapping the query found is exactly
 	// the entry's [start, end).
 	whole := func(differ string) {
-		a.rip(site+leaveQuery+24, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+vma_start]
-		a.emit(0x49, 0x3b, 0x06)                         // cmp rax, [r14]
-		a.jump(differ, 0x0f, 0x85)                       // jne differ
-		a.rip(site+leaveQuery+32, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+vma_end]
-		a.emit(0x49, 0x3b, 0x46, 0x08)                   // cmp rax, [r14+8]
-		a.jump(differ, 0x0f, 0x85)                       // jne differ
+		a.rip(site+leaveQuery+maps.QueryStartOff, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+vma_start]
+		a.emit(0x49, 0x3b, 0x06)                                         // cmp rax, [r14]
+		a.jump(differ, 0x0f, 0x85)                                       // jne differ
+		a.rip(site+leaveQuery+maps.QueryEndOff, nil, 0x48, 0x8b, 0x05)   // mov rax, [rip+vma_end]
+		a.emit(0x49, 0x3b, 0x46, 0x08)                                   // cmp rax, [r14+8]
+		a.jump(differ, 0x0f, 0x85)                                       // jne differ
 	}
 	a.rip(site+leaveCount, nil, 0x48, 0x8b, 0x1d)    // mov rbx, [rip+count]
 	a.emit(0x48, 0x85, 0xdb)                         // test rbx, rbx
@@ -291,8 +294,8 @@ func leaveOut(a *asm, site uint64) {
 	a.rip(site+leaveEntries, nil, 0x4c, 0x8d, 0x35)  // lea r14, [rip+entries]
 	a.label("leave.loop")
 	// The mapping must still be exactly [start, end).
-	a.emit(0x49, 0x8b, 0x06)                         // mov rax, [r14]
-	a.rip(site+leaveQuery+16, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
+	a.emit(0x49, 0x8b, 0x06)                                        // mov rax, [r14]
+	a.rip(site+leaveQuery+maps.QueryAddrOff, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
 	query()
 	a.jump("leave.next", 0x0f, 0x85) // jnz next
 	whole("leave.next")
@@ -305,8 +308,8 @@ func leaveOut(a *asm, site uint64) {
 	a.jump("leave.next", 0x0f, 0x85)    // jnz next: not marked
 	// Split in three (or asked in vain): the mark is ours. Still whole:
 	// the program had marked it already.
-	a.emit(0x49, 0x8b, 0x46, 0x10)                   // mov rax, [r14+16]
-	a.rip(site+leaveQuery+16, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
+	a.emit(0x49, 0x8b, 0x46, 0x10)                                  // mov rax, [r14+16]
+	a.rip(site+leaveQuery+maps.QueryAddrOff, nil, 0x48, 0x89, 0x05) // mov [rip+query_addr], rax
 	query()
 	a.jump("leave.ours", 0x0f, 0x85) // jnz ours
 	whole("leave.ours")
@@ -424,7 +427,7 @@ func writeLeaveOut(p *Process, base uint64, leave []Span) ([]Span, error) {
 		return nil, err
 	}
 	table := make([]byte, leaveEntries-leaveQuery, 0x1000-leaveQuery)
-	le.PutUint64(table, procmapQuerySize)
+	le.PutUint64(table, maps.QuerySize)
 	var written []Span
 	for _, sp := range leave {
 		lo, hi, ok := sp.Middle()

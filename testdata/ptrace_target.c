@@ -1,7 +1,10 @@
 /* A target for internal/ptrace's tests. It prints
  *   ready <add3> <slow> <block> <spin> <die> <buf> <worker-tid>
  * (addresses in hex) and answers "count" (SIGUSR1s handled so far) and
- * "quit" on stdin. The functions are what the tests inject: a plain call,
+ * "quit" on stdin. "locker" starts a thread that takes a mutex, counts and
+ * lets it go, over and over, and answers "<mutex> <counter>" (addresses in
+ * hex: the mutex's first word is its low-level lock); "hog" makes that
+ * thread keep the mutex until "unhog"; both answer "ok". The functions are what the tests inject: a plain call,
  * one that sleeps, one that blocks forever, one that runs for a while, and
  * one that ends its thread. */
 #define _GNU_SOURCE
@@ -43,6 +46,22 @@ __attribute__((noinline)) long die(void) {
 	return -1;
 }
 
+static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
+static volatile unsigned long locked_count;
+static volatile int hog;
+static void *locker(void *arg) {
+	(void)arg;
+	struct timespec ts = {0, 50 * 1000};
+	for (;;) {
+		pthread_mutex_lock(&lk);
+		locked_count++;
+		while (hog) nanosleep(&ts, NULL);
+		pthread_mutex_unlock(&lk);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
 static volatile pid_t worker_tid;
 static void *worker(void *arg) {
 	(void)arg;
@@ -65,6 +84,20 @@ int main(void) {
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "count", 5)) {
 			printf("%d\n", (int)usr1);
+			fflush(stdout);
+		} else if (!strncmp(line, "locker", 6)) {
+			pthread_t lt;
+			pthread_create(&lt, NULL, locker, NULL);
+			printf("%lx %lx\n", (unsigned long)&lk, (unsigned long)&locked_count);
+			fflush(stdout);
+		} else if (!strncmp(line, "hog", 3)) {
+			hog = 1;
+			while (pthread_mutex_trylock(&lk) == 0) pthread_mutex_unlock(&lk); /* until the locker holds it */
+			printf("ok\n");
+			fflush(stdout);
+		} else if (!strncmp(line, "unhog", 5)) {
+			hog = 0;
+			printf("ok\n");
 			fflush(stdout);
 		} else if (!strncmp(line, "quit", 4)) {
 			break;

@@ -60,7 +60,11 @@ type injector struct {
 	entry    uint64 // where calls return to
 	image    uint64 // the copy-on-write image routine (clone.go)
 	raw      uint64 // the raw syscall routine (clone.go)
-	restore  uint64 // just after the marker syscall
+	lock     uint64 // the lock routine (lock.go), its end, and where its futex wait returns
+	lockEnd  uint64
+	lockWait uint64
+	hold     *lockHold // the HoldLock call under way, if any
+	restore  uint64    // just after the marker syscall
 	seq      uint64
 	at       stopAt
 	escaped  bool // the thread restored itself (we were too slow at the gate)
@@ -205,6 +209,11 @@ func (th *Thread) arm() error {
 	in.image = base + imageOff
 	in.raw = base + uint64(codeOff+len(text))
 	text = append(text, rawRoutine()...)
+	lockOff := codeOff + uint64(len(text)+15)&^15
+	text = append(text, make([]byte, lockOff-codeOff-uint64(len(text)))...)
+	lockText, lockWait := lockRoutine(base, base+lockOff)
+	text = append(text, lockText...)
+	in.lock, in.lockEnd, in.lockWait = base+lockOff, base+codeOff+uint64(len(text)), base+lockOff+lockWait
 	if len(text) > pageSize {
 		return errors.New("ptrace: the call site's code does not fit its page")
 	}
@@ -415,6 +424,9 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 		}
 		s, err := waitFor(th.Tid, slice, cancel)
 		if errors.Is(err, errWaitTimeout) && time.Now().Before(check) {
+			if h := in.hold; h != nil && !h.ran && !finishing {
+				th.holdStep(h)
+			}
 			if !finishing {
 				done, rerr := th.p.ReadUint64(in.base + hdrDone)
 				if rerr == nil && done == in.seq {
@@ -451,13 +463,19 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 		}
 		in.at = atOther
 		switch {
-		case s.interruptStop() && (finishing || th.inSite(r.Rip)):
+		case s.interruptStop() && (finishing || th.inSite(r.Rip) && !in.inLockRoutine(r.Rip)):
 			// In a stopped process our interrupt is reported as a
 			// group-stop.
 			if s.groupStop() {
 				th.holdSignal(s.signal)
 			}
 			return th.finish(&r)
+		case s.interruptStop() && interrupted && !s.groupStop() && in.hold != nil && !th.holdAbandonable(in.hold, &r):
+			// The lock routine holds the lock, or is taking it and about
+			// to say so: never abandoned then. The polls run the reads
+			// and release it, and it returns within a poll of that.
+			interrupted = false
+			check = time.Now().Add(lim.Soft / 4)
 		case s.interruptStop() && interrupted && !s.groupStop():
 			interrupted = false
 			if nr, blocked := InSyscall(&r); blocked {
@@ -488,6 +506,12 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 			return 0, th.gone(err)
 		}
 	}
+}
+
+// inLockRoutine reports whether pc is in the lock routine while a HoldLock
+// call runs: a stop there is not the call's end.
+func (in *injector) inLockRoutine(pc uint64) bool {
+	return in.hold != nil && in.hold.holds(pc)
 }
 
 func (th *Thread) inSite(pc uint64) bool {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -65,13 +64,18 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 					return outputErr(err)
 				}
 			}
-			var ln net.Listener
+			var web *heapprof.Web
 			if lf.http != "" {
 				var err error
-				if ln, err = net.Listen("tcp", lf.http); err != nil {
+				if web, err = heapprof.Listen(lf.http); err != nil {
 					return &usageError{msg: fmt.Sprintf("--http %s: %v", lf.http, err)}
 				}
-				defer ln.Close()
+				defer web.Close()
+				if !web.Loopback() {
+					// Said before the window, so that it can be ended
+					// before anything is placed in the process.
+					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", lf.http)
+				}
 			}
 			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge}
 			rep, err := inspect.Leaks(c.Context(), parsePid(args), o)
@@ -84,14 +88,15 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if err := writeLeaks(rep, &f, &lf); err != nil {
 				return err
 			}
-			if ln != nil {
+			if web != nil {
 				// The window is over; the page is served until the next
 				// Ctrl-C (the one that ended an interrupted window is
-				// spent).
+				// spent). The URL holds the secret path (heapprof.Web):
+				// without it every request is refused.
 				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer stop()
-				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at http://%s/ui/flamegraph until interrupted (Ctrl-C)\n", ln.Addr())
-				return heapprof.ServeListener(ctx, ln, rep.Profile)
+				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", web.URL())
+				return web.Serve(ctx, rep.Profile)
 			}
 			return nil
 		},
@@ -104,7 +109,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 	fl.DurationVar(&lf.minAge, "min-age", 0, "do not count as held a block allocated less than this before the window's end")
 	fl.StringVarP(&lf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof FILE)")
 	fl.BoolVar(&lf.folded, "folded", false, "print FlameGraph's folded stacks (root first, ';'-joined, then the bytes still held) instead of the table")
-	fl.StringVar(&lf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080) until interrupted")
+	fl.StringVar(&lf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")
 	fl.IntVar(&lf.top, "top", render.DefaultLeaksTop, "how many sites the table shows (0: all)")
 	return c
 }

@@ -7,7 +7,7 @@
 // unbiased estimates of byte sampling), the operations on it (top sites,
 // growth, how much of a measured growth it explains), and its codecs:
 // pprof's gzipped profile.proto (WritePprof), FlameGraph's folded stacks
-// (WriteFolded), and pprof's own web UI over it (Serve). The JSON
+// (WriteFolded), and pprof's own web UI over it (Web). The JSON
 // document is package schema's, the terminal text package render's.
 //
 // The files split as google/pprof's profile package does: the model

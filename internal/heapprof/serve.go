@@ -2,6 +2,9 @@ package heapprof
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,31 +19,81 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// Serve serves pprof's own web UI over the profile at addr (host:port;
-// port 0 picks one) until ctx ends. The flame graph is at /ui/flamegraph.
-func Serve(ctx context.Context, addr string, p *Profile) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("web view: %w", err)
-	}
-	return ServeListener(ctx, ln, p)
+// Web is pprof's own web UI over one profile, served to whoever has its
+// URL and nobody else.
+//
+// pprof's server is made for a developer's own profile on their own
+// machine; arenactl serves, often as root, a profile whose file names come
+// from the target's DWARF, which the target's owner (any local user)
+// writes. So, unlike pprof's:
+//   - only the views of the profile itself are routed (flame graph, top,
+//     graph, peek, the profile's download). pprof's source and disassembly
+//     views open the files the profile names (a `#line 1 "/root/secret"`
+//     in the target's source is enough) and its saveconfig/deleteconfig
+//     write the serving user's ~/.config/pprof/settings.json: they are not
+//     routed, and the driver is given no object tool, symbolizer or writer
+//     that could open a file should a view try;
+//   - every page is under a random path of 128 bits (as notebook servers'
+//     tokens are), printed to the user in URL: any local user can connect
+//     to a loopback port, so binding to loopback alone keeps nobody out;
+//   - an address with no host is bound to loopback, as pprof's -http does.
+type Web struct {
+	ln    net.Listener
+	token string
 }
 
-// ServeListener is Serve on a listener the caller opened (and so knows the
-// address of, to print it). It closes ln.
-func ServeListener(ctx context.Context, ln net.Listener, p *Profile) error {
-	defer ln.Close()
+// Listen opens addr (host:port; port 0 picks one; no host: 127.0.0.1) for
+// the web UI and draws its secret path.
+func Listen(addr string) (*Web, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err
+	}
+	return &Web{ln: ln, token: hex.EncodeToString(b[:])}, nil
+}
+
+// URL is the flame graph's address, secret path included.
+func (w *Web) URL() string {
+	return "http://" + w.ln.Addr().String() + "/" + w.token + "/ui/flamegraph"
+}
+
+// Loopback says whether only this machine can connect.
+func (w *Web) Loopback() bool {
+	a, ok := w.ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
+// Close closes the listener (Serve does when it returns).
+func (w *Web) Close() error { return w.ln.Close() }
+
+// Serve serves the profile until ctx ends, and closes the listener.
+func (w *Web) Serve(ctx context.Context, p *Profile) error {
+	defer w.ln.Close()
 	pp := p.Proto()
 	ui := &quietUI{}
 	served := false
 	err := driver.PProf(&driver.Options{
 		Flagset: &fixedFlags{FlagSet: flag.NewFlagSet("pprof", flag.ContinueOnError),
-			args: []string{"-http=" + ln.Addr().String(), "-no_browser", "-symbolize=none", "arenactl-leaks"}},
-		Fetch: fetcher{pp},
-		UI:    ui,
+			args: []string{"-http=" + w.ln.Addr().String(), "-no_browser", "-symbolize=none", "arenactl-leaks"}},
+		Fetch:  fetcher{pp},
+		UI:     ui,
+		Obj:    noFiles{},
+		Sym:    noFiles{},
+		Writer: noWriter{},
 		HTTPServer: func(args *driver.HTTPServerArgs) error {
 			served = true
-			return serveUntil(ctx, ln, args)
+			return w.serveUntil(ctx, args)
 		},
 	})
 	if err != nil {
@@ -53,33 +106,54 @@ func ServeListener(ctx context.Context, ln net.Listener, p *Profile) error {
 	return nil
 }
 
-// serveUntil is pprof's default web server (the UI under /ui/, the root
-// redirected there; only local clients when bound to a loopback address)
-// on our listener, ending with ctx.
-func serveUntil(ctx context.Context, ln net.Listener, args *driver.HTTPServerArgs) error {
-	local := false
-	if a, ok := ln.Addr().(*net.TCPAddr); ok {
-		local = a.IP.IsLoopback()
-	}
-	ui := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+// served are the pprof handlers routed: views of the profile alone. Not
+// /source and /disasm (they open files the profile names), nor /saveconfig
+// and /deleteconfig (they write the serving user's pprof settings).
+var served = map[string]bool{"/": true, "/flamegraph": true, "/top": true, "/graph": true, "/peek": true, "/download": true}
+
+// serveUntil is pprof's default web server (the UI under /ui/, only local
+// clients when bound to a loopback address) behind the secret path, on our
+// listener, ending with ctx.
+func (w *Web) serveUntil(ctx context.Context, args *driver.HTTPServerArgs) error {
+	local := w.Loopback()
+	prefix := "/" + w.token
+	h := http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		if local {
 			host, _, err := net.SplitHostPort(req.RemoteAddr)
 			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-				http.Error(w, "permission denied", http.StatusForbidden)
+				http.Error(rw, "permission denied", http.StatusForbidden)
 				return
 			}
 		}
-		h := args.Handlers[req.URL.Path]
-		if h == nil {
-			http.NotFound(w, req)
+		// The token is compared in constant time, and a wrong one gets
+		// the answer of a page that does not exist.
+		first, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
+		if subtle.ConstantTimeCompare([]byte(first), []byte(w.token)) != 1 {
+			http.NotFound(rw, req)
 			return
 		}
-		h.ServeHTTP(w, req)
+		switch {
+		case rest == "" || rest == "ui":
+			http.Redirect(rw, req, prefix+"/ui/", http.StatusTemporaryRedirect)
+			return
+		case !strings.HasPrefix(rest, "ui/"):
+			http.NotFound(rw, req)
+			return
+		}
+		page := strings.TrimPrefix(rest, "ui")
+		if !served[page] || args.Handlers[page] == nil {
+			http.NotFound(rw, req)
+			return
+		}
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			http.Error(rw, "only GET", http.StatusMethodNotAllowed)
+			return
+		}
+		req.URL.Path = page
+		req.URL.RawPath = ""
+		args.Handlers[page].ServeHTTP(rw, req)
 	})
-	mux := http.NewServeMux()
-	mux.Handle("/ui/", http.StripPrefix("/ui", ui))
-	mux.Handle("/", http.RedirectHandler("/ui/", http.StatusTemporaryRedirect))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -89,11 +163,29 @@ func serveUntil(ctx context.Context, ln net.Listener, args *driver.HTTPServerArg
 		case <-done:
 		}
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(w.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
+
+// noFiles is the driver's object tool, symbolizer and writer: none opens a
+// file (see Web).
+type noFiles struct{}
+
+var errNoFiles = errors.New("arenactl's web view opens no file")
+
+func (noFiles) Open(string, uint64, uint64, uint64, string) (driver.ObjFile, error) {
+	return nil, errNoFiles
+}
+func (noFiles) Disasm(string, uint64, uint64, bool) ([]driver.Inst, error) { return nil, errNoFiles }
+func (noFiles) Symbolize(string, driver.MappingSources, *profile.Profile) error {
+	return nil // the profile is symbolized already
+}
+
+type noWriter struct{}
+
+func (noWriter) Open(string) (io.WriteCloser, error) { return nil, errNoFiles }
 
 // fetcher hands pprof the profile, whatever source it names; with no
 // source URL pprof keeps no copy of it.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -31,17 +32,18 @@ func TestServeFlameGraph(t *testing.T) {
 		t.Skip("chromium is not installed")
 	}
 	p := realProfile(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	web, err := heapprof.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- heapprof.ServeListener(ctx, ln, p) }()
-	base := "http://" + ln.Addr().String()
+	go func() { done <- web.Serve(ctx, p) }()
+	base := strings.TrimSuffix(web.URL(), "/ui/flamegraph")
 
-	// The root leads to the flame graph, as pprof's own server does.
+	// The secret path's root leads to the flame graph, as pprof's own
+	// server's root does.
 	var resp *http.Response
 	testutil.WaitUntil(t, "the web view to answer", func() bool {
 		resp, err = http.Get(base + "/")
@@ -49,7 +51,7 @@ func TestServeFlameGraph(t *testing.T) {
 	})
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/flamegraph" || !strings.Contains(string(body), "stackViewer(") {
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != web.URL() || !strings.Contains(string(body), "stackViewer(") {
 		t.Fatalf("GET / ended at %s with %s", resp.Request.URL, resp.Status)
 	}
 	if r, err := http.Get(base + "/ui/nothing"); err != nil || r.StatusCode != http.StatusNotFound {
@@ -85,10 +87,19 @@ func TestServeFlameGraph(t *testing.T) {
 	case <-time.After(testutil.Patience):
 		t.Fatal("Serve did not return when its context ended")
 	}
-	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+	if c, err := net.Dial("tcp", hostOf(t, base)); err == nil {
 		c.Close()
 		t.Error("still listening after Serve returned")
 	}
+}
+
+func hostOf(t *testing.T, u string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Host
 }
 
 func htmlEscape(s string) string {
@@ -103,7 +114,82 @@ func TestServeBadAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if err := heapprof.Serve(context.Background(), ln.Addr().String(), &heapprof.Profile{}); err == nil {
-		t.Error("Serve on a port in use returned nil")
+	if _, err := heapprof.Listen(ln.Addr().String()); err == nil {
+		t.Error("Listen on a port in use returned nil")
+	}
+}
+
+// TestServeOnlyTheProfile: the web view answers only under its secret
+// path, and there only with views of the profile: pprof's pages that open
+// files (source, disassembly) or write its settings are not served, nor is
+// anything but GET. An address without a host is loopback.
+func TestServeOnlyTheProfile(t *testing.T) {
+	p := realProfile(t)
+	web, err := heapprof.Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !web.Loopback() || !strings.HasPrefix(web.URL(), "http://127.0.0.1:") {
+		t.Errorf("--http :0 serves at %s (loopback %v)", web.URL(), web.Loopback())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- web.Serve(ctx, p) }()
+	u := web.URL()
+	base := strings.TrimSuffix(u, "/ui/flamegraph")
+	host := hostOf(t, base)
+	testutil.WaitUntil(t, "the web view to answer", func() bool {
+		r, err := http.Get(u)
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil && r.StatusCode == http.StatusOK
+	})
+	token := base[strings.LastIndex(base, "/")+1:]
+	if len(token) < 32 {
+		t.Errorf("the secret path %q is short", token)
+	}
+	for _, path := range []string{"/", "/ui/", "/ui/flamegraph", "/ui/top", "/ui/download", "/" + token[:len(token)-1] + "/ui/flamegraph",
+		"/" + strings.ToUpper(token) + "/ui/flamegraph", "/x" + token + "/ui/flamegraph", "/ui/" + token + "/flamegraph"} {
+		r, err := http.Get("http://" + host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound && r.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s without the secret path: %s", path, r.Status)
+		}
+	}
+	for _, page := range []string{"top", "graph", "peek?f=.", "download"} {
+		r, err := http.Get(base + "/ui/" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		// graph needs Graphviz's dot: 501 without it, never a 404.
+		if r.StatusCode != http.StatusOK && !(page == "graph" && r.StatusCode == http.StatusNotImplemented) {
+			t.Errorf("GET %s: %s", page, r.Status)
+		}
+	}
+	for _, page := range []string{"source?f=.", "disasm?f=.", "saveconfig?config=x", "deleteconfig?config=x"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, _ := http.NewRequest(method, base+"/ui/"+page, nil)
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != http.StatusNotFound {
+				t.Errorf("%s %s: %s", method, page, r.Status)
+			}
+		}
+	}
+	if r, err := http.Post(base+"/ui/flamegraph", "text/plain", nil); err != nil || r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST flamegraph: %v %v", r, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }

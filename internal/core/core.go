@@ -223,6 +223,11 @@ func (c *Core) parse() error {
 	return nil
 }
 
+// Measured reports whether the core records the process's smaps counters
+// (RSS, Private_Dirty, Swap, ...): an arenactl snapshot does, in its own
+// mapping list; a kernel core or gcore's records sizes only.
+func (c *Core) Measured() bool { return c.ownMaps != nil }
+
 // Note returns the descriptor of the arenactl note of type typ (see
 // Writer.AddNote), nil when the core has none.
 func (c *Core) Note(typ uint32) []byte { return c.extra[typ] }

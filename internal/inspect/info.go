@@ -259,13 +259,36 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 	rep := &report.Report{
 		Pid: p.Pid, Exe: p.Exe, Libc: report.LibcOf(h.Libc), Threads: len(ths), Malloc: walk.Malloc,
 		ReadOnly: &report.ReadOnly{Walk: walk, Tcaches: caches, TcachesSkipped: h.TcachesSkipped},
-		Maps:     report.MapsSummary{Classes: maps.Summarize(t.Mappings())},
+		Maps:     coreMapsSummary(t),
 		Core:     &report.CoreInfo{Path: path, CrashTid: ths[0].Tid, Command: p.Command, LibcNotes: h.LibcNotes},
 	}
 	if t.Signal != nil {
 		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
 	}
 	return rep, nil
+}
+
+// coreMapsSummary is a core's memory map by class. A snapshot recorded the
+// process's smaps, whose sum over the mappings is its rollup; a kernel core
+// recorded sizes only, and its counters are unknown.
+func coreMapsSummary(t *core.Target) report.MapsSummary {
+	ms := t.Mappings()
+	s := report.MapsSummary{Classes: maps.Summarize(ms), Unmeasured: !t.Measured()}
+	if t.Measured() {
+		for _, m := range ms {
+			r := &s.Rollup
+			r.Rss += m.Rss
+			r.Pss += m.Pss
+			r.SharedClean += m.SharedClean
+			r.SharedDirty += m.SharedDirty
+			r.PrivateClean += m.PrivateClean
+			r.PrivateDirty += m.PrivateDirty
+			r.Anonymous += m.Anonymous
+			r.AnonHugePages += m.AnonHugePages
+			r.Swap += m.Swap
+		}
+	}
+	return s
 }
 
 // countThreads is the number of threads the process has now; 0 when that

@@ -65,8 +65,8 @@ func mapsErr(pid int, err error) error {
 	return procfs.Error(pid, err)
 }
 
-// CoreMaps is the memory map a core recorded, classified: sizes only, a
-// core has no RSS.
+// CoreMaps is the memory map a core recorded, classified: with the
+// counters a snapshot recorded, sizes only from a kernel core.
 func CoreMaps(ctx context.Context, path string, unpack core.Options) (*report.Maps, error) {
 	t, err := core.OpenTargetContext(ctx, path, "", unpack)
 	if err != nil {
@@ -74,5 +74,5 @@ func CoreMaps(ctx context.Context, path string, unpack core.Options) (*report.Ma
 	}
 	defer t.Close()
 	ms := t.Mappings()
-	return &report.Maps{Pid: t.Process().Pid, Mappings: ms, Summary: report.MapsSummary{Classes: maps.Summarize(ms)}, FromCore: true}, nil
+	return &report.Maps{Pid: t.Process().Pid, Mappings: ms, Summary: coreMapsSummary(t), FromCore: true}, nil
 }

@@ -68,6 +68,18 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if o.Hold == HoldNone {
 		return nil, errors.New("a snapshot is never taken of a running process: it would be torn")
 	}
+	// An image's smaps are its own, not the process's: its anonymous
+	// pages are the process's, shared (Private_Dirty near 0, Pss half of
+	// Rss), its file pages not faulted in. And while the image lives the
+	// process's smaps show the same sharing. So the counters the core
+	// records are read from the process before the image is made.
+	var counted []maps.Mapping
+	if o.Hold == HoldAuto || o.Hold == HoldImage {
+		if err := t.Refresh(); err != nil {
+			return nil, err
+		}
+		counted = t.Mappings()
+	}
 	hd, err := hold(ctx, t, o.Hold, o.Timeout, leaveOut(h, o.Hold, o.Full)...)
 	if err != nil {
 		return nil, err
@@ -77,6 +89,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	src := snapSource{mem: t, pagemap: t.Pid, exe: t.Exe, libc: t.Libc.Path, refresh: t.Refresh}
 	if hd.image != nil {
 		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Pid, hd.image.FrozenThreads(), hd.image.Refresh
+		src.counters = counted
 		for _, sp := range hd.image.LeftOut {
 			src.leftOut = append(src.leftOut, core.Range{Start: sp.Start, End: sp.End})
 		}
@@ -124,7 +137,10 @@ type snapSource struct {
 	pagemap   int // the process whose pagemap tells resident pages
 	exe, libc string
 	refresh   func() error // re-reads the mappings with their smaps counters
-	leftOut   []core.Range // mappings the image was made without: nothing to dump
+	// counters, when set, are the process's own mappings with their
+	// smaps counters, which the core records instead of mem's.
+	counters []maps.Mapping
+	leftOut  []core.Range // mappings the image was made without: nothing to dump
 }
 
 // writeHeld decides what to dump and writes the core, from the image or
@@ -164,9 +180,13 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 
 	in, untouched := splitResident(src.pagemap, resident)
 	dump := mergeRanges(append(whole, in...))
+	recorded := t.Mappings()
+	if src.counters != nil {
+		recorded = withCounters(recorded, src.counters)
+	}
 	snap := &core.Snapshot{
 		Pid: t.Process().Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
-		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: t.Mappings(),
+		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: recorded,
 	}
 	for _, th := range ths {
 		snap.Threads = append(snap.Threads, core.SnapshotThread{Tid: th.Tid, Regs: core.RegsOf(&th.Regs), XState: th.XState})
@@ -204,7 +224,7 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 		return nil, err
 	}
 	rep.CoreSize, rep.Dumped, rep.Zeros, rep.Unreadable, rep.Segments = ws.Size, ws.Dumped, ws.Zeros, ws.Unreadable, ws.Segments
-	for _, m := range t.Mappings() {
+	for _, m := range recorded {
 		rep.AnonRSS += m.Anonymous
 		if overlaps(dump, m.Start, m.End) || overlaps(extra, m.Start, m.End) {
 			rep.DumpedMappings++
@@ -214,6 +234,26 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 		rep.Recorded += r.End - r.Start
 	}
 	return rep, nil
+}
+
+// withCounters is the image's mapping list ms with the smaps counters of
+// the process's own mappings (live, sorted): each mapping takes those of
+// the process's mapping with the same bounds. One the process has changed
+// since the image was made (split, moved, unmapped) has no counterpart and
+// keeps the image's counters, the best known.
+func withCounters(ms, live []maps.Mapping) []maps.Mapping {
+	out := append([]maps.Mapping(nil), ms...)
+	for i := range out {
+		m := &out[i]
+		j := sort.Search(len(live), func(j int) bool { return live[j].Start >= m.Start })
+		if j == len(live) || live[j].Start != m.Start || live[j].End != m.End {
+			continue
+		}
+		l := live[j]
+		m.Rss, m.Pss, m.SharedClean, m.SharedDirty = l.Rss, l.Pss, l.SharedClean, l.SharedDirty
+		m.PrivateClean, m.PrivateDirty, m.Anonymous, m.AnonHugePages, m.Swap = l.PrivateClean, l.PrivateDirty, l.Anonymous, l.AnonHugePages, l.Swap
+	}
+	return out
 }
 
 // tlsBelow and tlsAbove bound the memory kept around each thread pointer:

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
@@ -97,7 +96,7 @@ func Info(w io.Writer, r *report.Report) error {
 			return err
 		}
 	}
-	return mapSummary(w, r.Maps.Classes, r.Maps.Rollup)
+	return mapSummary(w, r.Maps)
 }
 
 // versionText is the glibc version, or the range memory alone narrowed
@@ -173,10 +172,23 @@ func walk(w io.Writer, ro *report.ReadOnly) error {
 	return nil
 }
 
-func mapSummary(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup) error {
+// unmeasuredLine heads a memory map whose counters nobody recorded: they
+// are unknown, and printing them as 0 B would say the memory was not there.
+const unmeasuredLine = "memory map: sizes only; RSS, Private_Dirty and Swap unknown (a kernel core records none)"
+
+func mapSummary(w io.Writer, sum report.MapsSummary) error {
+	if sum.Unmeasured {
+		fmt.Fprintln(w, unmeasuredLine)
+		t := newTable(w, "class", "mappings", "size")
+		for _, c := range sum.Classes {
+			t.Append(c.Class.String(), strconv.Itoa(c.Count), Human(c.Size))
+		}
+		return t.Render()
+	}
+	roll := sum.Rollup
 	fmt.Fprintf(w, "memory map: RSS %s, Private_Dirty %s, Swap %s\n", Human(roll.Rss), Human(roll.PrivateDirty), Human(roll.Swap))
 	t := newTable(w, "class", "mappings", "size", "rss", "private dirty", "swap")
-	for _, c := range sum {
+	for _, c := range sum.Classes {
 		t.Append(c.Class.String(), strconv.Itoa(c.Count), Human(c.Size), Human(c.Rss), Human(c.PrivateDirty), Human(c.Swap))
 	}
 	return t.Render()
@@ -184,19 +196,23 @@ func mapSummary(w io.Writer, sum []maps.ClassSummary, roll maps.Rollup) error {
 
 // Maps prints the memory map by class; with all, every mapping after it.
 func Maps(w io.Writer, m *report.Maps, all bool) error {
-	if m.FromCore {
-		fmt.Fprintln(w, "from a core: sizes only (a core records no RSS)")
-	}
-	if err := mapSummary(w, m.Summary.Classes, m.Summary.Rollup); err != nil {
+	if err := mapSummary(w, m.Summary); err != nil {
 		return err
 	}
 	if !all {
 		return nil
 	}
 	fmt.Fprintln(w)
+	if m.Summary.Unmeasured {
+		t := newTable(w, "start", "end", "perms", "size", "class", "path")
+		for _, m := range m.Mappings {
+			t.Append(fmt.Sprintf("%x", m.Start), fmt.Sprintf("%x", m.End), m.Perms, Human(m.Size()), m.Class.String(), Text(m.Path))
+		}
+		return t.Render()
+	}
 	t := newTable(w, "start", "end", "perms", "size", "rss", "private dirty", "class", "path")
 	for _, m := range m.Mappings {
-		t.Append(fmt.Sprintf("%x", m.Start), fmt.Sprintf("%x", m.End), m.Perms, Human(m.Size()), Human(m.Rss), Human(m.PrivateDirty), m.Class.String(), m.Path)
+		t.Append(fmt.Sprintf("%x", m.Start), fmt.Sprintf("%x", m.End), m.Perms, Human(m.Size()), Human(m.Rss), Human(m.PrivateDirty), m.Class.String(), Text(m.Path))
 	}
 	return t.Render()
 }

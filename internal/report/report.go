@@ -98,6 +98,9 @@ func LibcOf(l *glibc.Libc) LibcInfo {
 type MapsSummary struct {
 	Classes []maps.ClassSummary
 	Rollup  maps.Rollup
+	// Unmeasured: the source records sizes only (a kernel core has no
+	// smaps), so every counter above is unknown, not zero.
+	Unmeasured bool
 }
 
 // Injection records one borrowed thread.
@@ -189,7 +192,7 @@ type Maps struct {
 	Pid      int
 	Mappings []maps.Mapping
 	Summary  MapsSummary
-	FromCore bool // sizes only: a core records no RSS
+	FromCore bool // read from a core; Summary.Unmeasured says whether it recorded counters
 }
 
 // Leaks is a heap profile of a live process over a window, with what the

@@ -67,12 +67,13 @@ func (d *WatchSample) summary() (*report.Summary, error) {
 		}
 		s.Arenas = append(s.Arenas, m)
 	}
+	// A kernel core's counters are null (unknown): compared as 0.
 	p := d.Maps.Process
 	s.Rollup.Rss, s.Rollup.Pss, s.Rollup.PrivateDirty, s.Rollup.PrivateClean, s.Rollup.Anonymous, s.Rollup.Swap =
-		p.Rss, p.Pss, p.PrivateDirty, p.PrivateClean, p.Anonymous, p.Swap
+		deref(p.Rss), deref(p.Pss), deref(p.PrivateDirty), deref(p.PrivateClean), deref(p.Anonymous), deref(p.Swap)
 	for _, c := range d.Maps.Classes {
-		s.Classes = append(s.Classes, report.ClassMeasures{Class: c.Class, Count: c.Count, Size: c.Size, Rss: c.Rss, Pss: c.Pss,
-			PrivateDirty: c.PrivateDirty, Swap: c.Swap})
+		s.Classes = append(s.Classes, report.ClassMeasures{Class: c.Class, Count: c.Count, Size: c.Size, Rss: deref(c.Rss), Pss: deref(c.Pss),
+			PrivateDirty: deref(c.PrivateDirty), Swap: deref(c.Swap)})
 	}
 	for _, f := range d.Findings {
 		s.Findings = append(s.Findings, f.model())

@@ -174,3 +174,31 @@ func TestArenasOutliveThreads(t *testing.T) {
 		t.Errorf("with 30 MiB free: %s", got)
 	}
 }
+
+// A program's own 50 MiB malloc'd block is an mmapped chunk: a mapping of
+// its own, anonymous and not a heap, but malloc's. It is not "memory
+// outside the malloc heaps" (issue 22, item 7); memory beyond what the
+// mmapped chunks can hold still is.
+func TestMmappedChunksAreMallocs(t *testing.T) {
+	r := reportOf(glibc.Arena{SystemCurrent: 1 * mib})
+	r.Malloc.HasMmap, r.Malloc.MmapCount, r.Malloc.MmapBytes = true, 1, 50*mib+4096
+	anon := func(rss uint64) {
+		r.Maps = report.MapsSummary{Classes: []maps.ClassSummary{{Class: maps.ClassAnon, Count: 2, Rss: rss}, {Class: maps.ClassMainHeap, Rss: mib}},
+			Rollup: maps.Rollup{Rss: rss + 3*mib}}
+	}
+	anon(50*mib + 4096)
+	if fs := Diagnose(r, Env{}); strings.Contains(ids(fs), "anonymous-outside-malloc") {
+		t.Fatalf("the mmapped chunk is reported as outside malloc: %+v", fs)
+	}
+	anon(150 * mib) // 100 MiB more that no chunk explains
+	fs := Diagnose(r, Env{})
+	if ids(fs) != "anonymous-outside-malloc" || !strings.Contains(fs[0].Evidence[0], "100.0 MiB resident") {
+		t.Fatalf("%+v", fs)
+	}
+	// The read-only walk's count of the chunks serves as well.
+	r.Malloc.MmapBytes = 0
+	r.ReadOnly = &report.ReadOnly{Walk: &glibc.Walk{Mmapped: glibc.MmappedChunks{Count: 1, Bytes: 150 * mib}}}
+	if fs := Diagnose(r, Env{}); len(fs) != 0 {
+		t.Fatalf("%+v", fs)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
 )
 
 func newExporterCmd() *cobra.Command {
@@ -76,7 +77,8 @@ these flags choose what is read.`,
 			cfg.Logf = func(format string, args ...any) {
 				logMu.Lock()
 				defer logMu.Unlock()
-				fmt.Fprintf(os.Stderr, "arenactl exporter: "+format+"\n", args...)
+				// A target names itself (comm, exe): one line whatever it chose.
+				fmt.Fprintln(os.Stderr, "arenactl exporter: "+render.Line(fmt.Sprintf(format, args...)))
 			}
 			l, err := net.Listen("tcp", listen)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/render"
 )
 
 // endsByInterrupt marks a command for which Ctrl-C is the normal way to
@@ -41,7 +42,8 @@ func main() {
 		err = errInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "arenactl: %v%s\n", err, hint(err))
+		// One line whatever a target or a core put in the paths it quotes.
+		fmt.Fprintf(os.Stderr, "arenactl: %s%s\n", render.Line(err.Error()), hint(err))
 		os.Exit(exitCode(err))
 	}
 }

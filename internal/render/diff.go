@@ -18,7 +18,7 @@ func Diff(w io.Writer, d *report.Diff) error {
 		label string
 		side  *report.Summary
 	}{{"before:", d.Before}, {"after: ", d.After}} {
-		fmt.Fprintf(w, "%s %s: process %d (%s), glibc %s", s.label, s.side.Source, s.side.Pid, s.side.Exe, s.side.Glibc)
+		fmt.Fprintf(w, "%s %s: process %d (%s), glibc %s", s.label, Text(s.side.Source), s.side.Pid, Text(s.side.Exe), s.side.Glibc)
 		if sm := s.side.Sample; sm != nil {
 			fmt.Fprintf(w, ", watch sample %d at %s", sm.Index, sm.Time.Format(time.RFC3339Nano))
 		}

@@ -23,9 +23,9 @@ func Findings(w io.Writer, fs []diagnose.Finding) error {
 		}
 		fmt.Fprintln(w)
 		for _, e := range f.Evidence {
-			fmt.Fprintf(w, "   - %s\n", e)
+			fmt.Fprintf(w, "   - %s\n", Line(e)) // may quote the target's environment
 		}
-		fmt.Fprintf(w, "   fix: %s\n", strings.TrimSpace(f.Fix))
+		fmt.Fprintf(w, "   fix: %s\n", Line(strings.TrimSpace(f.Fix)))
 	}
 	return nil
 }

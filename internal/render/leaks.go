@@ -75,9 +75,9 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 			where += "  " + pos
 		}
 		fmt.Fprintf(w, row, Human(whole(s.Est.InUseBytes)), objects(s.Est.InUseObjects), rate(p.Growth(s)),
-			Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), where)
+			Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), Line(where))
 		if callers := callersOf(s, leaf); callers != "" {
-			fmt.Fprintf(w, "%*s  %s\n", 10+1+9+1+12+1+10+1+9, "", callers)
+			fmt.Fprintf(w, "%*s  %s\n", 10+1+9+1+12+1+10+1+9, "", Line(callers))
 		}
 	}
 	return nil

@@ -13,7 +13,7 @@ func Snapshot(w io.Writer, r *report.Snapshot) {
 	if r.Compressed {
 		size += fmt.Sprintf(" zstd (%s uncompressed)", Human(uint64(r.CoreSize)))
 	}
-	fmt.Fprintf(w, "process %d (%s): core written to %s, %s\n", r.Pid, r.Exe, r.Path, size)
+	fmt.Fprintf(w, "process %d (%s): core written to %s, %s\n", r.Pid, Text(r.Exe), Text(r.Path), size)
 	switch r.Hold {
 	case "image":
 		fmt.Fprintf(w, "%s stopped for %s while a copy-on-write image was made (raw clone syscalls in one thread, no code of the program's); the core was written from the image while the process ran\n", Plural(r.Threads, "its thread was", "its %d threads were"), Duration(r.Frozen))

@@ -23,7 +23,7 @@ func WatchClock(interval time.Duration) string {
 // WatchHeader prints what is watched and how, then the columns of the
 // samples' lines.
 func WatchHeader(w io.Writer, s *report.Summary, how, clock string) {
-	fmt.Fprintf(w, "watching process %d (%s), glibc %s: %s\n", s.Pid, s.Exe, s.Glibc, how)
+	fmt.Fprintf(w, "watching process %d (%s), glibc %s: %s\n", s.Pid, Text(s.Exe), s.Glibc, how)
 	fmt.Fprintf(w, sampleFormat, len(clock), "time", "rss", "heap rss", "arenas", "system", "in use", "free", "free%", "tcache'd", "stopped")
 }
 

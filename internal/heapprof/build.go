@@ -78,6 +78,7 @@ type sample struct {
 	kind    string
 	freed   bool
 	freedAt time.Duration
+	thin    int
 }
 
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
@@ -109,7 +110,7 @@ func (b *Builder) Add(r Raw) {
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt}
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin}
 	if !s.freed {
 		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)
 	}
@@ -259,6 +260,16 @@ func weight(size, rate uint64) float64 {
 	return 1 / -math.Expm1(-float64(size)/float64(rate))
 }
 
+// Weight is what one sample stands for: the blocks (1/p) and bytes
+// (size/p) of its kind, p the chance it was sampled and kept (thin as
+// Raw.Thin), and what it adds to the variance of a bytes estimate,
+// size²(1-p)/p².
+func Weight(size, rate uint64, thin int) (objects, bytes, variance float64) {
+	w := weight(size, rate) * math.Ldexp(1, thin)
+	b := w * float64(size)
+	return w, b, b * b * (1 - 1/w)
+}
+
 // Profile aggregates what was added into the profile of window w (whose
 // Rate unbiases). The Builder may go on adding after it.
 func (b *Builder) Profile(w Window) *Profile {
@@ -270,16 +281,18 @@ func (b *Builder) Profile(w Window) *Profile {
 	accs := make([]acc, len(b.sites))
 	for _, smp := range b.samples {
 		a := &accs[smp.site]
-		wt := weight(smp.size, w.Rate)
+		wt, bytes, v := Weight(smp.size, w.Rate, smp.thin)
 		a.counts.Alloc++
 		a.counts.AllocBytes += smp.size
 		a.est.AllocObjects += wt
-		a.est.AllocBytes += wt * float64(smp.size)
+		a.est.AllocBytes += bytes
+		a.est.AllocBytesVar += v
 		if !smp.freed && (b.MinAge <= 0 || w.Duration-smp.at >= b.MinAge) {
 			a.counts.InUse++
 			a.counts.InUseBytes += smp.size
 			a.est.InUseObjects += wt
-			a.est.InUseBytes += wt * float64(smp.size)
+			a.est.InUseBytes += bytes
+			a.est.InUseBytesVar += v
 		}
 		if smp.kind != "" {
 			if a.kinds == nil {

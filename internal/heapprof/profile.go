@@ -2,6 +2,7 @@ package heapprof
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/unwind"
@@ -25,7 +26,11 @@ type Raw struct {
 	Stamp uint64
 	// Kind is the entry point called: "malloc", "calloc", "realloc",
 	// "new", "new[]", "posix_memalign", ...
-	Kind  string
+	Kind string
+	// Thin: the sample was kept with chance 2^-Thin, others like it let
+	// go at random (the sampler thins a ring more than half full); it
+	// stands for 2^Thin as many.
+	Thin  int
 	Regs  unwind.Regs
 	Stack unwind.Stack
 }
@@ -41,6 +46,11 @@ type Window struct {
 	// Dropped counts the samples the ring had no room for: the estimates
 	// are low by about Dropped/(Samples+Dropped).
 	Dropped uint64
+	// Thinned counts the samples let go at random while the ring was
+	// more than half full; those kept stand for them (Raw.Thin), so the
+	// estimates stay unbiased, with the larger error Estimate's
+	// variances carry.
+	Thinned uint64
 }
 
 // Profile is a sampled heap profile: one Site per distinct symbolized
@@ -116,13 +126,23 @@ type Counts struct {
 type Estimate struct {
 	AllocObjects, AllocBytes float64
 	InUseObjects, InUseBytes float64
+	// AllocBytesVar and InUseBytesVar are the estimated variances of
+	// AllocBytes and InUseBytes, from the samples: a block of size s
+	// sampled with chance p adds s²(1-p)/p², an unbiased estimate of
+	// what it adds to the variance of a sum of independent samples.
+	AllocBytesVar, InUseBytesVar float64
 }
+
+// Sigma is the standard error of InUseBytes.
+func (e Estimate) Sigma() float64 { return math.Sqrt(e.InUseBytesVar) }
 
 func (e *Estimate) add(o Estimate) {
 	e.AllocObjects += o.AllocObjects
 	e.AllocBytes += o.AllocBytes
 	e.InUseObjects += o.InUseObjects
 	e.InUseBytes += o.InUseBytes
+	e.AllocBytesVar += o.AllocBytesVar
+	e.InUseBytesVar += o.InUseBytesVar
 }
 
 func (c *Counts) add(o Counts) {

@@ -87,7 +87,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	// Detached whatever happened, and even when ctx is done: a Ctrl-C
 	// ends the window, never leaves the hooks in.
 	left, derr := s.Detach(context.WithoutCancel(ctx))
-	rep.Window = heapprof.Window{Start: start, Duration: time.Since(start), Rate: rate, Dropped: rep.Dropped}
+	rep.Window = heapprof.Window{Start: start, Duration: time.Since(start), Rate: rate, Dropped: rep.Dropped, Thinned: rep.Thinned}
 	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
 	if runErr == nil {
 		runErr = derr
@@ -139,7 +139,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if err != nil {
 			return b, t.Explain(err)
 		}
-		rep.Dropped, rep.Untracked = st.Dropped, st.Untracked
+		rep.Dropped, rep.Thinned, rep.Untracked = st.Dropped, st.Thinned, st.Untracked
 		at := time.Since(start)
 		ms := t.Mappings()
 
@@ -177,7 +177,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heap
 		c.StackEnd = m.End
 	}
 	regs, st := c.Unwind()
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Regs: regs, Stack: st}
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Thin: r.Thin, Regs: regs, Stack: st}
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

@@ -45,6 +45,7 @@ const (
 	cfgTail      = 48
 	cfgDropped   = 56
 	cfgInflight  = 64
+	cfgDraw      = 72 // the random sequence's state
 	cfgUntracked = 80
 	cfgDraws     = 88
 	nDraws       = 4096
@@ -58,6 +59,7 @@ const (
 	cfgFHead     = cfgClock + 16
 	cfgFTail     = cfgClock + 24
 	cfgFDropped  = cfgClock + 32
+	cfgThinned   = cfgClock + 40
 	freeSlots    = 1 << 17
 	freeRecSize  = 24 // seq, addr, stamp
 	magic        = "ARSAMPLR"
@@ -108,6 +110,9 @@ type Record struct {
 	Old       uint64 // realloc: the block it replaced
 	Tid       int
 	Untracked bool // the address set was full: this block's free goes unseen
+	// Thin: the ring was more than half full and the record was kept
+	// with chance 2^-Thin (the others were let go): it stands for 2^Thin.
+	Thin int
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
@@ -295,10 +300,10 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	le.PutUint64(img[symCfg+cfgCreator+8:], selfStart())
 	le.PutUint64(img[symCfg+cfgImageSize:], s.size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.t.Pid)))
-	for i := 0; i < nDraws; i++ {
-		d := -math.Log(1-rng.Float64()) * float64(s.o.Rate)
-		le.PutUint64(img[symCfg+cfgDraws+8*i:], uint64(min(d, float64(math.MaxInt64/2))))
+	for i, d := range Draws(s.o.Rate) {
+		le.PutUint64(img[symCfg+cfgDraws+8*i:], d)
 	}
+	le.PutUint64(img[symCfg+cfgDraw:], rng.Uint64())
 	directJumps(img, base, s.real)
 	if _, err := c.WriteAt(img, base); err != nil {
 		return fmt.Errorf("writing the sampler: %w", err)
@@ -325,6 +330,26 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 		return fmt.Errorf("process %d: making the sampler's code executable failed (%v)", s.t.Pid, err)
 	}
 	return nil
+}
+
+// Draws is the sampler's table of intervals for a mean of rate bytes:
+// the quantiles of the exponential distribution at the middles of
+// nDraws equal slices of probability, scaled so that their mean is rate
+// exactly. The sampler takes one at random for each interval. (Random
+// draws, as the table held before, made a run's mean interval off by
+// 1.6 % on average, every estimate of the run off with it.)
+func Draws(rate uint64) []uint64 {
+	q := make([]float64, nDraws)
+	sum := 0.0
+	for i := range q {
+		q[i] = -math.Log1p(-(float64(i) + 0.5) / nDraws)
+		sum += q[i]
+	}
+	out := make([]uint64, nDraws)
+	for i := range q {
+		out[i] = uint64(math.Round(q[i] * float64(rate) * nDraws / sum))
+	}
+	return out
 }
 
 // patch points the slots at the hooks. Runs frozen.
@@ -395,8 +420,17 @@ func (s *Sampler) Rescan(ctx context.Context) error {
 
 // Stats are the sampler's counters.
 type Stats struct {
-	Dropped   uint64 // allocations the ring had no room for
-	Untracked uint64 // sampled blocks whose free cannot be seen
+	// Dropped: sampled allocations a full ring had no room for. The
+	// estimates are low by about their share.
+	Dropped uint64
+	// Thinned: sampled allocations let go at random by a ring more than
+	// half full; the ones kept stand for them (Record.Thin), so the
+	// estimates stay unbiased, less precise.
+	Thinned   uint64
+	Untracked uint64 // sampled blocks whose free cannot be seen (FreesDropped included)
+	// FreesDropped: frees of sampled blocks the free ring had no room for
+	// (never, unless its bound is wrong): their blocks look held.
+	FreesDropped uint64
 }
 
 // Drain reads the records written since the last drain, frees and
@@ -406,7 +440,7 @@ type Stats struct {
 // sampler's bound on the frees it may have to hold assumes it.
 func (s *Sampler) Drain() ([]Record, Stats, error) {
 	le := binary.LittleEndian
-	var fh [40]byte
+	var fh [48]byte
 	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
 		return nil, Stats{}, err
 	}
@@ -442,7 +476,9 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	head := le.Uint64(hdr[cfgHead:])
 	// A lost free (which the ring's size rules out) leaves its block
 	// looking held, as an untracked one does.
-	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Untracked: le.Uint64(hdr[cfgUntracked:]) + le.Uint64(fh[cfgFDropped-cfgClock:])}
+	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Thinned: le.Uint64(fh[cfgThinned-cfgClock:]),
+		Untracked:    le.Uint64(hdr[cfgUntracked:]) + le.Uint64(fh[cfgFDropped-cfgClock:]),
+		FreesDropped: le.Uint64(fh[cfgFDropped-cfgClock:])}
 	// The records written are read in one go (two where the ring wraps):
 	// reading them one by one made the drain slower than a busy
 	// process's samples come.
@@ -598,7 +634,7 @@ func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-		PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
+		Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
 	regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
 	for i, p := range regs {
 		*p = le.Uint64(rec[recRegs+8*i:])

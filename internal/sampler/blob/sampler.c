@@ -17,8 +17,9 @@
  * block): the real function is called, then a record (kind, size, address,
  * thread, the caller's registers, a copy of the top of its stack made with
  * process_vm_readv on itself, which returns short instead of faulting past
- * the stack's end) is written into a ring that arenactl drains. A full ring
- * drops the record and counts it. Nothing ever waits for arenactl.
+ * the stack's end) is written into a ring that arenactl drains. A ring
+ * more than half full is thinned at random (emit), a full one drops the
+ * record; both are counted. Nothing ever waits for arenactl.
  *
  * The free of a sampled block goes to a ring of its own, of small records,
  * which cannot fill: a lost free would show a freed block as held, a leak
@@ -61,7 +62,9 @@ struct regs { /* as the capture stubs push them */
 struct record {
 	u64 seq;
 	u32 kind;
-	u32 flags; /* 1: no room in the address set, its free will not be seen */
+	u32 flags; /* 1: no room in the address set, its free will not be seen;
+		    * bits 8-15: k, the record was kept with chance 2^-k (a
+		    * ring more than half full is thinned) */
 	u64 addr, size;
 	u64 tid;
 	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
@@ -107,6 +110,10 @@ struct config {
 	struct freerec *frees; /* FREE_SLOTS records */
 	volatile u64 fhead, ftail;
 	volatile u64 fdropped; /* never, unless the bound above is wrong */
+	/* Samples let go on purpose by thinning a ring more than half full:
+	 * the ones kept carry the chance they had, so the estimates stay
+	 * unbiased (dropped, above, are those a full ring lost). */
+	volatile u64 thinned;
 };
 
 /* The real functions, one hidden global each so the hooks reach them
@@ -170,12 +177,34 @@ static inline int charge(u64 n) {
 	return *c < 0;
 }
 
+/* random gives 64 random bits: splitmix64 over a shared sequence that
+ * arenactl seeds (cfg.draw), so that draws never repeat in a cycle. */
+static inline u64 rnd64(void) {
+	u64 x = __atomic_fetch_add(&cfg.draw, 0x9e3779b97f4a7c15ull, __ATOMIC_RELAXED);
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* draw is one exponential interval, mean `rate`: a random one of
+ * arenactl's table (quantiles of the distribution). Taken in a fixed
+ * order, the table repeated every NDRAWS samples and a long window had
+ * no more randomness than one cycle of it. */
+static inline i64 draw(void) { return cfg.draws[rnd64() & (NDRAWS - 1)]; }
+
+/* rearm sets the counter to the distance to the next sample point past
+ * the block just sampled. The point one draw after the sampled one may
+ * fall inside the block as well (a block larger than the draw): then the
+ * distance past the block's end is, by memorylessness, a fresh draw. Not
+ * the same one: reused, the draw known to be shorter than the rest of
+ * the block made the next interval short and sampled the next calls too
+ * often (issue 18: +14 % to +27 % behind realloc growth). */
 static void rearm(void) {
-	u64 i = __atomic_fetch_add(&cfg.draw, 1, __ATOMIC_RELAXED);
 	i64 *c = &counters[thread_slot()];
-	*c += cfg.draws[i & (NDRAWS - 1)];
-	if (*c < 0) /* a block larger than the interval: start afresh */
-		*c = cfg.draws[i & (NDRAWS - 1)];
+	*c += draw();
+	if (*c < 0) *c = draw();
 }
 
 static int track(u64 a) {
@@ -215,9 +244,31 @@ struct iovec {
 
 static inline u64 tick(void) { return __atomic_add_fetch(&cfg.clock, 1, __ATOMIC_RELAXED); }
 
-/* emit writes one record. It never waits: a full ring counts a drop. */
+/* thinning is k for a ring with `used` of its slots taken: 0 up to half
+ * full, then one more for every halving of the room left. */
+static inline u32 thinning(u64 used) {
+	u64 room = cfg.ring_slots - used;
+	u32 k = 0;
+	while (k < 62 && room <= (cfg.ring_slots >> (k + 1))) k++;
+	return k;
+}
+
+/* emit writes one record. It never waits. A ring more than half full
+ * keeps a record with chance 2^-k (thinning, k marked in it): a random
+ * choice, independent of the call, so that the records kept, weighted
+ * by 2^k, still estimate everything without bias when the process
+ * allocates faster than arenactl drains; before, the ring filled and
+ * every sample after that point was lost, and the estimates were low by
+ * that share. A ring full all the same counts a drop. A failed call (no
+ * block) is not recorded. */
 static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
+	if (!addr) return;
 	u64 stamp = tick();
+	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
+	if (k && (rnd64() & ((1ull << k) - 1))) {
+		__atomic_fetch_add(&cfg.thinned, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	/* A slot is taken only when there is room: an index taken and never
 	 * written would stop arenactl's reading there for good. */
 	u64 i = __atomic_load_n(&cfg.head, __ATOMIC_RELAXED);
@@ -229,7 +280,7 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 	} while (!__atomic_compare_exchange_n(&cfg.head, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 	struct record *rec = &cfg.ring[i & (cfg.ring_slots - 1)];
 	rec->kind = kind;
-	rec->flags = 0;
+	rec->flags = k << 8;
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
@@ -318,9 +369,9 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 	void *p = ((void *(*)(void *, size_t))r_realloc)(old, n);
 	if (cfg.enabled) {
 		if (was && (p || n == 0)) freed((u64)old, stamp);
-		if (p && n && counters[thread_slot()] < 0) {
+		if (counters[thread_slot()] < 0) {
 			rearm();
-			emit(K_REALLOC, (u64)p, n, (u64)old, r);
+			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, r);
 		}
 	}
 	LEAVE();
@@ -334,7 +385,7 @@ __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size
 	void *p = ((void *(*)(void *, size_t, size_t))r_reallocarray)(old, n, m);
 	if (cfg.enabled) {
 		if (was && p) freed((u64)old, stamp);
-		if (p && counters[thread_slot()] < 0) {
+		if (counters[thread_slot()] < 0) {
 			rearm();
 			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r);
 		}
@@ -486,5 +537,6 @@ _Static_assert(__builtin_offsetof(struct config, frees) == 88 + 8 * NDRAWS + 32 
 _Static_assert(__builtin_offsetof(struct config, fhead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 16, "cfg.fhead");
 _Static_assert(__builtin_offsetof(struct config, ftail) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 24, "cfg.ftail");
 _Static_assert(__builtin_offsetof(struct config, fdropped) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 32, "cfg.fdropped");
+_Static_assert(__builtin_offsetof(struct config, thinned) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 40, "cfg.thinned");
 _Static_assert(sizeof(struct freerec) == 24 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

@@ -1,0 +1,135 @@
+package sampler_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// hookRun is what testdata/sampler_hooks.c reported: the bytes each site
+// allocated, and the estimate and variance of them its records make.
+type hookRun struct {
+	truth, est, variance [5]float64
+	samples              [5]int
+	dropped, thinned     int
+}
+
+var hookSites = [5]string{"realloc growth", "malloc(4096)", "malloc(208)", "calloc(64, 32)", "posix_memalign(64, 1024)"}
+
+// runHooks runs the sampler's own code on the stream of calls of
+// testdata/sampler_hooks.c, with arenactl's table of draws for rate.
+func runHooks(t *testing.T, rate uint64, seed uint64, rounds, slots, drainEvery int) hookRun {
+	t.Helper()
+	exe := testutil.BuildC(t, "sampler_hooks.c", "-O2")
+	var tbl bytes.Buffer
+	for _, d := range sampler.Draws(rate) {
+		binary.Write(&tbl, binary.LittleEndian, d)
+	}
+	draws := filepath.Join(t.TempDir(), "draws")
+	if err := os.WriteFile(draws, tbl.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, draws, strconv.FormatUint(seed, 10), strconv.Itoa(rounds), strconv.Itoa(slots),
+		strconv.Itoa(drainEvery)).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", exe, err)
+	}
+	var r hookRun
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		n := make([]uint64, len(f))
+		for i := 1; i < len(f); i++ {
+			n[i], _ = strconv.ParseUint(f[i], 10, 64)
+		}
+		switch {
+		case f[0] == "T" && len(f) == 3:
+			r.truth[n[1]] = float64(n[2])
+		case f[0] == "S" && len(f) == 5:
+			_, b, v := heapprof.Weight(n[2], rate, int(n[3]))
+			r.est[n[1]] += float64(n[4]) * b
+			r.variance[n[1]] += float64(n[4]) * v
+			r.samples[n[1]] += int(n[4])
+		case f[0] == "D" && len(f) == 3:
+			r.dropped, r.thinned = int(n[1]), int(n[2])
+		default:
+			t.Fatalf("%s said %q", exe, sc.Text())
+		}
+	}
+	return r
+}
+
+// check fails the test for a site whose estimate is more than z of its
+// standard errors from the truth.
+func (r hookRun) check(t *testing.T, z float64) {
+	t.Helper()
+	for s := range hookSites {
+		sd := math.Sqrt(r.variance[s])
+		dev := (r.est[s] - r.truth[s]) / sd
+		msg := fmt.Sprintf("%-24s %6d samples: estimate %.4g of %.4g bytes (%+.2f%%, %+.1f standard errors of %.2f%%)",
+			hookSites[s], r.samples[s], r.est[s], r.truth[s], 100*(r.est[s]/r.truth[s]-1), dev, 100*sd/r.truth[s])
+		if math.Abs(dev) > z {
+			t.Errorf("%s: biased", msg)
+		} else {
+			t.Log(msg)
+		}
+	}
+}
+
+// TestNoBiasAfterLargeBlocks runs the sampler's hooks, counters and draws
+// on a stream of calls that mixes a block grown by realloc up to 1 MiB
+// with small allocations, and checks every site's estimate against the
+// bytes it allocated. It is the cause of issue 18's upward bias: after
+// sampling a block larger than the draw that followed, the sampler set
+// its counter to that same draw, known to be shorter than the rest of
+// the block, so the calls right after a large block were sampled too
+// often: with that one line put back, the 4 KiB site comes out +10.9 %
+// here (8 standard errors), calloc +15.8 %, posix_memalign +13.5 %, the
+// 208-byte blocks +18.7 %, the large blocks themselves +1.8 % (25).
+//
+// Each site is allowed 5 standard errors (from the samples' own
+// variances, about 1.3 % for malloc(4096), 7 % for malloc(208)); with
+// the generator's seed changed, an unbiased sampler fails one of the five
+// with odds of about 3 in a million.
+func TestNoBiasAfterLargeBlocks(t *testing.T) {
+	r := runHooks(t, 64<<10, 1, 100000, 1<<16, 5)
+	if r.dropped != 0 || r.thinned != 0 {
+		t.Fatalf("%d samples dropped, %d thinned by a ring that should never fill", r.dropped, r.thinned)
+	}
+	r.check(t, 5)
+}
+
+// TestThinnedRingStaysUnbiased gives the same stream a ring of 16 records
+// read after every 100 calls, about 12 samples' worth: the ring is more
+// than half full most of the time and thins what comes. Before, a full
+// ring dropped every sample after the point where it filled and every
+// estimate was low by the share dropped; the records kept now stand for
+// the ones let go, and every site's estimate is the truth within 5 of its
+// (larger) standard errors, with the odds of a false failure as above.
+func TestThinnedRingStaysUnbiased(t *testing.T) {
+	r := runHooks(t, 64<<10, 2, 200000, 16, 100)
+	all := 0
+	for _, n := range r.samples {
+		all += n
+	}
+	t.Logf("%d samples kept, %d thinned, %d dropped", all, r.thinned, r.dropped)
+	if r.thinned < all/10 {
+		t.Errorf("only %d of %d samples thinned: the ring did not come near full", r.thinned, all+r.thinned)
+	}
+	if r.dropped > all/1000 {
+		t.Errorf("%d samples dropped by a full ring, more than 0.1 %%", r.dropped)
+	}
+	r.check(t, 5)
+}

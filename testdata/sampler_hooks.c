@@ -1,0 +1,144 @@
+/* The sampler's own code (internal/sampler/blob/sampler.c) run in this
+ * process on a known stream of calls, for the tests of its estimates
+ * (internal/sampler): the real hooks, counters, draws and ring, with a
+ * fake allocator behind them that hands out addresses and no memory.
+ *
+ * usage: sampler_hooks DRAWS SEED ROUNDS SLOTS DRAIN_EVERY
+ *   DRAWS        a file of 4096 little-endian u64 intervals (sampler.Draws)
+ *   SEED         the random sequence's state (cfg.draw)
+ *   ROUNDS       rounds of: a realloc step of a block growing by 1/8 from
+ *                1 KiB to 1 MiB (in place and moving in turn, then a new
+ *                block), malloc(4096), malloc(208), calloc(64, 32),
+ *                posix_memalign(64, 1024)
+ *   SLOTS        the ring's slots (a power of two)
+ *   DRAIN_EVERY  the ring is read after every this many calls
+ * Prints "T SITE BYTES" (the truth: bytes each site allocated), then
+ * "S SITE SIZE THIN COUNT" for the records read (THIN as the record's
+ * flags say), then "D DROPPED THINNED". Sites: 0 realloc, 1 malloc 4096,
+ * 2 malloc 208, 3 calloc, 4 posix_memalign. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../internal/sampler/blob/sampler.c"
+
+static u64 next_addr = 0x100000000ull;
+
+static void *f_malloc(size_t n) {
+	u64 a = next_addr;
+	next_addr += (n + 31) & ~15ull;
+	return (void *)a;
+}
+static void *f_calloc(size_t n, size_t m) { return f_malloc(n * m); }
+static int moved;
+static void *f_realloc(void *old, size_t n) {
+	if (!old) return f_malloc(n);
+	moved ^= 1;
+	return moved ? f_malloc(n) : old;
+}
+static int f_posix_memalign(void **out, size_t align, size_t n) {
+	next_addr = (next_addr + align - 1) & ~(u64)(align - 1);
+	*out = f_malloc(n);
+	return 0;
+}
+static void f_free(void *p) { (void)p; }
+
+enum { NSITES = 5, MAXSIZES = 256 };
+static struct {
+	u64 size, thin, count;
+	int site;
+} seen[NSITES * MAXSIZES];
+static int nseen;
+static u64 truth[NSITES];
+
+static int site_of(const struct record *r) {
+	switch (r->kind) {
+	case K_REALLOC: return 0;
+	case K_MALLOC: return r->size == 4096 ? 1 : 2;
+	case K_CALLOC: return 3;
+	default: return 4;
+	}
+}
+
+static void drain(void) {
+	for (u64 i = cfg.tail; i < cfg.head; i++) {
+		struct record *r = &cfg.ring[i & (cfg.ring_slots - 1)];
+		if (r->seq != i + 1) {
+			fprintf(stderr, "record %lu not written\n", i);
+			exit(1);
+		}
+		int s = site_of(r), j;
+		u64 thin = (r->flags >> 8) & 0xff;
+		for (j = 0; j < nseen; j++)
+			if (seen[j].site == s && seen[j].size == r->size && seen[j].thin == thin) break;
+		if (j == nseen) {
+			if (nseen == NSITES * MAXSIZES) {
+				fprintf(stderr, "too many sizes\n");
+				exit(1);
+			}
+			seen[nseen].site = s, seen[nseen].size = r->size, seen[nseen].thin = thin;
+			nseen++;
+		}
+		seen[j].count++;
+	}
+	cfg.tail = cfg.head;
+	cfg.ftail = cfg.fhead;
+}
+
+int main(int argc, char **argv) {
+	if (argc != 6) {
+		fprintf(stderr, "usage: sampler_hooks DRAWS SEED ROUNDS SLOTS DRAIN_EVERY\n");
+		return 2;
+	}
+	FILE *f = fopen(argv[1], "rb");
+	if (!f || fread(cfg.draws, 8, NDRAWS, f) != NDRAWS) {
+		perror(argv[1]);
+		return 2;
+	}
+	fclose(f);
+	cfg.draw = strtoull(argv[2], 0, 0);
+	long rounds = atol(argv[3]);
+	cfg.ring_slots = strtoull(argv[4], 0, 0);
+	long every = atol(argv[5]);
+	cfg.ring = calloc(cfg.ring_slots, sizeof(struct record));
+	cfg.frees = calloc(FREE_SLOTS, sizeof(struct freerec));
+	cfg.enabled = 1;
+	r_malloc = (void *)f_malloc;
+	r_calloc = (void *)f_calloc;
+	r_realloc = (void *)f_realloc;
+	r_posix_memalign = (void *)f_posix_memalign;
+	r_free = (void *)f_free;
+	counters[thread_slot()] = draw();
+
+	void *(*hmalloc)(size_t) = (void *)h_malloc;
+	void *(*hcalloc)(size_t, size_t) = (void *)h_calloc;
+	void *(*hrealloc)(void *, size_t) = (void *)h_realloc;
+	int (*hmemalign)(void **, size_t, size_t) = (void *)h_posix_memalign;
+
+	void *grown = 0;
+	size_t size = 0;
+	long calls = 0;
+	for (long i = 0; i < rounds; i++) {
+		size_t n = size ? size + size / 8 : 1024;
+		if (n > (1 << 20)) grown = 0, n = 1024;
+		grown = hrealloc(grown, n);
+		size = n;
+		truth[0] += n;
+		hmalloc(4096);
+		truth[1] += 4096;
+		hmalloc(208);
+		truth[2] += 208;
+		hcalloc(64, 32);
+		truth[3] += 64 * 32;
+		void *p;
+		hmemalign(&p, 64, 1024);
+		truth[4] += 1024;
+		for (int k = 0; k < 5; k++)
+			if (++calls % every == 0) drain();
+	}
+	drain();
+	for (int s = 0; s < NSITES; s++) printf("T %d %lu\n", s, truth[s]);
+	for (int j = 0; j < nseen; j++) printf("S %d %lu %lu %lu\n", seen[j].site, seen[j].size, seen[j].thin, seen[j].count);
+	printf("D %lu %lu\n", cfg.dropped, cfg.thinned);
+	return 0;
+}

@@ -182,6 +182,11 @@ func (c *Core) parse() error {
 		return c.bad("truncated or damaged ELF headers: %v", err)
 	}
 	defer ef.Close()
+	// The kernel writes one PT_LOAD per mapping (binfmt_elf.c), a few
+	// headers more; see maxMappings.
+	if len(ef.Progs) > maxMappings+16 {
+		return c.bad("%d program headers: more than the %d mappings arenactl reads of one process", len(ef.Progs), maxMappings)
+	}
 	size := uint64(len(c.data))
 	for i, p := range ef.Progs {
 		switch p.Type {

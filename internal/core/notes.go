@@ -23,6 +23,19 @@ const (
 	prpsinfoName = 40
 )
 
+// maxThreads and maxMappings bound what a core's notes can make arenactl
+// hold: each NT_PRSTATUS becomes a thread, each NT_FILE entry or mapping of
+// a snapshot's list a mapping, and a crafted core of a few MB (or a .zst
+// of 90 KB) once claimed 3 million threads and took 3.5 GB. A real process
+// stays far below: Linux refuses a process more mappings than
+// vm.max_map_count (65,530 by default; 262,144 where raised for
+// databases), and one with more than 131,072 threads is not one arenactl
+// could stop or walk in any useful time. README says these limits.
+const (
+	maxThreads  = 1 << 17
+	maxMappings = 1 << 18
+)
+
 func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
 // notes decodes the PT_NOTE segment b.
@@ -48,6 +61,9 @@ func (c *Core) notes(b []byte) error {
 		}
 		switch typ {
 		case ntPrstatus:
+			if len(c.Threads) == maxThreads {
+				return c.bad("more than %d threads (NT_PRSTATUS notes): more than arenactl reads of one process", maxThreads)
+			}
 			if len(desc) < prstatusRegs+27*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
@@ -84,6 +100,17 @@ func (c *Core) notes(b []byte) error {
 func (c *Core) arenactlNote(typ uint32, desc []byte) error {
 	switch typ {
 	case ntMaps:
+		// A mapping's header starts with its hex address; its fields
+		// with a capital letter. Counted before anything is parsed.
+		n := 0
+		for line := range bytes.Lines(desc) {
+			if b := line[0]; '0' <= b && b <= '9' || 'a' <= b && b <= 'f' {
+				n++
+			}
+		}
+		if n > maxMappings {
+			return c.bad("arenactl's mapping list has %d mappings: more than %d, which no process has", n, maxMappings)
+		}
 		ms, err := maps.ParseSmaps(bytes.NewReader(desc))
 		if err != nil {
 			return c.bad("arenactl's mapping list: %v", err)
@@ -117,6 +144,9 @@ func (c *Core) fileNote(d []byte) error {
 	n, page := le64(d), le64(d[8:])
 	if n > (uint64(len(d))-16)/24 { // the triples follow the two words
 		return c.bad("NT_FILE claims %d files", n)
+	}
+	if n > maxMappings || uint64(len(c.Files))+n > maxMappings {
+		return c.bad("NT_FILE lists %d mapped files: more than %d, which no process has", uint64(len(c.Files))+n, maxMappings)
 	}
 	names := bytes.Split(d[16+24*n:], []byte{0})
 	if uint64(len(names)) < n {

@@ -122,7 +122,7 @@ func (f *injectFlags) registerProfile(c *cobra.Command) {
 }
 
 // writeLeaks prints the profile as the flags ask, and writes -o.
-func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags) error {
+func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags) (err error) {
 	if lf.out != "" {
 		o, err := hostfs.CreateOutput(lf.out)
 		if err != nil {
@@ -137,7 +137,13 @@ func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags) error {
 		}
 	}
 	w := bufio.NewWriter(os.Stdout)
-	defer w.Flush()
+	defer func() {
+		// A failed write (EPIPE: the reader went away) is the
+		// command's error: main tells it by it.
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	switch {
 	case f.json:
 		return writeJSON(w, schema.NewLeaksReport(rep))

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -137,6 +138,126 @@ func TestLeaksHTTPServesOnlyTheProfile(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("arenactl leaks --http after SIGINT: %v\n%s", err, said.String())
+	}
+	if line, code := tg.Quit(); code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// samplerMapped returns the target's anonymous executable mappings: a C
+// program of testdata has none, the sampler's code is one.
+func samplerMapped(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 5 && strings.Contains(f[1], "x") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// exitOf waits for cmd and returns its exit code, failing the test if a
+// signal killed it or it did not end in time.
+func exitOf(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(testutil.Patience):
+		cmd.Process.Kill()
+		t.Fatalf("arenactl did not end within %v", testutil.Patience)
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		t.Fatalf("arenactl was killed by %v (%v)", ws.Signal(), err)
+	}
+	return ws.ExitStatus()
+}
+
+// TestLeaksSIGPIPE: `arenactl leaks PID 2>&1 | true`. Its output's reader
+// is gone before the window opens; the note that it opened raises SIGPIPE.
+// arenactl must end the window, put the GOT back and remove the sampler,
+// then exit 141 (not die of the signal with the hooks in place). With only
+// stdout gone, the profile's write at the end does the same.
+func TestLeaksSIGPIPE(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	for _, both := range []bool{true, false} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		cmd := exec.Command(arenactl, "leaks", "--duration", "0", "--rate", "64K", fmt.Sprint(tg.Pid))
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = w, &stderr
+		if both {
+			cmd.Stderr = w
+			cmd.Args[3] = "0" // until interrupted: only the SIGPIPE ends it
+		} else {
+			cmd.Args[3] = "1s"
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		if code := exitOf(t, cmd); code != exitBrokenPipe {
+			t.Errorf("2>&1 %v: exit %d, want %d; stderr %q", both, code, exitBrokenPipe, stderr.String())
+		}
+		if m := samplerMapped(t, tg.Pid); len(m) > 0 {
+			t.Errorf("2>&1 %v: the sampler is still mapped: %q", both, m)
+		}
+		if testutil.Traced(tg.Pid) {
+			t.Errorf("2>&1 %v: the target is still traced", both)
+		}
+		if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+			t.Fatalf("target: %q", a)
+		}
+	}
+	// The next run finds nothing an earlier one left.
+	if r := mustRun(t, "leaks", "--duration", "200ms", fmt.Sprint(tg.Pid)); strings.Contains(r.stderr, "left at") {
+		t.Errorf("a sampler was left behind: %s", r.stderr)
+	}
+	if line, code := tg.Quit(); code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// TestLeaksSignalsDetach: the signals Go's runtime would exit on with a
+// stack dump (Ctrl-\'s SIGQUIT, a watchdog's SIGABRT, a fault signal sent
+// by kill) end the window as Ctrl-C does: the sampler is removed, the
+// profile printed, exit 0.
+func TestLeaksSignalsDetach(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGSEGV} {
+		cmd := exec.Command(arenactl, "leaks", "--duration", "0", "--rate", "64K", fmt.Sprint(tg.Pid))
+		out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = out
+		var said strings.Builder
+		leaksStarted(t, cmd, "the window is open", &said)
+		cmd.Process.Signal(sig)
+		code := exitOf(t, cmd)
+		out.Close()
+		table, _ := os.ReadFile(out.Name())
+		if code != exitOK || !strings.Contains(string(table), "heap profile over") {
+			t.Errorf("%v: exit %d, want %d; stdout %q", sig, code, exitOK, table)
+		}
+		if m := samplerMapped(t, tg.Pid); len(m) > 0 {
+			t.Errorf("%v: the sampler is still mapped: %q", sig, m)
+		}
+		if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+			t.Fatalf("target: %q", a)
+		}
 	}
 	if line, code := tg.Quit(); code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)

@@ -10,7 +10,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/render"
@@ -26,11 +29,21 @@ func main() {
 	// the thread run on with injected registers. Catching them turns them
 	// into a cancelled context; every command then restores and detaches
 	// before exiting. Later copies of the same signal are caught too.
-	// SIGPIPE is not among them: it only comes from writing our output,
-	// which happens after every thread has been given back.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// So are the others Go's runtime would exit on (its sigtable: throw
+	// with a stack dump): SIGQUIT (a terminal's Ctrl-\), SIGABRT (a
+	// watchdog's), and the fault signals when kill(2) sends them (the
+	// kernel's own still crash, as they must). SIGPIPE: see watchOutput.
+	ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
 	defer stop()
+	ctx, pipeBroken := watchOutput(ctx)
 	cmd, err := newRoot().ExecuteContextC(ctx)
+	if pipeBroken() || errors.Is(err, syscall.EPIPE) || outputBroken() {
+		// Whoever read the output is gone: nothing more can be said, and
+		// the target was given back when ctx ended. Polled here too: the
+		// signal reaches watchOutput's goroutine after the write failed,
+		// maybe after the command returned.
+		os.Exit(exitBrokenPipe)
+	}
 	if err == nil && ctx.Err() != nil && cmd.Annotations[endsByInterrupt] == "true" {
 		os.Exit(exitOK)
 	}
@@ -46,6 +59,58 @@ func main() {
 		fmt.Fprintf(os.Stderr, "arenactl: %s%s\n", render.Line(err.Error()), hint(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// interrupts are the signals that end a run as Ctrl-C does.
+var interrupts = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT,
+	syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS}
+
+// exitBrokenPipe is the exit code when stdout or stderr lost its reader
+// (128 + SIGPIPE, what a shell reports of a writer killed by it); README's
+// table of exit codes documents it.
+const exitBrokenPipe = 128 + int(syscall.SIGPIPE)
+
+// watchOutput ends ctx when stdout or stderr turns out to be a pipe (or
+// socket) whose reader went away, and reports whether that happened.
+//
+// Go's runtime kills the process at once on SIGPIPE from a write to fd 1
+// or 2, unless signal.Notify asks for SIGPIPE (os/signal's documentation,
+// "SIGPIPE"): `arenactl leaks PID 2>&1 | true` died at its first note with
+// the sampler's hooks in the target. Asked for, the write fails with EPIPE
+// and the signal comes here, where it ends ctx as an interrupt does: the
+// window ends and the target is given back. A SIGPIPE from another file
+// (a client of leaks --http that went away) leaves fd 1 and 2 writable and
+// is ignored, as Go's runtime ignores it.
+func watchOutput(parent context.Context) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(parent)
+	var broken atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGPIPE)
+	go func() {
+		for range sigs {
+			if outputBroken() {
+				broken.Store(true)
+				cancel()
+			}
+		}
+	}()
+	return ctx, broken.Load
+}
+
+// outputBroken says whether fd 1 or 2 has lost its reader: poll(2) reports
+// POLLERR on the write end of a pipe with no reader left (pipe_poll in
+// Linux's fs/pipe.c), POLLHUP or POLLERR on a socket shut down.
+func outputBroken() bool {
+	fds := []unix.PollFd{{Fd: 1}, {Fd: 2}}
+	if n, err := unix.Poll(fds, 0); err != nil || n == 0 {
+		return false
+	}
+	for _, f := range fds {
+		if f.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // writeJSON prints a document of package schema, indented.

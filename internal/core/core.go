@@ -19,14 +19,17 @@ import (
 
 // Core is an opened core file.
 type Core struct {
-	Path     string
-	Pid      int      // from NT_PRPSINFO
-	Command  string   // its short name, from NT_PRPSINFO
-	Threads  []Thread // in note order: the thread that received the signal first
-	Signal   *Signal  // from NT_SIGINFO; nil when the core has none (gcore)
-	Auxv     map[uint64]uint64
-	Files    []FileMapping // NT_FILE: which file backs which range
-	Mappings []maps.Mapping
+	Path    string
+	Pid     int      // from NT_PRPSINFO
+	Command string   // its short name, from NT_PRPSINFO
+	Threads []Thread // in note order: the thread that received the signal first
+	Signal  *Signal  // from NT_SIGINFO; nil when the core has none (gcore)
+	Auxv    map[uint64]uint64
+	Files   []FileMapping // NT_FILE: which file backs which range
+	// FilesFromLinkMap: the core has no NT_FILE, and Files were found
+	// through the dynamic linker's list in its memory (linkMapFiles).
+	FilesFromLinkMap bool
+	Mappings         []maps.Mapping
 
 	segs    []segment
 	ownMaps []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps

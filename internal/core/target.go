@@ -37,8 +37,14 @@ func OpenTargetContext(ctx context.Context, path, sysroot string, opt Options) (
 	if err != nil {
 		return nil, err
 	}
-	maps.Classify(c.Mappings, maps.Hints{ExePath: c.Exe(), StackPointers: c.StackPointers()})
 	t := &Target{Core: c, sysroot: sysroot, instead: map[string]string{}}
+	if len(c.Files) == 0 && !c.Measured() {
+		if files := c.linkMapFiles(t.openPath); len(files) > 0 {
+			c.Files, c.FilesFromLinkMap = files, true
+			c.Mappings = c.mappings()
+		}
+	}
+	maps.Classify(c.Mappings, maps.Hints{ExePath: c.Exe(), StackPointers: c.StackPointers()})
 	t.mem = c.WithFiles(t.openPath)
 	return t, nil
 }

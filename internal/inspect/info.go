@@ -265,6 +265,10 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 	if t.Signal != nil {
 		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
 	}
+	if t.FilesFromLinkMap {
+		rep.Core.LibcNotes = append([]string{"the core has no NT_FILE note: its objects were found through the executable's DT_DEBUG (ld.so's r_debug and link_map list)"},
+			rep.Core.LibcNotes...)
+	}
 	return rep, nil
 }
 

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// stripNTFile returns the core b without its NT_FILE note, as gdb's gcore
+// before 8.0 and other dumpers write them: the notes after it move up and
+// PT_NOTE's size shrinks; nothing else changes.
+func stripNTFile(t *testing.T, b []byte) []byte {
+	t.Helper()
+	b = bytes.Clone(b)
+	le := binary.LittleEndian
+	phoff, phentsize, phnum := le.Uint64(b[32:]), uint64(le.Uint16(b[54:])), uint64(le.Uint16(b[56:]))
+	stripped := false
+	for i := uint64(0); i < phnum; i++ {
+		ph := b[phoff+i*phentsize:]
+		if le.Uint32(ph) != 4 { // PT_NOTE
+			continue
+		}
+		off, size := le.Uint64(ph[8:]), le.Uint64(ph[32:])
+		notes := b[off : off+size]
+		var kept []byte
+		for len(notes) >= 12 {
+			namesz, descsz, typ := uint64(le.Uint32(notes)), uint64(le.Uint32(notes[4:])), le.Uint32(notes[8:])
+			end := 12 + (namesz+3)&^3 + (descsz+3)&^3
+			if typ == 0x46494c45 { // NT_FILE
+				stripped = true
+			} else {
+				kept = append(kept, notes[:end]...)
+			}
+			notes = notes[end:]
+		}
+		copy(b[off:], kept)
+		le.PutUint64(ph[32:], uint64(len(kept)))
+	}
+	if !stripped {
+		t.Fatal("the core has no NT_FILE note to strip")
+	}
+	return b
+}
+
+// A core without an NT_FILE note is read as one with it: the loaded objects
+// are found in its memory through the executable's DT_DEBUG, r_debug and
+// ld.so's link_map list, as gdb and chap find them, so libc is found and
+// the walk gives the same malloc_info (issue 22, item 18).
+func TestCoreWithoutNTFile(t *testing.T) {
+	empty := t.TempDir()
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for _, fx := range testutil.CoreFixtures(t) {
+		if fx.Kind != "kernel" {
+			continue
+		}
+		t.Run(fx.Version, func(t *testing.T) {
+			z, err := os.ReadFile(fx.Core)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := dec.DecodeAll(z, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "no-nt-file.core")
+			if err := os.WriteFile(path, stripNTFile(t, raw), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"info", "--sysroot", empty, "--debug-dir", empty, "--no-libc-file"}
+			want := mustRun(t, append(args, "--xml", fx.Core)...).stdout
+			if got := mustRun(t, append(args, "--xml", path)...).stdout; got != want {
+				t.Fatalf("without NT_FILE the walk differs\n--- with\n%s\n--- without\n%s", want, got)
+			}
+			out := mustRun(t, append(args, path)...).stdout
+			if !strings.Contains(out, "no NT_FILE note: its objects were found through the executable's DT_DEBUG") ||
+				!strings.Contains(out, "/libc.so.6)") {
+				t.Errorf("the report does not say how the objects were found, or names no libc:\n%s", out)
+			}
+			// With libc's file, when this machine has that build: found by
+			// the path link_map gave, checked by build-id.
+			if testutil.LibcFileFor(t, fx.Version) != "" {
+				lib := mustRun(t, "info", "--xml", "--libc", testutil.LibcFileFor(t, fx.Version), path)
+				if lib.stdout != want && !strings.Contains(lib.stdout, "<malloc") {
+					t.Errorf("with --libc: %s", lib.stderr)
+				}
+			}
+		})
+	}
+}

@@ -22,17 +22,24 @@
  *   wildfd   make the fastbin's head chunk's fd decode (REVEAL_PTR from
  *            2.32) to the misaligned 0x4141414141414141: "ok CHUNK", or
  *            "unsupported" on a glibc without fastbins (2.43+)
+ *   busy     start two threads that replace blocks without pause, each in
+ *            an arena of its own (created then: fewer arenas than glibc's
+ *            limit exist), so that a walk of the running process reads
+ *            lists in flux beside the damaged ones: "ok"
+ *   churned  "ok N": the replacements the busy threads made so far
  *   check    "ok" (nothing is verified: it proves the process is alive)
  *   quit     "clean", then _exit(0)
  * CHUNK is a chunk address (the user pointer minus 16), in hex.
  *
- * After damaging, no thread calls malloc or free (glibc would abort or
- * loop): the main thread only reads stdin and prints, and both of its stdio
+ * After damaging, no thread calls malloc or free in the damaged arenas
+ * (glibc would abort or loop): the busy threads have arenas of their own,
+ * and the main thread only reads stdin and prints, and both of its stdio
  * buffers were allocated, from main_arena, before the first command was
  * read. It prints "ready" once the worker has laid its arena out. */
 #define _GNU_SOURCE
 #include <gnu/libc-version.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +86,30 @@ static void *worker(void *arg) {
 	char c;
 	for (;;)
 		if (read(park_pipe[0], &c, 1) < 0) return NULL;
+}
+
+static _Atomic unsigned long churned;
+
+/* Replaces blocks of sizes on both sides of the tcache's range, so that
+ * frees land in every kind of bin and coalesce, and requests are served
+ * from the bins. */
+static void *busy(void *arg) {
+	unsigned seed = 2654435761u * (unsigned)(uintptr_t)arg + 1;
+	enum { SLOTS = 4096 };
+	static void *slots[2][SLOTS];
+	void **slot = slots[(uintptr_t)arg];
+	for (int i = 0; i < SLOTS; i++) slot[i] = malloc(16 + i % 2000);
+	for (;;) {
+		for (int k = 0; k < 64; k++) {
+			seed = seed * 1103515245u + 12345u;
+			unsigned i = (seed >> 8) % SLOTS;
+			free(slot[i]);
+			seed = seed * 1103515245u + 12345u;
+			slot[i] = malloc(16 + (seed >> 8) % 2000);
+		}
+		churned += 64;
+	}
+	return NULL;
 }
 
 static uintptr_t chunk(void *mem) { return (uintptr_t)mem - 16; }
@@ -128,6 +159,13 @@ int main(void) {
 			if (safe_linking()) v ^= (uintptr_t)head >> 12; /* PROTECT_PTR(&fd, WILD) */
 			*(uint64_t *)head = v;
 			printf("ok %#lx\n", (unsigned long)chunk(head));
+		} else if (!strncmp(line, "busy", 4)) {
+			pthread_t b0, b1;
+			pthread_create(&b0, NULL, busy, (void *)0);
+			pthread_create(&b1, NULL, busy, (void *)1);
+			printf("ok\n");
+		} else if (!strncmp(line, "churned", 7)) {
+			printf("ok %lu\n", (unsigned long)churned);
 		} else if (!strncmp(line, "check", 5)) {
 			printf("ok\n");
 		} else if (!strncmp(line, "quit", 4)) {

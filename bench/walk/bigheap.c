@@ -30,6 +30,26 @@
  *   gaps    answers "gaps NS", the longest gap since the last "gaps" (or
  *           "tick"), once the ticker has woken twice more (so that a gap
  *           still in progress is counted), and starts afresh
+ *   busy N  start N churn threads (once; 1-64) that replace the kept
+ *           blocks without pause: over and over, each frees a kept block
+ *           of any thread at random (it coalesces with the free chunks
+ *           beside it, which leave their bins) and puts a new block of a
+ *           random size in its place. With M_ARENA_MAX at THREADS they
+ *           share the fragmented arenas, so their requests are served from
+ *           the bins the heap was built with: a heap rewritten while it is
+ *           read, as a loaded server's is. Answers "ok"
+ *   pause   the churn threads stop between two replacements (answers "ok"
+ *           once all have); resume lets them go on (answers "ok")
+ *   churned answers "churned N", the replacements made so far
+ *   fork    the main thread forks once, the child exits at once, and the
+ *           parent reaps it: what a plain fork costs the other threads;
+ *           answers "ok"
+ *   info P  the main thread calls malloc_info itself and writes it to the
+ *           file P (with the churn paused, glibc's own report to compare a
+ *           tool's with), through a fmemopen stream with no buffer, as
+ *           arenactl's injected call does: the stream's FILE and cookie go
+ *           to the thread's tcache after, and arenactl's stream takes them
+ *           back from there, so both calls see the same heap; answers "ok"
  *   quit    answers "bye" and exits
  * EOF on stdin exits too. */
 #define _GNU_SOURCE
@@ -43,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,9 +96,13 @@ static void *scratch(size_t n) {
 	return p;
 }
 
+/* kept[i][j]: thread i's kept blocks, for the churn to replace. */
+static void ***kept;
+
 static void build(int idx) {
 	unsigned seed = 7919u * (unsigned)(idx + 1);
 	size_t n = (size_t)pairs;
+	kept[idx] = scratch(n * sizeof **kept);
 	void **victims = scratch(n * sizeof *victims);
 	unsigned short *vsize = scratch(n * sizeof *vsize);
 	uint64_t bytes = 0, freed = 0;
@@ -87,7 +112,7 @@ static void build(int idx) {
 		size_t b = 16 + rnd(&seed) % (unsigned)(maxreq - 15);
 		victims[i] = xmalloc(a);
 		vsize[i] = (unsigned short)a;
-		xmalloc(b); /* kept: the neighbour that stops coalescing */
+		kept[idx][i] = xmalloc(b); /* the neighbour that stops coalescing */
 		bytes += a + b;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -150,6 +175,34 @@ static void *ticker(void *arg) {
 	return NULL;
 }
 
+static _Atomic int churn_pause, churn_paused;
+static _Atomic uint64_t churned;
+static int churners;
+
+/* Churn thread c replaces the kept blocks whose index is c modulo the
+ * number of churn threads: no two touch the same one. */
+static void *churner(void *arg) {
+	size_t c = (size_t)(intptr_t)arg;
+	unsigned seed = 104729u * (unsigned)(c + 1);
+	unsigned span = (unsigned)(maxreq - 15);
+	size_t per = ((size_t)pairs - c + (size_t)churners - 1) / (size_t)churners;
+	struct timespec ms = {0, 1000000};
+	for (;;) {
+		if (atomic_load(&churn_pause)) {
+			atomic_fetch_add(&churn_paused, 1);
+			while (atomic_load(&churn_pause)) nanosleep(&ms, NULL);
+			atomic_fetch_sub(&churn_paused, 1);
+		}
+		for (int k = 0; k < 64; k++) {
+			void **slot = &kept[rnd(&seed) % (unsigned)nthreads][c + (rnd(&seed) % per) * (size_t)churners];
+			free(*slot);
+			*slot = xmalloc(16 + rnd(&seed) % span);
+		}
+		atomic_fetch_add(&churned, 64);
+	}
+	return NULL;
+}
+
 /* Answers one short line: a pipe or FIFO takes it whole (PIPE_BUF). */
 static void put(const char *line) {
 	ssize_t n = (ssize_t)strlen(line);
@@ -182,6 +235,7 @@ int main(int argc, char **argv) {
 	if (fcntl(3, F_GETFD) != -1) out_fd = 3;
 	/* One arena per thread: the main thread's is main_arena. */
 	mallopt(M_ARENA_MAX, nthreads);
+	kept = scratch((size_t)nthreads * sizeof *kept);
 	pthread_barrier_init(&built, NULL, (unsigned)nthreads);
 	for (int i = 1; i < nthreads; i++) {
 		pthread_t th;
@@ -210,6 +264,46 @@ int main(int argc, char **argv) {
 			snprintf(buf, sizeof buf, "gaps %llu\n", (unsigned long long)atomic_load(&max_gap));
 			put(buf);
 			atomic_store(&restart, 1);
+		} else if (strncmp(line, "busy ", 5) == 0) {
+			int n = atoi(line + 5);
+			if (!churners && n >= 1 && n <= 64 && n <= pairs) {
+				churners = n;
+				for (int i = 0; i < n; i++) {
+					pthread_t th;
+					if (pthread_create(&th, NULL, churner, (void *)(intptr_t)i) != 0) abort();
+				}
+			}
+			put("ok\n");
+		} else if (strcmp(line, "pause") == 0) {
+			struct timespec ms = {0, 1000000};
+			atomic_store(&churn_pause, 1);
+			while (atomic_load(&churn_paused) < churners) nanosleep(&ms, NULL);
+			put("ok\n");
+		} else if (strcmp(line, "resume") == 0) {
+			atomic_store(&churn_pause, 0);
+			put("ok\n");
+		} else if (strcmp(line, "churned") == 0) {
+			snprintf(buf, sizeof buf, "churned %llu\n", (unsigned long long)atomic_load(&churned));
+			put(buf);
+		} else if (strcmp(line, "fork") == 0) {
+			pid_t child = fork();
+			if (child == 0) _exit(0);
+			if (child > 0) waitpid(child, NULL, 0);
+			put(child > 0 ? "ok\n" : "fork failed\n");
+		} else if (strncmp(line, "info ", 5) == 0) {
+			size_t size = 16 << 20;
+			char *xml = scratch(size);
+			FILE *fp = fmemopen(xml, size, "w");
+			if (!fp) abort();
+			setvbuf(fp, NULL, _IONBF, 0);
+			malloc_info(0, fp);
+			fclose(fp);
+			int fd = open(line + 5, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			size_t len = strlen(xml);
+			int ok = fd >= 0 && write(fd, xml, len) == (ssize_t)len;
+			if (fd >= 0) close(fd);
+			munmap(xml, size);
+			put(ok ? "ok\n" : "cannot write\n");
 		} else if (strcmp(line, "quit") == 0) {
 			put("bye\n");
 			return 0;

@@ -28,11 +28,17 @@ var damageKinds = []struct {
 	{"wildfd", true, false}, // a fastbin fd decodes to a misaligned pointer
 }
 
-// damagedTarget starts corrupt.c, damages its heap and returns the damaged
-// chunks' addresses.
-func damagedTarget(t *testing.T, kind string) (*testutil.Target, []uint64) {
+// damagedTarget starts corrupt.c, sends it the commands first (each
+// answered "ok"), damages its heap and returns the damaged chunks'
+// addresses.
+func damagedTarget(t *testing.T, kind string, first ...string) (*testutil.Target, []uint64) {
 	t.Helper()
 	tg := testutil.Start(t, testutil.BuildC(t, "corrupt.c"))
+	for _, c := range first {
+		if a := tg.Send(c); a != "ok" {
+			t.Fatalf("target answered %q to %s", a, c)
+		}
+	}
 	answer := tg.Send(kind)
 	f := strings.Fields(answer)
 	if len(f) < 2 || f[0] != "ok" {

@@ -32,6 +32,8 @@ type jsonInjection struct {
 	PreflightUs       int64  `json:"preflight_us"`
 	PreflightWalks    int    `json:"preflight_walks"`
 	PreflightFrozenUs int64  `json:"preflight_frozen_us"`
+	PreflightLocked   int    `json:"preflight_locked_arenas"`
+	PreflightLockUs   int64  `json:"preflight_lock_held_us"`
 	PreflightSkipped  string `json:"preflight_skipped,omitempty"`
 }
 

@@ -61,6 +61,7 @@ func exitCode(err error) int {
 		noImage  *live.ImageUnavailableError
 		noSample *sampler.NotSampledError
 		active   *sampler.ActiveError
+		unsure   *inspect.ArenaCheckError
 	)
 	switch {
 	case err == nil:
@@ -102,7 +103,7 @@ func exitCode(err error) int {
 		return exitNoSampler
 	case errors.As(err, &active):
 		return exitTraced
-	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself):
+	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself), errors.As(err, &unsure):
 		return exitCallFailed
 	case strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage // cobra's own error for a mistyped subcommand

@@ -7,6 +7,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
@@ -22,12 +23,15 @@ func hint(err error) string {
 		large   *core.TooLargeError
 		space   *core.SpaceError
 		noImage *live.ImageUnavailableError
+		unsure  *inspect.ArenaCheckError
 	)
 	switch {
 	case errors.As(err, &nonGlib) && (nonGlib.Allocator.Kind == glibc.AllocStatic || nonGlib.Allocator.MallocDebug):
 		return " (info --read-only reads its allocator without calling anything)"
 	case errors.As(err, &damaged):
 		return "; use --read-only"
+	case errors.As(err, &unsure):
+		return " (a longer --timeout gives it more time; --read-only reads the heap without calling anything)"
 	case errors.As(err, &locked):
 		return "; continue the process (kill -CONT) or use --read-only"
 	case errors.As(err, &noImage):

@@ -82,6 +82,9 @@ type Damage struct {
 	What  string
 	Abort bool
 	Hang  bool
+	// Ring: the damage is in the ring of arenas itself (a next pointer),
+	// not in the lists of the arena it names.
+	Ring bool
 }
 
 func (d Damage) String() string {
@@ -141,18 +144,49 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // hold data, when mem can tell which (dataRuns), else whole pages around
 // the headers only.
 func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
+	return walkHeap(listsWalker(mem, lay, ms), a)
+}
+
+func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
 	c := newBlockMemSized(mem, pageSz)
 	_, runs := mem.(dataRuns)
 	c.noWin = !runs // copying whole heaps would map the zero page into the pages trimmed
-	return walkHeap(&walker{mem: c, lay: lay, ms: ms, listsOnly: true}, a)
+	return &walker{mem: c, lay: lay, ms: ms, listsOnly: true}
+}
+
+// WalkArenaLists is WalkLists of one arena, the one at addr (index is its
+// place in the ring, for the report): its fastbins, bins, top and heaps,
+// with the damage found there. Read while the arena's lock is held, it
+// sees the lists as glibc's malloc_info and malloc_trim would: both walk
+// an arena's lists only with its lock held (malloc/malloc.c, __malloc_info
+// and __malloc_trim). Fastbins are pushed without the lock (_int_free),
+// but only at their head: a list read from the head it had is the list
+// the call would walk from there.
+func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr uint64, index int) (*Walk, error) {
+	wk := listsWalker(mem, lay, ms)
+	w, err := wk.begin(a)
+	if err != nil {
+		return nil, err
+	}
+	defer wk.mem.releaseWindows()
+	if _, err := wk.arena(addr, index); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// begin starts a walk: its result, and the allocator's parameters read.
+func (wk *walker) begin(a Anchors) (*Walk, error) {
+	lay := wk.lay
+	wk.w = &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
+	return wk.w, wk.params()
 }
 
 func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
-	w := &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
-	wk.w = w
+	w, err := wk.begin(a)
 	defer wk.mem.releaseWindows()
-	if err := wk.params(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
@@ -164,7 +198,7 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 		if n == maxArenas || seen[ar] {
 			// A ring that loops without main_arena: glibc's loops over the
 			// arenas (malloc_info, malloc_trim) never end.
-			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: ar, What: "the arena ring does not return to main_arena", Hang: seen[ar]})
+			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: ar, What: "the arena ring does not return to main_arena", Hang: seen[ar], Ring: true})
 			break
 		}
 		seen[ar] = true
@@ -177,6 +211,7 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 		}
 		if !wk.rw(next, uint64(lay.StateSize)) {
 			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), true)
+			wk.w.Damage[len(wk.w.Damage)-1].Ring = true
 			break
 		}
 		ar = next

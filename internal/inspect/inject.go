@@ -10,26 +10,43 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
-// preflight is the check made before a thread is borrowed for malloc_info
-// or malloc_trim: a read-only walk of the lists both calls walk (the arena
-// ring, fastbins, bins, heaps), with no thread stopped. A walk of a running
-// process reads lists that other threads change under it, so damage on
-// which glibc would abort or loop forever is only a suspicion: it is
-// confirmed by a second walk with every thread stopped for the few
-// milliseconds it takes (glibc.PreflightDamage), and refuses the injection
-// if it is still there. A walk that cannot be made at all (no layout for
-// the version, main_arena not found) does not refuse: the injection goes
-// ahead as without this check, and the report says why it was skipped.
+// preflight is the check made before glibc's malloc_info or malloc_trim
+// runs in a borrowed thread: the lists both calls walk (the arena ring,
+// each arena's fastbins, bins, top and heaps) must not make glibc abort or
+// loop forever with an arena's lock held. No thread but the borrowed one
+// is stopped for it:
+//
+//  1. before a thread is borrowed, every arena's lists are walked with
+//     nothing stopped. Other threads change them under the walk (under a
+//     steady malloc/free load nearly every such walk of a large heap reads
+//     some chunk that was reused meanwhile), so the damage it finds is only
+//     suspected;
+//  2. once a thread is borrowed, each arena with suspected damage is
+//     walked again while the borrowed thread holds that arena's lock
+//     (confirm). Its lists are then those glibc's own call would walk: it
+//     walks them under the same lock, and fastbins, pushed without it, only
+//     grow at their head. Damage found there refuses the injection. Damage
+//     to the ring of arenas itself is read again with nothing held: no
+//     arena lock guards the ring, and an arena, once linked, is never
+//     unlinked (malloc/arena.c, _int_new_arena).
+//
+// The other threads wait only where glibc's call would make them wait: on
+// an arena's lock while that arena is read. A walk that cannot be made at
+// all (no layout for the version, main_arena not found) does not refuse:
+// the injection goes ahead as without this check, and the report says why
+// it was skipped.
 type preflight struct {
-	walk    *glibc.Walk // the last walk; nil when skipped
-	heap    *heap.Heap  // the allocator located; nil when skipped or not found
-	took    time.Duration
-	walks   int
-	frozen  time.Duration // how long every thread was stopped for the second walk
-	skipped string
+	walk     *glibc.Walk // the walk made with nothing stopped; nil when skipped
+	heap     *heap.Heap  // the allocator located; nil when skipped or not found
+	took     time.Duration
+	walks    int           // walks of the whole ring
+	locked   int           // arenas walked again under their lock
+	lockHeld time.Duration // how long the borrowed thread held those locks, in all
+	skipped  string
 }
 
 func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, error) {
@@ -55,40 +72,95 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 		return pf, nil
 	}
 	pf.walk, pf.walks = w, 1
-	if len(w.FatalDamage()) == 0 {
-		return pf, nil
-	}
-	// Heaps may have grown since the target was opened: the freeze re-reads
-	// the mappings once nothing runs, so a chunk in new memory cannot look
-	// wild to this walk.
-	if pf.frozen, err = whileFrozen(ctx, t, o.Timeout, func() (err error) {
-		w, err = h.WalkLists()
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	pf.walk, pf.walks = w, 2
-	if err := glibc.PreflightDamage(w); err != nil {
-		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
-	}
 	return pf, nil
 }
 
-// whileFrozen stops every thread of t, runs read and lets them all go; it
-// returns how long they were stopped.
-func whileFrozen(ctx context.Context, t *live.Target, timeout time.Duration, read func() error) (time.Duration, error) {
-	pr := raisePriority()
-	defer pr.restore()
-	frozen, err := t.Freeze(ctx, timeout)
-	if err != nil {
-		return 0, err
+// confirm is the second step of the check, made in the borrowed thread:
+// the damage the first walk suspected, read again where it can be decided.
+// It refuses the injection (glibc.HeapDamageError) on damage that stays.
+func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) error {
+	if pf.walk == nil {
+		return nil
 	}
-	rerr := read()
-	held, err := frozen.Thaw()
-	if rerr != nil {
-		err = fmt.Errorf("process %d: %w", t.Pid, rerr)
+	start := time.Now()
+	defer func() { pf.took += time.Since(start) }()
+	suspect, ring := map[uint64]bool{}, false
+	for _, d := range pf.walk.FatalDamage() {
+		if d.Ring {
+			ring = true
+		} else {
+			suspect[d.Arena] = true
+		}
 	}
-	return held, err
+	var fatal []glibc.Damage
+	if ring {
+		w, err := pf.heap.WalkLists()
+		if err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		pf.walks++
+		for _, d := range w.FatalDamage() {
+			if d.Ring {
+				fatal = append(fatal, d)
+			}
+		}
+	}
+	for i, a := range pf.walk.Arenas {
+		if !suspect[a.Addr] {
+			continue
+		}
+		var w *glibc.Walk
+		held := time.Now()
+		err := sess.HoldLock(a.Addr, lockHold(o), func() error {
+			// The arena's heaps may have grown since the maps were
+			// read; under its lock they cannot grow again.
+			if err := t.RefreshRanges(); err != nil {
+				return err
+			}
+			var err error
+			w, err = pf.heap.WalkArenaLists(a.Addr, i)
+			return err
+		})
+		pf.lockHeld += time.Since(held)
+		pf.locked++
+		if errors.Is(err, ptrace.ErrLockLapsed) {
+			return &ArenaCheckError{Pid: t.Pid, Index: i, Arena: a.Addr, Held: lockHold(o)}
+		}
+		if err != nil {
+			return fmt.Errorf("process %d: checking arena %d (%#x) under its lock: %w", t.Pid, i, a.Addr, err)
+		}
+		fatal = append(fatal, w.FatalDamage()...)
+	}
+	if len(fatal) == 0 {
+		return nil
+	}
+	return fmt.Errorf("process %d: %w", t.Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
+}
+
+// lockHold bounds how long the borrowed thread holds an arena's lock for
+// the check: as long as an injected call may run (--timeout), which holds
+// the same locks. Killed or stopped, arenactl leaves the lock held no
+// longer than that.
+func lockHold(o Options) time.Duration {
+	if o.Timeout <= 0 {
+		return time.Second
+	}
+	return o.Timeout
+}
+
+// ArenaCheckError: an arena whose lists looked damaged to a walk made with
+// nothing stopped could not be walked again within the time its lock may be
+// held; nothing was injected.
+type ArenaCheckError struct {
+	Pid   int
+	Index int
+	Arena uint64
+	Held  time.Duration
+}
+
+func (e *ArenaCheckError) Error() string {
+	return fmt.Sprintf("process %d: arena %d (%#x) looked damaged to a walk made while it changed, and could not be walked again within %s holding its lock; nothing was injected",
+		e.Pid, e.Index, e.Arena, e.Held)
 }
 
 // checkLocks is the second half of the check, made once a thread is
@@ -111,7 +183,8 @@ func (pf *preflight) checkLocks(t *live.Target, stopped []int) error {
 
 // record notes the check in the injection's report.
 func (pf *preflight) record(in *report.Injection) {
-	in.Preflight, in.PreflightWalks, in.PreflightFrozen, in.PreflightSkipped = pf.took, pf.walks, pf.frozen, pf.skipped
+	in.Preflight, in.PreflightWalks, in.PreflightSkipped = pf.took, pf.walks, pf.skipped
+	in.PreflightLocked, in.PreflightLockHeld = pf.locked, pf.lockHeld
 }
 
 // injectCall borrows a thread that is safe to borrow, checks the arena
@@ -134,6 +207,10 @@ func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, c
 	if err := pf.checkLocks(t, sess.Stopped); err != nil {
 		sess.Release()
 		return report.Injection{}, err
+	}
+	if err := pf.confirm(t, sess, o); err != nil {
+		sess.Release()
+		return report.Injection{}, firstErr(ctx, err, nil)
 	}
 	start := time.Now()
 	callErr := call(sess)

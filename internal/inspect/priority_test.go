@@ -17,6 +17,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -81,8 +82,7 @@ func TestHoldRunsAtNormalPriority(t *testing.T) {
 	}
 }
 
-// A freeze (the pre-flight's second walk, dry-run trim) is a stopped window
-// too.
+// A freeze (a read-only walk with --freeze walk) is a stopped window too.
 func TestFreezeRunsAtNormalPriority(t *testing.T) {
 	if !mayLowerAndRaise() {
 		t.Skip("this process may not raise a thread's priority again (no CAP_SYS_NICE, RLIMIT_NICE too low)")
@@ -97,10 +97,12 @@ func TestFreezeRunsAtNormalPriority(t *testing.T) {
 	defer tgt.Close()
 	setOwnLevel(t, unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: 19})
 	var during map[int][2]int
-	if _, err := whileFrozen(context.Background(), tgt, 10*time.Second, func() error {
-		during = ownLevels(t)
-		return nil
-	}); err != nil {
+	hd, err := hold(context.Background(), tgt, HoldWalk, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	during = ownLevels(t)
+	if err := hd.release(&report.ReadOnly{}); err != nil {
 		t.Fatal(err)
 	}
 	for tid, l := range during {

@@ -242,6 +242,14 @@ func (s *Session) Call(fn uint64, args ...uint64) (uint64, error) {
 	return s.th.Call(s.lim, fn, args...)
 }
 
+// HoldLock has the borrowed thread hold the lock word at addr (glibc's
+// low-level lock protocol: an arena's mutex) while fn reads what it guards,
+// and let it go after, or by itself after about most
+// (ptrace.Thread.HoldLock).
+func (s *Session) HoldLock(addr uint64, most time.Duration, fn func() error) error {
+	return s.th.HoldLock(s.lim, addr, most, fn)
+}
+
 // ReadAt reads target memory.
 func (s *Session) ReadAt(b []byte, addr uint64) (int, error) { return s.t.proc.ReadAt(b, addr) }
 

@@ -29,11 +29,7 @@ func Info(w io.Writer, r *report.Report) error {
 		fmt.Fprintf(w, "process %d (%s), %s, glibc %s (%s)\n", r.Pid, Text(r.Exe), Plural(r.Threads, "1 thread", "%d threads"), r.Libc.Version, Text(r.Libc.Path))
 	}
 	if in := r.Injection; in != nil {
-		others := ", no other thread was stopped"
-		if in.PreflightFrozen > 0 {
-			others = frozenForPreflight(in)
-		}
-		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s%s\n\n", in.Tid, in.Blocked, Duration(in.Stopped), others)
+		fmt.Fprintf(w, "malloc_info ran in thread %d (%s); that thread was held %s, no other thread was stopped%s\n\n", in.Tid, in.Blocked, Duration(in.Stopped), lockedForPreflight(in))
 	}
 	if ro := r.ReadOnly; ro != nil {
 		switch {
@@ -224,7 +220,7 @@ func Trim(w io.Writer, r *report.TrimReport) error {
 	}
 	fmt.Fprintf(w, "process %d, glibc %s: malloc_trim(%d) returned %d (%s) in %s; thread %d (%s) was held %s%s\n\n",
 		r.Pid, r.Libc.Version, r.Pad, r.Result, trimMeaning(r.Result), Duration(r.Injection.Call), r.Injection.Tid, r.Injection.Blocked, Duration(r.Injection.Stopped),
-		frozenForPreflight(&r.Injection))
+		lockedForPreflight(&r.Injection))
 	t := newTable(w, "class", "rss before", "rss after", "released", "private dirty before", "private dirty after")
 	for _, row := range r.Rows() {
 		t.Append(row.Name, Human(row.RssBefore), Human(row.RssAfter), signedHuman(int64(row.RssBefore)-int64(row.RssAfter)),
@@ -280,13 +276,15 @@ func trimPrediction(w io.Writer, r *report.TrimReport) error {
 	return nil
 }
 
-// frozenForPreflight says when every thread was stopped, briefly, before
-// the call: for the pre-flight's second walk, when the first looked damaged.
-func frozenForPreflight(in *report.Injection) string {
-	if in.PreflightFrozen == 0 {
+// lockedForPreflight says when the borrowed thread held arenas' locks
+// before the call: to walk again lists the pre-flight's first walk, made
+// with nothing stopped, saw in flux (or damaged).
+func lockedForPreflight(in *report.Injection) string {
+	if in.PreflightLocked == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; every thread was stopped %s before, for a second pre-flight walk (the first, made running, read lists in flux)", Duration(in.PreflightFrozen))
+	return fmt.Sprintf("; before the call it held %s for %s in all, to walk again lists that changed under the first walk",
+		Plural(in.PreflightLocked, "1 arena's lock", "%d arenas' locks"), Duration(in.PreflightLockHeld))
 }
 
 func trimMeaning(rc int) string {

@@ -110,16 +110,18 @@ type Injection struct {
 	Refusals int           // threads examined and found unsafe before this one
 	Stopped  time.Duration // from the interrupt to the release
 	Call     time.Duration // time spent inside the injected calls
-	// Preflight is the time spent walking the allocator's lists before
-	// borrowing a thread, PreflightWalks how many walks it took: 1, or 2
-	// when the first (nothing stopped) looked damaged and a second one
-	// was made with every thread stopped for PreflightFrozen.
-	// PreflightSkipped says why there was no walk (it could not be done;
-	// the injection went ahead).
-	Preflight        time.Duration
-	PreflightWalks   int
-	PreflightFrozen  time.Duration
-	PreflightSkipped string
+	// Preflight is the time spent checking the allocator's lists,
+	// PreflightWalks how many walks of every arena it took: 1, or 2 when
+	// the first (nothing stopped) found the ring of arenas damaged.
+	// PreflightLocked arenas that the first walk saw damaged (most often
+	// lists in flux) were walked again while the borrowed thread held
+	// their lock, for PreflightLockHeld in all. PreflightSkipped says why
+	// there was no walk (it could not be done; the injection went ahead).
+	Preflight         time.Duration
+	PreflightWalks    int
+	PreflightLocked   int
+	PreflightLockHeld time.Duration
+	PreflightSkipped  string
 }
 
 // TrimReport is what `arenactl trim` did and measured.

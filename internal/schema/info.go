@@ -32,15 +32,20 @@ type Injection struct {
 	StoppedUs int64  `json:"stopped_us"`
 	CallUs    int64  `json:"call_us"`
 	Refusals  int    `json:"refusals"`
-	// The read-only walk of the free lists made before borrowing a thread:
-	// how long it took, how many walks (2 when the first, made with
-	// nothing stopped, looked damaged: the second stops every thread for
-	// preflight_frozen_us), and why there was none (the injection went
-	// ahead without it).
-	PreflightUs       int64  `json:"preflight_us"`
-	PreflightWalks    int    `json:"preflight_walks"`
-	PreflightFrozenUs int64  `json:"preflight_frozen_us"`
-	PreflightSkipped  string `json:"preflight_skipped,omitempty"`
+	// The check of the free lists made before the call: how long it
+	// took, how many walks of every arena (2 when the first, made with
+	// nothing stopped, found the ring of arenas damaged), how many arenas
+	// it walked again while the borrowed thread held their lock and for
+	// how long in all, and why there was none (the injection went ahead
+	// without it). preflight_frozen_us is always 0: no thread but the
+	// borrowed one is stopped for the check any more (it was how long
+	// every thread was stopped for a second walk).
+	PreflightUs         int64  `json:"preflight_us"`
+	PreflightWalks      int    `json:"preflight_walks"`
+	PreflightFrozenUs   int64  `json:"preflight_frozen_us"`
+	PreflightLocked     int    `json:"preflight_locked_arenas"`
+	PreflightLockHeldUs int64  `json:"preflight_lock_held_us"`
+	PreflightSkipped    string `json:"preflight_skipped,omitempty"`
 }
 
 // Size is one <size> or <unsorted> line of malloc_info.
@@ -237,7 +242,8 @@ func newLibc(l report.LibcInfo) Libc {
 
 func newInjection(in report.Injection) Injection {
 	return Injection{Tid: in.Tid, Blocked: in.Blocked, StoppedUs: in.Stopped.Microseconds(), CallUs: in.Call.Microseconds(), Refusals: in.Refusals,
-		PreflightUs: in.Preflight.Microseconds(), PreflightWalks: in.PreflightWalks, PreflightFrozenUs: in.PreflightFrozen.Microseconds(),
+		PreflightUs: in.Preflight.Microseconds(), PreflightWalks: in.PreflightWalks,
+		PreflightLocked: in.PreflightLocked, PreflightLockHeldUs: in.PreflightLockHeld.Microseconds(),
 		PreflightSkipped: in.PreflightSkipped}
 }
 

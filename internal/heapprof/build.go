@@ -270,6 +270,16 @@ func Weight(size, rate uint64, thin int) (objects, bytes, variance float64) {
 	return w, b, b * b * (1 - 1/w)
 }
 
+// chunkSize is about what glibc's malloc takes for a block of n bytes: a
+// chunk of n plus its 8-byte header rounded up to 16, at least 32; a page
+// multiple for one mapped of its own (from 128 KiB, the default threshold).
+func chunkSize(n uint64) uint64 {
+	if n >= 128<<10 {
+		return (n + 16 + 4095) &^ 4095
+	}
+	return max(32, (n+8+15)&^15)
+}
+
 // Profile aggregates what was added into the profile of window w (whose
 // Rate unbiases). The Builder may go on adding after it.
 func (b *Builder) Profile(w Window) *Profile {
@@ -279,6 +289,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		kinds  map[string]bool
 	}
 	accs := make([]acc, len(b.sites))
+	chunks := 0.0
 	for _, smp := range b.samples {
 		a := &accs[smp.site]
 		wt, bytes, v := Weight(smp.size, w.Rate, smp.thin)
@@ -293,6 +304,7 @@ func (b *Builder) Profile(w Window) *Profile {
 			a.est.InUseObjects += wt
 			a.est.InUseBytes += bytes
 			a.est.InUseBytesVar += v
+			chunks += wt * float64(chunkSize(smp.size))
 		}
 		if smp.kind != "" {
 			if a.kinds == nil {
@@ -301,7 +313,7 @@ func (b *Builder) Profile(w Window) *Profile {
 			a.kinds[smp.kind] = true
 		}
 	}
-	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated}
+	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, InUseChunkBytes: chunks}
 	ids := b.mappings(p)
 	keys := make([]string, 0, len(b.sites))
 	for i, st := range b.sites {

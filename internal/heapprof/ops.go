@@ -58,14 +58,80 @@ func (p *Profile) perSecond(bytes float64) float64 {
 // walk's in-use bytes at the end less at the start).
 type Explanation struct {
 	Explained float64 // estimated bytes allocated in the window and still held
-	Measured  int64   // the measured growth; may be 0 or negative
+	// Sigma is Explained's standard error (sampling alone); Held the
+	// samples behind it; Rate the window's.
+	Sigma    float64
+	Held     int
+	Rate     uint64
+	Measured int64 // the measured growth; may be 0 or negative
+	// Chunks is Explained as the allocator's chunks hold it (headers and
+	// rounding), which the walk counts: what Disagree compares (0: use
+	// Explained).
+	Chunks float64
 }
 
 // Explains is how much of a measured in-use growth the profile accounts
 // for.
 func (p *Profile) Explains(measured int64) Explanation {
-	_, e := p.Total()
-	return Explanation{Explained: e.InUseBytes, Measured: measured}
+	c, e := p.Total()
+	return Explanation{Explained: e.InUseBytes, Sigma: e.Sigma(), Held: c.InUse, Rate: p.Window.Rate, Measured: measured,
+		Chunks: p.InUseChunkBytes}
+}
+
+// Within is how many standard errors a difference of two estimates may
+// reach before they are said to disagree: 3 (a Gaussian goes beyond it
+// once in 370 windows).
+const Within = 3
+
+// FewSamples is the fewest held samples an estimate is shown without a
+// warning: below, its relative error is above about 30 %.
+const FewSamples = 10
+
+// Disagree says whether the walk's growth is outside the profile's
+// sampling error: +1 when the profile holds more than grew, -1 less, 0
+// when they agree (or no growth was measured).
+func (x Explanation) Disagree() int {
+	if x.Measured <= 0 || x.Rate == 0 && x.Sigma == 0 {
+		return 0
+	}
+	held, sigma := x.Explained, x.Sigma
+	if x.Chunks > 0 && x.Explained > 0 {
+		held, sigma = x.Chunks, x.Sigma*x.Chunks/x.Explained
+	}
+	switch d := held - float64(x.Measured); {
+	case d > Within*sigma:
+		return 1
+	case -d > Within*sigma:
+		return -1
+	}
+	return 0
+}
+
+// SuggestRate is a --rate that would give about 100 held samples where
+// this profile had held (samples) over the bytes held, rounded down to a
+// power of two, at least 4 KiB; 0 when the rate is fine already or
+// nothing tells.
+func SuggestRate(rate uint64, held int, heldBytes float64) uint64 {
+	const want = 100
+	if rate == 0 || held >= FewSamples {
+		return 0
+	}
+	var r float64
+	if held > 0 {
+		r = float64(rate) * float64(held) / want
+	} else if heldBytes > 0 {
+		r = heldBytes / want
+	} else {
+		return 0
+	}
+	out := uint64(4 << 10)
+	for out*2 <= uint64(r) {
+		out *= 2
+	}
+	if out >= rate {
+		return 0
+	}
+	return out
 }
 
 // Fraction is Explained/Measured, 0 when nothing grew.
@@ -76,9 +142,13 @@ func (x Explanation) Fraction() float64 {
 	return x.Explained / float64(x.Measured)
 }
 
-// String says it in one unit, the larger number's: "explains 118 of 125
-// MiB of the in-use growth". A measured shrink or no growth is said as
-// such: the profile's bytes then stand for turnover, not growth.
+// String says it in one unit, the larger number's, with the profile's
+// sampling error: "explains 118 ± 6 of 125 MiB of the in-use growth"
+// (± Within standard errors). When the walk's growth is outside that, it
+// says so and what can make them differ; when too few samples are held
+// for the estimate to mean much, it says that and suggests a rate. A
+// measured shrink or no growth is said as such: the profile's bytes then
+// stand for turnover, not growth.
 func (x Explanation) String() string {
 	if x.Measured <= 0 {
 		what := "did not grow"
@@ -89,7 +159,45 @@ func (x Explanation) String() string {
 			what, strings.TrimSpace(scaled(x.Explained, unitFor(x.Explained))))
 	}
 	u := unitFor(max(x.Explained, float64(x.Measured)))
-	return fmt.Sprintf("explains %s of %s of the in-use growth", num(x.Explained, u), scaled(float64(x.Measured), u))
+	pm := ""
+	if x.Sigma > 0 {
+		pm = " ± " + num(Within*x.Sigma, u)
+	}
+	out := fmt.Sprintf("explains %s%s of %s of the in-use growth", num(x.Explained, u), pm, scaled(float64(x.Measured), u))
+	if x.Rate > 0 && x.Held < FewSamples {
+		out += fmt.Sprintf(": from %s, too few to tell", plural(x.Held, "1 held sample", "%d held samples"))
+		if r := SuggestRate(x.Rate, x.Held, max(x.Explained, float64(x.Measured))); r > 0 {
+			out += fmt.Sprintf(" (--rate %s would take about 100, or a longer --duration)", RateFlag(r))
+		}
+		return out
+	}
+	switch x.Disagree() {
+	case 1:
+		out += ": the profile holds more than the walk saw grow, beyond its sampling error " +
+			"(blocks older than the window were freed or realloc'd meanwhile, which the profile does not see: it counts what the window allocated; or blocks whose free could not be watched)"
+	case -1:
+		out += ": the walk saw more grow than the profile holds, beyond its sampling error " +
+			"(memory the sampler does not see: calls that bypass the PLT, samples a full ring dropped, blocks younger than --min-age)"
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
+}
+
+// RateFlag is a --rate value as the flag takes it: "64KiB".
+func RateFlag(r uint64) string {
+	switch {
+	case r%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", r>>20)
+	case r%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", r>>10)
+	}
+	return fmt.Sprint(r)
 }
 
 type unit struct {

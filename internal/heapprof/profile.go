@@ -59,6 +59,10 @@ type Profile struct {
 	Window   Window
 	Sites    []Site
 	Mappings []Mapping // the modules the sites' frames are in, main executable first
+	// InUseChunkBytes is Total's InUseBytes as the allocator's chunks
+	// hold them (a header and rounding to 16 bytes each, pages for large
+	// blocks): what a walk of the heap counts.
+	InUseChunkBytes float64
 	// Samples is the number of samples built from; Incomplete of them had
 	// stacks that stopped before the outermost frame (Site.Stop), of which
 	// Truncated because the stack copy was too short.

@@ -39,9 +39,17 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 	if explains != nil {
 		fmt.Fprintln(w, explains.String())
 	}
+	if win.Thinned > 0 {
+		// The samples kept stand for the ones let go: as many kept of
+		// more taken, the standard errors grow by about the root of
+		// the ratio.
+		taken := float64(uint64(p.Samples) + win.Thinned)
+		fmt.Fprintf(w, "note: arenactl read the ring slower than it filled: %d of %.0f samples were let go at random and the ones kept stand for them; the estimates stay unbiased, their errors about %.2f× a lossless run's\n",
+			win.Thinned, taken, math.Sqrt(taken/float64(max(p.Samples, 1))))
+	}
 	if win.Dropped > 0 {
 		fmt.Fprintf(w, "warning: %d samples found the ring full and were dropped: the estimates are low by about %.0f%%\n",
-			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Dropped))
+			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Thinned+win.Dropped))
 	}
 	if p.Incomplete > 0 {
 		how := ""
@@ -57,7 +65,19 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 			_, err := fmt.Fprintln(w, "no allocation was sampled in the window")
 			return err
 		}
-		_, err := fmt.Fprintln(w, "nothing sampled in the window is still held")
+		msg := "nothing sampled in the window is still held"
+		if win.Rate > 0 {
+			// No sample among G bytes held has chance exp(-G/rate):
+			// 5 % at 3 rates' worth.
+			msg += fmt.Sprintf(": at one sample per %s, that says only that less than about %s allocated in the window is held",
+				Human(win.Rate), Human(3*win.Rate))
+			if explains != nil && explains.Measured > 0 {
+				if r := heapprof.SuggestRate(win.Rate, 0, float64(explains.Measured)); r > 0 {
+					msg += fmt.Sprintf("; the walk saw %s grow: --rate %s would take about 100 samples of that", Human(uint64(explains.Measured)), heapprof.RateFlag(r))
+				}
+			}
+		}
+		_, err := fmt.Fprintln(w, msg)
 		return err
 	}
 	if held := len(p.Top(0)); held > len(top) {

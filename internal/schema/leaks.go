@@ -24,6 +24,10 @@ type Leaks struct {
 	// Dropped samples found the ring full: the estimates are low by about
 	// dropped/(samples+dropped).
 	Dropped uint64 `json:"dropped"`
+	// Thinned samples were let go at random while the ring was more than
+	// half full; the ones kept stand for them (the estimates stay
+	// unbiased, with larger errors).
+	Thinned uint64 `json:"thinned"`
 	// Samples whose stack did not reach the outermost frame, and of them
 	// those whose stack copy was too short.
 	IncompleteStacks int `json:"incomplete_stacks"`
@@ -113,7 +117,11 @@ type LeakSampled struct {
 // (which may be 0 or negative: the heap did not grow).
 type LeakExplanation struct {
 	ExplainedBytes uint64 `json:"explained_bytes"`
-	MeasuredBytes  int64  `json:"measured_bytes"`
+	// SigmaBytes is explained_bytes' standard error from the sampling;
+	// HeldSamples the samples behind it.
+	SigmaBytes    uint64 `json:"sigma_bytes"`
+	HeldSamples   int    `json:"held_samples"`
+	MeasuredBytes int64  `json:"measured_bytes"`
 }
 
 // LeakSite is one call stack that allocated.
@@ -170,13 +178,14 @@ func leakFrame(f heapprof.Frame) LeakFrame {
 func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leaks {
 	_, tot := p.Total()
 	out := Leaks{SchemaVersion: Version, Pid: pid, DurationUs: p.Window.Duration.Microseconds(), Rate: p.Window.Rate,
-		Samples: p.Samples, Dropped: p.Window.Dropped, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
+		Samples: p.Samples, Dropped: p.Window.Dropped, Thinned: p.Window.Thinned, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
 		LeakEstimate: estimate(tot), GrowthPerSecond: uint64(math.Round(p.TotalGrowth())), Sites: []LeakSite{}}
 	if !p.Window.Start.IsZero() {
 		out.Start = p.Window.Start.Format(time.RFC3339Nano)
 	}
 	if explains != nil {
-		out.Explains = &LeakExplanation{ExplainedBytes: uint64(math.Round(explains.Explained)), MeasuredBytes: explains.Measured}
+		out.Explains = &LeakExplanation{ExplainedBytes: uint64(math.Round(explains.Explained)), SigmaBytes: uint64(math.Round(explains.Sigma)),
+			HeldSamples: explains.Held, MeasuredBytes: explains.Measured}
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]

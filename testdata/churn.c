@@ -12,6 +12,8 @@
  *   exec    fork a child that execs /bin/true: "execed STATUS"
  *   load P  dlopen P and start a thread calling its lib_leak() every ms:
  *           "loaded" or "bad <dlerror>"
+ *   unload  stop that thread and dlclose P (its mappings go): "unloaded" or
+ *           "bad <dlerror>"
  *   drop    every worker frees the blocks it keeps and stops: "dropped"
  *           (what stays allocated is leak_site's 1000-byte blocks)
  *   quit    the same, then exit (0, or 3 if bad)
@@ -147,10 +149,13 @@ static int child_work(void) {
 }
 
 static void (*lib_fn)(void);
+static void *lib_handle;
+static pthread_t lib_thread;
+static volatile int lib_stop;
 
 static void *lib_loop(void *arg) {
 	(void)arg;
-	for (;;) {
+	while (!lib_stop) {
 		lib_fn();
 		usleep(1000);
 	}
@@ -185,9 +190,18 @@ int main(int argc, char **argv) {
 			line[strcspn(line, "\n")] = 0;
 			void *h = dlopen(line + 5, RTLD_NOW);
 			lib_fn = h ? (void (*)(void))dlsym(h, "lib_leak") : NULL;
-			pthread_t t;
-			if (lib_fn && pthread_create(&t, NULL, lib_loop, NULL) == 0) printf("loaded\n");
+			lib_handle = h;
+			lib_stop = 0;
+			if (lib_fn && pthread_create(&lib_thread, NULL, lib_loop, NULL) == 0) printf("loaded\n");
 			else printf("bad %s\n", dlerror());
+			continue;
+		}
+		if (!strncmp(line, "unload", 6)) {
+			lib_stop = 1;
+			pthread_join(lib_thread, NULL);
+			if (lib_handle && dlclose(lib_handle) == 0) printf("unloaded\n");
+			else printf("bad %s\n", lib_handle ? dlerror() : "nothing loaded");
+			lib_handle = NULL;
 			continue;
 		}
 		if (!strncmp(line, "drop", 4)) {

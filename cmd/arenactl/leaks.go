@@ -85,6 +85,9 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if rep.Left.Addr != 0 {
 				fmt.Fprintf(os.Stderr, "arenactl: the sampler's %d bytes at %#x stay in the process, inert: %s\n", rep.Left.Size, rep.Left.Addr, rep.Left.Why)
 			}
+			if n := len(rep.Left.Unloaded); n > 0 {
+				fmt.Fprintf(os.Stderr, "arenactl: %d GOT entries were in objects unloaded during the window (dlclose): nothing to put back there\n", n)
+			}
 			if err := writeLeaks(rep, &f, &lf); err != nil {
 				return err
 			}

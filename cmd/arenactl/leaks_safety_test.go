@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"crypto/rand"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,30 +23,43 @@ import (
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
-// leaksStarted runs arenactl leaks with args (the PID last) and reads its
-// stderr until a line holds want, which it returns; the rest of stderr is
-// copied to said. The command is killed when the test ends.
-func leaksStarted(t *testing.T, cmd *exec.Cmd, want string, said *strings.Builder) string {
+// leaksStarted starts cmd (arenactl leaks) and reads its stderr until a
+// line holds want, which it returns. All of stderr goes to said; the
+// function it returns waits for stderr's end (arenactl's exit) and returns
+// it. The command is killed when the test ends.
+func leaksStarted(t *testing.T, cmd *exec.Cmd, want string, said *strings.Builder) (string, func() string) {
 	t.Helper()
-	stderr, err := cmd.StderrPipe()
+	// A pipe of our own, not StderrPipe: Wait would close it under a
+	// reader still copying.
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stderr = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(stderr)
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); r.Close() })
+	lines := bufio.NewScanner(r)
 	for lines.Scan() {
 		said.WriteString(lines.Text() + "\n")
 		if strings.Contains(lines.Text(), want) {
-			go io.Copy(io.Discard, stderr)
-			return lines.Text()
+			var rest strings.Builder
+			done := make(chan struct{})
+			go func() {
+				io.Copy(&rest, r)
+				close(done)
+			}()
+			return lines.Text(), func() string {
+				<-done
+				return said.String() + rest.String()
+			}
 		}
 	}
 	cmd.Wait()
 	t.Fatalf("arenactl leaks never said %q: %s", want, said.String())
-	return ""
+	return "", nil
 }
 
 // TestLeaksHTTPServesOnlyTheProfile: leaks --http serves, as root, the
@@ -79,7 +96,7 @@ func TestLeaksHTTPServesOnlyTheProfile(t *testing.T) {
 	defer out.Close()
 	cmd.Stdout = out
 	var said strings.Builder
-	line := leaksStarted(t, cmd, "serving the profile at ", &said)
+	line, _ := leaksStarted(t, cmd, "serving the profile at ", &said)
 	_, u, _ := strings.Cut(line, "serving the profile at ")
 	u, _, _ = strings.Cut(u, " ")
 	base, ok := strings.CutSuffix(u, "/ui/flamegraph")
@@ -258,6 +275,132 @@ func TestLeaksSignalsDetach(t *testing.T) {
 		if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
 			t.Fatalf("target: %q", a)
 		}
+	}
+	if line, code := tg.Quit(); code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// gotHooked says whether lib's GOT entry for malloc, in pid, points into
+// an anonymous executable mapping (the sampler's code); false while lib
+// is not mapped.
+func gotHooked(t *testing.T, pid int, lib string) bool {
+	t.Helper()
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, _ := f.DynamicSymbols()
+	var off uint64
+	for _, sec := range f.Sections {
+		if sec.Type != elf.SHT_RELA {
+			continue
+		}
+		data, _ := sec.Data()
+		for i := 0; i+24 <= len(data); i += 24 {
+			info := binary.LittleEndian.Uint64(data[i+8:])
+			if elf.R_X86_64(info&0xffffffff) == elf.R_X86_64_JMP_SLOT && info>>32 > 0 && int(info>>32) <= len(syms) && syms[info>>32-1].Name == "malloc" {
+				off = binary.LittleEndian.Uint64(data[i:])
+			}
+		}
+	}
+	if off == 0 {
+		t.Fatalf("%s calls no malloc through its PLT", lib)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	var code [][2]uint64
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		end, _ := strconv.ParseUint(hi, 16, 64)
+		if len(f) == 6 && f[5] == lib && f[2] == "00000000" && base == 0 {
+			base = start
+		}
+		if len(f) == 5 && strings.Contains(f[1], "x") {
+			code = append(code, [2]uint64{start, end})
+		}
+	}
+	if base == 0 {
+		return false
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var w [8]byte
+	if _, err := mem.ReadAt(w[:], int64(base+off)); err != nil {
+		return false
+	}
+	v := binary.LittleEndian.Uint64(w[:])
+	for _, r := range code {
+		if v >= r[0] && v < r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLeaksDlcloseDuringWindow: a library is dlopen'd during the window
+// (its GOT is pointed at the sampler by the next rescan), then dlclose'd
+// before the window ends. Detaching puts back what is still there, skips
+// what went with the library, removes the sampler and prints the profile.
+func TestLeaksDlcloseDuringWindow(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2", "-ldl"))
+	lib := testutil.BuildC(t, "libleak.c", "-O2", "-shared", "-fPIC")
+	cmd := exec.Command(arenactl, "leaks", "--duration", "0", "--rate", "16K", "--json", fmt.Sprint(tg.Pid))
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = out
+	var said strings.Builder
+	_, stderr := leaksStarted(t, cmd, "the window is open", &said)
+	if a := tg.Send("load " + lib); a != "loaded" {
+		t.Fatalf("load: %q", a)
+	}
+	testutil.WaitUntil(t, "the library's GOT to point at the sampler", func() bool { return gotHooked(t, tg.Pid, lib) })
+	if a := tg.Send("unload"); a != "unloaded" {
+		t.Fatalf("unload: %q", a)
+	}
+	if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid)); strings.Contains(string(maps), lib) {
+		t.Fatalf("%s is still mapped after dlclose", lib)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	code := exitOf(t, cmd)
+	doc, _ := os.ReadFile(out.Name())
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr())
+	}
+	var d leaksDoc
+	if err := json.Unmarshal(doc, &d); err != nil || d.Samples == 0 || d.Sampler.Kept != nil {
+		t.Errorf("profile: %v, %d samples, kept %+v", err, d.Samples, d.Sampler.Kept)
+	}
+	if !strings.Contains(stderr(), "unloaded during the window") {
+		t.Errorf("arenactl did not say GOT entries went with the library: %s", stderr())
+	}
+	if m := samplerMapped(t, tg.Pid); len(m) > 0 {
+		t.Errorf("the sampler is still mapped: %q", m)
+	}
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("target: %q", a)
+	}
+	// Loaded again, the library runs with its own GOT, unhooked.
+	if a := tg.Send("load " + lib); a != "loaded" {
+		t.Fatalf("load: %q", a)
+	}
+	if gotHooked(t, tg.Pid, lib) {
+		t.Error("the reloaded library's GOT points at a sampler")
 	}
 	if line, code := tg.Quit(); code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)

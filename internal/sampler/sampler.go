@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/live"
@@ -126,6 +127,9 @@ type Patch struct {
 	Module, Name string
 	Slot         uint64 // the GOT entry
 	Orig         uint64 // what it held
+	// Unloaded: its object was unloaded (dlclose) after it was patched;
+	// the GOT went with it and there is nothing to restore.
+	Unloaded bool
 }
 
 // Sampler is the sampler in one process.
@@ -410,6 +414,7 @@ func (s *Sampler) Rescan(ctx context.Context) error {
 	if err := s.t.RefreshRanges(); err != nil {
 		return err
 	}
+	s.markUnloaded()
 	s.mods.Refresh()
 	slots, err := s.newSlots()
 	if err != nil || len(slots) == 0 {
@@ -507,27 +512,71 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	return out, st, nil
 }
 
+// markUnloaded marks the patches whose GOT entry is no longer in its
+// object's mapping (found in the mappings last read): the object was
+// unloaded (dlclose unmaps it, elf/dl-close.c's _dl_unmap). Its entries
+// are forgotten as done, so that an object loaded again at the same place
+// is patched as the new object it is.
+func (s *Sampler) markUnloaded() {
+	ms := s.t.Mappings()
+	for i := range s.Patches {
+		p := &s.Patches[i]
+		if p.Unloaded {
+			continue
+		}
+		if m, ok := maps.Find(ms, p.Slot); !ok || m.Path != p.Module {
+			p.Unloaded = true
+			delete(s.done, p.Slot)
+		}
+	}
+}
+
 // Left says what Detach left in the process.
 type Left struct {
 	Addr, Size uint64 // the sampler's memory, if kept (0: removed)
 	Why        string
 	Restored   int      // GOT entries put back
 	Changed    []string // GOT entries something else rewrote meanwhile: left as they are
+	Unloaded   []string // GOT entries of objects unloaded meanwhile (dlclose): gone with them
 }
 
 // Detach puts every GOT entry back, stops the slow paths and removes the
 // sampler, unless a thread may still be executing in it: then it stays,
 // inert (nothing points to it, its slow paths only call through), and Left
-// says where.
+// says where. The entries of objects unloaded meanwhile are skipped (they
+// are gone); one that is there and cannot be put back is said in Left, and
+// the sampler, which it still points to, stays (its hooks, disabled, only
+// call through to glibc).
 func (s *Sampler) Detach(ctx context.Context) (Left, error) {
 	var left Left
 	busy := false
+	// Read before every thread is stopped, as everything read from /proc
+	// is: an object unloaded since the last Rescan is known here.
+	if err := s.t.RefreshRanges(); err == nil {
+		s.markUnloaded()
+	}
 	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
 		var w [8]byte
 		le := binary.LittleEndian
-		for _, p := range s.Patches {
-			if _, err := c.ReadAt(w[:], p.Slot); err != nil {
-				return err
+		var stuck []string
+		for i := range s.Patches {
+			p := &s.Patches[i]
+			if !p.Unloaded {
+				if _, err := c.ReadAt(w[:], p.Slot); err != nil {
+					// Unloaded between the look above and the stop (no
+					// thread runs now: the mappings hold still).
+					if s.t.RefreshRanges() == nil {
+						s.markUnloaded()
+					}
+					if !p.Unloaded {
+						stuck = append(stuck, fmt.Sprintf("reading %s's GOT entry for %s at %#x: %v", p.Module, p.Name, p.Slot, err))
+						continue
+					}
+				}
+			}
+			if p.Unloaded {
+				left.Unloaded = append(left.Unloaded, fmt.Sprintf("%s: %s's GOT entry at %#x", p.Module, p.Name, p.Slot))
+				continue
 			}
 			if cur := le.Uint64(w[:]); cur != s.base+hooked[p.Name].hook {
 				left.Changed = append(left.Changed, fmt.Sprintf("%s: %s's GOT entry at %#x now holds %#x", p.Module, p.Name, p.Slot, cur))
@@ -535,13 +584,18 @@ func (s *Sampler) Detach(ctx context.Context) (Left, error) {
 			}
 			le.PutUint64(w[:], p.Orig)
 			if _, err := c.WriteAt(w[:], p.Slot); err != nil {
-				return fmt.Errorf("restoring %s's GOT entry for %s at %#x: %w", p.Module, p.Name, p.Slot, err)
+				stuck = append(stuck, fmt.Sprintf("restoring %s's GOT entry for %s at %#x: %v", p.Module, p.Name, p.Slot, err))
+				continue
 			}
 			left.Restored++
 		}
 		le.PutUint64(w[:], 0)
 		if _, err := c.WriteAt(w[:], s.base+symCfg+cfgEnabled); err != nil {
 			return err
+		}
+		if len(stuck) > 0 {
+			left.Addr, left.Size, left.Why = s.base, s.size, "GOT entries still point at it: "+strings.Join(stuck, "; ")
+			return nil
 		}
 		busy = s.unmapIfIdle(c, &left)
 		return nil

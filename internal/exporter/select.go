@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // Selector says which processes to watch: every PID in Pids, and every
@@ -70,7 +71,8 @@ func anyMatch(res []*regexp.Regexp, s string) bool {
 
 // look reads what the selector needs of pid, cheapest first, and says
 // whether it is selected. Zombies and kernel threads are never selected;
-// neither is self (the exporter cannot trace itself).
+// neither is self (the exporter cannot trace itself), nor an arenactl's
+// copy-on-write image of a process.
 func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 	if pid == self {
 		return nil, false
@@ -100,6 +102,12 @@ func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 		p.Cgroup, p.Unit = cg, procfs.SystemdUnit(cg)
 	}
 	if !given && (len(s.Cgroup) > 0 && !anyMatch(s.Cgroup, p.Cgroup) || len(s.Unit) > 0 && !anyMatch(s.Unit, p.Unit)) {
+		return nil, false
+	}
+	// A copy-on-write image an arenactl made of a process (this exporter's
+	// collections make one each) has its comm, executable and cgroup: it
+	// is arenactl's, not the program's, and lives a walk's time.
+	if ptrace.IsImage(pid) {
 		return nil, false
 	}
 	return p, true

@@ -215,7 +215,12 @@ static int readline(char *buf, size_t size) {
 	for (;;) {
 		char c;
 		ssize_t k = read(0, &c, 1);
-		if (k < 0 && errno == EINTR) continue;
+		/* 512-516 are the kernel's own restart codes, which only a
+		 * debugger that failed to put the thread back lets through: gdb 13
+		 * cannot write back the extended state of a CPU with AMX ("Couldn't
+		 * write extended state status") after its call. Reading again
+		 * keeps the target usable for the next round. */
+		if (k < 0 && (errno == EINTR || (errno >= 512 && errno <= 516))) continue;
 		if (k <= 0) return -1;
 		if (c == '\n') break;
 		if (n + 1 < size) buf[n++] = c;

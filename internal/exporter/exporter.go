@@ -136,9 +136,13 @@ type Exporter struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup
 
-	mu              sync.Mutex
-	targets         map[key]*target
-	dropped         int    // selected beyond MaxTargets at the last discovery
+	mu      sync.Mutex
+	targets map[key]*target
+	dropped int // selected beyond MaxTargets at the last discovery
+	// missing are the PIDs given (--pid) that the last discovery could
+	// not watch, with the reason: served as target_up 0 and
+	// target_error, so that a wrong --pid does not pass unnoticed.
+	missing         map[int]string
 	discoveries     uint64 // cycles run
 	discoveryErrors uint64
 }
@@ -165,7 +169,7 @@ func New(cfg Config) *Exporter {
 	if cfg.Options.Timeout <= 0 {
 		cfg.Options.Timeout = d.Options.Timeout
 	}
-	return &Exporter{cfg: cfg, self: os.Getpid(), sem: make(chan struct{}, cfg.Concurrency), targets: map[key]*target{}}
+	return &Exporter{cfg: cfg, self: os.Getpid(), sem: make(chan struct{}, cfg.Concurrency), targets: map[key]*target{}, missing: map[int]string{}}
 }
 
 func (e *Exporter) logf(format string, args ...any) {
@@ -219,9 +223,25 @@ func (e *Exporter) discover(ctx context.Context) {
 		return
 	}
 	now := map[key]*process{}
+	found := map[int]bool{}
 	for _, p := range procs {
 		now[p.key()] = p
+		found[p.Pid] = true
 	}
+	// A PID given that is not watched says why, once, and stays in the
+	// metrics with that reason while it is not.
+	missing := map[int]string{}
+	for _, pid := range e.cfg.Selector.Pids {
+		if found[pid] {
+			continue
+		}
+		reason, why := notWatched(pid, e.self)
+		missing[pid] = reason
+		if _, had := e.missing[pid]; !had {
+			e.logf("process %d (--pid) %s: not watched", pid, why)
+		}
+	}
+	e.missing = missing
 	for k, tg := range e.targets {
 		switch p := now[k]; {
 		case p == nil:
@@ -247,6 +267,28 @@ func (e *Exporter) discover(ctx context.Context) {
 		e.wg.Add(1)
 		go e.loop(ctx, tg)
 	}
+}
+
+// notWatched says why a PID given was not selected: the reason label and
+// a phrase for the log.
+func notWatched(pid, self int) (reason, why string) {
+	if pid == self {
+		return ReasonOther, "is this exporter"
+	}
+	st, err := procfs.ReadStat(pid)
+	switch {
+	case errors.Is(err, procfs.ErrNoProcess):
+		return ReasonGone, "does not exist"
+	case errors.Is(err, procfs.ErrPermission):
+		return ReasonPermission, "cannot be read (permission denied)"
+	case err != nil:
+		return ReasonOther, "cannot be read: " + err.Error()
+	case st.Exited():
+		return ReasonGone, "has exited (a zombie)"
+	case ptrace.IsImage(pid):
+		return ReasonOther, "is an arenactl's copy-on-write image of a process"
+	}
+	return ReasonGone, "was not found"
 }
 
 // removeLocked stops watching tg; why ("" to say nothing) goes to the log.

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -152,7 +153,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	tgs := e.watched()
 	e.mu.Lock()
 	dropped, disc, discErr := e.dropped, e.discoveries, e.discoveryErrors
+	missing := make([]int, 0, len(e.missing))
+	reasons := map[int]string{}
+	for pid, r := range e.missing {
+		missing, reasons[pid] = append(missing, pid), r
+	}
 	e.mu.Unlock()
+	sort.Ints(missing)
+	for _, pid := range missing {
+		// No process to name: comm is empty.
+		pl := []string{strconv.Itoa(pid), ""}
+		gauge(ch, descUp, 0, pl...)
+		gauge(ch, descError, 1, with(pl, reasons[pid])...)
+	}
 	gauge(ch, descTargets, float64(len(tgs)))
 	gauge(ch, descDropped, float64(dropped))
 	counter(ch, descDisc, float64(disc))

@@ -22,14 +22,18 @@ const (
 	AllocMusl                            // musl libc: no ptmalloc at all
 	AllocStatic                          // static executable: no libc.so.6 to inject into
 	AllocUnknown                         // none of the above could be established
+	// AllocStaticOther: a static executable with no glibc malloc linked
+	// in (a Go program, a static musl or other libc): nothing to read.
+	AllocStaticOther
 )
 
 var allocatorKindNames = [...]string{
-	AllocGlibc:      "glibc",
-	AllocInterposed: "interposed",
-	AllocMusl:       "musl",
-	AllocStatic:     "static",
-	AllocUnknown:    "unknown",
+	AllocGlibc:       "glibc",
+	AllocInterposed:  "interposed",
+	AllocMusl:        "musl",
+	AllocStatic:      "static",
+	AllocUnknown:     "unknown",
+	AllocStaticOther: "static-other",
 }
 
 func (k AllocatorKind) String() string {
@@ -216,8 +220,29 @@ func detectStatic(ms []maps.Mapping, exePath string, open FileOpener) (Allocator
 	name := "static executable"
 	if _, v, err := banner(ef); err == nil {
 		name = "static executable, glibc " + v.String()
+	} else if !hasGlibcMalloc(ef) {
+		return Allocator{Kind: AllocStaticOther, Name: "static executable without glibc malloc", Path: exePath}, nil
 	}
 	return Allocator{Kind: AllocStatic, Name: name, Path: exePath}, nil
+}
+
+// glibcMallocStrings: glibc's malloc/malloc.c is one object, linked whole
+// into a static executable that allocates (every glibc one does: its
+// start-up code does), and it holds malloc_info's opening tag and free's
+// error message in every version from 2.17 to 2.43.
+var glibcMallocStrings = []string{`<malloc version="1">`, "free(): invalid pointer"}
+
+// hasGlibcMalloc reports whether ef's read-only data holds glibc malloc's
+// strings: a Go program or a static musl one has none.
+func hasGlibcMalloc(ef *elf.File) bool {
+	for _, b := range readOnlyData(ef) {
+		for _, s := range glibcMallocStrings {
+			if strings.Contains(string(b), s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // openExe opens the executable through the mapping that shows its path (so

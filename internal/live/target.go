@@ -43,6 +43,8 @@ func (e *NotGlibcError) Error() string {
 		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
 	case glibc.AllocStatic:
 		return fmt.Sprintf("process %d is statically linked: there is no libc to call into", e.Pid)
+	case glibc.AllocStaticOther:
+		return fmt.Sprintf("process %d is statically linked without glibc's malloc (a Go program, static musl, another allocator): not glibc malloc, nothing for arenactl to read", e.Pid)
 	}
 	return fmt.Sprintf("process %d: no glibc found in its mappings", e.Pid)
 }

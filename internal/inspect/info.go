@@ -26,6 +26,9 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	}
 	defer done(&err)
 	pid = t.Pid
+	if err := checkThread(pid, o.Tid); err != nil {
+		return nil, err
+	}
 	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,9 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	}
 	defer done(&err)
 	pid = t.Pid
+	if err := checkThread(pid, o.Tid); err != nil {
+		return nil, err
+	}
 	pf, err := runPreflight(ctx, t, o)
 	if err != nil {
 		return nil, err

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -45,8 +48,12 @@ estimated bytes and growth, and how much of the in-use growth a read-only
 walk saw over the window they explain. -o writes a pprof profile, --folded
 FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 		Args: func(c *cobra.Command, args []string) error {
+			// Only a file that is there is taken for a core: "" or "self"
+			// is a mistyped process id, not a core.
 			if len(args) == 1 && isCoreArg(args[0]) {
-				return &usageError{msg: "a core has no history: leaks samples a running process's allocations over time ('arenactl info CORE' shows what a core holds)"}
+				if fi, err := os.Stat(args[0]); err == nil && !fi.IsDir() {
+					return &usageError{msg: "a core has no history: leaks samples a running process's allocations over time ('arenactl info CORE' shows what a core holds)"}
+				}
 			}
 			return pidArg(c, args)
 		},
@@ -59,10 +66,17 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			case lf.folded && f.json:
 				return &usageError{msg: "--folded and --json are mutually exclusive"}
 			}
+			// -o is created (under its partial name) before anything is
+			// placed in the process: a path that cannot be written is
+			// refused at once, not after the whole window, with the
+			// profile lost.
+			var out *hostfs.Output
 			if lf.out != "" {
-				if err := hostfs.CheckOutput(lf.out); err != nil {
-					return outputErr(err)
+				var err error
+				if out, err = hostfs.CreateOutput(lf.out); err != nil {
+					return leaksOutputErr(lf.out, err)
 				}
+				defer out.Discard()
 			}
 			var web *heapprof.Web
 			if lf.http != "" {
@@ -88,7 +102,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if n := len(rep.Left.Unloaded); n > 0 {
 				fmt.Fprintf(os.Stderr, "arenactl: %d GOT entries were in objects unloaded during the window (dlclose): nothing to put back there\n", n)
 			}
-			if err := writeLeaks(rep, &f, &lf); err != nil {
+			if err := writeLeaks(rep, &f, &lf, out); err != nil {
 				return err
 			}
 			if web != nil {
@@ -124,19 +138,35 @@ func (f *injectFlags) registerProfile(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
 }
 
-// writeLeaks prints the profile as the flags ask, and writes -o.
-func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags) (err error) {
-	if lf.out != "" {
-		o, err := hostfs.CreateOutput(lf.out)
-		if err != nil {
-			return outputErr(err)
+// leaksOutputErr says why -o cannot be written, naming the path given
+// (not the partial file's): exit 2 for a path that can never be written
+// (no such directory, not a directory, not a regular file), 4 for
+// permission (isFilePermission).
+func leaksOutputErr(path string, err error) error {
+	switch {
+	case hostfs.IsNotRegular(err):
+		return &usageError{msg: fmt.Sprintf("-o %v: leaks writes its profile to a new file or replaces a regular one, nothing else", err)}
+	case errors.Is(err, fs.ErrNotExist):
+		return &usageError{msg: fmt.Sprintf("-o %s: there is no directory %s", path, filepath.Dir(path))}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &usageError{msg: fmt.Sprintf("-o %s: %s is not a directory", path, filepath.Dir(path))}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: "-o", Path: path, Err: pe.Err}
+	}
+	return err
+}
+
+// writeLeaks prints the profile as the flags ask, and writes it to out
+// (-o; nil: none).
+func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags, out *hostfs.Output) (err error) {
+	if out != nil {
+		if err := heapprof.WritePprof(out.File, rep.Profile); err != nil {
+			return leaksOutputErr(lf.out, err)
 		}
-		defer o.Discard()
-		if err := heapprof.WritePprof(o.File, rep.Profile); err != nil {
-			return err
-		}
-		if err := o.Commit(); err != nil {
-			return err
+		if err := out.Commit(); err != nil {
+			return leaksOutputErr(lf.out, err)
 		}
 	}
 	w := bufio.NewWriter(os.Stdout)

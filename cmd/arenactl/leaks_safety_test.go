@@ -406,3 +406,45 @@ func TestLeaksDlcloseDuringWindow(t *testing.T) {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
 }
+
+// TestLeaksRefusesBadArguments: a mistyped process id is one, not a core;
+// an -o that can never be written is refused with exit 2 before anything
+// is placed in the process (it used to fail after the whole window, the
+// profile lost), naming the path given and the command that refused it.
+func TestLeaksRefusesBadArguments(t *testing.T) {
+	for _, arg := range []string{"", "self", "12abc"} {
+		r := run(t, "leaks", arg)
+		expectRefusal(t, r, exitUsage, "is not a process id")
+		if strings.Contains(r.stderr, "core") {
+			t.Errorf("leaks %q: %s", arg, r.stderr)
+		}
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	pid := fmt.Sprint(tg.Pid)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct{ out, words string }{
+		{"/dev/full", "leaks writes its profile to a new file"},
+		{"/nonexistent-arenactl/x.pb.gz", "there is no directory /nonexistent-arenactl"},
+		{file + "/x.pb.gz", file + " is not a directory"},
+		{t.TempDir(), "is a directory"},
+	} {
+		r := run(t, "leaks", "--duration", "30s", "-o", c.out, pid)
+		expectRefusal(t, r, exitUsage, "-o "+c.out, c.words)
+		if strings.Contains(r.stderr, "snapshot") || strings.Contains(r.stderr, "partial") {
+			t.Errorf("-o %s: %s", c.out, r.stderr)
+		}
+		if m := samplerMapped(t, tg.Pid); len(m) > 0 {
+			t.Fatalf("-o %s: the sampler was placed: %q", c.out, m)
+		}
+	}
+	// A good -o leaves no partial file behind, and one refused run none.
+	dir := t.TempDir()
+	mustRun(t, "leaks", "--duration", "300ms", "-o", filepath.Join(dir, "heap.pb.gz"), pid)
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "heap.pb.gz" {
+		t.Errorf("after leaks -o: %v", ents)
+	}
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
+		t.Fatalf("target: %q", a)
+	}
+}

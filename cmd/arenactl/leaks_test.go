@@ -297,7 +297,7 @@ func TestLeaksSIGKILL(t *testing.T) {
 	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
 		t.Fatalf("target: %q", a)
 	}
-	if r := run(t, "leaks", "testdata/cores/arenas-2.36-snapshot.core.zst"); r.code != exitUsage || !strings.Contains(r.stderr, "no history") {
+	if r := run(t, "leaks", filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-snapshot.core.zst")); r.code != exitUsage || !strings.Contains(r.stderr, "no history") {
 		t.Errorf("leaks CORE: exit %d, %q", r.code, r.stderr)
 	}
 }

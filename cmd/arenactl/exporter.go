@@ -31,7 +31,9 @@ so processes that start are picked up and processes that exit disappear), and
 serves their malloc state as Prometheus metrics on --listen (/metrics).
 
 Each process is read as 'info --read-only' reads it: nothing runs in it,
-nothing is trimmed; every thread is stopped for the walk of its allocator.
+nothing is trimmed; every thread is stopped only while a copy-on-write image
+is made (milliseconds), and the image's allocator is walked while the process
+runs (--freeze walk: every thread stopped for the whole walk instead).
 Collections follow a schedule of their own, never more often than
 --min-interval per process, and less often when the walk's freeze would
 exceed --freeze-budget of its time; a scrape serves the last values read
@@ -111,7 +113,7 @@ these flags choose what is read.`,
 	fl.StringArrayVar(&cgroup, "cgroup", nil, "watch processes whose cgroup path (as in /proc/PID/cgroup) matches this regular expression")
 	fl.StringArrayVar(&unit, "unit", nil, "watch processes of the systemd units whose name matches this regular expression (e.g. 'mariadb\\.service')")
 	fl.DurationVar(&cfg.MinInterval, "min-interval", cfg.MinInterval, "the shortest time between two collections of one process")
-	fl.Float64Var(&cfg.FreezeBudget, "freeze-budget", cfg.FreezeBudget, "the fraction of its time a process may spend stopped by collections: a walk that froze it for F waits F/budget before the next")
+	fl.Float64Var(&cfg.FreezeBudget, "freeze-budget", cfg.FreezeBudget, "the fraction of its time a process may spend stopped by collections: a collection that stopped it for F (making the image, or the whole walk with --freeze walk) waits F/budget before the next")
 	fl.DurationVar(&cfg.DiscoverInterval, "discover-interval", cfg.DiscoverInterval, "how often the matchers are evaluated again")
 	fl.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "how many processes may be collected at the same time")
 	fl.IntVar(&cfg.MaxTargets, "max-targets", cfg.MaxTargets, "the most processes watched at once (bounds the metrics' cardinality); more are counted in arenactl_targets_dropped")

@@ -35,10 +35,12 @@ func newWatchCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "watch PID",
 		Short: "Sample a process's malloc state every --interval, read-only, and show what changes",
-		Long: `watch takes the report of 'info --read-only' every --interval (every
-thread is stopped while the allocator's lists are walked, from milliseconds
-for a small heap to a few hundred for a large fragmented one; --no-freeze
-stops nothing; nothing is held between samples) and prints one line per
+		Long: `watch takes the report of 'info --read-only' every --interval (by
+default every thread is stopped only while a copy-on-write image is made,
+milliseconds, and the image is walked while the process runs; --freeze walk
+stops every thread for the whole walk instead, from milliseconds for a small
+heap to seconds for a large fragmented one; --no-freeze stops nothing;
+nothing is held between samples) and prints one line per
 sample: RSS, the RSS of the heaps, the arenas' totals, the bytes in
 threads' tcaches and how long the process was stopped; under it, the arenas that changed by --min-change or more since the
 previous sample, and the findings that appeared or cleared. At the end (after

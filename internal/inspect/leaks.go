@@ -83,11 +83,13 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		rate = sampler.DefaultRate
 	}
 	start := time.Now()
-	b, runErr := sample(ctx, t, s, mods, u, sym, o, start, rep)
+	b, last, runErr := sample(ctx, t, s, mods, u, sym, o, start, rep)
 	// Detached whatever happened, and even when ctx is done: a Ctrl-C
 	// ends the window, never leaves the hooks in.
 	left, derr := s.Detach(context.WithoutCancel(ctx))
-	rep.Window = heapprof.Window{Start: start, Duration: time.Since(start), Rate: rate, Dropped: rep.Dropped, Thinned: rep.Thinned}
+	// The window ends where the last drain began: what came after was
+	// never read (and is not counted), frees included.
+	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Thinned: rep.Thinned}
 	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
 	if runErr == nil {
 		runErr = derr
@@ -104,8 +106,9 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 }
 
 // sample drains the ring until the window ends, building the profile as it
-// goes (each stack is unwound while the objects it names are mapped).
-func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (*heapprof.Builder, error) {
+// goes (each stack is unwound while the objects it names are mapped). It
+// returns when, since start, the last drain began.
+func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
 	end := start.Add(o.Duration)
@@ -123,7 +126,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if time.Since(lastScan) >= rescanEvery && !stop {
 			lastScan = time.Now()
 			if err := s.Rescan(ctx); err != nil && ctx.Err() == nil {
-				return b, err
+				return b, last, err
 			}
 			// Caches are dropped only when objects came or went: parsing
 			// a big binary's CFI and symbols again every second would
@@ -135,9 +138,10 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 				sym.Forget()
 			}
 		}
+		last = time.Since(start)
 		recs, st, err := s.Drain()
 		if err != nil {
-			return b, t.Explain(err)
+			return b, last, t.Explain(err)
 		}
 		rep.Dropped, rep.Thinned, rep.Untracked = st.Dropped, st.Thinned, st.Untracked
 		at := time.Since(start)
@@ -163,7 +167,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		}
 		timer.Reset(next)
 		if stop {
-			return b, nil
+			return b, last, nil
 		}
 	}
 }

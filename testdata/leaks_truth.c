@@ -1,0 +1,233 @@
+/* A target for the statistical test of arenactl leaks (issue 18): threads
+ * allocate from five sites, each behind its own noinline function, and
+ * log every block those sites hand out with the time it was allocated
+ * and the time it was given back (realloc included: in place or moving,
+ * a realloc gives back the old block and allocates the new one), so that
+ * the truth over any window can be told afterwards: the bytes a site
+ * allocated in [start, end) and still held at end. A churn of small
+ * blocks, freed at once and not logged, adds load.
+ *
+ * Sites: 0 grow_realloc (a buffer grown by 1/8 from 1 KiB to 1 MiB, then
+ * kept), 1 leak_malloc (4096), 2 leak_calloc (64 x 32), 3 leak_memalign
+ * (posix_memalign 64, 1024), 4 leak_aligned (aligned_alloc 256, 768).
+ * Each site keeps its last blocks (KEEP, per thread) and frees older ones,
+ * so memory stays bounded.
+ *
+ * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
+ * Commands on stdin:
+ *   truth START_NS END_NS  "truth B0 B1 B2 B3 B4" (CLOCK_REALTIME ns)
+ *   quit                   "bye", exit 0
+ * Prints "ready" once every thread runs. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { NSITES = 5, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 22, MAXTHREADS = 64 };
+
+struct entry {
+	int64_t at, freed; /* ns, CLOCK_REALTIME; freed 0: held */
+	uint32_t size, site;
+};
+
+struct thread_log {
+	struct entry *e;
+	volatile long n; /* entries published */
+	int full;
+};
+
+static struct thread_log logs[MAXTHREADS];
+static volatile int started;
+static long budget; /* bytes per second per thread */
+
+static int64_t now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* logged records a block; its index, to mark it freed later. */
+static long logged(struct thread_log *l, int site, size_t size) {
+	long i = l->n;
+	if (i == MAXLOG) {
+		l->full = 1;
+		return -1;
+	}
+	l->e[i].at = now();
+	l->e[i].freed = 0;
+	l->e[i].size = (uint32_t)size;
+	l->e[i].site = (uint32_t)site;
+	__atomic_store_n(&l->n, i + 1, __ATOMIC_RELEASE);
+	return i;
+}
+
+static void given_back(struct thread_log *l, long i) {
+	if (i >= 0) __atomic_store_n(&l->e[i].freed, now(), __ATOMIC_RELEASE);
+}
+
+struct kept {
+	void *p[KEEP];
+	long idx[KEEP];
+	int next, n;
+};
+
+static void keep(struct thread_log *l, struct kept *k, int depth, void *p, long idx) {
+	if (k->n == depth) {
+		given_back(l, k->idx[k->next]);
+		free(k->p[k->next]);
+	} else {
+		k->n++;
+	}
+	k->p[k->next] = p;
+	k->idx[k->next] = idx;
+	k->next = (k->next + 1) % depth;
+}
+
+struct state {
+	struct thread_log *l;
+	struct kept kept[NSITES];
+	char *grown;
+	size_t grown_size;
+	long grown_idx;
+};
+
+__attribute__((noinline)) size_t grow_realloc(struct state *s) {
+	size_t n = s->grown_size ? s->grown_size + s->grown_size / 8 : 1024;
+	if (n > (1 << 20)) {
+		keep(s->l, &s->kept[0], KEEP_GROWN, s->grown, s->grown_idx);
+		s->grown = NULL;
+		s->grown_size = 0;
+		n = 1024;
+	}
+	char *p = realloc(s->grown, n);
+	if (s->grown) given_back(s->l, s->grown_idx);
+	s->grown_idx = logged(s->l, 0, n);
+	p[n - 1] = 1;
+	s->grown = p;
+	s->grown_size = n;
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+	return n;
+}
+
+__attribute__((noinline)) size_t leak_malloc(struct state *s) {
+	void *p = malloc(4096);
+	keep(s->l, &s->kept[1], KEEP, p, logged(s->l, 1, 4096));
+	__asm__ volatile("" ::: "memory");
+	return 4096;
+}
+
+__attribute__((noinline)) size_t leak_calloc(struct state *s) {
+	void *p = calloc(64, 32);
+	keep(s->l, &s->kept[2], KEEP, p, logged(s->l, 2, 64 * 32));
+	__asm__ volatile("" ::: "memory");
+	return 64 * 32;
+}
+
+__attribute__((noinline)) size_t leak_memalign(struct state *s) {
+	void *p;
+	if (posix_memalign(&p, 64, 1024)) abort();
+	keep(s->l, &s->kept[3], KEEP, p, logged(s->l, 3, 1024));
+	__asm__ volatile("" ::: "memory");
+	return 1024;
+}
+
+__attribute__((noinline)) size_t leak_aligned(struct state *s) {
+	void *p = aligned_alloc(256, 768);
+	keep(s->l, &s->kept[4], KEEP, p, logged(s->l, 4, 768));
+	__asm__ volatile("" ::: "memory");
+	return 768;
+}
+
+__attribute__((noinline)) size_t churn(unsigned *seed) {
+	void *ps[8];
+	size_t n = 0;
+	for (int i = 0; i < 8; i++) {
+		size_t sz = 64 + (rand_r(seed) % 4097);
+		ps[i] = malloc(sz);
+		n += sz;
+	}
+	for (int i = 0; i < 8; i++) free(ps[i]);
+	__asm__ volatile("" ::: "memory");
+	return n;
+}
+
+static void *worker(void *arg) {
+	long id = (long)arg;
+	struct state *s = calloc(1, sizeof *s);
+	s->l = &logs[id];
+	unsigned seed = (unsigned)id * 7919 + 1;
+	__atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
+	int64_t t0 = now();
+	long done = 0;
+	for (long i = 0;; i++) {
+		/* Realloc growth and the small sites take turns, so that small
+		 * calls follow large blocks. */
+		switch (i % 16) {
+		case 0: case 8: done += grow_realloc(s); break;
+		case 1: case 9: case 13: done += leak_malloc(s); break;
+		case 2: case 10: case 14: done += leak_calloc(s); break;
+		case 3: case 11: case 6: done += leak_memalign(s); break;
+		case 5: case 12: case 7: done += leak_aligned(s); break;
+		default: done += churn(&seed); break;
+		}
+		if ((i & 63) == 0) {
+			/* At most `budget` bytes a second. */
+			int64_t ahead = done * 1000000000 / budget - (now() - t0);
+			if (ahead > 0) {
+				struct timespec ts = {ahead / 1000000000, ahead % 1000000000};
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv) {
+	int n = argc > 1 ? atoi(argv[1]) : 2;
+	budget = argc > 2 ? atol(argv[2]) : 50 << 20;
+	if (n > MAXTHREADS) n = MAXTHREADS;
+	for (long i = 0; i < n; i++) {
+		logs[i].e = mmap(NULL, sizeof(struct entry) * (size_t)MAXLOG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (logs[i].e == MAP_FAILED) return 1;
+		pthread_t t;
+		pthread_create(&t, NULL, worker, (void *)i);
+	}
+	while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) < n) usleep(1000);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("ready\n");
+	char line[128];
+	while (fgets(line, sizeof line, stdin)) {
+		if (!strncmp(line, "quit", 4)) {
+			printf("bye\n");
+			fflush(stdout);
+			_exit(0);
+		}
+		long long start, end;
+		if (sscanf(line, "truth %lld %lld", &start, &end) != 2) {
+			printf("what?\n");
+			continue;
+		}
+		uint64_t sum[NSITES] = {0};
+		int full = 0;
+		for (int t = 0; t < n; t++) {
+			long m = __atomic_load_n(&logs[t].n, __ATOMIC_ACQUIRE);
+			full |= logs[t].full;
+			for (long i = 0; i < m; i++) {
+				struct entry *e = &logs[t].e[i];
+				int64_t freed = __atomic_load_n(&e->freed, __ATOMIC_ACQUIRE);
+				if (e->at >= start && e->at < end && (freed == 0 || freed >= end)) sum[e->site] += e->size;
+			}
+		}
+		if (full) {
+			printf("full\n");
+			continue;
+		}
+		printf("truth %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4]);
+	}
+	return 0;
+}

@@ -230,6 +230,19 @@ func Trim(w io.Writer, r *report.TrimReport) error {
 		return err
 	}
 	fmt.Fprintf(w, "released: %s of RSS (%s -> %s)\n", signedHuman(r.Released()), Human(r.Before.Rollup.Rss), Human(r.After.Rollup.Rss))
+	// malloc_trim's 1 says it gave something back, not that it was
+	// resident: say what it was when RSS did not move.
+	switch shrunk, rel := r.HeapShrunk(), r.Released(); {
+	case r.Result != 1:
+	case shrunk > 0 && rel <= 0:
+		fmt.Fprintf(w, "given back: %s of the main heap's top (sbrk), none of it resident: RSS did not change\n", Human(shrunk))
+	case shrunk > uint64(rel):
+		fmt.Fprintf(w, "given back: %s of the main heap's top (sbrk), most of it not resident: RSS fell by %s\n", Human(shrunk), Human(uint64(rel)))
+	case shrunk > 0:
+		fmt.Fprintf(w, "of that, %s was the main heap's top (sbrk)\n", Human(shrunk))
+	case rel <= 0:
+		fmt.Fprintln(w, "given back: free pages inside the heaps (madvise) that were not resident: RSS did not change")
+	}
 	if p := r.Prediction; p != nil {
 		fmt.Fprintf(w, "predicted: %s, from the free lists walked just before the call (--dry-run shows it per arena)\n", Human(p.Resident))
 	}

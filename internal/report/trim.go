@@ -39,3 +39,23 @@ func (t *TrimReport) Rows() []TrimRow {
 	return append(out, TrimRow{Name: "process", RssBefore: t.Before.Rollup.Rss, RssAfter: t.After.Rollup.Rss,
 		PdBefore: t.Before.Rollup.PrivateDirty, PdAfter: t.After.Rollup.PrivateDirty})
 }
+
+// HeapShrunk is the address space the main heap gave back across the trim:
+// malloc_trim returns its top above the pad with sbrk (glibc malloc/malloc.c,
+// systrim), and returns 1 for it even when none of those pages was
+// resident, which leaves RSS as it was.
+func (t *TrimReport) HeapShrunk() uint64 {
+	size := func(s MapsSummary) uint64 {
+		for _, c := range s.Classes {
+			if c.Class == maps.ClassMainHeap {
+				return c.Size
+			}
+		}
+		return 0
+	}
+	b, a := size(t.Before), size(t.After)
+	if a >= b {
+		return 0
+	}
+	return b - a
+}

@@ -187,7 +187,7 @@ func (th *Thread) HoldLock(lim CallLimits, addr uint64, most time.Duration, fn f
 		var zero [16]byte
 		_, werr = th.p.WriteAt(zero[:], in.base+hdrLockState)
 		if werr != nil {
-			return in.raw // a harmless call (syscall 0 with no buffer) that fails
+			return in.entry // a call of nothing: it returns at once
 		}
 		h.lo, h.hi, h.waitEnd = in.lock, in.lockEnd, in.lockWait
 		in.hold = h

@@ -58,12 +58,14 @@ func (t *Target) Freeze(ctx context.Context, timeout time.Duration) (*Frozen, er
 			}
 			seized[tid] = th
 			fresh = append(fresh, th)
-			if err := th.Interrupt(); err != nil && !errors.Is(err, ptrace.ErrGone) {
-				return fail(err)
-			}
 		}
 		if len(fresh) == 0 {
 			break
+		}
+		// Asked to stop all at once, in one request to the tracer thread:
+		// one request per thread cost more than the kernel's work.
+		if err := t.proc.InterruptAll(fresh); err != nil {
+			return fail(err)
 		}
 		if round == 20 {
 			return fail(fmt.Errorf("process %d creates threads faster than they can be stopped", t.Pid))
@@ -134,12 +136,7 @@ func (f *Frozen) Threads() []FrozenThread {
 // Thaw lets every thread run again, exactly as it was, and returns how long
 // the process was frozen.
 func (f *Frozen) Thaw() (time.Duration, error) {
-	var first error
-	for _, th := range f.threads {
-		if err := th.Detach(); err != nil && first == nil {
-			first = err
-		}
-	}
+	first := f.t.proc.DetachAll(f.threads)
 	held := time.Since(f.start)
 	if f.threads != nil {
 		// A thread that exec'd while the others were stopped can only be

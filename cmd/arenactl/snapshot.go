@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,7 +49,7 @@ compresses it after the threads are released.`,
 				return &usageError{msg: "snapshot needs -o FILE (see 'arenactl snapshot --help')"}
 			}
 			if err := hostfs.CheckOutput(f.out); err != nil {
-				return outputErr(err)
+				return outputErr(&inspect.OutputError{Path: f.out, Err: err})
 			}
 			if f.hold.h == inspect.HoldNone {
 				return &usageError{msg: "a snapshot is never torn: --freeze is auto, image or walk"}
@@ -76,10 +80,25 @@ compresses it after the threads are released.`,
 	return c
 }
 
-// outputErr turns a refused -o into a usage error that says why.
+// outputErr turns a refused -o into an error that says why, naming the
+// path given (never the partial file's): exit 2 for a path that can never
+// be written (not a regular file, no such directory, not a directory), 4
+// for permission (isFilePermission).
 func outputErr(err error) error {
-	if hostfs.IsNotRegular(err) {
-		return &usageError{msg: fmt.Sprintf("-o %v: snapshot writes a new file or replaces a regular one, nothing else", err)}
+	var oe *inspect.OutputError
+	var pe *fs.PathError
+	var nr *hostfs.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return &usageError{msg: fmt.Sprintf("-o %v: snapshot writes a new file or replaces a regular one, nothing else", nr)}
+	case !errors.As(err, &oe):
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return &usageError{msg: fmt.Sprintf("-o %s: there is no directory %s", oe.Path, filepath.Dir(oe.Path))}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &usageError{msg: fmt.Sprintf("-o %s: %s is not a directory", oe.Path, filepath.Dir(oe.Path))}
+	case errors.As(err, &pe):
+		return &fs.PathError{Op: "-o", Path: oe.Path, Err: pe.Err}
 	}
 	return err
 }

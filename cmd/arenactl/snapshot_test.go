@@ -269,7 +269,8 @@ func TestSnapshotRefusals(t *testing.T) {
 	expectRefusal(t, run(t, "snapshot", "1"), exitUsage, "-o FILE")
 	expectRefusal(t, run(t, "snapshot", "99999999", "-o", filepath.Join(t.TempDir(), "x")), exitNoProcess, "no such process")
 	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "2")
-	expectRefusal(t, run(t, "snapshot", fmt.Sprint(tg.Pid), "-o", "/nonexistent/dir/x.core"), exitError, "/nonexistent/dir")
+	// A bad -o is a bad command line, the README says (issue 22, item 9).
+	expectRefusal(t, run(t, "snapshot", fmt.Sprint(tg.Pid), "-o", "/nonexistent/dir/x.core"), exitUsage, "/nonexistent/dir")
 	if testutil.Traced(tg.Pid) || processState(tg.Pid) != 'S' {
 		t.Error("the target was left traced or stopped")
 	}

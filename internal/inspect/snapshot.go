@@ -41,6 +41,16 @@ type SnapshotOptions struct {
 // failure or a signal leaves no file behind. The allocator is located
 // before anything is stopped.
 func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapshot, err error) {
+	// The file is created first, before the process is even opened: a
+	// path that cannot be written (no such directory, no permission, a
+	// device, a full or read-only file system) is refused before anything
+	// is done to it. Refused unless o.Out is new or a regular file
+	// (hostfs.CheckOutput).
+	tmp, err := hostfs.CreateOutput(o.Out)
+	if err != nil {
+		return nil, &OutputError{Path: o.Out, Err: err}
+	}
+	defer tmp.Discard()
 	// Nothing is injected: a static executable's own allocator is walked
 	// and recorded as for info --read-only.
 	t, done, err := openLive(pid, true)
@@ -57,13 +67,6 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if err != nil {
 		return nil, err
 	}
-	// Refused here, before anything is stopped, unless o.Out is new or
-	// a regular file (hostfs.CheckOutput).
-	tmp, err := hostfs.CreateOutput(o.Out)
-	if err != nil {
-		return nil, err
-	}
-	defer tmp.Discard()
 
 	if o.Hold == HoldNone {
 		return nil, errors.New("a snapshot is never taken of a running process: it would be torn")
@@ -128,6 +131,17 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	}
 	return rep, nil
 }
+
+// OutputError: the file a snapshot was to be written to cannot be created.
+// Err is hostfs's error, which may name the temporary file: Path is the one
+// the user gave.
+type OutputError struct {
+	Path string
+	Err  error
+}
+
+func (e *OutputError) Error() string { return "-o " + e.Path + ": " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
 
 // snapSource is the process held still for a snapshot: its image, or
 // itself frozen.

@@ -410,7 +410,7 @@ func (th *Thread) Detach() error {
 // thread (see InterruptAll). It returns the first error.
 func (p *Process) DetachAll(ths []*Thread) error {
 	errs := make([]error, len(ths))
-	p.t.do(func() error {
+	first := p.t.do(func() error {
 		for i, th := range ths {
 			if !th.detached || th.unreaped {
 				errs[i] = th.detachLocked()
@@ -418,7 +418,6 @@ func (p *Process) DetachAll(ths []*Thread) error {
 		}
 		return nil
 	})
-	var first error
 	for i, th := range ths {
 		if th.detached && !th.unreaped {
 			p.untrack(th)

@@ -1,0 +1,447 @@
+// Package perf owns the kernel's perf_event interface for arenactl: sampling
+// events opened on every thread of a process (and, by inheritance, on the
+// threads they create), read from memory-mapped ring buffers, one per CPU,
+// and parsed into samples carrying the user registers and a copy of the top
+// of the user stack, as `perf record --call-graph dwarf` takes them. Nothing
+// is written into the process: the kernel samples it. It knows nothing of
+// malloc, unwinding or symbols; its errors carry a Kind.
+package perf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/procfs"
+)
+
+// Event is one event to sample.
+type Event struct {
+	Name   string
+	Type   uint32 // unix.PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT...
+	Config uint64
+	// Period: one sample every Period events (1: every one).
+	Period uint64
+	// Stack: take the user registers and a copy of the user stack's top.
+	Stack bool
+	// Addr: the address the event concerns (a fault's).
+	Addr bool
+	// Raw: the tracepoint's raw record (its fields).
+	Raw bool
+}
+
+// Options tune the rings and the stack copies.
+type Options struct {
+	// StackSize is the bytes of user stack copied per sample (rounded
+	// down to 8; DefaultStackSize when 0).
+	StackSize uint32
+	// RingPages is the data pages of each CPU's ring, a power of two
+	// (DefaultRingPages when 0).
+	RingPages int
+}
+
+const (
+	DefaultStackSize = 8192
+	DefaultRingPages = 512 // 2 MiB per CPU
+)
+
+// regsMask selects the user registers the unwinder needs, in the kernel's
+// x86 perf_regs numbering: BX 1, BP 6, SP 7, IP 8, R12..R15 20..23. The
+// sample lists them in that order.
+const regsMask = 1<<1 | 1<<6 | 1<<7 | 1<<8 | 1<<20 | 1<<21 | 1<<22 | 1<<23
+
+// Regs are a thread's user registers at a sample.
+type Regs struct {
+	BX, BP, SP, IP, R12, R13, R14, R15 uint64
+}
+
+// Sample is one PERF_RECORD_SAMPLE, its data owned by the sample.
+type Sample struct {
+	Event    int // index into the session's events
+	Pid, Tid int
+	Time     uint64 // perf's clock (CLOCK_MONOTONIC-like, ns)
+	Addr     uint64
+	CPU      int
+	Raw      []byte
+	// HaveRegs: Regs and Stack were taken (the thread was in user mode
+	// or in a syscall from it).
+	HaveRegs bool
+	Regs     Regs
+	// Stack is the copy of the user stack from Regs.SP, as much as the
+	// kernel could copy (its dyn_size).
+	Stack []byte
+	// Inherited: the event that took it was inherited by a thread
+	// created after the session opened.
+	Inherited bool
+}
+
+// Session is a set of events on every thread of a process, with a ring
+// per CPU.
+type Session struct {
+	Pid    int
+	events []Event
+	attrs  []unix.PerfEventAttr
+	cpus   []int
+	rings  []*ring // by index into cpus
+	fds    []int
+	// owner: the primary id of every event opened -> its event index and
+	// the thread it was opened on.
+	owner map[uint64]eventOwner
+	tids  map[int]bool // threads opened for
+	late  map[int]bool // threads opened for after the first pass
+	seen  map[int]bool // late threads that inherited events too
+	// Lost counts the records the rings had no room for.
+	Lost uint64
+	// Throttled counts the times the kernel throttled an event (more
+	// samples a second than perf_event_max_sample_rate).
+	Throttled uint64
+	buf       []byte
+}
+
+type eventOwner struct {
+	event int
+	tid   int
+}
+
+// Open opens events on every thread of pid, on every online CPU, with
+// inheritance, so that threads created later are sampled too (as perf
+// record -p does): a ring per CPU that every event of that CPU writes to.
+func Open(pid int, events []Event, o Options) (_ *Session, err error) {
+	if o.StackSize == 0 {
+		o.StackSize = DefaultStackSize
+	}
+	o.StackSize &^= 7
+	if o.RingPages == 0 {
+		o.RingPages = DefaultRingPages
+	}
+	if o.RingPages&(o.RingPages-1) != 0 {
+		return nil, &Error{Kind: KindOther, Op: "perf rings", Err: fmt.Errorf("%d pages is not a power of two", o.RingPages)}
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, &Error{Kind: KindOther, Op: "listing CPUs", Err: err}
+	}
+	s := &Session{Pid: pid, events: events, cpus: cpus, rings: make([]*ring, len(cpus)),
+		owner: map[uint64]eventOwner{}, tids: map[int]bool{}, late: map[int]bool{}, seen: map[int]bool{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	for _, e := range events {
+		s.attrs = append(s.attrs, attrFor(e, o.StackSize, o.RingPages))
+	}
+	tids, err := procfs.Tasks(pid)
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("process %d", pid), unix.ESRCH)
+	}
+	opened := 0
+	for _, tid := range tids {
+		ok, err := s.openThread(tid, o.RingPages)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			opened++
+		}
+	}
+	if opened == 0 {
+		return nil, wrap(fmt.Sprintf("process %d", pid), unix.ESRCH)
+	}
+	// A thread created by one not yet opened for, between the listing
+	// and the opening, inherited nothing: a second listing finds it.
+	// (One created after its creator was opened for inherited the
+	// events and may be listed too: Read drops its own events' samples
+	// once inherited ones are seen.)
+	if tids, err = procfs.Tasks(pid); err == nil {
+		for _, tid := range tids {
+			if !s.tids[tid] {
+				if _, err := s.openThread(tid, o.RingPages); err != nil {
+					return nil, err
+				}
+				s.late[tid] = true
+			}
+		}
+	}
+	return s, nil
+}
+
+// openThread opens every event on tid on every CPU; false when the thread
+// is gone.
+func (s *Session) openThread(tid, pages int) (bool, error) {
+	for ci, cpu := range s.cpus {
+		for ei := range s.attrs {
+			attr := s.attrs[ei]
+			fd, err := unix.PerfEventOpen(&attr, tid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+			if err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					return false, nil
+				}
+				return false, wrap(fmt.Sprintf("perf_event_open %s on thread %d of process %d, CPU %d", s.events[ei].Name, tid, s.Pid, cpu), err)
+			}
+			s.fds = append(s.fds, fd)
+			if s.rings[ci] == nil {
+				r, err := mapRing(fd, pages)
+				if err != nil {
+					return false, err
+				}
+				s.rings[ci] = r
+			} else if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, s.rings[ci].fd); err != nil {
+				return false, wrap("perf: sharing CPU "+strconv.Itoa(cpu)+"'s ring", err)
+			}
+			var id uint64
+			if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id))); e != 0 {
+				return false, wrap("perf: event id", e)
+			}
+			s.owner[id] = eventOwner{event: ei, tid: tid}
+		}
+	}
+	s.tids[tid] = true
+	return true, nil
+}
+
+// sampleType is what every sample carries: the event's id first, so that
+// its layout can be known before the rest is parsed.
+func sampleType(e Event) uint64 {
+	t := uint64(unix.PERF_SAMPLE_IDENTIFIER | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU)
+	if e.Addr {
+		t |= unix.PERF_SAMPLE_ADDR
+	}
+	if e.Raw {
+		t |= unix.PERF_SAMPLE_RAW
+	}
+	if e.Stack {
+		t |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
+	}
+	return t
+}
+
+func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
+	a := unix.PerfEventAttr{Type: e.Type, Config: e.Config, Sample: max(e.Period, 1), Sample_type: sampleType(e)}
+	a.Size = uint32(unsafe.Sizeof(a))
+	// Inherit to threads created later; sample_id_all so that a LOST
+	// record carries an id too; kernel call chains never wanted. The
+	// kernel side is not excluded: a fault taken by the kernel on the
+	// process's memory (read() into a fresh buffer) is the process's
+	// growth, and a tracepoint fires in the kernel.
+	a.Bits = unix.PerfBitInherit | unix.PerfBitSampleIDAll | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel | unix.PerfBitWatermark
+	// Wake a poller when half the ring is full.
+	a.Wakeup = uint32(pages * os.Getpagesize() / 2)
+	if e.Stack {
+		a.Sample_regs_user = regsMask
+		a.Sample_stack_user = stack
+	}
+	return a
+}
+
+// Close closes every event and unmaps the rings: the kernel stops
+// sampling the process (and its inherited events go with their parents).
+func (s *Session) Close() error {
+	for _, r := range s.rings {
+		if r != nil {
+			r.unmap()
+		}
+	}
+	for _, fd := range s.fds {
+		unix.Close(fd)
+	}
+	s.fds, s.rings = nil, nil
+	return nil
+}
+
+// Disable stops every event (the rings can still be read).
+func (s *Session) Disable() {
+	for _, fd := range s.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+}
+
+// Threads is how many threads the events were opened on (inherited ones
+// not counted).
+func (s *Session) Threads() int { return len(s.tids) }
+
+// Wait blocks until a ring is half full or ms milliseconds pass.
+func (s *Session) Wait(ms int) error {
+	fds := make([]unix.PollFd, 0, len(s.rings))
+	for _, r := range s.rings {
+		if r != nil {
+			fds = append(fds, unix.PollFd{Fd: int32(r.fd), Events: unix.POLLIN})
+		}
+	}
+	_, err := unix.Poll(fds, ms)
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return wrap("perf: poll", err)
+	}
+	return nil
+}
+
+// Read takes every record from every ring and returns the samples sorted
+// by time (a thread may move between CPUs, so a syscall's entry and exit
+// can be in two rings).
+func (s *Session) Read() []Sample {
+	var out []Sample
+	for _, r := range s.rings {
+		if r == nil {
+			continue
+		}
+		r.read(func(typ uint32, rec []byte) {
+			switch typ {
+			case unix.PERF_RECORD_SAMPLE:
+				if smp, ok := s.parse(rec); ok {
+					out = append(out, smp)
+				}
+			case unix.PERF_RECORD_LOST:
+				if len(rec) >= 16 {
+					s.Lost += le64(rec[8:])
+				}
+			case unix.PERF_RECORD_THROTTLE:
+				s.Throttled++
+			}
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time < out[j].Time })
+	// A thread opened for late that inherited events as well is sampled
+	// twice: its own events' samples are dropped once an inherited one is
+	// seen.
+	kept := out[:0]
+	for _, smp := range out {
+		if s.late[smp.Tid] {
+			if smp.Inherited {
+				s.seen[smp.Tid] = true
+			} else if s.seen[smp.Tid] {
+				continue
+			}
+		}
+		kept = append(kept, smp)
+	}
+	return kept
+}
+
+// parse reads one sample record (after its 8-byte header).
+func (s *Session) parse(rec []byte) (Sample, bool) {
+	var smp Sample
+	p := 0
+	u64 := func() (uint64, bool) {
+		if p+8 > len(rec) {
+			return 0, false
+		}
+		v := le64(rec[p:])
+		p += 8
+		return v, true
+	}
+	id, ok := u64()
+	if !ok {
+		return smp, false
+	}
+	own, ok := s.owner[id]
+	if !ok {
+		return smp, false
+	}
+	e := s.events[own.event]
+	st := sampleType(e)
+	smp.Event = own.event
+	v, ok := u64() // TID
+	if !ok {
+		return smp, false
+	}
+	smp.Pid, smp.Tid = int(uint32(v)), int(uint32(v>>32))
+	smp.Inherited = smp.Tid != own.tid
+	if smp.Time, ok = u64(); !ok {
+		return smp, false
+	}
+	if st&unix.PERF_SAMPLE_ADDR != 0 {
+		if smp.Addr, ok = u64(); !ok {
+			return smp, false
+		}
+	}
+	if v, ok = u64(); !ok { // CPU
+		return smp, false
+	}
+	smp.CPU = int(uint32(v))
+	if st&unix.PERF_SAMPLE_RAW != 0 {
+		if p+4 > len(rec) {
+			return smp, false
+		}
+		n := int(uint32(rec[p]) | uint32(rec[p+1])<<8 | uint32(rec[p+2])<<16 | uint32(rec[p+3])<<24)
+		p += 4
+		if p+n > len(rec) {
+			return smp, false
+		}
+		smp.Raw = append([]byte(nil), rec[p:p+n]...)
+		p += n
+		p = (p + 7) &^ 7 // the u32 and the data are padded to 8 together
+	}
+	if st&unix.PERF_SAMPLE_REGS_USER != 0 {
+		abi, ok := u64()
+		if !ok {
+			return smp, false
+		}
+		if abi != 0 { // PERF_SAMPLE_REGS_ABI_NONE: no user registers
+			var r [8]uint64
+			for i := range r {
+				if r[i], ok = u64(); !ok {
+					return smp, false
+				}
+			}
+			smp.Regs = Regs{BX: r[0], BP: r[1], SP: r[2], IP: r[3], R12: r[4], R13: r[5], R14: r[6], R15: r[7]}
+			smp.HaveRegs = true
+		}
+	}
+	if st&unix.PERF_SAMPLE_STACK_USER != 0 {
+		size, ok := u64()
+		if !ok {
+			return smp, false
+		}
+		if size > 0 {
+			if p+int(size)+8 > len(rec) {
+				return smp, false
+			}
+			data := rec[p : p+int(size)]
+			p += int(size)
+			dyn, _ := u64()
+			if dyn < size {
+				data = data[:dyn]
+			}
+			smp.Stack = append([]byte(nil), data...)
+		}
+	}
+	return smp, true
+}
+
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,6").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("online CPUs %q", b)
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("online CPUs %q", b)
+			}
+		}
+		for c := a; c <= z; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}

@@ -1,0 +1,147 @@
+package perf_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/perf"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+
+// toucher maps N MiB and writes one byte per page, in the thread asked
+// for: "main N" in the main thread, "thread N" in a thread it creates then
+// (after the events were opened: it must inherit them). It answers with
+// the mapping's address.
+const toucher = `
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static __attribute__((noinline)) void touch_pages(char *p, size_t n) {
+	for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+}
+static void *touch(long mib) {
+	size_t n = (size_t)mib << 20;
+	char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return 0;
+	touch_pages(p, n);
+	return p;
+}
+static void *run(void *arg) { return touch((long)arg); }
+int main(void) {
+	char cmd[64];
+	long n;
+	setvbuf(stdout, 0, _IOLBF, 0);
+	printf("ready\n");
+	while (fgets(cmd, sizeof cmd, stdin)) {
+		void *p = 0;
+		if (sscanf(cmd, "main %ld", &n) == 1) p = touch(n);
+		else if (sscanf(cmd, "thread %ld", &n) == 1) {
+			pthread_t t;
+			pthread_create(&t, 0, run, (void *)n);
+			pthread_join(t, &p);
+		} else break;
+		printf("%p %d\n", p, getpid());
+	}
+	return 0;
+}
+`
+
+func TestSamplesOfEveryThread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for perf events on another process")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	tps, err := perf.Tracepoints("syscalls/sys_enter_mmap", "syscalls/sys_exit_mmap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tps[0].Fields["len"].Offset != 24 || tps[1].Fields["ret"].Size != 8 {
+		t.Fatalf("unexpected formats: %+v %+v", tps[0].Fields, tps[1].Fields)
+	}
+	events := []perf.Event{
+		{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS, Period: 1, Stack: true, Addr: true},
+		{Name: "mmap", Type: unix.PERF_TYPE_TRACEPOINT, Config: tps[0].ID, Period: 1, Stack: true, Raw: true},
+		{Name: "mmap-exit", Type: unix.PERF_TYPE_TRACEPOINT, Config: tps[1].ID, Period: 1, Raw: true},
+	}
+	s, err := perf.Open(tg.Pid, events, perf.Options{RingPages: 1024, StackSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	const mib = 3
+	for _, where := range []string{"main", "thread"} {
+		ans := strings.Fields(tg.Send(where + " " + strconv.Itoa(mib)))
+		start, err := strconv.ParseUint(strings.TrimPrefix(ans[0], "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(ans)
+		}
+		end := start + mib<<20
+		var faults, inherited, withStack, mmaps, exits int
+		var mmapTid int
+		for _, smp := range s.Read() {
+			if smp.Pid != tg.Pid {
+				t.Fatalf("a sample of process %d", smp.Pid)
+			}
+			switch smp.Event {
+			case 0:
+				if smp.Addr >= start && smp.Addr < end {
+					faults++
+					if smp.Inherited {
+						inherited++
+					}
+					if smp.HaveRegs && len(smp.Stack) > 0 && smp.Regs.SP != 0 {
+						withStack++
+					}
+				}
+			case 1:
+				if tps[0].Uint(smp.Raw, "len") == mib<<20 {
+					mmaps++
+					mmapTid = smp.Tid
+					if !smp.HaveRegs || len(smp.Stack) == 0 {
+						t.Errorf("mmap sample without registers or stack")
+					}
+				}
+			case 2:
+				if uint64(tps[1].Int(smp.Raw, "ret")) == start {
+					exits++
+				}
+			}
+		}
+		pages := mib << 20 / 4096
+		if faults != pages || withStack != pages {
+			t.Errorf("%s: %d faults in the mapping (%d with a stack), want %d", where, faults, withStack, pages)
+		}
+		if where == "thread" && (inherited != faults || mmapTid == tg.Pid) {
+			t.Errorf("thread created in the window: %d of %d faults from inherited events, mmap by %d", inherited, faults, mmapTid)
+		}
+		if where == "main" && inherited != 0 {
+			t.Errorf("main thread: %d faults counted as inherited", inherited)
+		}
+		if mmaps != 1 || exits != 1 {
+			t.Errorf("%s: %d mmap entries and %d exits seen, want 1 each", where, mmaps, exits)
+		}
+	}
+	if s.Lost != 0 {
+		t.Errorf("%d records lost", s.Lost)
+	}
+}
+
+func TestGoneProcess(t *testing.T) {
+	_, err := perf.Open(1<<30, []perf.Event{{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS}}, perf.Options{})
+	if perf.KindOf(err) != perf.KindNoProcess {
+		t.Fatalf("got %v (kind %d)", err, perf.KindOf(err))
+	}
+}

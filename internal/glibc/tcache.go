@@ -263,7 +263,17 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function.
 func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, tls, false)
+	return walkAll(mem, l, lay, a, ms, tls, false, nil)
+}
+
+// WalkChunks is WalkAll that also hands visit every chunk it meets, in
+// address order within each heap: every chunk of every arena's heaps (in
+// use, in a bin, in a fastbin, in a tcache), each arena's top chunk, and
+// the mmapped chunks. An arena whose chunks cannot be walked to the end
+// (damage, a non-contiguous main arena) gives those met before, and its
+// Walked is false.
+func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, visit func(Chunk)) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, tls, false, visit)
 }
 
 // WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,
@@ -273,16 +283,16 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls 
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it.
 func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, tls, true)
+	return walkAll(mem, l, lay, a, ms, tls, true, nil)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, noChunks bool) (*Walk, []ThreadCache, error) {
+func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, noChunks bool, visit func(Chunk)) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
 	c := newBlockMem(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a
 	// snapshot's recorder refuses large reads (it dumps the heaps anyway).
 	c.noWin = noChunks
-	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks}, a)
+	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks, visit: visit}, a)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -91,6 +91,54 @@ func (d Damage) String() string {
 	return fmt.Sprintf("arena %#x: %s at %#x", d.Arena, d.What, d.Addr)
 }
 
+// ChunkState is where a chunk is, as the walk found it.
+type ChunkState uint8
+
+const (
+	ChunkInUse   ChunkState = iota // allocated: the program's
+	ChunkFree                      // in a bin (unsorted, small or large)
+	ChunkFast                      // in a fastbin
+	ChunkTcache                    // in a thread's tcache: free to the program, in use to malloc_info
+	ChunkTop                       // an arena's top chunk
+	ChunkMmapped                   // mmapped by itself, outside every arena; the program's
+)
+
+var chunkStateNames = [...]string{"in use", "free", "fastbin", "tcache", "top", "mmapped"}
+
+func (s ChunkState) String() string {
+	if int(s) < len(chunkStateNames) {
+		return chunkStateNames[s]
+	}
+	return fmt.Sprintf("state %d", s)
+}
+
+// Allocated reports whether the program holds the chunk (in use or
+// mmapped): the chunks that are objects.
+func (s ChunkState) Allocated() bool { return s == ChunkInUse || s == ChunkMmapped }
+
+// Chunk is one chunk met by a walk: its header's address and its size
+// (flags masked), the index of its arena in the walk (-1 for an mmapped
+// chunk) and where it is.
+type Chunk struct {
+	Addr, Size uint64
+	Arena      int
+	State      ChunkState
+}
+
+// User is where the program's bytes begin (malloc's return value).
+func (c Chunk) User() uint64 { return c.Addr + 16 }
+
+// UserEnd is where they end: an in-use chunk's last 8 bytes are the next
+// chunk's prev_size, which the program may use (malloc/malloc.c,
+// "chunk_at_offset ... prev_size field of next chunk"); an mmapped chunk
+// has no next chunk.
+func (c Chunk) UserEnd() uint64 {
+	if c.State == ChunkMmapped {
+		return c.Addr + c.Size
+	}
+	return c.Addr + c.Size + 8
+}
+
 // MmappedChunks are the chunks glibc mmapped outside every arena.
 type MmappedChunks struct {
 	Count, Bytes uint64
@@ -124,7 +172,8 @@ type walker struct {
 	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
 	parts     []Range  // the arena's heaps in parts of windowCap, when too large to copy whole
 	listsOnly bool
-	noChunks  bool // skip the chunk walk only (the mmapped-chunk scan still runs)
+	noChunks  bool        // skip the chunk walk only (the mmapped-chunk scan still runs)
+	visit     func(Chunk) // given every chunk met, when set (WalkChunks)
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -785,10 +834,14 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			g := p % regionSize / 16
 			i, bit := g/64, uint64(1)<<(g%64)
 			aligned := p%16 == 0 // else only the sets' maps of odd addresses can hold it
+			state := ChunkInUse
 			switch {
 			case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && wk.free.has(p):
+				state = ChunkFree
 			case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && wk.fast.has(p):
+				state = ChunkFast
 			case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && wk.tcached.has(p):
+				state = ChunkTcache
 				aw.TcacheChunks++
 				aw.TcacheBytes += sz
 				aw.InUseChunks++
@@ -797,8 +850,14 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 				aw.InUseChunks++
 				aw.InUseBytes += sz
 			}
+			if wk.visit != nil {
+				wk.visit(Chunk{Addr: p, Size: sz, Arena: len(wk.w.Arenas), State: state})
+			}
 			p += sz
 		}
+	}
+	if wk.visit != nil && aw.Top != 0 && aw.TopSize != 0 {
+		wk.visit(Chunk{Addr: aw.Top, Size: aw.TopSize, Arena: len(wk.w.Arenas), State: ChunkTop})
 	}
 	aw.Walked = true
 }
@@ -881,6 +940,9 @@ func (wk *walker) mmapped() {
 			mc.Count++
 			mc.Bytes += sz
 			mc.Sizes[sz]++
+			if wk.visit != nil {
+				wk.visit(Chunk{Addr: p, Size: sz, Arena: -1, State: ChunkMmapped})
+			}
 			p += sz
 		}
 	}

@@ -90,6 +90,16 @@ func (h *Heap) Walk() (*glibc.Walk, []glibc.ThreadCache, error) {
 	return w, caches, err
 }
 
+// WalkChunks is Walk that also hands visit every chunk it meets
+// (glibc.WalkChunks): what internal/chunks indexes.
+func (h *Heap) WalkChunks(visit func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadCache, error) {
+	w, caches, err := glibc.WalkChunks(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visit)
+	if w != nil {
+		w.Exact = w.Exact && h.SameFormat
+	}
+	return w, caches, err
+}
+
 // WalkLists walks what malloc_info and malloc_trim walk (the arena ring,
 // fastbins, bins, heaps), without the chunks: the pre-flight check and the
 // trim prediction.

@@ -25,8 +25,8 @@ type coreFlags struct {
 
 // isCoreArg tells a core file from a process id: a PID is all digits.
 func isCoreArg(arg string) bool {
-	_, err := strconv.Atoi(arg)
-	return err != nil
+	_, ok := parsePidText(arg)
+	return !ok && strings.TrimLeft(arg, "0123456789") != ""
 }
 
 // options are the flags as inspect takes them.
@@ -43,7 +43,10 @@ func (f *coreFlags) register(c *cobra.Command) {
 
 // pidOrCoreArg accepts one process id or the path of a core file.
 func pidOrCoreArg(c *cobra.Command, args []string) error {
-	if len(args) == 1 && isCoreArg(args[0]) {
+	if len(args) != 1 {
+		return &usageError{msg: fmt.Sprintf("%s takes one process id or core file (see '%s --help')", c.Name(), c.CommandPath())}
+	}
+	if isCoreArg(args[0]) {
 		if _, err := os.Stat(args[0]); errors.Is(err, os.ErrPermission) {
 			return err // the same exit code as a core that cannot be read
 		} else if err != nil {
@@ -68,18 +71,14 @@ func (v *sizeValue) String() string {
 func (v *sizeValue) Type() string { return "SIZE" }
 
 func (v *sizeValue) Set(s string) error {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(s), "ib"), "b")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		if i := strings.IndexByte("kmgt", t[n-1]); i >= 0 {
-			mult, t = 1<<(10*(i+1)), t[:n-1]
-		}
+	n, err := parseSize(s) // the one size parser
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%q: the size must be above 0", s)
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return fmt.Errorf("%q is not a size such as 64G", s)
+	if err != nil {
+		return err
 	}
-	*v = sizeValue(n * mult)
+	*v = sizeValue(n)
 	return nil
 }
 

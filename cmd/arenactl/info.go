@@ -18,7 +18,7 @@ func newInfoCmd() *cobra.Command {
 	var hold holdFlag
 	var cf coreFlags
 	c := &cobra.Command{
-		Use:   "info PID",
+		Use:   "info PID|CORE",
 		Short: "Per-arena malloc statistics from glibc's own malloc_info(), plus a memory-map summary",
 		Long: `info borrows one thread of the process that is parked in a safe syscall
 (or running outside libc with no allocator frame on its stack), makes it run

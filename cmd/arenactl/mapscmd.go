@@ -15,7 +15,7 @@ func newMapsCmd() *cobra.Command {
 	var all, asJSON bool
 	var maxUnpacked sizeValue
 	c := &cobra.Command{
-		Use:   "maps PID",
+		Use:   "maps PID|CORE",
 		Short: "Summarize the process's memory map by class (heaps, stacks, libraries, ...) with RSS",
 		Long: `maps reads /proc/PID/smaps and classifies every mapping: the main heap,
 non-main arena heaps, the main and thread stacks, the executable, shared

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +21,7 @@ more than one thread for a few milliseconds.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return checkDurations(c) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
 	})
@@ -35,15 +35,14 @@ func pidArg(c *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return &usageError{msg: fmt.Sprintf("%s takes one process id (see '%s --help')", c.Name(), c.CommandPath())}
 	}
-	pid, err := strconv.Atoi(args[0])
-	if err != nil || pid <= 0 {
+	if _, ok := parsePidText(args[0]); !ok {
 		return &usageError{msg: fmt.Sprintf("%q is not a process id", args[0])}
 	}
 	return nil
 }
 
 func parsePid(args []string) int {
-	pid, _ := strconv.Atoi(args[0])
+	pid, _ := parsePidText(args[0])
 	return pid
 }
 

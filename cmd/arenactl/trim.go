@@ -58,7 +58,7 @@ pages that are resident).`,
 		},
 	}
 	f.register(c)
-	c.Flags().Uint64Var(&pad, "pad", 0, "bytes malloc_trim leaves untrimmed at the top of the main heap")
+	c.Flags().Var((*byteCount)(&pad), "pad", "bytes malloc_trim leaves untrimmed at the top of the main heap (suffixes K, M, G)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "run nothing of the process's: walk its free lists (from a copy-on-write image by default) and predict what malloc_trim would release")
 	registerFreeze(c.Flags(), &hold, false)
 	return c

@@ -14,7 +14,7 @@ func TestUsageErrorNamesCommandOnce(t *testing.T) {
 	}{
 		{[]string{"--bogus"}, "unknown flag: --bogus (see 'arenactl --help')"},
 		{[]string{"info", "--bogus", "1"}, "unknown flag: --bogus (see 'arenactl info --help')"},
-		{[]string{"info"}, "info takes one process id (see 'arenactl info --help')"},
+		{[]string{"info"}, "info takes one process id or core file (see 'arenactl info --help')"},
 		{[]string{"version", "x"}, "version takes no arguments (see 'arenactl version --help')"},
 		{[]string{"info", "--version"}, "unknown flag: --version (see 'arenactl info --help')"},
 	} {

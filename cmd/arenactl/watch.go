@@ -88,7 +88,8 @@ exits, watch says so and exits 10.`,
 	c.Flags().BoolVar(&wf.noFreeze, "no-freeze", false, "stop nothing at all; the numbers may be torn by threads that allocate meanwhile")
 	registerFreeze(c.Flags(), &wf.hold, true)
 	c.Flags().BoolVar(&wf.inject, "inject", false, "run glibc's malloc_info in one borrowed thread for each sample, as info does, instead of reading memory")
-	c.Flags().Uint64Var(&wf.minChange, "min-change", 1<<20, "show an arena under a sample when a measure of it changed by this many bytes or more")
+	wf.minChange = 1 << 20
+	c.Flags().Var((*byteCount)(&wf.minChange), "min-change", "show an arena under a sample when a measure of it changed by this many bytes or more (suffixes K, M, G)")
 	return c
 }
 
@@ -197,8 +198,10 @@ func (w *watcher) add(at time.Time, rep *report.Report) error {
 	s := report.Summarize(rep, diagnose.Summaries(findings))
 	// Without the monotonic reading: the summary's span is the one the
 	// printed times show.
-	s.Sample = &report.Sample{Index: w.n, Time: at.Round(0)}
+	// Numbered from 1, as people count them ("1 sample", the summary's
+	// "of 3 samples"): --json numbered them from 0.
 	w.n++
+	s.Sample = &report.Sample{Index: w.n, Time: at.Round(0)}
 	w.rss = append(w.rss, s.Rollup.Rss)
 	prev := w.prev
 	if w.first == nil {

@@ -137,7 +137,7 @@ func TestWatchJSONLines(t *testing.T) {
 		t.Fatalf("%d samples, want 3", len(samples))
 	}
 	for i, s := range samples {
-		if s.Sample != i {
+		if s.Sample != i+1 { // from 1, as the text counts (issue 22, item 8)
 			t.Errorf("line %d has sample %d", i, s.Sample)
 		}
 		if s.ReadOnly == nil || s.ReadOnly.Torn || s.Injection != nil {

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
 )
 
 // Write generates, under dir, man/man1/<command>.1 for every visible
@@ -30,7 +32,10 @@ func Write(root *cobra.Command, dir, source string) error {
 	// reader of the page.
 	disableAutoGenTag(root)
 	header := &doc.GenManHeader{Section: "1", Source: source, Manual: "arenactl manual"}
-	if err := doc.GenManTree(root, header, man); err != nil {
+	restore := escapeMarkdown(root)
+	err := doc.GenManTree(root, header, man)
+	restore()
+	if err != nil {
 		return fmt.Errorf("man pages in %s: %w", man, err)
 	}
 	name := root.Name()
@@ -48,6 +53,45 @@ func Write(root *cobra.Command, dir, source string) error {
 		}
 	}
 	return nil
+}
+
+// markdownSpecial are the characters md2man, through which cobra renders a
+// man page, reads as markup: "main_arena and mp_" came out as "mainarena
+// and mp" with the words between in italics.
+var markdownSpecial = strings.NewReplacer(`\`, `\\`, "_", `\_`, "*", `\*`, "`", "\\`", "[", `\[`, "]", `\]`)
+
+// escapeMarkdown escapes the text of every command (Short, Long, Example)
+// and flag (Usage) under c for md2man, and returns what puts it back: the
+// completion scripts show the same text, unescaped.
+func escapeMarkdown(c *cobra.Command) (restore func()) {
+	var undo []func()
+	seen := map[*pflag.Flag]bool{} // a persistent flag is also its children's
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		short, long, example := c.Short, c.Long, c.Example
+		c.Short, c.Long, c.Example = markdownSpecial.Replace(short), markdownSpecial.Replace(long), markdownSpecial.Replace(example)
+		undo = append(undo, func() { c.Short, c.Long, c.Example = short, long, example })
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.InheritedFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if seen[f] {
+					return
+				}
+				seen[f] = true
+				usage := f.Usage
+				f.Usage = markdownSpecial.Replace(usage)
+				undo = append(undo, func() { f.Usage = usage })
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(c)
+	return func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
 }
 
 func disableAutoGenTag(c *cobra.Command) {

@@ -98,7 +98,7 @@ func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }
 func (t *Target) Threads() []target.Thread {
 	out := make([]target.Thread, len(t.Core.Threads))
 	for i, th := range t.Core.Threads {
-		out[i] = target.Thread{Tid: th.Tid, PC: th.PC(), SP: th.SP(), FsBase: th.FsBase()}
+		out[i] = target.Thread{Tid: th.Tid, PC: th.PC(), SP: th.SP(), FsBase: th.FsBase(), Regs: th.Regs}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
@@ -23,7 +24,7 @@ func (t *Target) Threads() []target.Thread {
 	out := make([]target.Thread, 0, len(t.frozen.threads))
 	for _, th := range t.frozen.threads {
 		r := th.Regs()
-		out = append(out, target.Thread{Tid: th.Tid, PC: r.Rip, SP: r.Rsp, FsBase: r.Fs_base})
+		out = append(out, target.Thread{Tid: th.Tid, PC: r.Rip, SP: r.Rsp, FsBase: r.Fs_base, Regs: core.RegsOf(&r)})
 	}
 	return out
 }

@@ -42,9 +42,13 @@ type Process struct {
 	Command string // its short name (comm); "" when unknown
 }
 
-// Thread is one thread's identity and the registers the heap layer needs.
+// Thread is one thread's identity and registers.
 type Thread struct {
 	Tid    int
 	PC, SP uint64
 	FsBase uint64 // the thread pointer: glibc's TLS (tcache, thread_arena) hangs off it
+	// Regs is every general-purpose register, user_regs_struct in the
+	// kernel's order (x86_64, as NT_PRSTATUS holds it): a conservative scan
+	// of the heap's roots reads each as a possible pointer.
+	Regs [27]uint64
 }

@@ -2,7 +2,6 @@ package live
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,21 +42,24 @@ func (t *Target) Freeze(ctx context.Context, timeout time.Duration) (*Frozen, er
 		if err != nil {
 			return fail(err)
 		}
-		var fresh []*ptrace.Thread
+		var todo []int
 		for _, tid := range tids {
-			if _, ok := seized[tid]; ok {
-				continue
+			if _, ok := seized[tid]; !ok {
+				todo = append(todo, tid)
 			}
-			th, err := t.proc.SeizeWithin(tid, b)
-			if errors.Is(err, ptrace.ErrNoProcess) {
-				seized[tid] = nil // exited, or an exited main thread
-				continue
+		}
+		// Seized in one request to the tracer thread, as they are then
+		// interrupted and let go: see ptrace.SeizeAllWithin.
+		ths, err := t.proc.SeizeAllWithin(todo, b)
+		var fresh []*ptrace.Thread
+		for i, th := range ths {
+			seized[todo[i]] = th // nil: exited, or an exited main thread
+			if th != nil {
+				fresh = append(fresh, th)
 			}
-			if err != nil {
-				return fail(err)
-			}
-			seized[tid] = th
-			fresh = append(fresh, th)
+		}
+		if err != nil {
+			return fail(err)
 		}
 		if len(fresh) == 0 {
 			break

@@ -87,6 +87,62 @@ func (p *Process) SeizeWithin(tid int, b Bound) (*Thread, error) {
 	return th, nil
 }
 
+// SeizeAllWithin is SeizeWithin for each of tids, in one bounded request
+// to the tracer thread (see InterruptAll): one request per thread, each
+// with its own timers, cost more than the PTRACE_SEIZEs. It returns a
+// Thread per tid, nil for one that exited (SeizeWithin's ErrNoProcess),
+// and stops at the first other error, returning it with what was seized
+// until then. Given up on at b (a seize held while an execve waits), it
+// returns a StuckError and nothing: what the tracer thread seized is
+// tracked, and Close or Settle lets it go, as SeizeWithin's late seize.
+func (p *Process) SeizeAllWithin(tids []int, b Bound) ([]*Thread, error) {
+	if len(tids) == 0 {
+		return nil, nil
+	}
+	if err := b.expired(); err == errWaitCancel {
+		return nil, &StuckError{Pid: p.Pid, Tid: tids[0], Cancelled: true}
+	}
+	if min := time.Now().Add(seizeGrace); b.Deadline.Before(min) {
+		b.Deadline = min
+	}
+	out := make([]*Thread, len(tids))
+	var at atomic.Int64 // the index being seized
+	var stop atomic.Bool
+	last := int64(-1)
+	err, gaveUp := p.t.doBounded(func() error {
+		for i, tid := range tids {
+			if stop.Load() {
+				return nil
+			}
+			at.Store(int64(i))
+			if err := ptraceRaw(unix.PTRACE_SEIZE, tid, 0, seizeOptions); err != nil {
+				if err := p.seizeErr(tid, err); !errors.Is(err, ErrNoProcess) {
+					return err
+				}
+				continue
+			}
+			th := &Thread{p: p, Tid: tid}
+			p.track(th)
+			out[i] = th
+		}
+		return nil
+	}, b, func() {
+		// Reaped only while a seize is held (no progress since the last
+		// tick), as SeizeWithin reaps while its one seize waits: not
+		// every 2 ms of a batch that is moving.
+		if n := at.Load(); n == last {
+			p.reapDead()
+		} else {
+			last = n
+		}
+	}, func(error) {})
+	if gaveUp {
+		stop.Store(true)
+		return nil, &StuckError{Pid: p.Pid, Tid: tids[at.Load()], Cancelled: b.expired() == errWaitCancel}
+	}
+	return out, err
+}
+
 func (p *Process) track(th *Thread) {
 	p.mu.Lock()
 	p.threads[th.Tid] = th

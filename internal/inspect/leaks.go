@@ -112,9 +112,11 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
 	end := start.Add(o.Duration)
-	timer := time.NewTimer(drainEvery)
+	// The first read comes soon, to learn how fast samples come.
+	timer := time.NewTimer(drainEvery / 20)
 	defer timer.Stop()
 	lastScan := start
+	var prev time.Duration // when the drain before began
 	for {
 		stop := false
 		select {
@@ -147,6 +149,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		at := time.Since(start)
 		ms := t.Mappings()
 
+		allocs := 0
 		for i := range recs {
 			r := &recs[i]
 			if r.Kind == "free" {
@@ -155,21 +158,32 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 			}
 			b.Add(raw(r, at, s.Real(r.Kind), ms))
 			rep.Samples++
+			allocs++
 		}
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)
 		}
-		// A ring found a quarter full is drained again soon: a busy
-		// process fills it faster than every drainEvery.
-		next := drainEvery
-		if len(recs) > s.RingSlots()/4 {
-			next = drainEvery / 10
-		}
-		timer.Reset(next)
+		timer.Reset(nextDrain(allocs, last-prev, s.RingSlots()))
+		prev = last
 		if stop {
 			return b, last, nil
 		}
 	}
+}
+
+// nextDrain is when to read the ring again, given that the last read took
+// n samples that came in over since: about when it will be an eighth
+// full, at the rate they came, between drainEvery/50 and drainEvery. A
+// ring found more than half full is thinned (the estimates stay
+// unbiased but lose precision): at 3 GB/s of allocation (5,900 samples
+// a second at the default rate), a fixed 100 ms, or 10 ms only after a
+// drain that found it a quarter full, let 25 % of the samples go.
+func nextDrain(n int, since time.Duration, slots int) time.Duration {
+	if n == 0 || since <= 0 {
+		return drainEvery
+	}
+	next := time.Duration(float64(since) * float64(slots) / 8 / float64(n))
+	return min(max(next, drainEvery/50), drainEvery)
 }
 
 // raw turns a record into the profiler's sample: the leaf is the allocator

@@ -104,3 +104,14 @@ func TestCoreCountersUnknownNotZero(t *testing.T) {
 		})
 	}
 }
+
+// diff of kernel cores' documents says their counters are unknown, not
+// "RSS 0 B → 0 B" (issue 22, item 2).
+func TestDiffOfKernelCoresSaysUnknown(t *testing.T) {
+	a := filepath.Join("testdata", "golden", "arenas-2.36-kernel.json")
+	b := filepath.Join("testdata", "golden", "arenas-2.41-kernel.json")
+	out := mustRun(t, "diff", a, b).stdout
+	if !strings.Contains(out, "process: RSS, Private_Dirty and Swap unknown") || strings.Contains(out, "0 B → 0 B") || strings.Contains(out, "private dirty") {
+		t.Errorf("diff of kernel cores:\n%s", out)
+	}
+}

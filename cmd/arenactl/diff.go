@@ -46,7 +46,7 @@ versions are compared all the same, after a warning.`,
 			}
 			d := report.Compare(before, after)
 			for _, w := range d.Warnings {
-				fmt.Fprintf(os.Stderr, "arenactl: warning: %s\n", w)
+				fmt.Fprintf(os.Stderr, "arenactl: warning: %s\n", render.Line(w)) // names the documents' executables
 			}
 			if asJSON {
 				return writeJSON(os.Stdout, schema.NewDiff(d))

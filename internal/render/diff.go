@@ -37,7 +37,13 @@ func Diff(w io.Writer, d *report.Diff) error {
 // the findings that appeared or cleared.
 func DiffBody(w io.Writer, d *report.Diff) error {
 	p := d.Process
-	fmt.Fprintf(w, "process: RSS %s, Private_Dirty %s, Swap %s\n\n", arrow(p.Rss), arrow(p.PrivateDirty), arrow(p.Swap))
+	unmeasured := d.Before.Unmeasured || d.After.Unmeasured
+	if unmeasured {
+		fmt.Fprintln(w, "process: RSS, Private_Dirty and Swap unknown (a kernel core records none)")
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, "process: RSS %s, Private_Dirty %s, Swap %s\n\n", arrow(p.Rss), arrow(p.PrivateDirty), arrow(p.Swap))
+	}
 
 	var arenas [][]string
 	for _, a := range d.Arenas {
@@ -59,7 +65,11 @@ func DiffBody(w io.Writer, d *report.Diff) error {
 
 	var classes [][]string
 	for _, c := range d.Classes {
-		if c.Status != report.Unchanged {
+		switch {
+		case c.Status == report.Unchanged:
+		case unmeasured:
+			classes = append(classes, deltaRows(c.Class, []namedDelta{{"size", &c.Size, true}})...)
+		default:
 			classes = append(classes, deltaRows(c.Class, []namedDelta{{"rss", &c.Rss, true}, {"private dirty", &c.PrivateDirty, true},
 				{"size", &c.Size, false}, {"swap", &c.Swap, false}})...)
 		}

@@ -30,6 +30,9 @@ type Summary struct {
 	Rollup   maps.Rollup
 	Classes  []ClassMeasures
 	Findings []Finding
+	// Unmeasured: the document has no smaps counters (a kernel core's):
+	// Rollup and the classes' counters are unknown, not 0.
+	Unmeasured bool
 }
 
 // Sample says which sample of a watch a summary is.
@@ -73,7 +76,7 @@ type Finding struct {
 func Summarize(r *Report, fs []Finding) *Summary {
 	mi := r.Malloc
 	roll := r.Maps.Rollup
-	s := &Summary{Pid: r.Pid, Exe: r.Exe, Glibc: r.Libc.Version.String(), SystemCurrent: mi.SystemCurrent, Findings: fs,
+	s := &Summary{Pid: r.Pid, Exe: r.Exe, Glibc: r.Libc.Version.String(), SystemCurrent: mi.SystemCurrent, Findings: fs, Unmeasured: r.Maps.Unmeasured,
 		Rollup: maps.Rollup{Rss: roll.Rss, Pss: roll.Pss, PrivateDirty: roll.PrivateDirty, PrivateClean: roll.PrivateClean,
 			Anonymous: roll.Anonymous, Swap: roll.Swap}}
 	if mi.HasMmap {

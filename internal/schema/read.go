@@ -67,8 +67,10 @@ func (d *WatchSample) summary() (*report.Summary, error) {
 		}
 		s.Arenas = append(s.Arenas, m)
 	}
-	// A kernel core's counters are null (unknown): compared as 0.
+	// A kernel core's counters are null (unknown): compared as 0, and
+	// said to be unknown.
 	p := d.Maps.Process
+	s.Unmeasured = p.Rss == nil
 	s.Rollup.Rss, s.Rollup.Pss, s.Rollup.PrivateDirty, s.Rollup.PrivateClean, s.Rollup.Anonymous, s.Rollup.Swap =
 		deref(p.Rss), deref(p.Pss), deref(p.PrivateDirty), deref(p.PrivateClean), deref(p.Anonymous), deref(p.Swap)
 	for _, c := range d.Maps.Classes {

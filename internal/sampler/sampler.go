@@ -550,32 +550,22 @@ type Left struct {
 func (s *Sampler) Detach(ctx context.Context) (Left, error) {
 	var left Left
 	busy := false
-	// Read before every thread is stopped, as everything read from /proc
-	// is: an object unloaded since the last Rescan is known here.
-	if err := s.t.RefreshRanges(); err == nil {
-		s.markUnloaded()
-	}
 	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
+		// Freeze read the mappings once every thread had stopped (with no
+		// per-thread /proc file): an object unloaded since the last
+		// Rescan is known here, and none can go until the threads do.
+		s.markUnloaded()
 		var w [8]byte
 		le := binary.LittleEndian
 		var stuck []string
 		for i := range s.Patches {
 			p := &s.Patches[i]
-			if !p.Unloaded {
-				if _, err := c.ReadAt(w[:], p.Slot); err != nil {
-					// Unloaded between the look above and the stop (no
-					// thread runs now: the mappings hold still).
-					if s.t.RefreshRanges() == nil {
-						s.markUnloaded()
-					}
-					if !p.Unloaded {
-						stuck = append(stuck, fmt.Sprintf("reading %s's GOT entry for %s at %#x: %v", p.Module, p.Name, p.Slot, err))
-						continue
-					}
-				}
-			}
 			if p.Unloaded {
 				left.Unloaded = append(left.Unloaded, fmt.Sprintf("%s: %s's GOT entry at %#x", p.Module, p.Name, p.Slot))
+				continue
+			}
+			if _, err := c.ReadAt(w[:], p.Slot); err != nil {
+				stuck = append(stuck, fmt.Sprintf("reading %s's GOT entry for %s at %#x: %v", p.Module, p.Name, p.Slot, err))
 				continue
 			}
 			if cur := le.Uint64(w[:]); cur != s.base+hooked[p.Name].hook {

@@ -117,6 +117,15 @@ func TestServeBadAddress(t *testing.T) {
 	if _, err := heapprof.Listen(ln.Addr().String()); err == nil {
 		t.Error("Listen on a port in use returned nil")
 	}
+	// Every interface is not loopback: the command warns about it.
+	web, err := heapprof.Listen("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	if web.Loopback() {
+		t.Errorf("%s counts as loopback", web.URL())
+	}
 }
 
 // TestServeOnlyTheProfile: the web view answers only under its secret

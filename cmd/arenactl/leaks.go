@@ -110,7 +110,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 				// Ctrl-C (the one that ended an interrupted window is
 				// spent). The URL holds the secret path (heapprof.Web):
 				// without it every request is refused.
-				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
 				defer stop()
 				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", web.URL())
 				return web.Serve(ctx, rep.Profile)

@@ -10,6 +10,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/sampler"
 )
@@ -32,6 +33,7 @@ const (
 	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
 	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
+	exitNoPerf      = 16 // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
 	exitInterrupted = 130
 )
 
@@ -86,6 +88,10 @@ func exitCode(err error) int {
 		// ErrGone is what was found to be their cause.
 		return exitGone
 	case errors.Is(err, ptrace.ErrNoProcess):
+		return exitNoProcess
+	case perf.KindOf(err) == perf.KindNotAllowed, perf.KindOf(err) == perf.KindNoTracefs, perf.KindOf(err) == perf.KindUnsupported:
+		return exitNoPerf
+	case perf.KindOf(err) == perf.KindNoProcess:
 		return exitNoProcess
 	case errors.Is(err, ptrace.ErrPermission), isFilePermission(err):
 		return exitPermission

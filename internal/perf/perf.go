@@ -231,8 +231,8 @@ func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
 	// process's memory (read() into a fresh buffer) is the process's
 	// growth, and a tracepoint fires in the kernel.
 	a.Bits = unix.PerfBitInherit | unix.PerfBitSampleIDAll | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel | unix.PerfBitWatermark
-	// Wake a poller when half the ring is full.
-	a.Wakeup = uint32(pages * os.Getpagesize() / 2)
+	// Wake a poller when a quarter of the ring is full.
+	a.Wakeup = uint32(pages * os.Getpagesize() / 4)
 	if e.Stack {
 		a.Sample_regs_user = regsMask
 		a.Sample_stack_user = stack

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/hostfs"
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
+)
+
+type growthFlags struct {
+	duration time.Duration
+	period   uint64
+	out      string
+	folded   bool
+	top      int
+}
+
+func newGrowthCmd() *cobra.Command {
+	var f injectFlags
+	gf := growthFlags{period: inspect.DefaultFaultPeriod}
+	c := &cobra.Command{
+		Use:   "growth PID",
+		Short: "Which code makes RSS grow: page faults and mmap/munmap/brk/madvise by call stack and memory class, from perf events",
+		Long: `growth opens the kernel's perf events on every thread of the process (and the
+threads they create) for --duration (or until Ctrl-C): its page faults,
+one sampled in --period, and every mmap, munmap, mremap, brk, madvise and
+mprotect, each with the user registers and a copy of the stack top, which
+arenactl unwinds with the program's CFI and symbolizes. Nothing is placed
+in or written to the process. It prints, per memory class (main heap, each
+arena's heaps, mmapped chunks, other anonymous memory, stacks, files) and
+per call stack, the bytes first touched, mapped, unmapped and given back,
+and how much of the RSS growth smaps_rollup saw over the window they
+explain. -o writes a pprof profile, --folded FlameGraph's folded stacks of
+the bytes touched. Needs root or CAP_PERFMON (exit 16 when perf events are
+refused).`,
+		Args: pidArg,
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case gf.duration < 0:
+				return &usageError{msg: "--duration must be positive (0: until interrupted)"}
+			case gf.period == 0:
+				return &usageError{msg: "--period must be at least 1 fault"}
+			case gf.folded && f.json:
+				return &usageError{msg: "--folded and --json are mutually exclusive"}
+			}
+			var out *hostfs.Output
+			if gf.out != "" {
+				var err error
+				if out, err = hostfs.CreateOutput(gf.out); err != nil {
+					return leaksOutputErr(gf.out, err)
+				}
+				defer out.Discard()
+			}
+			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period}
+			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
+			g, err := inspect.Growth(c.Context(), parsePid(args), o)
+			if err != nil {
+				return err
+			}
+			return writeGrowth(g, &f, &gf, out)
+		},
+		Annotations: map[string]string{endsByInterrupt: "true"},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	fl.StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
+	fl.DurationVar(&gf.duration, "duration", 10*time.Second, "how long to watch; 0: until interrupted (Ctrl-C)")
+	fl.Uint64Var(&gf.period, "period", inspect.DefaultFaultPeriod, "one page-fault sample every N faults (1: every fault)")
+	fl.StringVarP(&gf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof -sample_index=touched_space FILE)")
+	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
+	fl.IntVar(&gf.top, "top", render.DefaultGrowthTop, "how many sites the table shows (0: all)")
+	return c
+}
+
+// writeGrowth prints the run as the flags ask, and writes the profile to
+// out (-o; nil: none).
+func writeGrowth(g *report.Growth, f *injectFlags, gf *growthFlags, out *hostfs.Output) (err error) {
+	if out != nil {
+		if err := heapprof.WriteValuedPprof(out.File, g.Profile); err != nil {
+			return leaksOutputErr(gf.out, err)
+		}
+		if err := out.Commit(); err != nil {
+			return leaksOutputErr(gf.out, err)
+		}
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer func() {
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+	}()
+	switch {
+	case f.json:
+		return writeJSON(w, schema.NewGrowth(g))
+	case gf.folded:
+		return heapprof.WriteValuedFolded(w, g.Profile, report.GrowthTouched, report.LabelClass)
+	}
+	if err := render.Growth(w, g, gf.top); err != nil {
+		return err
+	}
+	if gf.out != "" {
+		fmt.Fprintf(w, "profile written to %s (go tool pprof %s)\n", gf.out, gf.out)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package heapprof
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// This file is the profile model with a value per kind, for profiles that
+// are not of allocations (arenactl growth: bytes touched, mapped,
+// unmapped... by call stack and memory class). It shares the Builder's
+// unwinding, symbolization and site identity, and the Frame and Mapping
+// types, with the heap profile; only the values differ.
+
+// Stacks unwinds and symbolizes stacks into sites, as a Builder does, for
+// a caller that keeps its own values per site. Not safe for concurrent
+// use.
+type Stacks struct{ b *Builder }
+
+// NewStacks starts an empty table of stacks.
+func NewStacks(u *unwind.Unwinder, s *symbolize.Symbolizer) *Stacks {
+	return &Stacks{b: NewBuilder(u, s)}
+}
+
+// Site unwinds regs and stack, symbolizes the chain and returns the
+// index of its site (the same for every stack that symbolizes the same),
+// and the unwinding's stop.
+func (t *Stacks) Site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) {
+	b := t.b
+	tr := b.u.UnwindInto(b.frames, regs, stack)
+	b.frames = tr.Frames
+	if tr.Stop != unwind.StopEnd {
+		b.incomplete++
+	}
+	if tr.Truncated {
+		b.truncated++
+	}
+	b.pcKey = b.pcKey[:0]
+	for _, f := range tr.Frames {
+		b.pcKey = binary.LittleEndian.AppendUint64(b.pcKey, f.LookupPC())
+	}
+	b.pcKey = append(b.pcKey, byte(tr.Stop))
+	si, ok := b.byPCs[string(b.pcKey)]
+	if !ok {
+		si = b.siteOf(tr)
+		b.byPCs[string(b.pcKey)] = si
+	}
+	return si, tr.Stop
+}
+
+// Incomplete is how many stacks did not reach the outermost frame, and
+// Truncated how many of them because the copy was too short.
+func (t *Stacks) Incomplete() (incomplete, truncated int) { return t.b.incomplete, t.b.truncated }
+
+// ValueType names one kind of value, as pprof's sample types do.
+type ValueType struct{ Type, Unit string }
+
+// Valued is a profile with a value per kind for every site: a call stack,
+// and labels that split it further (a memory class).
+type Valued struct {
+	Types []ValueType
+	// Default is the type pprof shows first.
+	Default  string
+	Window   Window
+	Comments []string
+	Sites    []ValuedSite
+	Mappings []Mapping
+}
+
+// ValuedSite is one call stack (root first) with labels and a value per
+// type of the profile.
+type ValuedSite struct {
+	Frames []Frame
+	Labels map[string]string
+	Values []float64
+	Stop   unwind.Stop
+}
+
+// Site is a site's stack in profile terms: its frames, root first, with
+// MappingIDs into Mappings.
+func (t *Stacks) Frames(site int) []Frame { return t.b.sites[site].frames }
+
+// Finish turns the sites' own values (by the caller's site index) into a
+// Valued profile: frames with their mappings numbered as in the heap
+// profile (main executable first).
+func (t *Stacks) Finish(v *Valued, sites []ValuedSite, index []int) {
+	p := &Profile{}
+	ids := t.b.mappings(p)
+	v.Mappings = p.Mappings
+	for k, s := range sites {
+		st := t.b.sites[index[k]]
+		frames := make([]Frame, len(st.frames))
+		for i, f := range st.frames {
+			if f.MappingID != 0 {
+				f.MappingID = ids[f.MappingID-1]
+				if f.File != "" {
+					v.Mappings[f.MappingID-1].HasLines = true
+				}
+			}
+			frames[i] = f
+		}
+		s.Frames, s.Stop = frames, st.stop
+		v.Sites = append(v.Sites, s)
+	}
+}
+
+// Index is the position of type name in v.Types, -1 if none.
+func (v *Valued) Index(name string) int {
+	for i, t := range v.Types {
+		if t.Type == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Proto is the profile as pprof's model: a sample per site valued per
+// type, its labels as string labels, locations and mappings as Proto has
+// them for a heap profile.
+func (v *Valued) Proto() *profile.Profile {
+	pp := &profile.Profile{DefaultSampleType: v.Default, Comments: v.Comments,
+		TimeNanos: v.Window.Start.UnixNano(), DurationNanos: v.Window.Duration.Nanoseconds()}
+	if v.Window.Start.IsZero() {
+		pp.TimeNanos = 0
+	}
+	for _, t := range v.Types {
+		pp.SampleType = append(pp.SampleType, &profile.ValueType{Type: t.Type, Unit: t.Unit})
+	}
+	maps := make([]*profile.Mapping, len(v.Mappings))
+	for i, m := range v.Mappings {
+		maps[i] = &profile.Mapping{ID: uint64(m.ID), Start: m.Start, Limit: m.Limit, Offset: m.Offset,
+			File: m.File, BuildID: m.BuildID, HasFunctions: true,
+			HasFilenames: m.HasLines, HasLineNumbers: m.HasLines, HasInlineFrames: true}
+	}
+	pp.Mapping = maps
+	type locKey struct {
+		addr    uint64
+		mapping int
+	}
+	type funcKey struct{ name, system, file string }
+	locs := map[locKey]*profile.Location{}
+	funcs := map[funcKey]*profile.Function{}
+	function := func(f Frame) *profile.Function {
+		name := f.Name()
+		system := f.Mangled
+		if system == "" {
+			system = name
+		}
+		k := funcKey{name, system, f.File}
+		fn := funcs[k]
+		if fn == nil {
+			fn = &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: system, Filename: f.File}
+			funcs[k] = fn
+			pp.Function = append(pp.Function, fn)
+		}
+		return fn
+	}
+	for i := range v.Sites {
+		s := &v.Sites[i]
+		smp := &profile.Sample{}
+		for _, x := range s.Values {
+			smp.Value = append(smp.Value, round(x))
+		}
+		if len(s.Labels) > 0 {
+			smp.Label = map[string][]string{}
+			for k, l := range s.Labels {
+				smp.Label[k] = []string{l}
+			}
+		}
+		for end := len(s.Frames) - 1; end >= 0; {
+			start := end
+			for start > 0 && s.Frames[start].Inlined {
+				start--
+			}
+			f := s.Frames[start]
+			k := locKey{f.Addr, f.MappingID}
+			loc := locs[k]
+			if loc == nil {
+				loc = &profile.Location{ID: uint64(len(pp.Location) + 1), Address: f.Addr}
+				if f.MappingID != 0 {
+					loc.Mapping = maps[f.MappingID-1]
+				}
+				for j := end; j >= start; j-- {
+					loc.Line = append(loc.Line, profile.Line{Function: function(s.Frames[j]), Line: int64(s.Frames[j].Line)})
+				}
+				locs[k] = loc
+				pp.Location = append(pp.Location, loc)
+			}
+			smp.Location = append(smp.Location, loc)
+			end = start - 1
+		}
+		pp.Sample = append(pp.Sample, smp)
+	}
+	return pp
+}
+
+// WriteValuedPprof writes v as pprof's gzipped profile.proto.
+func WriteValuedPprof(w io.Writer, v *Valued) error { return v.Proto().Write(w) }
+
+// WriteValuedFolded writes one type of v as FlameGraph's folded stacks:
+// the frames' names from the root, then the label named leaf (a memory
+// class) as the last frame in brackets when the site has it, then the
+// value. Sites whose value is not positive are left out.
+func WriteValuedFolded(w io.Writer, v *Valued, typ int, leaf string) error {
+	sums := map[string]int64{}
+	for i := range v.Sites {
+		s := &v.Sites[i]
+		x := round(s.Values[typ])
+		if x <= 0 {
+			continue
+		}
+		names := make([]string, 0, len(s.Frames)+1)
+		for _, f := range s.Frames {
+			names = append(names, foldedName(f.Name()))
+		}
+		if l, ok := s.Labels[leaf]; ok && leaf != "" {
+			names = append(names, "["+foldedName(l)+"]")
+		}
+		sums[strings.Join(names, ";")] += x
+	}
+	stacks := make([]string, 0, len(sums))
+	for k := range sums {
+		stacks = append(stacks, k)
+	}
+	sort.Strings(stacks)
+	bw := bufio.NewWriter(w)
+	for _, k := range stacks {
+		fmt.Fprintf(bw, "%s %s\n", k, strconv.FormatInt(sums[k], 10))
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,705 @@
+package inspect
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/perf"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// GrowthOptions say how long and how finely to watch.
+type GrowthOptions struct {
+	Options
+	// Duration is the window; it ends earlier when ctx is done.
+	Duration time.Duration
+	// Period: one fault sample every Period page faults
+	// (DefaultFaultPeriod when 0).
+	Period uint64
+	// StackSize is the bytes of stack copied per sample
+	// (perf.DefaultStackSize when 0).
+	StackSize uint32
+	// RingPages per CPU (perf.DefaultRingPages when 0).
+	RingPages int
+}
+
+// DefaultFaultPeriod is one fault sample in 16: about 64 KiB of memory
+// touched per sample.
+const DefaultFaultPeriod = 16
+
+// streamQueue bounds the samples read from the rings and not yet unwound.
+const streamQueue = 256 << 20
+
+// The syscalls traced. Their exits are traced where the result matters:
+// the address mmap and mremap chose, the break brk set.
+var growthSyscalls = []string{"mmap", "munmap", "mremap", "brk", "madvise", "mprotect"}
+
+var withExit = map[string]bool{"mmap": true, "mremap": true, "brk": true}
+
+// Linux's values, the same on every architecture arenactl supports.
+const (
+	madvDontneed = 4
+	madvFree     = 8
+	madvRemove   = 9
+	mapFixed     = 0x10
+	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
+)
+
+// Growth watches a process's page faults and memory syscalls over the
+// window, with the kernel's perf events (nothing is placed in or written
+// to the process), and charges them to call stacks and memory classes.
+func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, err error) {
+	if o.Period == 0 {
+		o.Period = DefaultFaultPeriod
+	}
+	t, done, err := openLive(pid, true)
+	if err != nil {
+		return nil, err
+	}
+	defer done(&err)
+	pid = t.Pid
+	g := &report.Growth{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), Period: o.Period, PageSize: uint64(os.Getpagesize())}
+	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
+		arenaOf: map[uint64]uint64{}, chunkCache: map[[2]uint64][][2]uint64{}, acc: map[accKey]int{}}
+	if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
+		w.h = h
+	} else {
+		g.NoArenas = err.Error()
+	}
+	mods := module.NewTable(t, o.DebugDirs...)
+	u, sym := unwind.New(mods), symbolize.New(mods)
+	u.Prepare()
+	sym.Prepare()
+	w.mods, w.u, w.sym = mods, u, sym
+	w.stacks = heapprof.NewStacks(u, sym)
+
+	names := []string{}
+	for _, sc := range growthSyscalls {
+		names = append(names, "syscalls/sys_enter_"+sc)
+		if withExit[sc] {
+			names = append(names, "syscalls/sys_exit_"+sc)
+		}
+	}
+	tps, err := perf.Tracepoints(names...)
+	if err != nil {
+		return nil, err
+	}
+	events := []perf.Event{{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS,
+		Period: o.Period, Stack: true, Addr: true}}
+	for i := range tps {
+		tp := &tps[i]
+		enter := tp.Name[:len("sys_enter")] == "sys_enter"
+		events = append(events, perf.Event{Name: tp.Group + ":" + tp.Name, Type: unix.PERF_TYPE_TRACEPOINT, Config: tp.ID,
+			Period: 1, Stack: enter, Raw: true})
+		w.tps = append(w.tps, tp)
+	}
+	if ru, err := maps.ReadRollup(pid); err == nil {
+		g.RSSBefore = ru.Rss
+	} else {
+		return nil, t.Explain(fmt.Errorf("process %d: reading smaps_rollup: %w", pid, err))
+	}
+	if pm, err := procfs.OpenPagemap(pid); err == nil {
+		w.pm = pm
+		defer pm.Close()
+	}
+	if o.RingPages == 0 {
+		o.RingPages = ringPages()
+	}
+	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+	if err != nil {
+		if perf.KindOf(err) == perf.KindNoProcess {
+			return nil, t.Explain(err)
+		}
+		return nil, err
+	}
+	defer s.Close()
+	// The mappings and the break as they are once the events are open:
+	// every brk after is seen (one between is in both, and changes
+	// nothing).
+	if err := t.RefreshRanges(); err != nil {
+		return nil, err
+	}
+	w.cur = t.Mappings()
+	w.brk = heapEnd(w.cur)
+	g.Start = time.Now()
+	g.Threads = s.Threads()
+	if o.Note != nil {
+		until := "until interrupted (Ctrl-C)"
+		if o.Duration > 0 {
+			until = "for " + o.Duration.String() + " (Ctrl-C ends it earlier)"
+		}
+		o.Note(fmt.Sprintf("perf events are open on %d threads (and threads they create); the window is open %s", g.Threads, until))
+	}
+	end := g.Start.Add(o.Duration)
+	lastScan := g.Start
+	stream := s.Stream(streamQueue)
+	defer stream.Stop()
+	tick := time.NewTicker(drainEvery / 2)
+	defer tick.Stop()
+	for {
+		stop := false
+		select {
+		case <-ctx.Done():
+			stop = true
+		case now := <-tick.C:
+			stop = o.Duration > 0 && !now.Before(end)
+		}
+		if stop {
+			stream.Stop()
+			w.drain(stream.Take())
+			break
+		}
+		w.drain(stream.Take())
+		if time.Since(lastScan) >= time.Second {
+			lastScan = time.Now()
+			was := moduleSet(mods)
+			mods.Refresh()
+			if moduleSet(mods) != was {
+				u.Forget()
+				sym.Forget()
+			}
+		}
+	}
+	g.Duration = time.Since(g.Start)
+	g.Interrupted = ctx.Err() != nil
+	g.Lost, g.Throttled = s.Lost+stream.Dropped(), s.Throttled
+	g.Incomplete, g.Truncated = w.stacks.Incomplete()
+	if ru, err := maps.ReadRollup(pid); err == nil {
+		g.RSSAfter, g.Measured = ru.Rss, true
+	}
+	g.Profile = w.profile()
+	return g, nil
+}
+
+// growthWatch is one run's state: the process's mappings as last read and
+// the ones before, syscall entries waiting for their exits, and the values
+// so far by site and class.
+type growthWatch struct {
+	t      *live.Target
+	g      *report.Growth
+	h      *heap.Heap
+	pm     *procfs.Pagemap
+	mods   *module.Table
+	u      *unwind.Unwinder
+	sym    *symbolize.Symbolizer
+	stacks *heapprof.Stacks
+	tps    []*perf.Tracepoint // events[i+1]
+
+	prev, cur []maps.Mapping
+	// recent are the mappings mmap made since the last read, sorted: a
+	// munmap of one made since is found there.
+	recent  []maps.Mapping
+	brk     uint64
+	arenaOf map[uint64]uint64 // heap start -> its arena (0: none found)
+	// chunkCache: an anonymous mapping's mmapped chunks, by its extent,
+	// read once per drain.
+	chunkCache map[[2]uint64][][2]uint64
+
+	pending map[int]pendingCall   // by thread: an entry whose exit has not come
+	exits   map[int][]perf.Sample // by thread: exits that came before their entry
+
+	acc   map[accKey]int
+	sites []accSite
+}
+
+type pendingCall struct {
+	smp  perf.Sample
+	site int
+}
+
+type accKey struct {
+	site         int
+	class, arena string
+}
+
+type accSite struct {
+	key    accKey
+	values []float64
+}
+
+// drain handles one read of the rings: the mappings are read again (those
+// read before stay, for calls that unmapped what the new ones lack), then
+// every sample is charged.
+func (w *growthWatch) drain(smps []perf.Sample) {
+	if len(smps) == 0 {
+		return
+	}
+	w.recent = w.recent[:0]
+	if err := w.t.RefreshRanges(); err == nil {
+		w.prev, w.cur = w.cur, w.t.Mappings()
+		if w.h != nil {
+			w.h.Unclaim(w.cur)
+		}
+	}
+	clear(w.chunkCache)
+	for i := range smps {
+		smp := &smps[i]
+		if smp.Event == 0 {
+			w.fault(smp)
+			continue
+		}
+		tp := w.tps[smp.Event-1]
+		if tp.Name[:len("sys_exit")] == "sys_exit" {
+			w.exit(tp, smp)
+			continue
+		}
+		w.enter(tp, smp)
+	}
+}
+
+// site unwinds a sample's stack into its site.
+func (w *growthWatch) site(smp *perf.Sample) int {
+	r := smp.Regs
+	regs := unwind.Regs{PC: r.IP, SP: r.SP, RBP: r.BP, RBX: r.BX, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15, HaveCalleeSaved: true}
+	st := unwind.Stack{Addr: r.SP, Data: smp.Stack}
+	if m, ok := maps.Find(w.cur, r.SP); ok {
+		st.End = m.End
+	} else if m, ok := maps.Find(w.prev, r.SP); ok {
+		st.End = m.End
+	}
+	si, _ := w.stacks.Site(regs, st)
+	return si
+}
+
+func (w *growthWatch) add(site int, class, arena string, typ int, v float64) {
+	k := accKey{site, class, arena}
+	i, ok := w.acc[k]
+	if !ok {
+		i = len(w.sites)
+		w.acc[k] = i
+		w.sites = append(w.sites, accSite{key: k, values: make([]float64, len(report.GrowthTypes))})
+	}
+	w.sites[i].values[typ] += v
+}
+
+func (w *growthWatch) fault(smp *perf.Sample) {
+	if !smp.HaveRegs {
+		return
+	}
+	w.g.FaultSamples++
+	si := w.site(smp)
+	class, arena := w.classify(smp.Addr, w.cur, w.prev, w.recent)
+	if w.ownStack(smp, smp.Addr) {
+		class = maps.ClassThreadStack.String()
+	}
+	n := float64(w.g.Period)
+	bytes := n * float64(w.g.PageSize)
+	w.add(si, class, arena, report.GrowthTouched, bytes)
+	w.add(si, class, arena, report.GrowthNet, bytes)
+	w.add(si, class, arena, report.GrowthFaults, n)
+	w.add(si, class, arena, report.GrowthSamples, 1)
+}
+
+// enter handles a syscall's entry: charged now when its result does not
+// matter, else kept for its exit.
+func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
+	if !smp.HaveRegs {
+		return
+	}
+	si := w.site(smp)
+	name := tp.Name[len("sys_enter_"):]
+	if withExit[name] {
+		// An exit of this thread read before its entry (another CPU's
+		// ring, read first) is matched now.
+		if list := w.exits[smp.Tid]; len(list) > 0 {
+			for i, e := range list {
+				if e.Time >= smp.Time {
+					w.exits[smp.Tid] = append(list[:i], list[i+1:]...)
+					w.complete(name, pendingCall{*smp, si}, w.tpOf(e.Event), &e)
+					return
+				}
+			}
+		}
+		w.pending[smp.Tid] = pendingCall{*smp, si}
+		return
+	}
+	w.g.Calls++
+	raw := smp.Raw
+	switch name {
+	case "munmap":
+		addr, n := tp.Uint(raw, "addr"), pageUp(tp.Uint(raw, "len"))
+		w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
+		w.add(si, w.classOf(addr, w.prev, w.recent, w.cur), "", report.GrowthCalls, 1)
+	case "madvise":
+		addr, n, adv := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len_in")), tp.Int(raw, "behavior")
+		class, arena := w.classify(addr, w.prev, w.recent, w.cur)
+		if w.ownStack(smp, addr) {
+			class = maps.ClassThreadStack.String()
+		}
+		if adv == madvDontneed || adv == madvFree || adv == madvRemove {
+			w.add(si, class, arena, report.GrowthGivenBack, float64(n))
+			// An exiting thread's glibc advises away all of its stack
+			// below what it uses, almost all of it never touched: that
+			// is no RSS given back.
+			if class != maps.ClassThreadStack.String() {
+				w.add(si, class, arena, report.GrowthNet, -float64(n))
+			}
+		}
+		w.add(si, class, arena, report.GrowthCalls, 1)
+	case "mprotect":
+		addr, n, prot := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len")), tp.Uint(raw, "prot")
+		if prot != 0 {
+			// Only what was inaccessible before (a heap's reservation);
+			// a mapping made since the last read was, all of it.
+			w.chargeRange(si, addr, n, report.GrowthMapped, false, w.prev, w.recent)
+		} else {
+			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
+		}
+		class, arena := w.classify(addr, w.cur, w.prev)
+		w.add(si, class, arena, report.GrowthCalls, 1)
+	}
+}
+
+// ownStack says whether addr is in the anonymous mapping that holds the
+// sampled thread's own stack pointer: its stack, which the mappings show
+// as a thread's only while one blocks in it (a short-lived thread is
+// never seen so).
+func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
+	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recent} {
+		if m, ok := maps.Find(ms, smp.Regs.SP); ok {
+			return m.Contains(addr) && (m.Class == maps.ClassAnon || m.Class == maps.ClassThreadStack)
+		}
+	}
+	return false
+}
+
+// remember adds a mapping mmap made to recent, replacing what it covers.
+func (w *growthWatch) remember(m maps.Mapping) {
+	kept := w.recent[:0]
+	for _, r := range w.recent {
+		if r.End <= m.Start || r.Start >= m.End {
+			kept = append(kept, r)
+		}
+	}
+	w.recent = append(kept, m)
+	sort.Slice(w.recent, func(i, j int) bool { return w.recent[i].Start < w.recent[j].Start })
+}
+
+func (w *growthWatch) tpOf(event int) *perf.Tracepoint { return w.tps[event-1] }
+
+func (w *growthWatch) exit(tp *perf.Tracepoint, smp *perf.Sample) {
+	name := tp.Name[len("sys_exit_"):]
+	p, ok := w.pending[smp.Tid]
+	if !ok || p.smp.Time > smp.Time {
+		w.exits[smp.Tid] = append(w.exits[smp.Tid], *smp)
+		return
+	}
+	delete(w.pending, smp.Tid)
+	w.complete(name, p, tp, smp)
+}
+
+// complete charges a syscall whose entry and exit are both known.
+func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoint, exit *perf.Sample) {
+	var enterTP *perf.Tracepoint
+	for _, tp := range w.tps {
+		if tp.Name == "sys_enter_"+name {
+			enterTP = tp
+		}
+	}
+	if enterTP == nil {
+		return
+	}
+	w.g.Calls++
+	raw, ret := p.smp.Raw, exitTP.Int(exit.Raw, "ret")
+	si := p.site
+	failed := ret < 0 && ret > -4096
+	switch name {
+	case "mmap":
+		n, prot, flags := pageUp(enterTP.Uint(raw, "len")), enterTP.Uint(raw, "prot"), enterTP.Uint(raw, "flags")
+		addr := uint64(ret)
+		class, arena := w.classify(addr, w.cur, w.prev)
+		w.add(si, class, arena, report.GrowthCalls, 1)
+		switch {
+		case failed:
+		case prot != 0:
+			w.add(si, class, arena, report.GrowthMapped, float64(n))
+		case flags&mapFixed != 0:
+			// PROT_NONE over memory in use: glibc shrinking a heap.
+			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
+		}
+		if !failed {
+			perms := "---p"
+			if prot != 0 {
+				perms = "rw-p"
+			}
+			w.remember(maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: maps.ClassAnon})
+		}
+	case "mremap":
+		oldN, newN := pageUp(enterTP.Uint(raw, "old_len")), pageUp(enterTP.Uint(raw, "new_len"))
+		addr := uint64(ret)
+		if failed {
+			addr = enterTP.Uint(raw, "addr")
+		}
+		class, arena := w.classify(addr, w.cur, w.prev)
+		w.add(si, class, arena, report.GrowthCalls, 1)
+		switch {
+		case failed:
+		case newN > oldN:
+			w.add(si, class, arena, report.GrowthMapped, float64(newN-oldN))
+		case oldN > newN:
+			w.add(si, class, arena, report.GrowthUnmapped, float64(oldN-newN))
+			w.add(si, class, arena, report.GrowthNet, -float64(oldN-newN))
+		}
+	case "brk":
+		nb := uint64(ret)
+		class := maps.ClassMainHeap.String()
+		w.add(si, class, mainArena, report.GrowthCalls, 1)
+		if w.brk != 0 && nb > w.brk {
+			w.add(si, class, mainArena, report.GrowthMapped, float64(nb-w.brk))
+		} else if w.brk != 0 && nb < w.brk {
+			w.add(si, class, mainArena, report.GrowthUnmapped, float64(w.brk-nb))
+			w.add(si, class, mainArena, report.GrowthNet, -float64(w.brk-nb))
+		}
+		w.brk = nb
+	}
+}
+
+// chargeRange charges the bytes of [addr, addr+n) that were accessible
+// (accessible true) or not, by the mappings of the first table that holds
+// any of them, each to its own class; with none, all n to addr's class
+// now.
+func (w *growthWatch) chargeRange(site int, addr, n uint64, typ int, accessible bool, tables ...[]maps.Mapping) {
+	end := addr + n
+	for _, ms := range tables {
+		found := false
+		i := sort.Search(len(ms), func(i int) bool { return ms[i].End > addr })
+		for ; i < len(ms) && ms[i].Start < end; i++ {
+			m := ms[i]
+			found = true
+			if (m.Readable() || m.Writable()) != accessible {
+				continue
+			}
+			lo, hi := max(m.Start, addr), min(m.End, end)
+			// The class as last read, which names what the memory became
+			// (a thread's stack); the table's own where it is gone.
+			class, arena := w.classify(lo, w.cur)
+			if class == "gone" {
+				class, arena = w.classifyIn(m, lo)
+			}
+			w.add(site, class, arena, typ, float64(hi-lo))
+			if typ == report.GrowthUnmapped {
+				w.add(site, class, arena, report.GrowthNet, -float64(hi-lo))
+			}
+		}
+		if found {
+			return
+		}
+	}
+	class, arena := w.classify(addr, w.cur, w.prev)
+	w.add(site, class, arena, typ, float64(n))
+	if typ == report.GrowthUnmapped {
+		w.add(site, class, arena, report.GrowthNet, -float64(n))
+	}
+}
+
+func (w *growthWatch) classOf(addr uint64, tables ...[]maps.Mapping) string {
+	c, _ := w.classify(addr, tables...)
+	return c
+}
+
+// classify names the memory class at addr by the first table that maps
+// it: maps' classes, with an arena's heap numbered by its arena and
+// anonymous memory holding mmapped chunks told apart.
+func (w *growthWatch) classify(addr uint64, tables ...[]maps.Mapping) (class, arena string) {
+	for _, ms := range tables {
+		if m, ok := maps.Find(ms, addr); ok {
+			return w.classifyIn(m, addr)
+		}
+	}
+	return "gone", ""
+}
+
+func (w *growthWatch) classifyIn(m maps.Mapping, addr uint64) (class, arena string) {
+	switch m.Class {
+	case maps.ClassMainHeap:
+		return m.Class.String(), mainArena
+	case maps.ClassArenaHeap:
+		if ar, ok := w.arenaAt(addr &^ (heapMax - 1)); ok {
+			return m.Class.String(), arenaKey(ar)
+		}
+		return m.Class.String(), ""
+	case maps.ClassAnon:
+		for _, c := range w.mmappedChunks(m) {
+			if addr >= c[0] && addr < c[1] {
+				return "mmapped-chunk", ""
+			}
+		}
+	}
+	return m.Class.String(), ""
+}
+
+// arenaAt is the arena whose heap starts at hb: its heap_info's first
+// word, ar_ptr. Arenas are numbered at the end (arenaNumbers), as
+// malloc_info numbers them then: a new arena goes in right after
+// main_arena, so the ring's order changes as arenas are made.
+func (w *growthWatch) arenaAt(hb uint64) (uint64, bool) {
+	if w.h == nil {
+		return 0, false
+	}
+	if ar, ok := w.arenaOf[hb]; ok {
+		return ar, ar != 0
+	}
+	ar, ok := w.word(hb)
+	if !ok || ar == 0 || ar%16 != 0 {
+		ar = 0
+	}
+	w.arenaOf[hb] = ar
+	return ar, ar != 0
+}
+
+// arenaNumbers numbers the arenas as the ring has them now: main_arena 0,
+// then the ring's order.
+func (w *growthWatch) arenaNumbers() map[uint64]int {
+	nums := map[uint64]int{}
+	if w.h == nil {
+		return nums
+	}
+	for i, a := range glibc.ArenaRing(w.t, w.h.Layout, w.h.Anchors) {
+		nums[a] = i
+	}
+	return nums
+}
+
+// mmappedChunks lists the chunks malloc mapped of their own that an
+// anonymous mapping holds, by their headers: a prev_size of 0 and a size
+// with IS_MMAPPED, a page multiple, one after the other (the kernel
+// merges neighbouring mappings). Pages that hold nothing are never read,
+// which would map the zero page into the process.
+func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
+	key := [2]uint64{m.Start, m.End}
+	if cs, ok := w.chunkCache[key]; ok {
+		return cs
+	}
+	var cs [][2]uint64
+	if w.h != nil && m.Writable() {
+		for cur, n := m.Start, 0; cur < m.End && n < 4096; n++ {
+			ps, ok1 := w.word(cur)
+			sz, ok2 := w.word(cur + 8)
+			size := sz &^ 7
+			if !ok1 || !ok2 || ps != 0 || sz&2 == 0 || size == 0 || size%uint64(os.Getpagesize()) != 0 || cur+size > m.End {
+				break
+			}
+			cs = append(cs, [2]uint64{cur, cur + size})
+			cur += size
+		}
+	}
+	w.chunkCache[key] = cs
+	return cs
+}
+
+// word reads 8 bytes of the process, only where its page holds data.
+func (w *growthWatch) word(addr uint64) (uint64, bool) {
+	if w.pm != nil {
+		page := addr &^ uint64(os.Getpagesize()-1)
+		data := false
+		if err := w.pm.Runs(page, page+uint64(os.Getpagesize()), func(_, _ uint64, d bool) { data = d }); err != nil || !data {
+			return 0, false
+		}
+	}
+	var b [8]byte
+	if _, err := w.t.ReadAt(b[:], addr); err != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+// profile turns the values per site and class into the valued profile,
+// largest bytes touched first.
+func (w *growthWatch) profile() *heapprof.Valued {
+	v := &heapprof.Valued{Types: report.GrowthTypes, Default: report.GrowthTypes[report.GrowthTouched].Type,
+		Window: heapprof.Window{Start: w.g.Start, Duration: w.g.Duration},
+		Comments: []string{fmt.Sprintf("arenactl growth: one fault sample per %d page faults; %d fault samples, %d memory syscalls, %d records lost",
+			w.g.Period, w.g.FaultSamples, w.g.Calls, w.g.Lost)}}
+	sort.SliceStable(w.sites, func(i, j int) bool {
+		a, b := w.sites[i].values, w.sites[j].values
+		if a[report.GrowthTouched] != b[report.GrowthTouched] {
+			return a[report.GrowthTouched] > b[report.GrowthTouched]
+		}
+		if a[report.GrowthMapped] != b[report.GrowthMapped] {
+			return a[report.GrowthMapped] > b[report.GrowthMapped]
+		}
+		return a[report.GrowthUnmapped]+a[report.GrowthGivenBack] > b[report.GrowthUnmapped]+b[report.GrowthGivenBack]
+	})
+	var sites []heapprof.ValuedSite
+	var index []int
+	nums := w.arenaNumbers()
+	for _, s := range w.sites {
+		labels := map[string]string{report.LabelClass: s.key.class}
+		switch a := s.key.arena; {
+		case a == mainArena:
+			labels[report.LabelArena] = "0"
+		case a != "":
+			ar, _ := strconv.ParseUint(a, 16, 64)
+			if n, ok := nums[ar]; ok {
+				labels[report.LabelArena] = strconv.Itoa(n)
+			}
+		}
+		sites = append(sites, heapprof.ValuedSite{Labels: labels, Values: s.values})
+		index = append(index, s.key.site)
+	}
+	w.stacks.Finish(v, sites, index)
+	return v
+}
+
+// ringPages shares 32 MiB of rings among the CPUs, from 512 KiB to 8 MiB
+// each (a power of two of pages): a sample with its stack copy takes
+// about 8.4 KiB, and a thread faulting or mapping in a loop makes
+// thousands a second.
+func ringPages() int {
+	ps := os.Getpagesize()
+	n := runtime.NumCPU()
+	pages := 1
+	for pages*2*ps*n <= 32<<20 && pages*2*ps <= 8<<20 {
+		pages *= 2
+	}
+	return max(pages, (512<<10)/ps)
+}
+
+// mainArena is the arena key of the main heap; any other arena's is its
+// address in hex until the arenas are numbered.
+const mainArena = "main"
+
+func arenaKey(ar uint64) string { return strconv.FormatUint(ar, 16) }
+
+func pageUp(n uint64) uint64 {
+	ps := uint64(os.Getpagesize())
+	return (n + ps - 1) &^ (ps - 1)
+}
+
+// heapEnd is the main heap's end (the program break) as the mappings
+// show it, 0 when there is no [heap] yet.
+func heapEnd(ms []maps.Mapping) uint64 {
+	for _, m := range ms {
+		if m.Class == maps.ClassMainHeap && m.Path == "[heap]" {
+			return m.End
+		}
+	}
+	return 0
+}
+
+// IsPerfError says whether err is perf's, and which kind.
+func IsPerfError(err error) (perf.Kind, bool) {
+	var pe *perf.Error
+	if errors.As(err, &pe) {
+		return pe.Kind, true
+	}
+	return 0, false
+}

@@ -1,0 +1,103 @@
+package perf
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stream empties a session's rings in a goroutine of its own, as fast as
+// the kernel fills them, into a queue the caller takes from at its own
+// pace: unwinding a sample costs far more than copying it, and a ring
+// that waits for the unwinder fills and loses records.
+type Stream struct {
+	s        *Session
+	maxBytes int
+	mu       sync.Mutex
+	queue    []Sample
+	bytes    int
+	// Dropped counts samples let go because the queue held maxBytes.
+	dropped atomic.Uint64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Stream starts reading s; the queue holds at most maxBytes of samples'
+// data (more are counted in Dropped). Only the stream touches s until
+// Stop returns.
+func (s *Session) Stream(maxBytes int) *Stream {
+	st := &Stream{s: s, maxBytes: maxBytes, stop: make(chan struct{}), done: make(chan struct{})}
+	go st.run()
+	return st
+}
+
+func (st *Stream) run() {
+	defer close(st.done)
+	// The reader runs on a thread of its own, ahead of the process's
+	// threads when it wakes (root may raise its priority; others keep
+	// theirs): a process busy on every CPU would otherwise starve it
+	// while its rings overflow.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	old, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err == nil && unix.Setpriority(unix.PRIO_PROCESS, tid, -10) == nil {
+		// Getpriority returns 20-nice; the thread goes back to the pool
+		// as it was.
+		defer unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old)
+	}
+	for {
+		select {
+		case <-st.stop:
+			st.s.Disable()
+			st.push(st.s.Read())
+			return
+		default:
+		}
+		st.s.Wait(10)
+		st.push(st.s.Read())
+	}
+}
+
+func (st *Stream) push(smps []Sample) {
+	if len(smps) == 0 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := range smps {
+		n := len(smps[i].Stack) + len(smps[i].Raw) + 128
+		if st.bytes+n > st.maxBytes {
+			st.dropped.Add(1)
+			continue
+		}
+		st.bytes += n
+		st.queue = append(st.queue, smps[i])
+	}
+}
+
+// Take returns the samples queued so far, in the order read (sorted by
+// time within each read of the rings).
+func (st *Stream) Take() []Sample {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	q := st.queue
+	st.queue, st.bytes = nil, 0
+	return q
+}
+
+// Stop disables the events, reads the rings one last time and ends the
+// goroutine; Take then returns what is left.
+func (st *Stream) Stop() {
+	select {
+	case <-st.stop:
+	default:
+		close(st.stop)
+	}
+	<-st.done
+}
+
+// Dropped is how many samples the queue had no room for.
+func (st *Stream) Dropped() uint64 { return st.dropped.Load() }

@@ -1,0 +1,147 @@
+/* A target for arenactl growth that counts its own growth per site. Each
+ * command runs one site and answers "ok BYTES": the bytes that site
+ * touched for the first time (or, for trim, gave back by its own count).
+ *
+ *   map N      map_pages: a direct anonymous mmap of N MiB, touched page by page
+ *   big N      big_blocks: N mallocs of 1 MiB (mmapped chunks), each touched
+ *   small N    small_blocks in the main thread and in two threads created
+ *              now (each with an arena of its own): N MiB each, in 4000-byte
+ *              mallocs, each touched; answers the main thread's bytes, then
+ *              each thread's: "ok MAIN T1 T2"
+ *   file PATH  read_file: maps PATH read-only and reads a byte of every page
+ *   threads K  K threads created and joined (their stacks)
+ *   trim       frees the main thread's small blocks (a fence keeps them from
+ *              the top) and calls malloc_trim(0): "ok FREED"
+ *   quit       exits
+ * It prints "ready" first. Built -O2 -fomit-frame-pointer by the tests, so
+ * the stacks unwind only with CFI. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SMALL 4000
+#define MAXSMALL (1 << 20)
+
+static void *smalls[MAXSMALL];
+static int nsmall;
+static volatile char sink;
+
+__attribute__((noinline)) static size_t map_pages(long mib) {
+	size_t n = (size_t)mib << 20;
+	char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return 0;
+	for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+	return n;
+}
+
+__attribute__((noinline)) static size_t big_blocks(long count) {
+	size_t n = 0;
+	for (long i = 0; i < count; i++) {
+		char *p = malloc(1 << 20);
+		if (!p) break;
+		memset(p, 2, 1 << 20);
+		n += 1 << 20;
+	}
+	return n;
+}
+
+/* small_blocks allocates mib MiB in SMALL-byte blocks; keep: remember
+ * them for trim (the main thread's). */
+__attribute__((noinline)) static size_t small_blocks(long mib, int keep) {
+	size_t n = 0;
+	for (long i = 0; i < (mib << 20) / SMALL; i++) {
+		char *p = malloc(SMALL);
+		if (!p) break;
+		memset(p, 3, SMALL);
+		n += SMALL;
+		if (keep && nsmall < MAXSMALL) smalls[nsmall++] = p;
+	}
+	return n;
+}
+
+static pthread_barrier_t both;
+
+/* Both threads live until both are done, so that neither takes the
+ * other's arena from the free list. */
+static void *small_thread(void *arg) {
+	size_t n = small_blocks((long)arg, 0);
+	pthread_barrier_wait(&both);
+	return (void *)n;
+}
+
+__attribute__((noinline)) static size_t read_file(const char *path) {
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) return 0;
+	char *p = mmap(0, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) return 0;
+	for (off_t i = 0; i < st.st_size; i += 4096) sink += p[i];
+	return st.st_size;
+}
+
+static void *idle(void *arg) {
+	(void)arg;
+	return 0;
+}
+
+__attribute__((noinline)) static size_t trim(void) {
+	void *fence = malloc(SMALL); /* keeps the freed blocks from the top */
+	size_t n = 0;
+	for (int i = 0; i < nsmall; i++) {
+		free(smalls[i]);
+		n += SMALL;
+	}
+	nsmall = 0;
+	malloc_trim(0);
+	sink += *(volatile char *)fence;
+	return n;
+}
+
+int main(void) {
+	char line[256], arg[200];
+	long n;
+	setvbuf(stdout, 0, _IOLBF, 0);
+	printf("ready %d\n", getpid());
+	while (fgets(line, sizeof line, stdin)) {
+		if (sscanf(line, "map %ld", &n) == 1) {
+			printf("ok %zu\n", map_pages(n));
+		} else if (sscanf(line, "big %ld", &n) == 1) {
+			printf("ok %zu\n", big_blocks(n));
+		} else if (sscanf(line, "small %ld", &n) == 1) {
+			pthread_t t1, t2;
+			void *r1, *r2;
+			/* Both alive at once: each takes a new arena (while the
+			 * count is below 8 × CPUs). */
+			pthread_barrier_init(&both, 0, 2);
+			pthread_create(&t1, 0, small_thread, (void *)n);
+			pthread_create(&t2, 0, small_thread, (void *)n);
+			size_t m = small_blocks(n, 1);
+			pthread_join(t1, &r1);
+			pthread_join(t2, &r2);
+			pthread_barrier_destroy(&both);
+			printf("ok %zu %zu %zu\n", m, (size_t)r1, (size_t)r2);
+		} else if (sscanf(line, "file %199s", arg) == 1) {
+			printf("ok %zu\n", read_file(arg));
+		} else if (sscanf(line, "threads %ld", &n) == 1) {
+			for (long i = 0; i < n; i++) {
+				pthread_t t;
+				pthread_create(&t, 0, idle, 0);
+				pthread_join(t, 0);
+			}
+			printf("ok 0\n");
+		} else if (strncmp(line, "trim", 4) == 0) {
+			printf("ok %zu\n", trim());
+		} else {
+			break;
+		}
+	}
+	return 0;
+}

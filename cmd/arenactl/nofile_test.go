@@ -49,6 +49,31 @@ func stripNTFile(t *testing.T, b []byte) []byte {
 	return b
 }
 
+// asOldGcore makes the core b look like one of gdb's gcore before 8.0:
+// no NT_FILE, and no page of a read-only file mapping (gcore leaves out
+// what the files hold, ELF headers included), so neither the executable's
+// program headers nor ld.so's and libc's are in it.
+func asOldGcore(t *testing.T, b []byte) []byte {
+	t.Helper()
+	b = stripNTFile(t, b)
+	le := binary.LittleEndian
+	phoff, phentsize, phnum := le.Uint64(b[32:]), uint64(le.Uint16(b[54:])), uint64(le.Uint16(b[56:]))
+	dropped := 0
+	for i := uint64(0); i < phnum; i++ {
+		ph := b[phoff+i*phentsize:]
+		// PT_LOAD, not writable, with file contents: a file's read-only
+		// page the kernel dumped (its ELF header).
+		if le.Uint32(ph) == 1 && le.Uint32(ph[4:])&2 == 0 && le.Uint64(ph[32:]) > 0 && le.Uint32(ph[4:])&4 != 0 {
+			le.PutUint64(ph[32:], 0)
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("no read-only page to drop")
+	}
+	return b
+}
+
 // A core without an NT_FILE note is read as one with it: the loaded objects
 // are found in its memory through the executable's DT_DEBUG, r_debug and
 // ld.so's link_map list, as gdb and chap find them, so libc is found and
@@ -86,6 +111,16 @@ func TestCoreWithoutNTFile(t *testing.T) {
 			if !strings.Contains(out, "no NT_FILE note: its objects were found through the executable's DT_DEBUG") ||
 				!strings.Contains(out, "/libc.so.6)") {
 				t.Errorf("the report does not say how the objects were found, or names no libc:\n%s", out)
+			}
+			// As old gcores are, without the ELF headers either: r_debug is
+			// found in ld.so's data by its contents, and each object's
+			// segments from its link_map entry.
+			old := filepath.Join(t.TempDir(), "old-gcore.core")
+			if err := os.WriteFile(old, asOldGcore(t, raw), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustRun(t, append(args, "--xml", old)...).stdout; got != want {
+				t.Fatalf("as an old gcore the walk differs\n--- with\n%s\n--- without\n%s", want, got)
 			}
 			// With libc's file, when this machine has that build: found by
 			// the path link_map gave, checked by build-id.

@@ -36,37 +36,115 @@ const (
 // static executable has no list: only its own ranges are found. Nothing is
 // trusted: every address read is bounded, and the list's length too.
 func (c *Core) linkMapFiles(open func(string) (*os.File, error)) []FileMapping {
+	exe := c.cString(c.Auxv[atExecfn])
+	var out []FileMapping
+	rdebug := uint64(0)
+	exeDone := false
+	if progs, bias, ok := c.exeProgs(exe, open); ok {
+		if exe != "" {
+			out = append(out, loadRanges(exe, bias, progs)...)
+			exeDone = true
+		}
+		rdebug = c.dtDebug(bias, progs)
+		if rdebug == 0 {
+			// No DT_DEBUG to follow: a program started by naming ld.so
+			// (ld.so PROG), whose own dynamic section has none, or one
+			// built without it. ld.so's r_debug is then found by its
+			// contents.
+			rdebug = c.findRDebug(bias, progs)
+		}
+	}
+	if base := c.Auxv[atBase]; rdebug == 0 && base != 0 {
+		if ps, ok := c.objectProgs(base, "", nil); ok {
+			rdebug = c.findRDebug(base, ps)
+		} else {
+			// gdb's gcore before 8.0 dumps no read-only file page, so
+			// not even the ELF headers: r_debug is looked for in the
+			// writable memory just above ld.so's base.
+			rdebug = c.scanRDebug(base)
+		}
+	}
+	if phdr := c.Auxv[atPhdr]; rdebug == 0 && c.Auxv[atBase] == 0 && phdr >= 64 {
+		// ld.so run as the program (ld.so PROG): it is the executable,
+		// its headers right after its ELF header at its base.
+		rdebug = c.scanRDebug(phdr - 64)
+	}
+	if rdebug == 0 {
+		return sortFiles(out)
+	}
+	var w [8]byte
+	if _, err := c.ReadAt(w[:], rdebug+8); err != nil { // r_debug.r_map
+		return sortFiles(out)
+	}
+	seen := map[uint64]bool{}
+	first := true
+	for lm := le64(w[:]); lm != 0 && !seen[lm] && len(seen) < maxMappings; first = false {
+		seen[lm] = true
+		var b [32]byte // l_addr, l_name, l_ld, l_next
+		if _, err := c.ReadAt(b[:], lm); err != nil {
+			break
+		}
+		lAddr, name, lLd, next := le64(b[0:]), c.cString(le64(b[8:])), le64(b[16:]), le64(b[24:])
+		lm = next
+		start := lAddr
+		if first && name == "" {
+			// The executable's own entry, first in the list, has no
+			// name: AT_EXECFN's, where its program headers are.
+			if exeDone {
+				continue
+			}
+			name, start = exe, c.Auxv[atPhdr]
+		}
+		// The vDSO's name is not a path: not a file to find.
+		if len(name) == 0 || name[0] != '/' {
+			continue
+		}
+		if ps, ok := c.objectProgs(lAddr, name, open); ok {
+			out = append(out, loadRanges(name, lAddr, ps)...)
+		} else {
+			out = append(out, c.segmentRun(name, start, lLd)...)
+		}
+	}
+	return sortFiles(out)
+}
+
+func sortFiles(fs []FileMapping) []FileMapping {
+	sort.Slice(fs, func(i, j int) bool { return fs[i].Start < fs[j].Start })
+	return fs
+}
+
+// exeProgs reads the executable's program headers (AT_PHDR, in the core,
+// else in its file exe) and its load bias: where its PT_PHDR landed, or
+// its headers right after the ELF header in its first PT_LOAD.
+func (c *Core) exeProgs(exe string, open func(string) (*os.File, error)) ([]elf.ProgHeader, uint64, bool) {
 	phdr, phnum := c.Auxv[atPhdr], c.Auxv[atPhnum]
 	if phdr == 0 || phnum == 0 || phnum > 0xffff || c.Auxv[atPhent] != 56 {
-		return nil
+		return nil, 0, false
 	}
 	progs, ok := c.progsAt(phdr, int(phnum))
-	if !ok {
-		return nil
+	if !ok && exe != "" && open != nil {
+		progs, ok = fileProgs(exe, open)
 	}
-	// The executable's load bias: where its PT_PHDR landed, or its
-	// headers right after the ELF header in its first PT_LOAD.
-	var bias uint64
-	found := false
+	if !ok {
+		return nil, 0, false
+	}
 	for _, p := range progs {
 		if p.Type == elf.PT_PHDR {
-			bias, found = phdr-p.Vaddr, true
+			return progs, phdr - p.Vaddr, true
 		}
 	}
 	for _, p := range progs {
-		if !found && p.Type == elf.PT_LOAD && p.Off == 0 {
-			bias, found = phdr-64-p.Vaddr, true
+		if p.Type == elf.PT_LOAD && p.Off == 0 {
+			return progs, phdr - 64 - p.Vaddr, true
 		}
 	}
-	if !found {
-		return nil
-	}
-	var out []FileMapping
-	if exe := c.cString(c.Auxv[atExecfn]); exe != "" {
-		out = append(out, loadRanges(exe, bias, progs)...)
-	}
-	rdebug := uint64(0)
-	for _, p := range progs {
+	return nil, 0, false
+}
+
+// dtDebug is the value of DT_DEBUG in the dynamic section of the object
+// loaded at bias with program headers ps: ld.so's r_debug, or 0.
+func (c *Core) dtDebug(bias uint64, ps []elf.ProgHeader) uint64 {
+	for _, p := range ps {
 		if p.Type != elf.PT_DYNAMIC {
 			continue
 		}
@@ -79,49 +157,70 @@ func (c *Core) linkMapFiles(open func(string) (*os.File, error)) []FileMapping {
 				break
 			}
 			if tag == dtDebug {
-				rdebug = le64(b[i+8:])
+				return le64(b[i+8:])
 			}
 		}
 	}
-	if rdebug == 0 {
-		// No DT_DEBUG to follow: a program started by naming ld.so
-		// (ld.so PROG), whose own dynamic section has none, or one
-		// built without it. ld.so's r_debug is then found by its
-		// contents.
-		rdebug = c.findRDebug(bias, progs)
-		if base := c.Auxv[atBase]; rdebug == 0 && base != 0 {
-			if ps, ok := c.objectProgs(base, "", nil); ok {
-				rdebug = c.findRDebug(base, ps)
-			}
+	return 0
+}
+
+// ldsoSpan bounds how far above ld.so's base its data (and r_debug) is
+// looked for when its headers are not in the core: ld.so is a few hundred
+// KiB.
+const ldsoSpan = 4 << 20
+
+// scanRDebug looks for ld.so's r_debug (as findRDebug) in the core's
+// writable segments within ldsoSpan above base, r_brk in any executable
+// one.
+func (c *Core) scanRDebug(base uint64) uint64 {
+	var ps []elf.ProgHeader
+	for _, s := range c.segs {
+		if s.Vaddr >= base && s.Vaddr < base+ldsoSpan {
+			ps = append(ps, elf.ProgHeader{Type: elf.PT_LOAD, Flags: s.Flags, Vaddr: s.Vaddr - base, Memsz: min(s.Memsz, s.Filesz)})
 		}
 	}
-	if rdebug == 0 {
-		return out
+	for _, s := range c.segs {
+		if s.Flags&elf.PF_X != 0 {
+			ps = append(ps, elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_X, Vaddr: s.Vaddr - base, Memsz: s.Memsz})
+		}
 	}
-	var w [8]byte
-	if _, err := c.ReadAt(w[:], rdebug+8); err != nil { // r_debug.r_map
-		return out
+	return c.findRDebug(base, ps)
+}
+
+// segmentRun names path the core's segments an object mapped when its
+// program headers are nowhere to read: from the one that holds start (its
+// first page) to the one that holds its dynamic section (ld, in its data),
+// all contiguous, then up to two writable ones right after (the rest of
+// its data and its bss). Offsets in the file are unknown: only the core's
+// memory is read for them.
+func (c *Core) segmentRun(path string, start, ld uint64) []FileMapping {
+	at := func(a uint64) int {
+		i := sort.Search(len(c.segs), func(i int) bool { return c.segs[i].Vaddr+c.segs[i].Memsz > a })
+		if i < len(c.segs) && c.segs[i].Vaddr <= a {
+			return i
+		}
+		return -1
 	}
-	seen := map[uint64]bool{}
-	for lm := le64(w[:]); lm != 0 && !seen[lm] && len(seen) < maxMappings; {
-		seen[lm] = true
-		var b [32]byte // l_addr, l_name, l_ld, l_next
-		if _, err := c.ReadAt(b[:], lm); err != nil {
+	i, j := at(start), at(ld)
+	if i < 0 || j < i || c.segs[j].Vaddr+c.segs[j].Memsz-c.segs[i].Vaddr > 1<<30 {
+		return nil
+	}
+	for k := i + 1; k <= j; k++ {
+		if c.segs[k].Vaddr != c.segs[k-1].Vaddr+c.segs[k-1].Memsz {
+			return nil
+		}
+	}
+	for n := 0; n < 2 && j+1 < len(c.segs); n++ {
+		s := c.segs[j+1]
+		if s.Vaddr != c.segs[j].Vaddr+c.segs[j].Memsz || s.Flags&elf.PF_W == 0 || s.Memsz > 1<<20 {
 			break
 		}
-		lAddr, name, next := le64(b[0:]), c.cString(le64(b[8:])), le64(b[24:])
-		lm = next
-		// The executable's entry has no name, the vDSO's is not a
-		// path: neither is a file to find.
-		if len(name) == 0 || name[0] != '/' {
-			continue
-		}
-		ps, ok := c.objectProgs(lAddr, name, open)
-		if ok {
-			out = append(out, loadRanges(name, lAddr, ps)...)
-		}
+		j++
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	var out []FileMapping
+	for k := i; k <= j; k++ {
+		out = append(out, FileMapping{Start: c.segs[k].Vaddr, End: c.segs[k].Vaddr + c.segs[k].Memsz, Path: path})
+	}
 	return out
 }
 
@@ -175,6 +274,11 @@ func (c *Core) objectProgs(bias uint64, name string, open func(string) (*os.File
 	if open == nil {
 		return nil, false
 	}
+	return fileProgs(name, open)
+}
+
+// fileProgs reads the program headers of the ELF file at name.
+func fileProgs(name string, open func(string) (*os.File, error)) ([]elf.ProgHeader, bool) {
 	f, err := open(name)
 	if err != nil {
 		return nil, false

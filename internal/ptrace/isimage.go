@@ -16,7 +16,8 @@ import (
 // one-page r-xp mapping right after a page that starts with siteMagic),
 // whose site names another thread (hdrTid, the target's thread that made
 // it) than itself. A single-threaded program borrowed by an injection,
-// waiting at the site's gate, names itself there.
+// waiting at the site's gate, names itself there (in its own pid
+// namespace).
 func IsImage(pid int) bool {
 	tids, err := procfs.Tasks(pid)
 	if err != nil || len(tids) != 1 {
@@ -48,5 +49,11 @@ func IsImage(pid int) bool {
 	if _, err := mem.ReadAt(hdr[:], int64(m.Start-codeOff)); err != nil || string(hdr[:8]) != siteMagic {
 		return false
 	}
-	return int(binary.LittleEndian.Uint64(hdr[hdrTid:])) != pid
+	// The site names the thread in the target's pid namespace, which is
+	// the image's too: compared with the process's innermost id.
+	self := pid
+	if st, err := procfs.ReadTaskStatus(pid, pid); err == nil && len(st.NSpid) > 0 {
+		self = st.NSpid[len(st.NSpid)-1]
+	}
+	return int(binary.LittleEndian.Uint64(hdr[hdrTid:])) != self
 }

@@ -407,9 +407,12 @@ func (im *Image) FrozenThreads() []FrozenThread { return im.frozen }
 // OpenFile opens a mapped file through the process.
 func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFile(m) }
 
-// Refresh reads the image's mappings again with their smaps counters (the
-// process's at the instant of the image: the image shares its pages), less
+// Refresh reads the image's mappings again with their smaps counters, less
 // the call site the image was made from, plus the mappings left out of it.
+// The counters are the image's own, not the process's: the pages it shares
+// with the process count as shared (Private_Dirty near 0, Pss half of Rss)
+// and its file pages were never faulted in; a snapshot records the
+// process's instead (inspect.Snapshot).
 func (im *Image) Refresh() error {
 	ms, err := maps.Read(im.Pid, true)
 	if err != nil {

@@ -60,6 +60,7 @@ const (
 	madvFree     = 8
 	madvRemove   = 9
 	mapFixed     = 0x10
+	mapStack     = 0x20000
 	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
 )
 
@@ -134,10 +135,11 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	// The mappings and the break as they are once the events are open:
 	// every brk after is seen (one between is in both, and changes
 	// nothing).
-	if err := t.RefreshRanges(); err != nil {
-		return nil, err
+	w.snap()
+	if len(w.snaps) == 0 {
+		return nil, t.Explain(fmt.Errorf("process %d: its mappings cannot be read", pid))
 	}
-	w.cur = t.Mappings()
+	w.prev, w.cur = w.snaps[0].ms, w.snaps[0].ms
 	w.brk = heapEnd(w.cur)
 	g.Start = time.Now()
 	g.Threads = s.Threads()
@@ -203,10 +205,15 @@ type growthWatch struct {
 	stacks *heapprof.Stacks
 	tps    []*perf.Tracepoint // events[i+1]
 
+	// snaps are the last reads of the mappings, oldest first, with when
+	// each read began and ended. For each sample, prev is the last read
+	// ended before it (the memory as the call found it) and cur the first
+	// begun after it (what it became), or the last one.
+	snaps     []mapsSnap
 	prev, cur []maps.Mapping
-	// recent are the mappings mmap made since the last read, sorted: a
-	// munmap of one made since is found there.
-	recent  []maps.Mapping
+	// recent are the mappings mmap made since prev was read: a munmap of
+	// one made since is found there.
+	recent  []recentMapping
 	brk     uint64
 	arenaOf map[uint64]uint64 // heap start -> its arena (0: none found)
 	// chunkCache: an anonymous mapping's mmapped chunks, by its extent,
@@ -218,6 +225,82 @@ type growthWatch struct {
 
 	acc   map[accKey]int
 	sites []accSite
+}
+
+type mapsSnap struct {
+	start, end uint64 // perf.Now before and after the read
+	ms         []maps.Mapping
+}
+
+type recentMapping struct {
+	at uint64
+	m  maps.Mapping
+}
+
+// maxSnaps bounds the reads kept: a sample is never read from the rings
+// more than a few drains after it was taken.
+const maxSnaps = 16
+
+// snap reads the mappings again and keeps the read.
+func (w *growthWatch) snap() {
+	start := perf.Now()
+	if err := w.t.RefreshRanges(); err != nil {
+		return
+	}
+	ms := w.t.Mappings()
+	if w.h != nil {
+		w.h.Unclaim(ms)
+	}
+	w.snaps = append(w.snaps, mapsSnap{start: start, end: perf.Now(), ms: ms})
+	if len(w.snaps) > maxSnaps {
+		w.snaps = w.snaps[len(w.snaps)-maxSnaps:]
+	}
+}
+
+// at sets prev, cur and recent for a sample taken at t.
+func (w *growthWatch) at(t uint64) {
+	if len(w.snaps) == 0 {
+		return
+	}
+	p, c := 0, len(w.snaps)-1
+	for i, s := range w.snaps {
+		if s.end <= t {
+			p = i
+		}
+	}
+	for i := len(w.snaps) - 1; i >= 0; i-- {
+		if w.snaps[i].start >= t {
+			c = i
+		}
+	}
+	w.prev, w.cur = w.snaps[p].ms, w.snaps[c].ms
+	since := w.snaps[p].start
+	kept := w.recent[:0]
+	for _, r := range w.recent {
+		if r.at >= since {
+			kept = append(kept, r)
+		}
+	}
+	w.recent = kept
+}
+
+// recentMaps is recent as a mapping list.
+func (w *growthWatch) recentMaps() []maps.Mapping {
+	ms := make([]maps.Mapping, 0, len(w.recent))
+	for _, r := range w.recent {
+		ms = append(ms, r.m)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
+	// Overlaps: the later mapping wins.
+	out := ms[:0]
+	for _, m := range ms {
+		if len(out) > 0 && out[len(out)-1].End > m.Start {
+			out[len(out)-1] = m
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 type pendingCall struct {
@@ -242,16 +325,12 @@ func (w *growthWatch) drain(smps []perf.Sample) {
 	if len(smps) == 0 {
 		return
 	}
-	w.recent = w.recent[:0]
-	if err := w.t.RefreshRanges(); err == nil {
-		w.prev, w.cur = w.cur, w.t.Mappings()
-		if w.h != nil {
-			w.h.Unclaim(w.cur)
-		}
-	}
+	// Read after the samples were taken: every one has a read after it.
+	w.snap()
 	clear(w.chunkCache)
 	for i := range smps {
 		smp := &smps[i]
+		w.at(smp.Time)
 		if smp.Event == 0 {
 			w.fault(smp)
 			continue
@@ -296,7 +375,7 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	}
 	w.g.FaultSamples++
 	si := w.site(smp)
-	class, arena := w.classify(smp.Addr, w.cur, w.prev, w.recent)
+	class, arena := w.classify(smp.Addr, w.cur, w.prev, w.recentMaps())
 	if w.ownStack(smp, smp.Addr) {
 		class = maps.ClassThreadStack.String()
 	}
@@ -336,11 +415,11 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 	switch name {
 	case "munmap":
 		addr, n := tp.Uint(raw, "addr"), pageUp(tp.Uint(raw, "len"))
-		w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
-		w.add(si, w.classOf(addr, w.prev, w.recent, w.cur), "", report.GrowthCalls, 1)
+		w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
+		w.add(si, w.classOf(addr, w.prev, w.recentMaps(), w.cur), "", report.GrowthCalls, 1)
 	case "madvise":
 		addr, n, adv := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len_in")), tp.Int(raw, "behavior")
-		class, arena := w.classify(addr, w.prev, w.recent, w.cur)
+		class, arena := w.classify(addr, w.prev, w.recentMaps(), w.cur)
 		if w.ownStack(smp, addr) {
 			class = maps.ClassThreadStack.String()
 		}
@@ -359,9 +438,9 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 		if prot != 0 {
 			// Only what was inaccessible before (a heap's reservation);
 			// a mapping made since the last read was, all of it.
-			w.chargeRange(si, addr, n, report.GrowthMapped, false, w.prev, w.recent)
+			w.chargeRange(si, addr, n, report.GrowthMapped, false, w.prev, w.recentMaps())
 		} else {
-			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
+			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
 		}
 		class, arena := w.classify(addr, w.cur, w.prev)
 		w.add(si, class, arena, report.GrowthCalls, 1)
@@ -373,24 +452,29 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 // as a thread's only while one blocks in it (a short-lived thread is
 // never seen so).
 func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
-	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recent} {
-		if m, ok := maps.Find(ms, smp.Regs.SP); ok {
-			return m.Contains(addr) && (m.Class == maps.ClassAnon || m.Class == maps.ClassThreadStack)
+	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
+		m, ok := maps.Find(ms, smp.Regs.SP)
+		if !ok {
+			continue
 		}
+		if m.Class != maps.ClassAnon && m.Class != maps.ClassThreadStack {
+			return false
+		}
+		if m.Contains(addr) {
+			return true
+		}
+		// Or its guard page, right below it (where glibc's advice on
+		// an exiting thread's stack begins).
+		g, ok := maps.Find(ms, addr)
+		return ok && g.End == m.Start && !g.Readable() && !g.Writable()
 	}
 	return false
 }
 
-// remember adds a mapping mmap made to recent, replacing what it covers.
-func (w *growthWatch) remember(m maps.Mapping) {
-	kept := w.recent[:0]
-	for _, r := range w.recent {
-		if r.End <= m.Start || r.Start >= m.End {
-			kept = append(kept, r)
-		}
-	}
-	w.recent = append(kept, m)
-	sort.Slice(w.recent, func(i, j int) bool { return w.recent[i].Start < w.recent[j].Start })
+// remember logs a mapping mmap made at t, for calls on it before the
+// next read.
+func (w *growthWatch) remember(t uint64, m maps.Mapping) {
+	w.recent = append(w.recent, recentMapping{at: t, m: m})
 }
 
 func (w *growthWatch) tpOf(event int) *perf.Tracepoint { return w.tps[event-1] }
@@ -433,14 +517,19 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 			w.add(si, class, arena, report.GrowthMapped, float64(n))
 		case flags&mapFixed != 0:
 			// PROT_NONE over memory in use: glibc shrinking a heap.
-			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recent)
+			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
 		}
 		if !failed {
+			// glibc maps a thread's stack with MAP_STACK.
+			mclass := maps.ClassAnon
+			if flags&mapStack != 0 {
+				mclass = maps.ClassThreadStack
+			}
 			perms := "---p"
 			if prot != 0 {
 				perms = "rw-p"
 			}
-			w.remember(maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: maps.ClassAnon})
+			w.remember(exit.Time, maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: mclass})
 		}
 	case "mremap":
 		oldN, newN := pageUp(enterTP.Uint(raw, "old_len")), pageUp(enterTP.Uint(raw, "new_len"))
@@ -491,7 +580,7 @@ func (w *growthWatch) chargeRange(site int, addr, n uint64, typ int, accessible 
 			// The class as last read, which names what the memory became
 			// (a thread's stack); the table's own where it is gone.
 			class, arena := w.classify(lo, w.cur)
-			if class == "gone" {
+			if class == "gone" || m.Class == maps.ClassThreadStack {
 				class, arena = w.classifyIn(m, lo)
 			}
 			w.add(site, class, arena, typ, float64(hi-lo))

@@ -65,7 +65,7 @@ type Regs struct {
 type Sample struct {
 	Event    int // index into the session's events
 	Pid, Tid int
-	Time     uint64 // perf's clock (CLOCK_MONOTONIC-like, ns)
+	Time     uint64 // CLOCK_MONOTONIC, ns (Now's clock)
 	Addr     uint64
 	CPU      int
 	Raw      []byte
@@ -230,7 +230,11 @@ func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
 	// kernel side is not excluded: a fault taken by the kernel on the
 	// process's memory (read() into a fresh buffer) is the process's
 	// growth, and a tracepoint fires in the kernel.
-	a.Bits = unix.PerfBitInherit | unix.PerfBitSampleIDAll | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel | unix.PerfBitWatermark
+	a.Bits = unix.PerfBitInherit | unix.PerfBitSampleIDAll | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel | unix.PerfBitWatermark |
+		unix.PerfBitUseClockID
+	// Samples are stamped with CLOCK_MONOTONIC, so that a caller can set
+	// them against what it read of the process and when (Now).
+	a.Clockid = unix.CLOCK_MONOTONIC
 	// Wake a poller when a quarter of the ring is full.
 	a.Wakeup = uint32(pages * os.Getpagesize() / 4)
 	if e.Stack {
@@ -412,6 +416,13 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		}
 	}
 	return smp, true
+}
+
+// Now is the clock samples are stamped with (CLOCK_MONOTONIC), in ns.
+func Now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 func le64(b []byte) uint64 {

@@ -51,4 +51,17 @@ func TestTrimSaysWhatWasGivenBack(t *testing.T) {
 		t.Errorf("no 4 MiB of top given back:\n%s", out)
 	}
 	mustQuit(t, tg)
+	// The JSON says it too.
+	tg = testutil.Start(t, testutil.BuildCSource(t, "untouched_top", untouchedTop))
+	var doc struct {
+		Result   *int    `json:"result"`
+		Returned *uint64 `json:"heap_top_returned_bytes"`
+	}
+	if err := decodeDoc([]byte(mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)).stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Result == nil || *doc.Result != 1 || doc.Returned == nil || *doc.Returned < 4<<20 {
+		t.Errorf("trim --json: result %v, heap_top_returned_bytes %v", doc.Result, doc.Returned)
+	}
+	mustQuit(t, tg)
 }

@@ -25,7 +25,11 @@ type Trim struct {
 	Injection     *Injection  `json:"injection"`
 	Classes       []TrimClass `json:"classes"`
 	ReleasedBytes *int64      `json:"released_bytes"`
-	DryRun        bool        `json:"dry_run"`
+	// HeapTopReturnedBytes is how much the main heap shrank (the top
+	// malloc_trim gave back with sbrk, resident or not): what its result 1
+	// stands for when released_bytes is 0. Null with --dry-run.
+	HeapTopReturnedBytes *uint64 `json:"heap_top_returned_bytes"`
+	DryRun               bool    `json:"dry_run"`
 	// PredictedBytes is the RSS the free lists said malloc_trim would
 	// release (prediction.predicted_bytes); null when no walk was possible.
 	PredictedBytes *uint64         `json:"predicted_bytes"`
@@ -65,8 +69,8 @@ type ArenaTrim struct {
 func NewTrim(r *report.TrimReport) Trim {
 	out := Trim{SchemaVersion: Version, Pid: r.Pid, Libc: newLibc(r.Libc), Pad: r.Pad, DryRun: r.DryRun, Classes: []TrimClass{}}
 	if !r.DryRun {
-		result, released, in := r.Result, r.Released(), newInjection(r.Injection)
-		out.Result, out.ReleasedBytes, out.Injection = &result, &released, &in
+		result, released, in, shrunk := r.Result, r.Released(), newInjection(r.Injection), r.HeapShrunk()
+		out.Result, out.ReleasedBytes, out.Injection, out.HeapTopReturnedBytes = &result, &released, &in, &shrunk
 		for _, row := range r.Rows() {
 			out.Classes = append(out.Classes, TrimClass{Class: row.Name, RssBefore: row.RssBefore, RssAfter: row.RssAfter,
 				PrivateDirtyBefore: row.PdBefore, PrivateDirtyAfter: row.PdAfter})

@@ -9,13 +9,16 @@
  *
  * Sites: 0 grow_realloc (a buffer grown by 1/8 from 1 KiB to 1 MiB, then
  * kept), 1 leak_malloc (4096), 2 leak_calloc (64 x 32), 3 leak_memalign
- * (posix_memalign 64, 1024), 4 leak_aligned (aligned_alloc 256, 768).
+ * (posix_memalign 64, 1024), 4 leak_aligned (aligned_alloc 256, 768),
+ * 5 leak_in_thread (2560, from threads that a spawner starts every 5 ms
+ * and that exit after 64 calls: threads created and exiting during the
+ * window).
  * Each site keeps its last blocks (KEEP, per thread) and frees older ones,
  * so memory stays bounded.
  *
  * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
  * Commands on stdin:
- *   truth START_NS END_NS  "truth B0 B1 B2 B3 B4" (CLOCK_REALTIME ns)
+ *   truth START_NS END_NS  "truth B0 B1 B2 B3 B4 B5" (CLOCK_REALTIME ns)
  *   quit                   "bye", exit 0
  * Prints "ready" once every thread runs. */
 #define _GNU_SOURCE
@@ -28,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { NSITES = 5, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 22, MAXTHREADS = 64 };
+enum { NSITES = 6, SHORT_CALLS = 64, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 22, MAXTHREADS = 64 };
 
 struct entry {
 	int64_t at, freed; /* ns, CLOCK_REALTIME; freed 0: held */
@@ -156,6 +159,39 @@ __attribute__((noinline)) size_t churn(unsigned *seed) {
 	return n;
 }
 
+/* The short-lived threads' blocks: one log and one list of kept blocks,
+ * under a lock. */
+static pthread_mutex_t short_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_log shortlog;
+static struct kept short_kept;
+
+__attribute__((noinline)) size_t leak_in_thread(void) {
+	void *p = malloc(2560);
+	pthread_mutex_lock(&short_mu);
+	keep(&shortlog, &short_kept, KEEP, p, logged(&shortlog, 5, 2560));
+	pthread_mutex_unlock(&short_mu);
+	__asm__ volatile("" ::: "memory");
+	return 2560;
+}
+
+static void *short_lived(void *arg) {
+	(void)arg;
+	for (int i = 0; i < SHORT_CALLS; i++) leak_in_thread();
+	return NULL;
+}
+
+static void *spawner(void *arg) {
+	(void)arg;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		pthread_t t;
+		if (pthread_create(&t, &a, short_lived, NULL) == 0) usleep(5000);
+	}
+	return NULL;
+}
+
 static void *worker(void *arg) {
 	long id = (long)arg;
 	struct state *s = calloc(1, sizeof *s);
@@ -197,6 +233,10 @@ int main(int argc, char **argv) {
 		pthread_t t;
 		pthread_create(&t, NULL, worker, (void *)i);
 	}
+	shortlog.e = mmap(NULL, sizeof(struct entry) * (size_t)MAXLOG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (shortlog.e == MAP_FAILED) return 1;
+	pthread_t sp;
+	pthread_create(&sp, NULL, spawner, NULL);
 	while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) < n) usleep(1000);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready\n");
@@ -214,11 +254,12 @@ int main(int argc, char **argv) {
 		}
 		uint64_t sum[NSITES] = {0};
 		int full = 0;
-		for (int t = 0; t < n; t++) {
-			long m = __atomic_load_n(&logs[t].n, __ATOMIC_ACQUIRE);
-			full |= logs[t].full;
+		for (int t = 0; t <= n; t++) {
+			struct thread_log *l = t < n ? &logs[t] : &shortlog;
+			long m = __atomic_load_n(&l->n, __ATOMIC_ACQUIRE);
+			full |= l->full;
 			for (long i = 0; i < m; i++) {
-				struct entry *e = &logs[t].e[i];
+				struct entry *e = &l->e[i];
 				int64_t freed = __atomic_load_n(&e->freed, __ATOMIC_ACQUIRE);
 				if (e->at >= start && e->at < end && (freed == 0 || freed >= end)) sum[e->site] += e->size;
 			}
@@ -227,7 +268,7 @@ int main(int argc, char **argv) {
 			printf("full\n");
 			continue;
 		}
-		printf("truth %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4]);
+		printf("truth %lu %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4], sum[5]);
 	}
 	return 0;
 }

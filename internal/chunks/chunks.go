@@ -30,8 +30,9 @@ type Chunk = glibc.Chunk
 // Index is the allocated chunks of a heap, found by address.
 type Index struct {
 	mem     glibc.Memory
-	spans   []*span // the arenas' heaps, by address
-	mmapped []Chunk // by address
+	spans   []*span     // the arenas' heaps, by address
+	mmapped []Chunk     // by address
+	heaps   [][2]uint64 // the arenas' heaps as the walk found them, by address
 	// Arenas are the walk's arenas, in its order (Chunk.Arena indexes
 	// them): for each, its top chunk and its highest allocated chunk.
 	Arenas []Arena
@@ -45,10 +46,18 @@ type Index struct {
 
 // Arena is what the index keeps of one arena.
 type Arena struct {
-	Addr        uint64
-	Main        bool
-	Top         Chunk // Size 0 when unknown
-	HighestUsed Chunk // the allocated chunk nearest the top; Size 0 when none
+	Addr uint64
+	Main bool
+	Top  Chunk // Size 0 when unknown
+	// HighestUsed is the allocated chunk nearest the top in the top's heap
+	// (Size 0 when none): neither sbrk (main arena, malloc/malloc.c
+	// systrim) nor heap_trim (a thread arena's newest heap,
+	// malloc/arena.c) can shrink a heap past it. FreeBelow is the free
+	// memory (bins and fastbins) below it in that heap, which stays in
+	// the heap as long as it lives (malloc_trim can still madvise the
+	// whole pages inside those chunks).
+	HighestUsed Chunk
+	FreeBelow   uint64
 	// Walked is false when its chunks could not all be walked (damage):
 	// chunks past the damage are not in the index.
 	Walked bool
@@ -68,7 +77,34 @@ type span struct {
 func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	ix := &Index{mem: h.T}
 	var all []Chunk // allocated arena chunks, until the spans are known
+	// The first heap the walk meets in an arena is the top's (the main
+	// arena's only run; a thread arena's heaps from the top one back):
+	// it ends where a chunk does not follow its predecessor.
+	type run struct {
+		end        uint64
+		done       bool
+		free, used uint64
+		highest    Chunk
+	}
+	var runs []run
 	w, _, err := h.WalkChunks(func(c Chunk) {
+		for len(runs) <= c.Arena {
+			runs = append(runs, run{})
+		}
+		if c.Arena >= 0 && c.State != glibc.ChunkTop {
+			r := &runs[c.Arena]
+			if r.end != 0 && c.Addr != r.end {
+				r.done = true
+			}
+			r.end = c.Addr + c.Size
+			switch {
+			case r.done:
+			case c.State == glibc.ChunkInUse:
+				r.highest, r.used = c, r.free
+			case c.State == glibc.ChunkFree, c.State == glibc.ChunkFast:
+				r.free += c.Size
+			}
+		}
 		if visit != nil {
 			visit(c)
 		}
@@ -104,43 +140,24 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	}
 	ix.index(all)
 	sort.Slice(ix.mmapped, func(i, j int) bool { return ix.mmapped[i].Addr < ix.mmapped[j].Addr })
-	for i := range ix.Arenas {
-		a := &ix.Arenas[i]
-		if a.Top.Size == 0 {
+	for _, aw := range w.Arenas {
+		if aw.Main {
+			if w.Params.SbrkBase != 0 && aw.Top != 0 {
+				ix.heaps = append(ix.heaps, [2]uint64{w.Params.SbrkBase, aw.Top + aw.TopSize})
+			}
 			continue
 		}
-		// The heap the top chunk is in: the main arena's one run, or the
-		// thread arena's newest heap (malloc/arena.c, heap_for_ptr).
-		base := uint64(0)
-		if !a.Main {
-			base = a.Top.Addr &^ (w.Params.HeapMax - 1)
+		for _, hs := range aw.Heaps {
+			ix.heaps = append(ix.heaps, [2]uint64{hs.Addr, hs.Addr + hs.Size})
 		}
-		if c, ok := ix.before(a.Top.Addr); ok && c.Addr >= base {
-			c.Arena = i
-			a.HighestUsed = c
+	}
+	sort.Slice(ix.heaps, func(i, j int) bool { return ix.heaps[i][0] < ix.heaps[j][0] })
+	for i := range ix.Arenas {
+		if i < len(runs) && ix.Arenas[i].Top.Size != 0 {
+			ix.Arenas[i].HighestUsed, ix.Arenas[i].FreeBelow = runs[i].highest, runs[i].used
 		}
 	}
 	return ix, nil
-}
-
-// before is the allocated arena chunk that starts highest below addr.
-func (ix *Index) before(addr uint64) (Chunk, bool) {
-	i := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].lo >= addr })
-	if i == 0 {
-		return Chunk{}, false
-	}
-	sp := ix.spans[i-1]
-	at := min(addr, sp.hi)
-	if at == sp.lo {
-		return Chunk{}, false
-	}
-	b, ok := sp.last((at - sp.lo - 1) / 16)
-	if !ok {
-		return Chunk{}, false
-	}
-	start := sp.lo + b*16
-	size, ok := ix.size(start)
-	return Chunk{Addr: start, Size: size, Arena: -2, State: glibc.ChunkInUse}, ok
 }
 
 // index lays the spans out over the runs the chunks fill and sets their
@@ -320,4 +337,99 @@ func (ix *Index) Bits() uint64 {
 		n += uint64(len(sp.starts)+len(sp.sum1)+len(sp.sum2)) * 64
 	}
 	return n
+}
+
+// Marks keep two bits for every allocated chunk of an index: what an
+// analysis has found of it (internal/reach: reachable from where, leaked).
+// They cost a bit per 16 bytes of heap: two chunks never start within 32
+// bytes of each other (MINSIZE), so a chunk's slot is its offset / 32.
+type Marks struct {
+	ix   *Index
+	a, b [][]uint64 // per span
+	mm   []uint8    // per mmapped chunk
+}
+
+// NewMarks gives every allocated chunk of the index the mark 0.
+func (ix *Index) NewMarks() *Marks {
+	m := &Marks{ix: ix, mm: make([]uint8, len(ix.mmapped))}
+	for _, sp := range ix.spans {
+		n := ((sp.hi-sp.lo)/32 + 64) / 64
+		m.a = append(m.a, make([]uint64, n))
+		m.b = append(m.b, make([]uint64, n))
+	}
+	return m
+}
+
+// slot finds c's place: a span and bit, or an mmapped chunk's index.
+func (m *Marks) slot(c Chunk) (span int, bit uint64, mm int) {
+	if c.State == glibc.ChunkMmapped {
+		i := sort.Search(len(m.ix.mmapped), func(i int) bool { return m.ix.mmapped[i].Addr >= c.Addr })
+		return -1, 0, i
+	}
+	i := sort.Search(len(m.ix.spans), func(i int) bool { return m.ix.spans[i].hi > c.Addr })
+	return i, (c.Addr - m.ix.spans[i].lo) / 32, -1
+}
+
+// Get is c's mark (0 to 3).
+func (m *Marks) Get(c Chunk) uint8 {
+	s, bit, mm := m.slot(c)
+	if s < 0 {
+		return m.mm[mm]
+	}
+	w, sh := bit/64, bit%64
+	return uint8(m.a[s][w]>>sh&1 | m.b[s][w]>>sh&1<<1)
+}
+
+// Set gives c the mark v (0 to 3).
+func (m *Marks) Set(c Chunk, v uint8) {
+	s, bit, mm := m.slot(c)
+	if s < 0 {
+		m.mm[mm] = v
+		return
+	}
+	w, sh := bit/64, bit%64
+	m.a[s][w] = m.a[s][w]&^(1<<sh) | uint64(v&1)<<sh
+	m.b[s][w] = m.b[s][w]&^(1<<sh) | uint64(v>>1&1)<<sh
+}
+
+// Bounds are the lowest and highest addresses (exclusive) any allocated
+// chunk covers: a word outside them is no pointer into the heap.
+func (ix *Index) Bounds() (lo, hi uint64) {
+	lo = ^uint64(0)
+	for _, sp := range ix.spans {
+		lo, hi = min(lo, sp.lo), max(hi, sp.hi+8)
+	}
+	for _, c := range ix.mmapped {
+		lo, hi = min(lo, c.Addr), max(hi, c.Addr+c.Size)
+	}
+	return lo, hi
+}
+
+// ForEachMmapped calls fn with every mmapped chunk, by address.
+func (ix *Index) ForEachMmapped(fn func(Chunk)) {
+	for _, c := range ix.mmapped {
+		fn(c)
+	}
+}
+
+// Bits is how many bits the marks keep.
+func (m *Marks) Bits() uint64 {
+	var n uint64
+	for i := range m.a {
+		n += uint64(len(m.a[i])+len(m.b[i])) * 64
+	}
+	return n + uint64(len(m.mm))*8
+}
+
+// Owned lists the memory malloc owns, by address: the arenas' heaps (the
+// main arena's run from its sbrk base to the end of its top chunk, each
+// heap of a thread arena) and the mmapped chunks. The rest of a process's
+// writable memory is not the heap.
+func (ix *Index) Owned() [][2]uint64 {
+	out := append([][2]uint64(nil), ix.heaps...)
+	for _, c := range ix.mmapped {
+		out = append(out, [2]uint64{c.Addr, c.Addr + c.Size})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }

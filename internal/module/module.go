@@ -319,6 +319,22 @@ func (t *Table) Refresh() {
 		seen[key] = true
 		ranges = append(ranges, span{m.Start, m.End, mod})
 	}
+	// A file mapped with no executable mapping in sight is still a module
+	// for what is read of its data (vtables): a core gdb's gcore wrote
+	// lists no text a file holds unchanged.
+	for _, first := range byFile {
+		key := fileKey{dev: first.Dev, inode: first.Inode, path: first.Path, start: first.Start}
+		if seen[key] {
+			continue
+		}
+		mod := t.mods[key]
+		if mod == nil {
+			mod = &Module{Path: first.Path, Start: first.Start, End: first.End, key: key, mapping: first, tg: t.tg, debugDirs: t.debugDirs}
+			mod.Bias = biasFor(mod, first)
+			t.mods[key] = mod
+		}
+		seen[key] = true
+	}
 	for k, mod := range t.mods {
 		if !seen[k] {
 			mod.close()
@@ -389,7 +405,8 @@ func (t *Table) DynamicSymbol(path, name string) (uint64, error) {
 	return 0, fmt.Errorf("no module named like %s", path)
 }
 
-// Modules lists the modules, in address order.
+// Modules lists the modules with executable mappings, in address order:
+// the code a stack or a symbol can be in.
 func (t *Table) Modules() []*Module {
 	var out []*Module
 	seen := map[*Module]bool{}
@@ -400,6 +417,26 @@ func (t *Table) Modules() []*Module {
 		}
 	}
 	return out
+}
+
+// All lists Modules, then the files mapped at offset 0 whose text is not
+// in view (a core gdb's gcore wrote lists no mapping a file holds
+// unchanged), by address: the objects whose data may be read (vtables).
+// Files that are not ELF objects at all are among them.
+func (t *Table) All() []*Module {
+	out := t.Modules()
+	seen := map[*Module]bool{}
+	for _, m := range out {
+		seen[m] = true
+	}
+	var rest []*Module
+	for _, m := range t.mods {
+		if !seen[m] {
+			rest = append(rest, m)
+		}
+	}
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Start < rest[j].Start })
+	return append(out, rest...)
 }
 
 // Close closes every module's file.

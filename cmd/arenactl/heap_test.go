@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// truthLine is one object heapobjs.cpp describes: how it is reachable and
+// its type.
+type truthLine struct{ class, addr, typ string }
+
+var heapClasses = map[string]string{"static": "static", "stack": "stack", "leaked": "leaked", "inner": "leaked (only from leaked)"}
+
+// heapTruth asks heapobjs for its objects and its pinning object.
+func heapTruth(t *testing.T, tg *testutil.Target) (objs []truthLine, pin string) {
+	t.Helper()
+	line := tg.Send("truth")
+	for ; line != "end"; line = tg.Next() {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "pin":
+			pin = f[1]
+		case len(f) == 3 && heapClasses[f[0]] != "":
+			objs = append(objs, truthLine{f[0], f[1], f[2]})
+		default:
+			t.Fatalf("heapobjs said %q", line)
+		}
+	}
+	if len(objs) < 15 || pin == "" {
+		t.Fatalf("heapobjs told %d objects and pin %q", len(objs), pin)
+	}
+	return objs, pin
+}
+
+var lookupLine = regexp.MustCompile(`^(0x[0-9a-f]+): in the \d+-byte chunk at (0x[0-9a-f]+), (.+), (static|stack|leaked|leaked \(only from leaked\))$`)
+
+// checkHeap runs arenactl heap on what (a PID or a file) and checks every
+// object's class and type against the target's own word, and the pin.
+func checkHeap(t *testing.T, what string, objs []truthLine, pin string) {
+	t.Helper()
+	args := []string{"heap"}
+	for _, o := range objs {
+		args = append(args, "--addr", o.addr)
+	}
+	out := mustRun(t, append(args, what)...).stdout
+	got := map[string][3]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := lookupLine.FindStringSubmatch(l); m != nil {
+			got[m[1]] = [3]string{m[2], m[3], m[4]}
+		}
+	}
+	for _, o := range objs {
+		g, ok := got[o.addr]
+		switch {
+		case !ok:
+			t.Errorf("%s: no allocated chunk found for the %s %s at %s", what, o.class, o.typ, o.addr)
+		case g[0] != o.addr:
+			t.Errorf("%s: %s is in a chunk at %s, not its own", what, o.addr, g[0])
+		case o.typ != "-" && g[1] != o.typ:
+			t.Errorf("%s: %s is a %s, arenactl says %s", what, o.addr, o.typ, g[1])
+		case g[2] != heapClasses[o.class]:
+			t.Errorf("%s: the %s at %s is %s, arenactl says %s", what, o.typ, o.addr, heapClasses[o.class], g[2])
+		}
+	}
+	if !regexp.MustCompile(`the live \d+-byte PinObj at ` + pin + ` is the highest chunk below top: \d`).MatchString(out) {
+		t.Errorf("%s: the PinObj at %s is not named as what pins its arena's free memory:\n%s", what, pin, out)
+	}
+	if t.Failed() {
+		t.Logf("%s:\n%s", what, out)
+	}
+}
+
+// The same classification from a live process (read from its copy-on-write
+// image), from a full snapshot of it and from gdb's gcore of it: every
+// object the target describes is found at its address with its class
+// (reachable from static data, a thread-local, an interior pointer or
+// memory of its own; from a stack or only a register; leaked; leaked but
+// for other leaked chunks, in a lost list and a lost cycle) and its C++ type.
+func TestHeapClassifiesWhatTheTargetSays(t *testing.T) {
+	bin := testutil.BuildCWith(t, "g++", "heapobjs.cpp", "-O2", "-pthread")
+	tg := testutil.Start(t, bin)
+	objs, pin := heapTruth(t, tg)
+	pid := fmt.Sprint(tg.Pid)
+	checkHeap(t, pid, objs, pin)
+
+	snap := filepath.Join(t.TempDir(), "heapobjs.core")
+	mustRun(t, "snapshot", "--full", "-o", snap, pid)
+	checkHeap(t, snap, objs, pin)
+
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Log("no gcore (gdb): the kernel-format core is not checked")
+	} else {
+		prefix := filepath.Join(t.TempDir(), "gcore")
+		if b, err := exec.Command("gcore", "-o", prefix, pid).CombinedOutput(); err != nil {
+			t.Fatalf("gcore: %v\n%s", err, b)
+		}
+		checkHeap(t, prefix+"."+pid, objs, pin)
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Fatalf("target: %q %d", line, code)
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/render"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+func newHeapCmd() *cobra.Command {
+	var cf coreFlags
+	var timeout time.Duration
+	var debugDirs []string
+	var top int
+	var addrs []string
+	c := &cobra.Command{
+		Use:   "heap PID|CORE",
+		Short: "What the heap holds: chunks by type, reachable or leaked, and what pins free memory",
+		Long: `heap indexes every allocated chunk of every arena and every mmapped chunk,
+scans conservatively from the roots (the writable data and bss of every
+loaded object, static TLS, anonymous memory malloc does not own, every
+thread's stack from its stack pointer up and its registers), and says of
+each chunk whether the program can still reach it, from static data or
+only from stacks and registers, or whether it is leaked: referenced by
+nothing, or only by other leaked chunks. A pointer into a chunk's middle
+counts as a reference to it.
+
+Chunks whose first word points into a C++ vtable are counted under their
+class; the others under their chunk size. For each arena it says what
+malloc_trim could give back, and which live chunk, highest in the top's
+heap, keeps the free memory below it from going back.
+
+On a live process the scan reads a copy-on-write image (the process is
+stopped only while the image is made, then runs on), or, where none can be
+made safely, the process stopped for the read. Nothing is run in it. On a
+core or snapshot it reads the file; a default snapshot does not keep every
+root (see the README).`,
+		Args: pidOrCoreArg,
+		RunE: func(c *cobra.Command, args []string) error {
+			if top < 1 {
+				return &usageError{msg: fmt.Sprintf("--top %d: give 1 or more", top)}
+			}
+			var at []uint64
+			for _, a := range addrs {
+				v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(a), "0x"), 16, 64)
+				if err != nil {
+					return &usageError{msg: fmt.Sprintf("--addr %q: give an address in hex", a)}
+				}
+				at = append(at, v)
+			}
+			var r *report.Contents
+			var err error
+			if isCoreArg(args[0]) {
+				r, err = inspect.CoreContents(c.Context(), args[0], cf.options(debugDirs), at)
+			} else {
+				r, err = inspect.Contents(c.Context(), parsePid(args), inspect.Options{Timeout: timeout, DebugDirs: debugDirs,
+					Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}, at)
+			}
+			if err != nil {
+				return err
+			}
+			return render.Contents(os.Stdout, r, top)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop while the image is made")
+	c.Flags().IntVar(&top, "top", 20, "how many types to list")
+	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
+	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
+	cf.register(c)
+	return c
+}

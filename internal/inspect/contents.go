@@ -1,0 +1,225 @@
+package inspect
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/reach"
+	"github.com/arenactl/arenactl/internal/report"
+)
+
+// How much of the leaked chunks the report shows: groups, examples per
+// group, and bytes of each example.
+const (
+	leakGroups   = 20
+	leakExamples = 3
+	previewBytes = 32
+)
+
+// Contents is what a live process's heap holds: read from a copy-on-write
+// image of it (the process runs on; it was stopped only while the image was
+// made), or, where no image can be made safely, with every thread stopped
+// for the read. Nothing is left out of the image: memory malloc does not own
+// is a root of the scan.
+func Contents(ctx context.Context, pid int, o Options, addrs []uint64) (_ *report.Contents, err error) {
+	t, done, err := openLive(pid, true)
+	if err != nil {
+		return nil, err
+	}
+	defer done(&err)
+	h, err := openHeap(t, o.DebugDirs)
+	if err != nil {
+		return nil, err
+	}
+	// The vtables are read from the files before anything is stopped.
+	mods := module.NewTable(t, o.DebugDirs...)
+	defer mods.Close()
+	types := reach.NewTypes(mods)
+	tls := reach.StaticTLS(mods)
+	hd, err := hold(ctx, t, HoldAuto, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	hh := *h
+	hh.T = hd.mem
+	rep, err := contentsOf(&hh, types, tls, addrs)
+	ro := &report.ReadOnly{}
+	if rerr := hd.release(ro); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	rep.Pid, rep.Exe, rep.Libc, rep.Hold, rep.Frozen = t.Pid, t.Exe, report.LibcOf(h.Libc), ro.Hold, ro.Frozen
+	rep.Threads = countThreads(t.Pid)
+	return rep, nil
+}
+
+// CoreContents is Contents of a core or snapshot.
+func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint64) (*report.Contents, error) {
+	t, err := core.OpenTargetContext(ctx, path, o.Sysroot, o.Unpack)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	h, err := heap.OpenCore(t, o.Options)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	mods := module.NewTable(t, o.DebugDirs...)
+	defer mods.Close()
+	rep, err := contentsOf(h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p, ths := t.Process(), t.Threads()
+	rep.Pid, rep.Exe, rep.Libc, rep.Threads = p.Pid, p.Exe, report.LibcOf(h.Libc), len(ths)
+	rep.Core = &report.CoreInfo{Path: path, Command: p.Command, LibcNotes: h.LibcNotes}
+	if len(ths) > 0 {
+		rep.Core.CrashTid = ths[0].Tid
+	}
+	return rep, nil
+}
+
+// contentsOf indexes h's chunks, scans from its roots, counts, and says
+// what holds each of addrs.
+func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*report.Contents, error) {
+	start := time.Now()
+	ix, err := chunks.Build(h, nil)
+	if err != nil {
+		return nil, err
+	}
+	roots := reach.Roots(h.T, ix, tls)
+	res, err := reach.Scan(h.T, ix, roots)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report.Contents{
+		Chunks: ix.Count, Bytes: ix.Bytes, FreeChunks: ix.FreeCount, FreeBytes: ix.FreeBytes,
+		RootBytes: res.RootBytes, ChunkBytes: res.ChunkBytes, Vtables: types.Len(),
+		IndexBits: ix.Bits() + res.Bits(), InteriorPointers: true,
+	}
+	for _, cl := range reach.Classes {
+		rep.Classes = append(rep.Classes, report.ClassCount{Class: cl.String(), Count: res.Count[cl], Bytes: res.Bytes[cl]})
+	}
+	var rootSpan uint64
+	perKind := map[reach.RootKind]*report.RootCount{}
+	var kinds []reach.RootKind
+	for _, r := range roots {
+		rc := perKind[r.Kind]
+		if rc == nil {
+			rc = &report.RootCount{Kind: r.Kind.String()}
+			perKind[r.Kind] = rc
+			kinds = append(kinds, r.Kind)
+		}
+		rc.Count++
+		rc.Bytes += r.End - r.Start
+		rootSpan += r.End - r.Start
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
+	for _, k := range kinds {
+		rep.Roots = append(rep.Roots, *perKind[k])
+	}
+	if rootSpan > res.RootBytes {
+		rep.Unread = rootSpan - res.RootBytes
+	}
+
+	typeOf := func(c chunks.Chunk) (string, bool) {
+		var b [8]byte
+		if res.Read(b[:], c.User()) == 8 {
+			if name, ok := types.Of(binary.LittleEndian.Uint64(b[:])); ok {
+				return name, true
+			}
+		}
+		return fmt.Sprintf("size %d", c.Size), false
+	}
+	byType := map[string]*report.TypeCount{}
+	leaks := map[string]*report.LeakGroup{}
+	err = ix.ForEach(func(c chunks.Chunk) bool {
+		name, vt := typeOf(c)
+		tc := byType[name]
+		if tc == nil {
+			tc = &report.TypeCount{Type: name, Vtable: vt}
+			byType[name] = tc
+		}
+		tc.Count++
+		tc.Bytes += c.Size
+		cl := res.Class(c)
+		if !cl.IsLeaked() {
+			return true
+		}
+		tc.LeakedCount++
+		tc.LeakedBytes += c.Size
+		lg := leaks[name]
+		if lg == nil {
+			lg = &report.LeakGroup{Type: name}
+			leaks[name] = lg
+		}
+		lg.Count++
+		lg.Bytes += c.Size
+		if cl == reach.Leaked {
+			lg.Roots++
+		}
+		if len(lg.Examples) < leakExamples {
+			p := make([]byte, min(previewBytes, c.UserEnd()-c.User()))
+			p = p[:res.Read(p, c.User())]
+			lg.Examples = append(lg.Examples, report.LeakExample{Addr: c.User(), Size: c.Size, Preview: p})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, tc := range byType {
+		rep.Types = append(rep.Types, *tc)
+	}
+	sort.Slice(rep.Types, func(i, j int) bool {
+		a, b := rep.Types[i], rep.Types[j]
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		return a.Type < b.Type
+	})
+	for _, lg := range leaks {
+		rep.Leaks = append(rep.Leaks, *lg)
+	}
+	sort.Slice(rep.Leaks, func(i, j int) bool {
+		a, b := rep.Leaks[i], rep.Leaks[j]
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		return a.Type < b.Type
+	})
+	if len(rep.Leaks) > leakGroups {
+		rep.Leaks = rep.Leaks[:leakGroups]
+	}
+	for i, a := range ix.Arenas {
+		pin := report.ArenaPin{Index: i, Addr: a.Addr, Main: a.Main, TopSize: a.Top.Size, FreeBelow: a.FreeBelow}
+		if i < len(ix.Walk.Arenas) {
+			aw := ix.Walk.Arenas[i]
+			pin.FreeBytes, pin.Trimmable = aw.FreeBytes+aw.FastBytes, aw.Trimmable()
+		}
+		if c := a.HighestUsed; c.Size != 0 {
+			pin.Highest, pin.HighestLen = c.User(), c.Size
+			pin.HighestTyp, _ = typeOf(c)
+		}
+		rep.Arenas = append(rep.Arenas, pin)
+	}
+	for _, a := range addrs {
+		l := report.Lookup{Addr: a}
+		if c, ok := ix.Find(a); ok {
+			l.Found, l.Chunk, l.Size, l.Class = true, c.User(), c.Size, res.Class(c).String()
+			l.Type, _ = typeOf(c)
+		}
+		rep.Lookups = append(rep.Lookups, l)
+	}
+	rep.Scan = time.Since(start)
+	return rep, nil
+}

@@ -1,0 +1,380 @@
+// Package reach owns what the heap's allocated chunks are to the program:
+// which are reachable, and from where, and which are leaked, by a
+// conservative scan from the roots (every aligned word that holds the
+// address of a chunk's user bytes is taken for a reference to it), and of
+// which C++ type each is, by its vtable pointer. It reads a target.Target
+// (a core, a snapshot, a copy-on-write image) through the chunk index of
+// internal/chunks and knows nothing of how the heap was found.
+//
+// Roots are what the program can reach without the heap: the writable
+// data and bss of every loaded object, each thread's static TLS, anonymous
+// memory malloc does not own (another allocator's, a buffer pool, ld.so's
+// own), every thread's stack from its stack pointer to the mapping's end,
+// and every thread's registers. A chunk reachable from the first three is
+// Static; one reachable only from stacks or registers is Stack; the rest
+// are leaked: a Leaked chunk is pointed to by nothing, a LeakedInner one
+// only by other leaked chunks (the rest of a lost list, or a lost cycle).
+//
+// Interior pointers count: a word that points anywhere into a chunk's user
+// bytes references it, as chap does and as a program's own pointers into
+// the middle of a struct, an array or a string (std::string's, after a
+// header) do. It errs towards reachable: no chunk the program can still
+// reach is ever reported leaked, and a leaked chunk one stale word points
+// at is reported reachable.
+package reach
+
+import (
+	"encoding/binary"
+
+	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// Class is what the scan found a chunk to be.
+type Class uint8
+
+const (
+	Unreached   Class = iota // not reached (before Scan ends: leaked)
+	Static                   // reachable from static data, TLS or memory malloc does not own
+	Stack                    // reachable only from a thread's stack or registers
+	LeakedInner              // unreachable, referenced only by other leaked chunks
+	Leaked                   // unreachable, referenced by nothing: a leak root
+)
+
+var classNames = [...]string{"unreached", "static", "stack", "leaked (only from leaked)", "leaked"}
+
+func (c Class) String() string { return classNames[c] }
+
+// IsLeaked reports whether the program can no longer reach the chunk.
+func (c Class) IsLeaked() bool { return c == Leaked || c == LeakedInner }
+
+// RootKind says what a root is.
+type RootKind uint8
+
+const (
+	RootData  RootKind = iota // a loaded object's writable data or bss
+	RootTLS                   // a thread's static TLS and thread control block
+	RootAnon                  // anonymous memory malloc does not own
+	RootStack                 // a thread's stack, from its stack pointer up
+	RootRegs                  // a thread's registers
+)
+
+var rootNames = [...]string{"data", "tls", "anon", "stack", "registers"}
+
+func (k RootKind) String() string { return rootNames[k] }
+
+// static reports whether a chunk reached from a root of this kind is Static.
+func (k RootKind) static() bool { return k <= RootAnon }
+
+// Root is one range of memory scanned for references (or, for RootRegs, a
+// thread's registers).
+type Root struct {
+	Kind       RootKind
+	Start, End uint64
+	Tid        int    // for TLS, stacks and registers
+	Path       string // for data: the object's file
+	regs       []uint64
+}
+
+// tcbAbove is how much of the thread control block (struct pthread,
+// nptl/descr.h: about 2.3 KiB in glibc 2.36) is scanned above a thread's
+// thread pointer. Static TLS lies below it (x86_64 is TLS variant II,
+// sysdeps/x86_64/nptl/tls.h), StaticTLS bytes of it. A thread's are at the
+// top of its stack mapping, above its stack pointer: scanned first as TLS,
+// they make what they reach static, not stack.
+const tcbAbove = 4 << 10
+
+// Roots lists the roots of t, whose allocated chunks ix holds. tlsBelow is
+// how much static TLS lies below each thread's thread pointer (StaticTLS).
+func Roots(t target.Target, ix *chunks.Index, tlsBelow uint64) []Root {
+	var out []Root
+	ms := t.Mappings()
+	threads := t.Threads()
+	heapOwned := ix.Owned()
+	for i, m := range ms {
+		if !m.Readable() || !m.Writable() {
+			continue
+		}
+		switch m.Class {
+		case maps.ClassExecutable, maps.ClassSharedLib, maps.ClassFile:
+			out = append(out, Root{Kind: RootData, Start: m.Start, End: m.End, Path: m.Path})
+		case maps.ClassAnon, maps.ClassMainHeap, maps.ClassArenaHeap:
+			// What malloc owns is told by the walk, not by the mapping's
+			// name or place: a core names no [heap], and a buffer pool
+			// can sit where a heap could.
+			// The bss right after an object's data is anonymous; it is
+			// that object's.
+			path := ""
+			if i > 0 && ms[i-1].End == m.Start && ms[i-1].Path != "" && ms[i-1].Path[0] == '/' {
+				path = ms[i-1].Path
+			}
+			for _, r := range minus(m.Start, m.End, heapOwned) {
+				if path != "" {
+					out = append(out, Root{Kind: RootData, Start: r[0], End: r[1], Path: path})
+				} else {
+					out = append(out, Root{Kind: RootAnon, Start: r[0], End: r[1]})
+				}
+			}
+		}
+	}
+	for _, th := range threads {
+		for _, m := range ms {
+			if th.FsBase != 0 && m.Contains(th.FsBase) && m.Readable() {
+				lo, hi := max(m.Start, th.FsBase-min(th.FsBase, tlsBelow+8)), min(m.End, th.FsBase+tcbAbove)
+				out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: hi})
+				break
+			}
+		}
+		for _, m := range ms {
+			if m.Contains(th.SP) && m.Readable() {
+				out = append(out, Root{Kind: RootStack, Tid: th.Tid, Start: th.SP &^ 7, End: m.End})
+				break
+			}
+		}
+		out = append(out, Root{Kind: RootRegs, Tid: th.Tid, regs: th.Regs[:]})
+	}
+	return out
+}
+
+// minus is [lo, hi) without the sorted ranges cut.
+func minus(lo, hi uint64, cut [][2]uint64) [][2]uint64 {
+	var out [][2]uint64
+	for _, c := range cut {
+		if c[1] <= lo || c[0] >= hi {
+			continue
+		}
+		if c[0] > lo {
+			out = append(out, [2]uint64{lo, c[0]})
+		}
+		lo = max(lo, c[1])
+	}
+	if lo < hi {
+		out = append(out, [2]uint64{lo, hi})
+	}
+	return out
+}
+
+// Result is a finished scan.
+type Result struct {
+	ix    *chunks.Index
+	marks *chunks.Marks
+	cache *blocks
+	Roots []Root
+	// Per class: how many chunks, how many bytes (chunk sizes).
+	Count, Bytes [Leaked + 1]uint64
+	// Scanned is how many bytes of roots and of chunks were read.
+	RootBytes, ChunkBytes uint64
+}
+
+// Class is what the scan found c (an allocated chunk of the index) to be.
+func (r *Result) Class(c chunks.Chunk) Class {
+	switch v := r.marks.Get(c); v {
+	case markStatic:
+		return Static
+	case markStack:
+		return Stack
+	case markInner:
+		return LeakedInner
+	}
+	return Leaked
+}
+
+// Read copies the target's memory at addr into b, through the scan's
+// blocks (what the scan read last is read again for free); it returns how
+// many bytes could be read.
+func (r *Result) Read(b []byte, addr uint64) int {
+	n := 0
+	for n < len(b) {
+		p := addr + uint64(n)
+		base := p &^ (blockSize - 1)
+		blk := r.cache.get(base)
+		off := p - base
+		if blk.ok&(1<<(off/pageSize)) == 0 {
+			break
+		}
+		n += copy(b[n:], blk.b[off:min(blockSize, off&^(pageSize-1)+pageSize)])
+	}
+	return n
+}
+
+// Bits is what the marks cost, in bits.
+func (r *Result) Bits() uint64 { return r.marks.Bits() }
+
+// The two bits a chunk keeps in the index's marks.
+const (
+	markNone   = 0
+	markStatic = 1
+	markStack  = 2
+	markInner  = 3
+)
+
+// Scan classifies every allocated chunk of ix, reading t.
+func Scan(t target.Target, ix *chunks.Index, roots []Root) (*Result, error) {
+	s := &scanner{t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t)}
+	s.lo, s.hi = ix.Bounds()
+	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
+	// Static roots first, so that what they reach is Static even where a
+	// stack reaches it too; then stacks and registers.
+	for _, pass := range []struct {
+		static bool
+		mark   uint8
+	}{{true, markStatic}, {false, markStack}} {
+		for _, root := range roots {
+			if root.Kind.static() != pass.static {
+				continue
+			}
+			if root.Kind == RootRegs {
+				for _, v := range root.regs {
+					s.ref(v, pass.mark, 0)
+				}
+				continue
+			}
+			r.RootBytes += s.scan(root.Start, root.End, pass.mark, 0)
+		}
+		r.ChunkBytes += s.drain(pass.mark)
+	}
+	// What is left is leaked. Each unreached chunk is read for the chunks
+	// it points to: those are reached only from leaked memory.
+	err := ix.ForEach(func(c chunks.Chunk) bool {
+		if v := s.marks.Get(c); v == markNone || v == markInner {
+			r.ChunkBytes += s.scan(c.User(), c.UserEnd(), markInner, c.Addr)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = ix.ForEach(func(c chunks.Chunk) bool {
+		cl := r.Class(c)
+		r.Count[cl]++
+		r.Bytes[cl] += c.Size
+		return true
+	})
+	return r, err
+}
+
+type scanner struct {
+	t      target.Target
+	ix     *chunks.Index
+	marks  *chunks.Marks
+	cache  *blocks
+	lo, hi uint64
+	work   []chunks.Chunk
+}
+
+// ref takes v for a reference to a chunk: an unmarked chunk it points into
+// gets mark and, unless it is leaked memory's, goes on the work list.
+// from is the chunk being read (0 for a root): a chunk's reference to
+// itself does not count.
+func (s *scanner) ref(v uint64, mark uint8, from uint64) {
+	if v < s.lo || v >= s.hi {
+		return
+	}
+	c, ok := s.ix.Find(v)
+	if !ok || c.Addr == from || s.marks.Get(c) != markNone {
+		return
+	}
+	s.marks.Set(c, mark)
+	if mark != markInner {
+		s.work = append(s.work, c)
+	}
+}
+
+// scan reads [start, end) for references and returns how many bytes it
+// read. Unreadable pages (a guard page, memory a core did not dump) read
+// as zeros, which reference nothing, and are not counted.
+func (s *scanner) scan(start, end uint64, mark uint8, from uint64) uint64 {
+	var n uint64
+	for p := (start + 7) &^ 7; p+8 <= end; {
+		base := p &^ (blockSize - 1)
+		blk := s.cache.get(base)
+		off, stop := p-base, min(blockSize, end-base)
+		for ; off+8 <= stop; off += 8 {
+			s.ref(binary.LittleEndian.Uint64(blk.b[off:]), mark, from)
+		}
+		n += blk.readable(p-base, stop)
+		p = base + blockSize
+	}
+	return n
+}
+
+// drain reads every chunk on the work list, and what they reach.
+func (s *scanner) drain(mark uint8) uint64 {
+	var n uint64
+	for len(s.work) > 0 {
+		c := s.work[len(s.work)-1]
+		s.work = s.work[:len(s.work)-1]
+		n += s.scan(c.User(), c.UserEnd(), mark, c.Addr)
+	}
+	return n
+}
+
+// blocks reads the target in aligned blocks and keeps the most recent, as
+// the scan of a chunk and of its neighbours reads the same blocks again.
+const (
+	blockSize = 64 << 10
+	pageSize  = 4 << 10
+	maxBlocks = 256 // 16 MiB
+)
+
+type blocks struct {
+	t     target.Target
+	m     map[uint64]*block
+	order []uint64
+	next  int
+}
+
+// block is blockSize bytes of the target; a page that could not be read
+// is zeros, and its bit in ok is clear.
+type block struct {
+	b  []byte
+	ok uint16
+}
+
+// readable is how many bytes of [from, to) (offsets) lie in pages read.
+func (b *block) readable(from, to uint64) uint64 {
+	var n uint64
+	for p := from &^ (pageSize - 1); p < to; p += pageSize {
+		if b.ok&(1<<(p/pageSize)) != 0 {
+			n += min(to, p+pageSize) - max(from, p)
+		}
+	}
+	return n
+}
+
+func newBlocks(t target.Target) *blocks { return &blocks{t: t, m: map[uint64]*block{}} }
+
+// get is the block at base (aligned). A block that cannot be read in one
+// call (it crosses the end of a mapping, or a page a core did not dump) is
+// read a page at a time.
+func (bs *blocks) get(base uint64) *block {
+	if b, ok := bs.m[base]; ok {
+		return b
+	}
+	blk := &block{b: make([]byte, blockSize)}
+	if n, err := bs.t.ReadAt(blk.b, base); err == nil && n == blockSize {
+		blk.ok = ^uint16(0)
+	} else {
+		for i := 0; i < blockSize/pageSize; i++ {
+			pg := blk.b[i*pageSize : (i+1)*pageSize]
+			if n, err := bs.t.ReadAt(pg, base+uint64(i*pageSize)); err == nil && n == pageSize {
+				blk.ok |= 1 << i
+			} else {
+				clear(pg)
+			}
+		}
+	}
+	if len(bs.order) < maxBlocks {
+		bs.order = append(bs.order, base)
+	} else {
+		delete(bs.m, bs.order[bs.next])
+		bs.order[bs.next] = base
+		bs.next = (bs.next + 1) % maxBlocks
+	}
+	bs.m[base] = blk
+	return blk
+}
+
+// Classes lists the classes in the order a report shows them.
+var Classes = []Class{Static, Stack, Leaked, LeakedInner}

@@ -12,17 +12,20 @@
  * (posix_memalign 64, 1024), 4 leak_aligned (aligned_alloc 256, 768),
  * 5 leak_in_thread (2560, from threads that a spawner starts every 5 ms
  * and that exit after 64 calls: threads created and exiting during the
- * window).
+ * window), 6 leak_in_handler (4 x 1536, from a SIGUSR1 handler the
+ * spawner raises in the workers every millisecond; a worker takes it
+ * only between two rounds of calls, never inside malloc).
  * Each site keeps its last blocks (KEEP, per thread) and frees older ones,
  * so memory stays bounded.
  *
  * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
  * Commands on stdin:
- *   truth START_NS END_NS  "truth B0 B1 B2 B3 B4 B5" (CLOCK_REALTIME ns)
+ *   truth START_NS END_NS  "truth B0 ... B6" (CLOCK_REALTIME ns)
  *   quit                   "bye", exit 0
  * Prints "ready" once every thread runs. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { NSITES = 6, SHORT_CALLS = 64, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 22, MAXTHREADS = 64 };
+enum { NSITES = 7, SHORT_CALLS = 64, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 22, MAXTHREADS = 64 };
 
 struct entry {
 	int64_t at, freed; /* ns, CLOCK_REALTIME; freed 0: held */
@@ -180,14 +183,33 @@ static void *short_lived(void *arg) {
 	return NULL;
 }
 
+static __thread struct state *me;
+static pthread_t workers[MAXTHREADS];
+static int nworkers;
+
+__attribute__((noinline)) void leak_in_handler(void) {
+	for (int i = 0; i < 4; i++) {
+		void *p = malloc(1536);
+		keep(me->l, &me->kept[6], KEEP, p, logged(me->l, 6, 1536));
+	}
+	__asm__ volatile("" ::: "memory");
+}
+
+static void on_usr1(int sig) {
+	(void)sig;
+	if (me) leak_in_handler();
+}
+
 static void *spawner(void *arg) {
 	(void)arg;
 	pthread_attr_t a;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	for (;;) {
+	for (long k = 0;; k++) {
 		pthread_t t;
-		if (pthread_create(&t, &a, short_lived, NULL) == 0) usleep(5000);
+		if (k % 5 == 0) pthread_create(&t, &a, short_lived, NULL);
+		pthread_kill(workers[k % nworkers], SIGUSR1);
+		usleep(1000);
 	}
 	return NULL;
 }
@@ -196,6 +218,10 @@ static void *worker(void *arg) {
 	long id = (long)arg;
 	struct state *s = calloc(1, sizeof *s);
 	s->l = &logs[id];
+	me = s;
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
 	unsigned seed = (unsigned)id * 7919 + 1;
 	__atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
 	int64_t t0 = now();
@@ -210,6 +236,11 @@ static void *worker(void *arg) {
 		case 3: case 11: case 6: done += leak_memalign(s); break;
 		case 5: case 12: case 7: done += leak_aligned(s); break;
 		default: done += churn(&seed); break;
+		}
+		if ((i & 15) == 15) {
+			/* SIGUSR1 is taken here only, outside every allocator call. */
+			pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+			pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 		}
 		if ((i & 63) == 0) {
 			/* At most `budget` bytes a second. */
@@ -227,11 +258,17 @@ int main(int argc, char **argv) {
 	int n = argc > 1 ? atoi(argv[1]) : 2;
 	budget = argc > 2 ? atol(argv[2]) : 50 << 20;
 	if (n > MAXTHREADS) n = MAXTHREADS;
+	nworkers = n;
+	struct sigaction sa = {.sa_handler = on_usr1};
+	sigaction(SIGUSR1, &sa, NULL);
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL); /* inherited by every thread */
 	for (long i = 0; i < n; i++) {
 		logs[i].e = mmap(NULL, sizeof(struct entry) * (size_t)MAXLOG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (logs[i].e == MAP_FAILED) return 1;
-		pthread_t t;
-		pthread_create(&t, NULL, worker, (void *)i);
+		pthread_create(&workers[i], NULL, worker, (void *)i);
 	}
 	shortlog.e = mmap(NULL, sizeof(struct entry) * (size_t)MAXLOG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (shortlog.e == MAP_FAILED) return 1;
@@ -268,7 +305,7 @@ int main(int argc, char **argv) {
 			printf("full\n");
 			continue;
 		}
-		printf("truth %lu %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4], sum[5]);
+		printf("truth %lu %lu %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6]);
 	}
 	return 0;
 }

@@ -12,7 +12,7 @@
  *   threads K  K threads created and joined (their stacks)
  *   trim       frees the main thread's small blocks (a fence keeps them from
  *              the top) and calls malloc_trim(0): "ok FREED"
- *   quit       exits
+ *   quit       exits, saying "bye"
  * It prints "ready" first. Built -O2 -fomit-frame-pointer by the tests, so
  * the stacks unwind only with CFI. */
 #define _GNU_SOURCE
@@ -140,6 +140,7 @@ int main(void) {
 		} else if (strncmp(line, "trim", 4) == 0) {
 			printf("ok %zu\n", trim());
 		} else {
+			printf("bye\n");
 			break;
 		}
 	}

@@ -167,9 +167,11 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		if stop {
 			stream.Stop()
 			w.drain(stream.Take())
+			stream.Recycle()
 			break
 		}
 		w.drain(stream.Take())
+		stream.Recycle()
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
 			was := moduleSet(mods)
@@ -187,6 +189,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	if ru, err := maps.ReadRollup(pid); err == nil {
 		g.RSSAfter, g.Measured = ru.Rss, true
 	}
+	w.resolve(true)
 	g.Profile = w.profile()
 	return g, nil
 }
@@ -213,9 +216,14 @@ type growthWatch struct {
 	prev, cur []maps.Mapping
 	// recent are the mappings mmap made since prev was read: a munmap of
 	// one made since is found there.
-	recent  []recentMapping
-	brk     uint64
-	arenaOf map[uint64]uint64 // heap start -> its arena (0: none found)
+	recent []recentMapping
+	// mmapLog are the last mmaps, for unresolved calls: those that found
+	// their memory in no table (the mmap that made it not read yet).
+	mmapLog    []recentMapping
+	unresolved []unresolvedCall
+	now        uint64 // the time of the sample being charged
+	brk        uint64
+	arenaOf    map[uint64]uint64 // heap start -> its arena (0: none found)
 	// chunkCache: an anonymous mapping's mmapped chunks, by its extent,
 	// read once per drain.
 	chunkCache map[[2]uint64][][2]uint64
@@ -331,6 +339,7 @@ func (w *growthWatch) drain(smps []perf.Sample) {
 	for i := range smps {
 		smp := &smps[i]
 		w.at(smp.Time)
+		w.now = smp.Time
 		if smp.Event == 0 {
 			w.fault(smp)
 			continue
@@ -342,6 +351,7 @@ func (w *growthWatch) drain(smps []perf.Sample) {
 		}
 		w.enter(tp, smp)
 	}
+	w.resolve(false)
 }
 
 // site unwinds a sample's stack into its site.
@@ -407,7 +417,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 				}
 			}
 		}
-		w.pending[smp.Tid] = pendingCall{*smp, si}
+		w.pending[smp.Tid] = pendingCall{kept(smp), si}
 		return
 	}
 	w.g.Calls++
@@ -475,6 +485,23 @@ func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
 // next read.
 func (w *growthWatch) remember(t uint64, m maps.Mapping) {
 	w.recent = append(w.recent, recentMapping{at: t, m: m})
+	w.mmapLog = append(w.mmapLog, recentMapping{at: t, m: m})
+	if len(w.mmapLog) > maxLog {
+		w.mmapLog = w.mmapLog[len(w.mmapLog)-maxLog/2:]
+	}
+}
+
+// maxLog bounds the mmaps remembered for calls resolved late.
+const maxLog = 4096
+
+// kept is a sample to keep past its drain: its raw fields copied out of
+// the stream's memory, which is reused, its stack (unwound already)
+// dropped.
+func kept(smp *perf.Sample) perf.Sample {
+	k := *smp
+	k.Raw = append([]byte(nil), smp.Raw...)
+	k.Stack = nil
+	return k
 }
 
 func (w *growthWatch) tpOf(event int) *perf.Tracepoint { return w.tps[event-1] }
@@ -483,7 +510,7 @@ func (w *growthWatch) exit(tp *perf.Tracepoint, smp *perf.Sample) {
 	name := tp.Name[len("sys_exit_"):]
 	p, ok := w.pending[smp.Tid]
 	if !ok || p.smp.Time > smp.Time {
-		w.exits[smp.Tid] = append(w.exits[smp.Tid], *smp)
+		w.exits[smp.Tid] = append(w.exits[smp.Tid], kept(smp))
 		return
 	}
 	delete(w.pending, smp.Tid)
@@ -563,9 +590,16 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 
 // chargeRange charges the bytes of [addr, addr+n) that were accessible
 // (accessible true) or not, by the mappings of the first table that holds
-// any of them, each to its own class; with none, all n to addr's class
-// now.
+// any of them, each to its own class. With none, the call waits for the
+// next drain's end: the mmap that made its memory may be in a ring read
+// later (its entry on another CPU's ring).
 func (w *growthWatch) chargeRange(site int, addr, n uint64, typ int, accessible bool, tables ...[]maps.Mapping) {
+	if !w.chargeIn(site, addr, n, typ, accessible, tables...) {
+		w.unresolved = append(w.unresolved, unresolvedCall{site: site, addr: addr, n: n, typ: typ, accessible: accessible, at: w.now})
+	}
+}
+
+func (w *growthWatch) chargeIn(site int, addr, n uint64, typ int, accessible bool, tables ...[]maps.Mapping) bool {
 	end := addr + n
 	for _, ms := range tables {
 		found := false
@@ -589,14 +623,48 @@ func (w *growthWatch) chargeRange(site int, addr, n uint64, typ int, accessible 
 			}
 		}
 		if found {
-			return
+			return true
 		}
 	}
-	class, arena := w.classify(addr, w.cur, w.prev)
-	w.add(site, class, arena, typ, float64(n))
-	if typ == report.GrowthUnmapped {
-		w.add(site, class, arena, report.GrowthNet, -float64(n))
+	return false
+}
+
+type unresolvedCall struct {
+	site, typ  int
+	addr, n    uint64
+	accessible bool
+	at         uint64
+	tries      int
+}
+
+// resolve charges the calls no mapping was known for, by the mmaps made
+// before them that have been read since; after a second drain (or at the
+// end), what is still unknown is charged whole to the class its address
+// has now.
+func (w *growthWatch) resolve(final bool) {
+	kept := w.unresolved[:0]
+	for _, u := range w.unresolved {
+		var made []maps.Mapping
+		for _, r := range w.mmapLog {
+			if r.at <= u.at && r.m.Start < u.addr+u.n && r.m.End > u.addr {
+				made = append(made, r.m)
+			}
+		}
+		sort.SliceStable(made, func(i, j int) bool { return made[i].Start < made[j].Start })
+		if w.chargeIn(u.site, u.addr, u.n, u.typ, u.accessible, made) {
+			continue
+		}
+		if u.tries++; u.tries < 2 && !final {
+			kept = append(kept, u)
+			continue
+		}
+		class, arena := w.classify(u.addr, w.cur, w.prev)
+		w.add(u.site, class, arena, u.typ, float64(u.n))
+		if u.typ == report.GrowthUnmapped {
+			w.add(u.site, class, arena, report.GrowthNet, -float64(u.n))
+		}
 	}
+	w.unresolved = kept
 }
 
 func (w *growthWatch) classOf(addr uint64, tables ...[]maps.Mapping) string {
@@ -748,15 +816,16 @@ func (w *growthWatch) profile() *heapprof.Valued {
 	return v
 }
 
-// ringPages shares 32 MiB of rings among the CPUs, from 512 KiB to 8 MiB
-// each (a power of two of pages): a sample with its stack copy takes
-// about 8.4 KiB, and a thread faulting or mapping in a loop makes
-// thousands a second.
+// ringPages shares 64 MiB of rings among the CPUs, from 512 KiB to 32
+// MiB each (a power of two of pages): a sample with its stack copy takes
+// about 8.4 KiB, and a thread growing an arena's heap makes an mprotect
+// a page (glibc pads no thread arena's growth), 600 MB/s of records from
+// two such threads here.
 func ringPages() int {
 	ps := os.Getpagesize()
 	n := runtime.NumCPU()
 	pages := 1
-	for pages*2*ps*n <= 32<<20 && pages*2*ps <= 8<<20 {
+	for pages*2*ps*n <= 64<<20 && pages*2*ps <= 32<<20 {
 		pages *= 2
 	}
 	return max(pages, (512<<10)/ps)

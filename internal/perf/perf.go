@@ -101,7 +101,10 @@ type Session struct {
 	// Throttled counts the times the kernel throttled an event (more
 	// samples a second than perf_event_max_sample_rate).
 	Throttled uint64
-	buf       []byte
+	slab      []byte
+	// newSlab, when set, hands out an empty slab of room for n bytes at
+	// least (nil: allocate one).
+	newSlab func(n int) []byte
 }
 
 type eventOwner struct {
@@ -377,7 +380,7 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		if p+n > len(rec) {
 			return smp, false
 		}
-		smp.Raw = append([]byte(nil), rec[p:p+n]...)
+		smp.Raw = s.keep(rec[p : p+n])
 		p += n
 		p = (p + 7) &^ 7 // the u32 and the data are padded to 8 together
 	}
@@ -412,7 +415,7 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 			if dyn < size {
 				data = data[:dyn]
 			}
-			smp.Stack = append([]byte(nil), data...)
+			smp.Stack = s.keep(data)
 		}
 	}
 	return smp, true
@@ -424,6 +427,27 @@ func Now() uint64 {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
+
+// keep copies b into the session's slab: one allocation for many
+// samples, and none at all once a Stream recycles them, for a reader that
+// must keep up with the rings (allocating drafted it into the garbage
+// collector's work).
+func (s *Session) keep(b []byte) []byte {
+	if len(b) > cap(s.slab)-len(s.slab) {
+		s.slab = nil
+		if s.newSlab != nil {
+			s.slab = s.newSlab(len(b))
+		}
+		if s.slab == nil {
+			s.slab = make([]byte, 0, max(slabSize, len(b)))
+		}
+	}
+	n := len(s.slab)
+	s.slab = append(s.slab, b...)
+	return s.slab[n:len(s.slab):len(s.slab)]
+}
+
+const slabSize = 1 << 20
 
 func le64(b []byte) uint64 {
 	_ = b[7]

@@ -22,6 +22,10 @@ type Stream struct {
 	dropped atomic.Uint64
 	stop    chan struct{}
 	done    chan struct{}
+	// reading: the slabs of the Read under way; queued: those of the
+	// samples queued; taken: those of the samples Take returned since
+	// the last Recycle; free: the ones to reuse.
+	reading, queued, taken, free [][]byte
 }
 
 // Stream starts reading s; the queue holds at most maxBytes of samples'
@@ -29,8 +33,39 @@ type Stream struct {
 // Stop returns.
 func (s *Session) Stream(maxBytes int) *Stream {
 	st := &Stream{s: s, maxBytes: maxBytes, stop: make(chan struct{}), done: make(chan struct{})}
+	s.newSlab = st.newSlab
 	go st.run()
 	return st
+}
+
+// newSlab hands the session a free slab, or a new one. Called by the
+// reader during Read only: each Read starts a slab of its own, so that the
+// slabs of a batch of samples hold no other batch's.
+func (st *Stream) newSlab(n int) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var b []byte
+	for len(st.free) > 0 && b == nil {
+		b = st.free[len(st.free)-1][:0]
+		st.free = st.free[:len(st.free)-1]
+		if cap(b) < n {
+			b = nil
+		}
+	}
+	if b == nil {
+		b = make([]byte, 0, max(slabSize, n))
+	}
+	st.reading = append(st.reading, b)
+	return b
+}
+
+// Recycle says that no sample Take returned so far is used any more:
+// their memory is reused for the samples to come.
+func (st *Stream) Recycle() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.free = append(st.free, st.taken...)
+	st.taken = nil
 }
 
 func (st *Stream) run() {
@@ -52,21 +87,26 @@ func (st *Stream) run() {
 		select {
 		case <-st.stop:
 			st.s.Disable()
-			st.push(st.s.Read())
+			st.push(st.read())
 			return
 		default:
 		}
 		st.s.Wait(10)
-		st.push(st.s.Read())
+		st.push(st.read())
 	}
 }
 
+// read reads the rings into slabs of its own.
+func (st *Stream) read() []Sample {
+	st.s.slab = nil
+	return st.s.Read()
+}
+
 func (st *Stream) push(smps []Sample) {
-	if len(smps) == 0 {
-		return
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.queued = append(st.queued, st.reading...)
+	st.reading = nil
 	for i := range smps {
 		n := len(smps[i].Stack) + len(smps[i].Raw) + 128
 		if st.bytes+n > st.maxBytes {
@@ -85,6 +125,8 @@ func (st *Stream) Take() []Sample {
 	defer st.mu.Unlock()
 	q := st.queue
 	st.queue, st.bytes = nil, 0
+	st.taken = append(st.taken, st.queued...)
+	st.queued = nil
 	return q
 }
 

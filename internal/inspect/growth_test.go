@@ -1,0 +1,198 @@
+package inspect
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// TestGrowthSites runs testdata/grow_sites.c (built -O2
+// -fomit-frame-pointer: its stacks unwind only with CFI) through one
+// window of its sites and sets what growth charged to each against what
+// the target counted itself: a direct anonymous mmap touched page by page,
+// 1 MiB mallocs (mmapped chunks) touched, small mallocs in the main
+// thread and in two threads created in the window (the main heap and two
+// arenas), a file mapped and read, threads created (their stacks), and
+// malloc_trim giving the main heap's free memory back.
+func TestGrowthSites(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root (perf_event_paranoid 2)")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const period = 16
+	// Records are lost only when arenactl's reader gets no CPU for the
+	// tens of milliseconds its rings take to fill (the two arena
+	// threads make 600 MB/s of them): on a loaded machine, the window is
+	// run again.
+	var g *report.Growth
+	var tg *testutil.Target
+	var mapped, big, fileSize, freed float64
+	var small []float64
+	for try := 1; ; try++ {
+		tg = testutil.Start(t, bin)
+		g, mapped, big, small, fileSize, freed = growthWindow(t, tg, file, period)
+		if g.Lost == 0 {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("%d records lost in each of 3 windows", g.Lost)
+		}
+		t.Logf("%d records lost: again", g.Lost)
+		tg.Quit()
+	}
+	// sum adds one value over the sites of a class (and arena, when
+	// given) whose stack holds fn.
+	sum := func(typ int, class, arena, fn string) float64 {
+		var n float64
+		for _, s := range g.Profile.Sites {
+			if s.Labels[report.LabelClass] != class || arena != "" && s.Labels[report.LabelArena] != arena {
+				continue
+			}
+			if fn == "" || slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == fn }) {
+				n += s.Values[typ]
+			}
+		}
+		return n
+	}
+	page := float64(os.Getpagesize())
+	// Every thread's own event counts its faults: a site's estimate is
+	// off by less than a period at each end of each counter's run in it
+	// (far less than a Poisson process's error); its bytes are pages,
+	// chunk headers and rounding included (4016 bytes a 4000-byte block).
+	near := func(what string, got, want float64) {
+		t.Helper()
+		tol := 0.03*want + 4*period*page
+		if math.Abs(got-want) > tol {
+			t.Errorf("%s: %.0f KiB, want %.0f ± %.0f KiB", what, got/1024, want/1024, tol/1024)
+		} else {
+			t.Logf("%s: %.0f KiB (target: %.0f KiB)", what, got/1024, want/1024)
+		}
+	}
+	near("map_pages touched (anon)", sum(report.GrowthTouched, "anon", "", "map_pages"), mapped)
+	if got := sum(report.GrowthMapped, "anon", "", "map_pages"); got != mapped {
+		t.Errorf("map_pages mapped %.0f bytes, want %.0f: every call counts", got, mapped)
+	}
+	near("big_blocks touched (mmapped-chunk)", sum(report.GrowthTouched, "mmapped-chunk", "", "big_blocks"), big)
+	if got := sum(report.GrowthMapped, "mmapped-chunk", "", "big_blocks"); got != 16*((1<<20)+page) {
+		t.Errorf("big_blocks mapped %.0f bytes, want 16 chunks of 1 MiB and a page", got)
+	}
+	near("small_blocks touched in the main thread (main-heap, arena 0)", sum(report.GrowthTouched, "main-heap", "0", "small_blocks")*4000/4016, small[0])
+	for _, arena := range []string{"1", "2"} {
+		got := sum(report.GrowthTouched, "arena-heap", arena, "small_thread")
+		near("small_blocks touched in a thread (arena-heap "+arena+")", got*4000/4016, small[1])
+		if m := sum(report.GrowthMapped, "arena-heap", arena, "small_thread"); m < 0.9*small[1] || m > 1.1*small[1] {
+			t.Errorf("arena %s: its heap grew (mprotect) %.0f bytes for %.0f allocated", arena, m, small[1])
+		}
+	}
+	if got := sum(report.GrowthMapped, "file", "", "read_file"); got != fileSize {
+		t.Errorf("read_file mapped %.0f bytes, want the file's %.0f", got, fileSize)
+	}
+	if got := sum(report.GrowthTouched, "file", "", "read_file"); got == 0 {
+		t.Errorf("no fault charged to the file mapping read_file read")
+	}
+	if got := sum(report.GrowthMapped, "thread-stack", "", "__pthread_create_2_1"); got == 0 {
+		t.Errorf("no thread stack mapped by pthread_create")
+	}
+	// malloc_trim advises away the free chunks' whole pages: the freed
+	// blocks less a page at each end of the run, and what else of the
+	// main heap was free (a little).
+	back := sum(report.GrowthGivenBack, "main-heap", "0", "__malloc_trim")
+	if back < freed-2*page-4096 || back > freed+128<<10 {
+		t.Errorf("malloc_trim gave back %.0f bytes of the main heap, the target freed %.0f", back, freed)
+	} else {
+		t.Logf("malloc_trim gave back %.0f KiB (target freed %.0f KiB)", back/1024, freed/1024)
+	}
+	// The faults and calls explain the RSS growth: the file's pages are
+	// mapped 16 to a fault (fault-around), 8 MiB counted as 512 KiB.
+	net, grew := g.Total(report.GrowthNet), float64(g.RSSGrowth())
+	if !g.Measured || math.Abs(net-grew) > 0.05*grew+fileSize {
+		t.Errorf("explains %.1f MiB of an RSS growth of %.1f MiB", net/(1<<20), grew/(1<<20))
+		for _, s := range g.Profile.Sites {
+			if v := s.Values; v[report.GrowthNet] < -(1 << 20) {
+				t.Logf("%s %s: net %.1f MiB, unmapped %.1f MiB, given back %.1f MiB, at %s", s.Labels[report.LabelClass], s.Labels[report.LabelArena],
+					v[report.GrowthNet]/(1<<20), v[report.GrowthUnmapped]/(1<<20), v[report.GrowthGivenBack]/(1<<20), stackNames(s.Frames))
+			}
+		}
+	} else {
+		t.Logf("explains %.1f of %.1f MiB", net/(1<<20), grew/(1<<20))
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Errorf("target at exit: %q, status %d", line, code)
+	}
+}
+
+// growthWindow runs grow_sites's sites through one growth window and
+// returns it with what the target counted: bytes mapped and touched by
+// map_pages, by big_blocks, by small_blocks in the main thread and its
+// two threads, the file's size, the bytes trim freed.
+func growthWindow(t *testing.T, tg *testutil.Target, file string, period uint64) (_ *report.Growth, mapped, big float64, small []float64, fileSize, freed float64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := make(chan struct{})
+	type result struct {
+		g   *report.Growth
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, err := Growth(ctx, tg.Pid, GrowthOptions{Period: period, Options: Options{Note: func(string) { close(open) }}})
+		done <- result{g, err}
+	}()
+	select {
+	case <-open:
+	case r := <-done:
+		t.Fatalf("growth ended before the window opened: %v", r.err)
+	}
+	counts := func(cmd string) []float64 {
+		f := strings.Fields(tg.Send(cmd))
+		if len(f) < 2 || f[0] != "ok" {
+			t.Fatalf("%s: target said %q", cmd, f)
+		}
+		var out []float64
+		for _, s := range f[1:] {
+			n, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				t.Fatalf("%s: target said %q", cmd, f)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	mapped = counts("map 32")[0]
+	big = counts("big 16")[0]
+	small = counts("small 16")
+	fileSize = counts("file " + file)[0]
+	counts("threads 3")
+	freed = counts("trim")[0]
+	time.Sleep(200 * time.Millisecond) // the last samples reach the rings
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.g, mapped, big, small, fileSize, freed
+
+}
+
+func stackNames(fs []heapprof.Frame) string {
+	var names []string
+	for i := len(fs) - 1; i >= 0; i-- {
+		names = append(names, fs[i].Name())
+	}
+	return strings.Join(names, " < ")
+}

@@ -14,8 +14,11 @@
  * and that exit after 64 calls: threads created and exiting during the
  * window), 6 leak_in_handler (4 x 1536, from a SIGUSR1 handler the
  * spawner raises in the workers every millisecond; a worker takes it
- * only between two rounds of calls, never inside malloc).
- * Each site keeps its last blocks (KEEP, per thread) and frees older ones,
+ * only between two rounds of calls, never inside malloc). The spawner
+ * also forks a child every 100 ms that allocates and exits: its calls go
+ * through the hooks into its own copy of the ring, never the parent's.
+ * Each site keeps its last blocks (KEEP among the workers, KEEP for the
+ * short-lived threads) and frees older ones,
  * so memory stays bounded.
  *
  * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +52,7 @@ struct thread_log {
 };
 
 static struct thread_log logs[MAXTHREADS];
+static int keep_depth = KEEP; /* per worker: KEEP shared among them, from 64 */
 static volatile int started;
 static long budget; /* bytes per second per thread */
 
@@ -122,14 +127,14 @@ __attribute__((noinline)) size_t grow_realloc(struct state *s) {
 
 __attribute__((noinline)) size_t leak_malloc(struct state *s) {
 	void *p = malloc(4096);
-	keep(s->l, &s->kept[1], KEEP, p, logged(s->l, 1, 4096));
+	keep(s->l, &s->kept[1], keep_depth, p, logged(s->l, 1, 4096));
 	__asm__ volatile("" ::: "memory");
 	return 4096;
 }
 
 __attribute__((noinline)) size_t leak_calloc(struct state *s) {
 	void *p = calloc(64, 32);
-	keep(s->l, &s->kept[2], KEEP, p, logged(s->l, 2, 64 * 32));
+	keep(s->l, &s->kept[2], keep_depth, p, logged(s->l, 2, 64 * 32));
 	__asm__ volatile("" ::: "memory");
 	return 64 * 32;
 }
@@ -137,14 +142,14 @@ __attribute__((noinline)) size_t leak_calloc(struct state *s) {
 __attribute__((noinline)) size_t leak_memalign(struct state *s) {
 	void *p;
 	if (posix_memalign(&p, 64, 1024)) abort();
-	keep(s->l, &s->kept[3], KEEP, p, logged(s->l, 3, 1024));
+	keep(s->l, &s->kept[3], keep_depth, p, logged(s->l, 3, 1024));
 	__asm__ volatile("" ::: "memory");
 	return 1024;
 }
 
 __attribute__((noinline)) size_t leak_aligned(struct state *s) {
 	void *p = aligned_alloc(256, 768);
-	keep(s->l, &s->kept[4], KEEP, p, logged(s->l, 4, 768));
+	keep(s->l, &s->kept[4], keep_depth, p, logged(s->l, 4, 768));
 	__asm__ volatile("" ::: "memory");
 	return 768;
 }
@@ -190,7 +195,7 @@ static int nworkers;
 __attribute__((noinline)) void leak_in_handler(void) {
 	for (int i = 0; i < 4; i++) {
 		void *p = malloc(1536);
-		keep(me->l, &me->kept[6], KEEP, p, logged(me->l, 6, 1536));
+		keep(me->l, &me->kept[6], keep_depth, p, logged(me->l, 6, 1536));
 	}
 	__asm__ volatile("" ::: "memory");
 }
@@ -209,6 +214,16 @@ static void *spawner(void *arg) {
 		pthread_t t;
 		if (k % 5 == 0) pthread_create(&t, &a, short_lived, NULL);
 		pthread_kill(workers[k % nworkers], SIGUSR1);
+		if (k % 100 == 50) {
+			pid_t c = fork();
+			if (c == 0) {
+				for (int i = 0; i < 1000; i++) free(malloc(4096 + i));
+				for (int i = 0; i < 100; i++) (void)!malloc(4096);
+				_exit(0);
+			}
+		}
+		while (waitpid(-1, NULL, WNOHANG) > 0) {
+		}
 		usleep(1000);
 	}
 	return NULL;
@@ -219,6 +234,9 @@ static void *worker(void *arg) {
 	struct state *s = calloc(1, sizeof *s);
 	s->l = &logs[id];
 	me = s;
+	/* Each thread's buffer starts at its own size, so that threads do
+	 * not grow (and pause for their budget) in step. */
+	s->grown_size = (size_t)1024 << (id % 10);
 	sigset_t usr1;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
@@ -259,6 +277,8 @@ int main(int argc, char **argv) {
 	budget = argc > 2 ? atol(argv[2]) : 50 << 20;
 	if (n > MAXTHREADS) n = MAXTHREADS;
 	nworkers = n;
+	keep_depth = 2 * KEEP / n < 64 ? 64 : 2 * KEEP / n;
+	if (keep_depth > KEEP) keep_depth = KEEP;
 	struct sigaction sa = {.sa_handler = on_usr1};
 	sigaction(SIGUSR1, &sa, NULL);
 	sigset_t usr1;

@@ -30,7 +30,8 @@ var truthSites = []struct {
 // calloc, posix_memalign, aligned_alloc, small calls right after large
 // blocks, a churn beside them; two threads of at most 60 MiB/s each, and
 // threads created every 5 ms that allocate 64 blocks and exit, a signal
-// handler that allocates).
+// handler that allocates, a child forked every 100 ms that allocates and
+// exits).
 //
 // The check is pooled over the windows, per site and over the small ones
 // together:
@@ -53,14 +54,16 @@ var truthSites = []struct {
 // catches gross errors only (a realloc counted twice, or lost).
 // Each window also checks that nothing was dropped.
 //
-// ARENACTL_LEAKS_WINDOWS=200 makes it a soak (about 8 minutes).
+// ARENACTL_LEAKS_WINDOWS=200 makes it a soak (about 8 minutes);
+// ARENACTL_LEAKS_THREADS=64 shares the same load among 64 threads.
 func TestLeaksUnbiasedWholePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("statistical, about 40 s")
 	}
 	windows := testutil.Rounds("ARENACTL_LEAKS_WINDOWS", 20)
 	exe := testutil.BuildC(t, "leaks_truth.c", "-O2", "-fomit-frame-pointer")
-	tg := testutil.StartCmd(t, exec.Command(exe, "2", strconv.Itoa(60<<20)))
+	threads := testutil.Rounds("ARENACTL_LEAKS_THREADS", 2)
+	tg := testutil.StartCmd(t, exec.Command(exe, strconv.Itoa(threads), strconv.Itoa(120<<20/threads)))
 	t.Cleanup(func() { tg.Quit() })
 	const rate = 64 << 10
 	n := len(truthSites)
@@ -105,7 +108,11 @@ func TestLeaksUnbiasedWholePath(t *testing.T) {
 			sumVar[i] += variance
 			sumSlack[i] += s.largest
 			samples[i] += held
-			line += fmt.Sprintf(" %s %+.1f%%", s.fn, 100*(est/truth-1))
+			if truth > 0 {
+				line += fmt.Sprintf(" %s %+.1f%%", s.fn, 100*(est/truth-1))
+			} else {
+				line += fmt.Sprintf(" %s %.0f of 0 bytes", s.fn, est)
+			}
 		}
 		t.Log(line)
 	}

@@ -92,6 +92,9 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
 
+	if err := perf.Probe(pid); err != nil {
+		return nil, err
+	}
 	names := []string{}
 	for _, sc := range growthSyscalls {
 		names = append(names, "syscalls/sys_enter_"+sc)

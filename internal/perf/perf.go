@@ -480,3 +480,19 @@ func onlineCPUs() ([]int, error) {
 	}
 	return cpus, nil
 }
+
+// Probe says whether the kernel lets this process sample pid's page
+// faults as Open would (kernel side included): it opens and closes one
+// counting event, so that a refusal is told before anything else is set
+// up (tracefs mounted, rings mapped).
+func Probe(pid int) error {
+	a := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS}
+	a.Size = uint32(unsafe.Sizeof(a))
+	a.Bits = unix.PerfBitDisabled | unix.PerfBitInherit | unix.PerfBitExcludeHv
+	fd, err := unix.PerfEventOpen(&a, pid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return wrap(fmt.Sprintf("perf events on process %d", pid), err)
+	}
+	unix.Close(fd)
+	return nil
+}

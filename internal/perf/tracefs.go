@@ -167,6 +167,9 @@ func privateTracefs(names []string) ([]Tracepoint, error) {
 		if errors.As(r.err, &pe) {
 			return nil, r.err
 		}
+		if errors.Is(r.err, unix.EPERM) {
+			return nil, &Error{Kind: KindNoTracefs, Op: "tracefs is not mounted and arenactl may not mount it", Err: fmt.Errorf("%w (the syscall tracepoints need root or CAP_PERFMON, and tracefs: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
+		}
 		return nil, &Error{Kind: KindNoTracefs, Op: "tracefs is not mounted and mounting it failed", Err: fmt.Errorf("%w (mount it: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
 	}
 	return r.tps, nil

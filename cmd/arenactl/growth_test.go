@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// TestGrowthJSONAndPprof runs arenactl growth on testdata/grow_sites.c
+// while it maps and touches 8 MiB: the JSON names the site and its class
+// with its bytes, -o writes a pprof profile with the growth's value types.
+func TestGrowthJSONAndPprof(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	tg := testutil.Start(t, bin)
+	out := filepath.Join(t.TempDir(), "growth.pb.gz")
+	cmd := exec.Command(arenactl, "growth", "--duration", "3s", "--json", "-o", out, "--period", "4", strconv.Itoa(tg.Pid))
+	var stdout, stderr growthBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+	if ans := tg.Send("map 8"); ans != "ok 8388608" {
+		t.Fatalf("target: %q", ans)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
+	}
+	var doc schema.Growth
+	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	var touched, mapped uint64
+	for _, s := range doc.Sites {
+		if s.Class == "anon" && slices.ContainsFunc(s.Frames, func(f schema.LeakFrame) bool { return f.Function == "map_pages" }) {
+			touched += s.Touched
+			mapped += s.Mapped
+		}
+	}
+	if mapped != 8<<20 || touched < 7<<20 || touched > 9<<20 {
+		t.Errorf("map_pages: %d bytes mapped, %d touched; want 8 MiB each", mapped, touched)
+	}
+	if doc.RSSAfter == nil || *doc.RSSAfter < doc.RSSBefore+7<<20 {
+		t.Errorf("RSS before %d, after %v: no growth seen", doc.RSSBefore, doc.RSSAfter)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type)
+	}
+	if !slices.Contains(types, "touched_space") || !slices.Contains(types, "mapped_space") || p.DefaultSampleType != "touched_space" {
+		t.Errorf("sample types %v, default %q", types, p.DefaultSampleType)
+	}
+	if len(p.Sample) == 0 || p.Sample[0].Label["class"] == nil {
+		t.Errorf("no samples with a class label in the pprof profile")
+	}
+}
+
+// TestGrowthNotAllowed: a user without CAP_PERFMON under
+// perf_event_paranoid 2 gets one line and exit 16, on its own process.
+func TestGrowthNotAllowed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as nobody")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err != nil || strings.TrimSpace(string(b)) != "2" {
+		t.Skip("perf_event_paranoid is not 2")
+	}
+	nobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	sleep := exec.Command("sleep", "60")
+	sleep.SysProcAttr = nobody
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	time.Sleep(50 * time.Millisecond) // exec'd
+	cmd := exec.Command(arenactl, "growth", "--duration", "1s", strconv.Itoa(sleep.Process.Pid))
+	cmd.SysProcAttr = nobody
+	r := runCmd(t, cmd)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != exitNoPerf || len(lines) != 1 || !strings.HasPrefix(lines[0], "arenactl: ") || !strings.Contains(lines[0], "perf_event_paranoid") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// growthBuffer is a buffer a command writes while the test reads it.
+type growthBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (g *growthBuffer) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.b.Write(p)
+}
+
+func (g *growthBuffer) String() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.b.String()
+}

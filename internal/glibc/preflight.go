@@ -30,6 +30,11 @@ func (e *HeapDamageError) Error() string {
 	return fmt.Sprintf("the heap is damaged in a way that makes glibc abort: %s%s; injecting malloc_info/malloc_trim would kill the target", e.Damage, more)
 }
 
+// ProcessMayBeGone says that the damage may be a process on its way out of
+// its program (execve) or of life: the memory it drops meanwhile makes its
+// arena ring and lists point at nothing (ptrace.Explain then waits to see).
+func (e *HeapDamageError) ProcessMayBeGone() bool { return true }
+
 // Fatal reports whether an injected malloc_info or malloc_trim would kill or
 // wedge the target on this damage. Both calls are refused on it: they walk
 // the same lists (malloc_trim skips the small bins, but its fastbin

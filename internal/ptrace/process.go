@@ -161,9 +161,10 @@ const explainPatience = 100 * time.Millisecond
 // vanishing reports the errors a process gives while it is between two
 // programs or on its way out.
 func vanishing(err error) bool {
+	var may interface{ ProcessMayBeGone() bool }
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrNoProcess) || errors.Is(err, ErrGone) ||
-		errors.Is(err, ErrPermission)
+		errors.Is(err, ErrPermission) || errors.As(err, &may) && may.ProcessMayBeGone()
 }
 
 // StateError: the process is in a state where it cannot be examined.

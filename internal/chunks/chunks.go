@@ -7,17 +7,17 @@
 // are another consumer of the same walk (glibc.WalkChunks).
 //
 // The index keeps one bit per 16 bytes of heap (a chunk starts on a 16-byte
-// boundary) for the starts of the allocated chunks, and two thin summaries
-// above it, so that finding the chunk before an address costs a few words
-// however much free memory lies between; sizes are read from the target
-// when needed, never stored. Mmapped chunks, few and large, are a sorted
-// list.
+// boundary) for the start of every chunk, free ones included, so that a
+// chunk's size is where the next one starts and is never read from the
+// target; half a bit more for which are allocated; and two thin summaries
+// above the starts, so that finding the chunk before or after an address
+// costs a few words however much memory lies between. Mmapped chunks, few
+// and large, are a sorted list.
 package chunks
 
 import (
-	"encoding/binary"
-	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -63,12 +63,16 @@ type Arena struct {
 	Walked bool
 }
 
-// span is one run of heap memory [lo, hi) with a bit per 16 bytes.
+// span is one heap [lo, hi) with a bit per 16 bytes where a chunk starts
+// (any chunk: a chunk's size is where the next one starts, never read from
+// the target), and a bit per 32 bytes (a chunk is at least 32 long) for
+// the allocated ones.
 type span struct {
 	lo, hi uint64
-	starts []uint64 // bit i: an allocated chunk starts at lo+16i
+	starts []uint64 // bit i: a chunk starts at lo+16i
 	sum1   []uint64 // bit j: starts[j] != 0
 	sum2   []uint64 // bit k: sum1[k] != 0
+	alloc  []uint64 // bit i: the chunk starting in [lo+32i, lo+32i+32) is allocated
 }
 
 // Build walks h's heap (through h.T: a core, a snapshot, an image or a
@@ -76,7 +80,7 @@ type span struct {
 // is given every chunk the walk meets, in its order, free ones included.
 func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	ix := &Index{mem: h.T}
-	var all []Chunk // allocated arena chunks, until the spans are known
+	var all []uint64 // arena chunks, |1 when allocated, until the heaps are known
 	// The first heap the walk meets in an arena is the top's (the main
 	// arena's only run; a thread arena's heaps from the top one back):
 	// it ends where a chunk does not follow its predecessor.
@@ -114,10 +118,11 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 			ix.Count++
 			ix.Bytes += c.Size
 		case c.State == glibc.ChunkInUse:
-			all = append(all, c)
+			all = append(all, c.Addr|1)
 			ix.Count++
 			ix.Bytes += c.Size
 		default:
+			all = append(all, c.Addr)
 			ix.FreeCount++
 			ix.FreeBytes += c.Size
 		}
@@ -138,7 +143,6 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	for i, aw := range w.Arenas {
 		ix.Arenas[i].Addr, ix.Arenas[i].Main, ix.Arenas[i].Walked = aw.Addr, aw.Main, aw.Walked
 	}
-	ix.index(all)
 	sort.Slice(ix.mmapped, func(i, j int) bool { return ix.mmapped[i].Addr < ix.mmapped[j].Addr })
 	for _, aw := range w.Arenas {
 		if aw.Main {
@@ -152,6 +156,7 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 		}
 	}
 	sort.Slice(ix.heaps, func(i, j int) bool { return ix.heaps[i][0] < ix.heaps[j][0] })
+	ix.index(all)
 	for i := range ix.Arenas {
 		if i < len(runs) && ix.Arenas[i].Top.Size != 0 {
 			ix.Arenas[i].HighestUsed, ix.Arenas[i].FreeBelow = runs[i].highest, runs[i].used
@@ -160,21 +165,26 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	return ix, nil
 }
 
-// index lays the spans out over the runs the chunks fill and sets their
-// bits. The list of chunks is the walk's only transient cost: 24 bytes a
+// index lays a span over each heap and sets the bits of the chunks in it.
+// The list of chunk addresses is the walk's only transient cost: 8 bytes a
 // chunk, dropped once the bits are set.
-func (ix *Index) index(all []Chunk) {
-	sort.Slice(all, func(i, j int) bool { return all[i].Addr < all[j].Addr })
-	const gap = 1 << 20 // a new span past a gap this large
-	for i := 0; i < len(all); {
-		lo, hi := all[i].Addr&^15, all[i].Addr+all[i].Size
-		j := i + 1
-		for ; j < len(all) && all[j].Addr < hi+gap; j++ {
-			hi = max(hi, all[j].Addr+all[j].Size)
+func (ix *Index) index(all []uint64) {
+	slices.Sort(all)
+	i := 0
+	for _, h := range ix.heaps {
+		for i < len(all) && all[i] < h[0] {
+			i++ // outside every heap: not the walk's, cannot be
 		}
-		sp := newSpan(lo, hi)
-		for _, c := range all[i:j] {
-			sp.set(c.Addr)
+		j := i
+		for j < len(all) && all[j] < h[1] {
+			j++
+		}
+		if j == i {
+			continue
+		}
+		sp := newSpan(h[0]&^15, h[1])
+		for _, a := range all[i:j] {
+			sp.set(a&^1, a&1 != 0)
 		}
 		ix.spans = append(ix.spans, sp)
 		i = j
@@ -185,10 +195,15 @@ func newSpan(lo, hi uint64) *span {
 	n := (hi - lo + 15) / 16
 	w1 := (n + 63) / 64
 	w2 := (w1 + 63) / 64
-	return &span{lo: lo, hi: hi, starts: make([]uint64, w1), sum1: make([]uint64, w2), sum2: make([]uint64, (w2+63)/64)}
+	return &span{lo: lo, hi: hi, starts: make([]uint64, w1), sum1: make([]uint64, w2), sum2: make([]uint64, (w2+63)/64),
+		alloc: make([]uint64, (n/2+64)/64)}
 }
 
-func (s *span) set(addr uint64) {
+func (s *span) set(addr uint64, allocated bool) {
+	if allocated {
+		a := (addr - s.lo) / 32
+		s.alloc[a/64] |= 1 << (a % 64)
+	}
 	i := (addr - s.lo) / 16
 	s.starts[i/64] |= 1 << (i % 64)
 	j := i / 64
@@ -237,6 +252,60 @@ func (s *span) last(i uint64) (uint64, bool) {
 	return uint64(b), b >= 0
 }
 
+// isAlloc reports whether the chunk starting at bit i is allocated.
+func (s *span) isAlloc(i uint64) bool {
+	a := i / 2
+	return s.alloc[a/64]&(1<<(a%64)) != 0
+}
+
+// nextBit is the index of the lowest set bit at or above bit i in the word
+// that holds bit i, or -1.
+func nextBit(words []uint64, i uint64) int64 {
+	w := i / 64
+	if w >= uint64(len(words)) {
+		return -1
+	}
+	if m := words[w] & (^uint64(0) << (i % 64)); m != 0 {
+		return int64(w*64) + int64(bits.TrailingZeros64(m))
+	}
+	return -1
+}
+
+// next finds the lowest start at or above bit i, through the summaries.
+func (s *span) next(i uint64) (uint64, bool) {
+	if b := nextBit(s.starts, i); b >= 0 {
+		return uint64(b), true
+	}
+	j := i/64 + 1 // the words after i's
+	w := nextBit(s.sum1, j)
+	if w < 0 {
+		k := j/64 + 1
+		k2 := nextBit(s.sum2, k)
+		for k2 < 0 && k < uint64(len(s.sum2))*64 {
+			k = (k/64 + 1) * 64
+			k2 = nextBit(s.sum2, k)
+		}
+		if k2 < 0 {
+			return 0, false
+		}
+		w = nextBit(s.sum1, uint64(k2)*64)
+		if w < 0 {
+			return 0, false
+		}
+	}
+	b := nextBit(s.starts, uint64(w)*64)
+	return uint64(b), b >= 0
+}
+
+// sizeAt is the size of the chunk starting at bit i: to the next start, or
+// to the end of the heap.
+func (s *span) sizeAt(i uint64) uint64 {
+	if n, ok := s.next(i + 1); ok {
+		return (n - i) * 16
+	}
+	return s.hi - (s.lo + i*16)
+}
+
 // Find returns the allocated chunk whose user bytes hold addr (from
 // malloc's pointer to its usable end: an interior pointer finds its
 // chunk). A pointer into a free chunk, a header, or no heap at all finds
@@ -250,15 +319,10 @@ func (ix *Index) Find(addr uint64) (Chunk, bool) {
 		return Chunk{}, false
 	}
 	b, ok := sp.last((addr - sp.lo) / 16)
-	if !ok {
+	if !ok || !sp.isAlloc(b) {
 		return Chunk{}, false
 	}
-	start := sp.lo + b*16
-	size, ok := ix.size(start)
-	if !ok {
-		return Chunk{}, false
-	}
-	c := Chunk{Addr: start, Size: size, Arena: -2, State: glibc.ChunkInUse}
+	c := Chunk{Addr: sp.lo + b*16, Size: sp.sizeAt(b), Arena: -2, State: glibc.ChunkInUse}
 	if addr < c.User() || addr >= c.UserEnd() {
 		return Chunk{}, false
 	}
@@ -294,47 +358,39 @@ func (ix *Index) spanOf(addr uint64) *span {
 	return nil
 }
 
-func (ix *Index) size(start uint64) (uint64, bool) {
-	var b [8]byte
-	if _, err := ix.mem.ReadAt(b[:], start+8); err != nil {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(b[:]) &^ 7, true
-}
 
 // ForEach calls fn with every allocated chunk, arena chunks by address
 // first, then the mmapped ones, until fn returns false. Arena is -2 for
-// arena chunks: the index does not keep which arena a chunk is in.
-func (ix *Index) ForEach(fn func(Chunk) bool) error {
+// arena chunks: the index does not keep which arena a chunk is in. It
+// reads nothing of the target.
+func (ix *Index) ForEach(fn func(Chunk) bool) {
 	for _, sp := range ix.spans {
 		for w, word := range sp.starts {
 			for word != 0 {
 				b := bits.TrailingZeros64(word)
 				word &^= 1 << b
-				start := sp.lo + (uint64(w)*64+uint64(b))*16
-				size, ok := ix.size(start)
-				if !ok {
-					return fmt.Errorf("reading the chunk header at %#x", start)
+				i := uint64(w)*64 + uint64(b)
+				if !sp.isAlloc(i) {
+					continue
 				}
-				if !fn(Chunk{Addr: start, Size: size, Arena: -2, State: glibc.ChunkInUse}) {
-					return nil
+				if !fn(Chunk{Addr: sp.lo + i*16, Size: sp.sizeAt(i), Arena: -2, State: glibc.ChunkInUse}) {
+					return
 				}
 			}
 		}
 	}
 	for _, c := range ix.mmapped {
 		if !fn(c) {
-			return nil
+			return
 		}
 	}
-	return nil
 }
 
 // Bits is how many bits the index keeps, for its memory cost.
 func (ix *Index) Bits() uint64 {
 	var n uint64
 	for _, sp := range ix.spans {
-		n += uint64(len(sp.starts)+len(sp.sum1)+len(sp.sum2)) * 64
+		n += uint64(len(sp.starts)+len(sp.sum1)+len(sp.sum2)+len(sp.alloc)) * 64
 	}
 	return n
 }

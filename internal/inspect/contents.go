@@ -97,7 +97,51 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 		return nil, err
 	}
 	roots := reach.Roots(h.T, ix, tls)
-	res, err := reach.Scan(h.T, ix, roots)
+	typeOfHead := func(c chunks.Chunk, head []byte) (string, bool) {
+		if len(head) >= 8 {
+			if name, ok := types.Of(binary.LittleEndian.Uint64(head)); ok {
+				return name, true
+			}
+		}
+		return fmt.Sprintf("size %d", c.Size), false
+	}
+	byType := map[string]*report.TypeCount{}
+	bySize := map[uint64]*report.TypeCount{} // the chunks with no vtable: no name made per chunk
+	leaks := map[string]*report.LeakGroup{}
+	res, err := reach.Scan(h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
+		var tc *report.TypeCount
+		name, vt := "", false
+		if len(head) >= 8 {
+			name, vt = types.Of(binary.LittleEndian.Uint64(head))
+		}
+		if vt {
+			if tc = byType[name]; tc == nil {
+				tc = &report.TypeCount{Type: name, Vtable: true}
+				byType[name] = tc
+			}
+		} else if tc = bySize[c.Size]; tc == nil {
+			tc = &report.TypeCount{Type: fmt.Sprintf("size %d", c.Size)}
+			bySize[c.Size] = tc
+		}
+		name = tc.Type
+		tc.Count++
+		tc.Bytes += c.Size
+		if !leaked {
+			return
+		}
+		tc.LeakedCount++
+		tc.LeakedBytes += c.Size
+		lg := leaks[name]
+		if lg == nil {
+			lg = &report.LeakGroup{Type: name}
+			leaks[name] = lg
+		}
+		lg.Count++
+		lg.Bytes += c.Size
+		if len(lg.Examples) < leakExamples {
+			lg.Examples = append(lg.Examples, report.LeakExample{Addr: c.User(), Size: c.Size, Preview: append([]byte(nil), head...)})
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -130,54 +174,24 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 	if rootSpan > res.RootBytes {
 		rep.Unread = rootSpan - res.RootBytes
 	}
-
 	typeOf := func(c chunks.Chunk) (string, bool) {
 		var b [8]byte
-		if res.Read(b[:], c.User()) == 8 {
-			if name, ok := types.Of(binary.LittleEndian.Uint64(b[:])); ok {
-				return name, true
-			}
-		}
-		return fmt.Sprintf("size %d", c.Size), false
+		return typeOfHead(c, b[:res.Read(b[:], c.User())])
 	}
-	byType := map[string]*report.TypeCount{}
-	leaks := map[string]*report.LeakGroup{}
-	err = ix.ForEach(func(c chunks.Chunk) bool {
-		name, vt := typeOf(c)
-		tc := byType[name]
-		if tc == nil {
-			tc = &report.TypeCount{Type: name, Vtable: vt}
-			byType[name] = tc
-		}
-		tc.Count++
-		tc.Bytes += c.Size
-		cl := res.Class(c)
-		if !cl.IsLeaked() {
-			return true
-		}
-		tc.LeakedCount++
-		tc.LeakedBytes += c.Size
-		lg := leaks[name]
-		if lg == nil {
-			lg = &report.LeakGroup{Type: name}
-			leaks[name] = lg
-		}
-		lg.Count++
-		lg.Bytes += c.Size
-		if cl == reach.Leaked {
-			lg.Roots++
-		}
-		if len(lg.Examples) < leakExamples {
-			p := make([]byte, min(previewBytes, c.UserEnd()-c.User()))
-			p = p[:res.Read(p, c.User())]
-			lg.Examples = append(lg.Examples, report.LeakExample{Addr: c.User(), Size: c.Size, Preview: p})
+	// Which leaked chunks nothing points to is known once the scan is
+	// over: only those are read again, for their type.
+	ix.ForEach(func(c chunks.Chunk) bool {
+		if res.Class(c) == reach.Leaked {
+			if name, _ := typeOf(c); leaks[name] != nil {
+				leaks[name].Roots++
+			}
 		}
 		return true
 	})
-	if err != nil {
-		return nil, err
-	}
 	for _, tc := range byType {
+		rep.Types = append(rep.Types, *tc)
+	}
+	for _, tc := range bySize {
 		rep.Types = append(rep.Types, *tc)
 	}
 	sort.Slice(rep.Types, func(i, j int) bool {

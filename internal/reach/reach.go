@@ -183,35 +183,31 @@ func (r *Result) Class(c chunks.Chunk) Class {
 // Read copies the target's memory at addr into b, through the scan's
 // blocks (what the scan read last is read again for free); it returns how
 // many bytes could be read.
-func (r *Result) Read(b []byte, addr uint64) int {
-	n := 0
-	for n < len(b) {
-		p := addr + uint64(n)
-		base := p &^ (blockSize - 1)
-		blk := r.cache.get(base)
-		off := p - base
-		if blk.ok&(1<<(off/pageSize)) == 0 {
-			break
-		}
-		n += copy(b[n:], blk.b[off:min(blockSize, off&^(pageSize-1)+pageSize)])
-	}
-	return n
-}
+func (r *Result) Read(b []byte, addr uint64) int { return r.cache.read(b, addr) }
 
 // Bits is what the marks cost, in bits.
 func (r *Result) Bits() uint64 { return r.marks.Bits() }
 
-// The two bits a chunk keeps in the index's marks.
+// The two bits a chunk keeps in the index's marks. While the static and
+// the stack passes run, 3 means reached by the pass but not read yet; only
+// the leaked pass, after them, gives it its final meaning.
 const (
-	markNone   = 0
-	markStatic = 1
-	markStack  = 2
-	markInner  = 3
+	markNone    = 0
+	markStatic  = 1
+	markStack   = 2
+	markInner   = 3
+	markPending = 3
 )
 
-// Scan classifies every allocated chunk of ix, reading t.
-func Scan(t target.Target, ix *chunks.Index, roots []Root) (*Result, error) {
-	s := &scanner{t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t)}
+// HeadSize is how many of a chunk's first bytes Scan hands its visitor.
+const HeadSize = 32
+
+// Scan classifies every allocated chunk of ix, reading t. It reads each
+// chunk once, and hands visit (when not nil) every chunk as it reads it,
+// with whether it is leaked and its first bytes (up to HeadSize): what a
+// census needs, without reading the heap again.
+func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+	s := &scanner{t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
 	// Static roots first, so that what they reach is Static even where a
@@ -232,41 +228,62 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root) (*Result, error) {
 			}
 			r.RootBytes += s.scan(root.Start, root.End, pass.mark, 0)
 		}
-		r.ChunkBytes += s.drain(pass.mark)
+		r.ChunkBytes += s.propagate(pass.mark)
 	}
 	// What is left is leaked. Each unreached chunk is read for the chunks
 	// it points to: those are reached only from leaked memory.
-	err := ix.ForEach(func(c chunks.Chunk) bool {
+	ix.ForEach(func(c chunks.Chunk) bool {
 		if v := s.marks.Get(c); v == markNone || v == markInner {
+			s.told(c, true)
 			r.ChunkBytes += s.scan(c.User(), c.UserEnd(), markInner, c.Addr)
 		}
 		return true
 	})
-	if err != nil {
-		return nil, err
-	}
-	err = ix.ForEach(func(c chunks.Chunk) bool {
+	ix.ForEach(func(c chunks.Chunk) bool {
 		cl := r.Class(c)
 		r.Count[cl]++
 		r.Bytes[cl] += c.Size
 		return true
 	})
-	return r, err
+	return r, nil
 }
 
+// scanner reads in address order as far as it can: a chunk's references
+// are followed by sweeps over the heap, each reading the chunks reached
+// but not read yet as it passes them, so that the target is read in
+// blocks, front to back, not a chunk at a time wherever pointers lead. A
+// chunk reached behind the sweep is read at once while its block is still
+// in the cache (a list built by prepending points backwards, one node at
+// a time), else by the next sweep.
 type scanner struct {
-	t      target.Target
-	ix     *chunks.Index
-	marks  *chunks.Marks
-	cache  *blocks
-	lo, hi uint64
-	work   []chunks.Chunk
+	t       target.Target
+	ix      *chunks.Index
+	marks   *chunks.Marks
+	cache   *blocks
+	lo, hi  uint64
+	work    []chunks.Chunk
+	pending int    // chunks marked pending
+	cursor  uint64 // where the sweep is; 0 outside a sweep
+	sweeps  int
+	visit   func(chunks.Chunk, bool, []byte)
+	head    [HeadSize]byte
 }
 
-// ref takes v for a reference to a chunk: an unmarked chunk it points into
-// gets mark and, unless it is leaked memory's, goes on the work list.
-// from is the chunk being read (0 for a root): a chunk's reference to
-// itself does not count.
+// told hands c to the visitor, with its first bytes.
+func (s *scanner) told(c chunks.Chunk, leaked bool) {
+	if s.visit == nil {
+		return
+	}
+	h := s.head[:min(HeadSize, c.UserEnd()-c.User())]
+	h = h[:s.cache.read(h, c.User())]
+	s.visit(c, leaked, h)
+}
+
+// ref takes v for a reference to a chunk. In the leaked pass (mark
+// markInner) an unmarked chunk it points into is marked so; in the others
+// it becomes pending, and is read now (work) if it lies behind the sweep in
+// a block at hand. from is the chunk being read (0 for a root): a chunk's
+// reference to itself does not count.
 func (s *scanner) ref(v uint64, mark uint8, from uint64) {
 	if v < s.lo || v >= s.hi {
 		return
@@ -275,10 +292,45 @@ func (s *scanner) ref(v uint64, mark uint8, from uint64) {
 	if !ok || c.Addr == from || s.marks.Get(c) != markNone {
 		return
 	}
-	s.marks.Set(c, mark)
-	if mark != markInner {
+	if mark == markInner {
+		s.marks.Set(c, markInner)
+		return
+	}
+	s.marks.Set(c, markPending)
+	s.pending++
+	if c.Addr < s.cursor && s.cache.has(c.User()) {
 		s.work = append(s.work, c)
 	}
+}
+
+// propagate reads every pending chunk, and what they reach, giving each
+// the pass's mark.
+func (s *scanner) propagate(mark uint8) uint64 {
+	var n uint64
+	visit := func(c chunks.Chunk) {
+		if s.marks.Get(c) != markPending {
+			return
+		}
+		s.marks.Set(c, mark)
+		s.pending--
+		s.told(c, false)
+		n += s.scan(c.User(), c.UserEnd(), mark, c.Addr)
+	}
+	for s.pending > 0 {
+		s.sweeps++
+		s.ix.ForEach(func(c chunks.Chunk) bool {
+			s.cursor = c.Addr
+			visit(c)
+			for len(s.work) > 0 {
+				w := s.work[len(s.work)-1]
+				s.work = s.work[:len(s.work)-1]
+				visit(w)
+			}
+			return s.pending > 0
+		})
+		s.cursor = 0
+	}
+	return n
 }
 
 // scan reads [start, end) for references and returns how many bytes it
@@ -295,17 +347,6 @@ func (s *scanner) scan(start, end uint64, mark uint8, from uint64) uint64 {
 		}
 		n += blk.readable(p-base, stop)
 		p = base + blockSize
-	}
-	return n
-}
-
-// drain reads every chunk on the work list, and what they reach.
-func (s *scanner) drain(mark uint8) uint64 {
-	var n uint64
-	for len(s.work) > 0 {
-		c := s.work[len(s.work)-1]
-		s.work = s.work[:len(s.work)-1]
-		n += s.scan(c.User(), c.UserEnd(), mark, c.Addr)
 	}
 	return n
 }
@@ -343,6 +384,40 @@ func (b *block) readable(from, to uint64) uint64 {
 	return n
 }
 
+// read copies memory at addr into b, up to the first page that cannot be
+// read; it returns how many bytes it copied.
+func (bs *blocks) read(b []byte, addr uint64) int {
+	n := 0
+	for n < len(b) {
+		p := addr + uint64(n)
+		base := p &^ (blockSize - 1)
+		blk := bs.get(base)
+		off := p - base
+		if blk.ok&(1<<(off/pageSize)) == 0 {
+			break
+		}
+		n += copy(b[n:], blk.b[off:min(blockSize, off&^(pageSize-1)+pageSize)])
+	}
+	return n
+}
+
+// has reports whether the block holding addr is at hand.
+func (bs *blocks) has(addr uint64) bool {
+	_, ok := bs.m[addr&^(blockSize-1)]
+	return ok
+}
+
+// word is the little-endian word at addr (8-aligned).
+func (bs *blocks) word(addr uint64) (uint64, bool) {
+	base := addr &^ (blockSize - 1)
+	b := bs.get(base)
+	off := addr - base
+	if off+8 > blockSize || b.ok&(1<<(off/pageSize)) == 0 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b.b[off:]), true
+}
+
 func newBlocks(t target.Target) *blocks { return &blocks{t: t, m: map[uint64]*block{}} }
 
 // get is the block at base (aligned). A block that cannot be read in one
@@ -352,7 +427,15 @@ func (bs *blocks) get(base uint64) *block {
 	if b, ok := bs.m[base]; ok {
 		return b
 	}
-	blk := &block{b: make([]byte, blockSize)}
+	var blk *block
+	if len(bs.order) < maxBlocks {
+		blk = &block{b: make([]byte, blockSize)}
+	} else {
+		// The block evicted lends its buffer: no allocation, and no
+		// clearing, per block read.
+		blk = bs.m[bs.order[bs.next]]
+		blk.ok = 0
+	}
 	if n, err := bs.t.ReadAt(blk.b, base); err == nil && n == blockSize {
 		blk.ok = ^uint16(0)
 	} else {

@@ -27,6 +27,7 @@ func TestGolden(t *testing.T) {
 			{".json", "info", "--json"},
 			{".xml", "info", "--xml"},
 			{".maps.json", "maps", "--json"},
+			{".heap.json", "heap", "--json"},
 		} {
 			name := fx.Name + c.suffix
 			t.Run(name, func(t *testing.T) {
@@ -34,7 +35,7 @@ func TestGolden(t *testing.T) {
 				if c.format != "" {
 					args = append(args, c.format)
 				}
-				if c.cmd == "info" {
+				if c.cmd == "info" || c.cmd == "heap" {
 					args = append(args, "--sysroot", empty, "--debug-dir", empty, "--no-libc-file")
 				}
 				// Relative to this package's directory, where go test runs it:

@@ -13,6 +13,7 @@ import (
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/schema"
 )
 
 func newHeapCmd() *cobra.Command {
@@ -21,6 +22,7 @@ func newHeapCmd() *cobra.Command {
 	var debugDirs []string
 	var top int
 	var addrs []string
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "heap PID|CORE",
 		Short: "What the heap holds: chunks by type, reachable or leaked, and what pins free memory",
@@ -67,11 +69,15 @@ root (see the README).`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(os.Stdout, schema.NewHeap(r))
+			}
 			return render.Contents(os.Stdout, r, top)
 		},
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop while the image is made")
 	c.Flags().IntVar(&top, "top", 20, "how many types to list")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (see README for the schema): every type, not only --top")
 	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
 	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
 	cf.register(c)

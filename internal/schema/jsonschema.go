@@ -16,6 +16,7 @@ var Documents = map[string]any{
 	"diff":     Diff{},
 	"watch":    WatchSample{},
 	"leaks":    Leaks{},
+	"heap":     HeapContents{},
 }
 
 // JSONSchema is the JSON Schema (draft 2020-12) of the document v, derived

@@ -57,6 +57,8 @@ func TestGoldenDocumentsFollowSchemas(t *testing.T) {
 		switch base := filepath.Base(path); {
 		case strings.HasSuffix(base, ".maps.json"):
 			doc = "maps"
+		case strings.HasSuffix(base, ".heap.json"):
+			doc = "heap"
 		case strings.HasPrefix(base, "diff"):
 			doc = "diff"
 		}

@@ -2,6 +2,7 @@ package heapprof
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -68,6 +69,9 @@ type Explanation struct {
 	// rounding), which the walk counts: what Disagree compares (0: use
 	// Explained).
 	Chunks float64
+	// AllocPerSecond is how fast the process allocated (estimated), for
+	// a suggested rate that the process can afford.
+	AllocPerSecond float64
 }
 
 // Explains is how much of a measured in-use growth the profile accounts
@@ -75,7 +79,7 @@ type Explanation struct {
 func (p *Profile) Explains(measured int64) Explanation {
 	c, e := p.Total()
 	return Explanation{Explained: e.InUseBytes, Sigma: e.Sigma(), Held: c.InUse, Rate: p.Window.Rate, Measured: measured,
-		Chunks: p.InUseChunkBytes}
+		Chunks: p.InUseChunkBytes, AllocPerSecond: p.perSecond(e.AllocBytes)}
 }
 
 // Within is how many standard errors a difference of two estimates may
@@ -166,8 +170,8 @@ func (x Explanation) String() string {
 	out := fmt.Sprintf("explains %s%s of %s of the in-use growth", num(x.Explained, u), pm, scaled(float64(x.Measured), u))
 	if x.Rate > 0 && x.Held < FewSamples {
 		out += fmt.Sprintf(": from %s, too few to tell", plural(x.Held, "1 held sample", "%d held samples"))
-		if r := SuggestRate(x.Rate, x.Held, max(x.Explained, float64(x.Measured))); r > 0 {
-			out += fmt.Sprintf(" (--rate %s would take about 100, or a longer --duration)", RateFlag(r))
+		if how := Suggest(x.Rate, x.Held, max(x.Explained, float64(x.Measured)), x.AllocPerSecond); how != "" {
+			out += " (" + how + " would take about 100)"
 		}
 		return out
 	}
@@ -187,6 +191,42 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return fmt.Sprintf(many, n)
+}
+
+// MaxSamplesPerSecond is the most samples a second Suggest proposes: each
+// costs the process a few microseconds, and arenactl reads and unwinds
+// them; past it, a longer window is proposed instead.
+const MaxSamplesPerSecond = 10000
+
+// Suggest says how to take about 100 held samples where held samples
+// stood for heldBytes at rate: a finer --rate (SuggestRate), unless the
+// process, allocating allocPerSecond (0: unknown), would then be sampled
+// more than MaxSamplesPerSecond times a second: then the finest rate that
+// stays under it and a window so many times as long. "" when the rate
+// is fine already or nothing tells.
+func Suggest(rate uint64, held int, heldBytes, allocPerSecond float64) string {
+	r := SuggestRate(rate, held, heldBytes)
+	if r == 0 {
+		return ""
+	}
+	if allocPerSecond <= 0 || allocPerSecond/float64(r) <= MaxSamplesPerSecond {
+		return "--rate " + RateFlag(r)
+	}
+	// The rate that would take 100 samples in this window, unrounded.
+	exact := heldBytes / 100
+	if held > 0 {
+		exact = float64(rate) * float64(held) / 100
+	}
+	afford := uint64(4 << 10)
+	for float64(afford) < allocPerSecond/MaxSamplesPerSecond {
+		afford *= 2
+	}
+	if afford >= rate {
+		return fmt.Sprintf("a window %.0f times as long", math.Ceil(float64(rate)/exact))
+	}
+	longer := int(math.Ceil(float64(afford) / exact))
+	return fmt.Sprintf("--rate %s (about %.0f samples a second here) and a window %d times as long",
+		RateFlag(afford), allocPerSecond/float64(afford), longer)
 }
 
 // RateFlag is a --rate value as the flag takes it: "64KiB".

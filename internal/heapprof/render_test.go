@@ -23,7 +23,7 @@ func TestRenderLeaks(t *testing.T) {
 	for _, want := range []string{
 		"heap profile over 10s, one sample per 512.0 KiB allocated on average: 5 samples\n",
 		// 4 held samples: the error is as large as the estimate.
-		"explains 2.1 ± 3.0 of 3.0 MiB of the in-use growth: from 4 held samples, too few to tell (--rate 16KiB would take about 100, or a longer --duration)\n",
+		"explains 2.1 ± 3.0 of 3.0 MiB of the in-use growth: from 4 held samples, too few to tell (--rate 16KiB would take about 100)\n",
 		"2 sites still holding memory:\n",
 		fmt.Sprintf("reserve  heapprof/sites.cpp:%d\n", sourceLine(t, "// site:buffer")),
 		"< grow_buffer < parser::parse < buffer_main < start_thread < ...\n",

@@ -72,8 +72,8 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 			msg += fmt.Sprintf(": at one sample per %s, that says only that less than about %s allocated in the window is held",
 				Human(win.Rate), Human(3*win.Rate))
 			if explains != nil && explains.Measured > 0 {
-				if r := heapprof.SuggestRate(win.Rate, 0, float64(explains.Measured)); r > 0 {
-					msg += fmt.Sprintf("; the walk saw %s grow: --rate %s would take about 100 samples of that", Human(uint64(explains.Measured)), heapprof.RateFlag(r))
+				if how := heapprof.Suggest(win.Rate, 0, float64(explains.Measured), explains.AllocPerSecond); how != "" {
+					msg += fmt.Sprintf("; the walk saw %s grow: %s would take about 100 samples of that", Human(uint64(explains.Measured)), how)
 				}
 			}
 		}

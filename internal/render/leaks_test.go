@@ -32,6 +32,13 @@ func TestLeaksEdges(t *testing.T) {
 			[]string{"at one sample per 512.0 KiB, that says only that less than about 1.5 MiB allocated in the window is held",
 				"the walk saw 2.0 MiB grow: --rate 16KiB would take about 100 samples of that",
 				"explains 0.0 of 2.0 MiB of the in-use growth: from 0 held samples, too few to tell (--rate 16KiB would take about 100"}},
+		// 3 GB/s of allocation: 8 KiB would be 370,000 samples a second.
+		{"few samples, busy process", heapprof.Profile{Window: win, Sites: []heapprof.Site{held(1.5*(1<<20), 3)}, Samples: 3},
+			&heapprof.Explanation{Explained: 1.5 * (1 << 20), Sigma: 0.9 * (1 << 20), Held: 3, Rate: 512 << 10, Measured: 1782579, AllocPerSecond: 3e9},
+			[]string{"from 3 held samples, too few to tell (a window 34 times as long would take about 100)"}},
+		{"few samples, less busy", heapprof.Profile{Window: win, Sites: []heapprof.Site{held(1.5*(1<<20), 3)}, Samples: 3},
+			&heapprof.Explanation{Explained: 1.5 * (1 << 20), Sigma: 0.9 * (1 << 20), Held: 3, Rate: 512 << 10, Measured: 1782579, AllocPerSecond: 300e6},
+			[]string{"from 3 held samples, too few to tell (--rate 32KiB (about 9155 samples a second here) and a window 3 times as long would take about 100)"}},
 		// The run: 176 MB explained of 117 MB grown, 2000 held
 		// samples (a standard error of about 2.2 %).
 		{"more than grew", heapprof.Profile{Window: win, Sites: []heapprof.Site{held(176e6, 2000)}, Samples: 2000},

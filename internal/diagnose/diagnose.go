@@ -108,7 +108,8 @@ func (d *diag) walk() *glibc.Walk {
 }
 
 // arenaLimit is glibc's default limit on arenas: 8 per CPU, counting the
-// CPUs the way the target's version counts them (glibc-malloc.md §13.2).
+// CPUs the way the target's version counts them (arena_get2 in
+// malloc/arena.c: __get_nprocs, but __get_nprocs_sched in 2.35-2.38).
 func (d *diag) arenaLimit() (int, string) {
 	v := d.r.Libc.Version
 	cpus, how := d.env.OnlineCPUs, "online CPUs"
@@ -171,7 +172,7 @@ func (d *diag) arenas() {
 
 // arenaMaxSetting says how to limit the arenas to two on the target's
 // glibc: the environment variable always works, the tunable from 2.25 on
-// (glibc-malloc.md §13.1).
+// (ptmalloc_init in malloc/arena.c; elf/dl-tunables.list from 2.25).
 func (d *diag) arenaMaxSetting() string {
 	if !d.r.Libc.Version.IsZero() && d.r.Libc.Version.Less(2, 25) {
 		return "MALLOC_ARENA_MAX=2 (glibc " + d.r.Libc.Version.String() + " has no GLIBC_TUNABLES)"

@@ -73,7 +73,7 @@ var knownAllocators = []struct{ prefix, name string }{
 	{"libjemalloc", "jemalloc"},
 	{"libtcmalloc", "tcmalloc"},
 	{"libmimalloc", "mimalloc"},
-	{"libc_malloc_debug", "glibc malloc-debug"}, // its own copy of ptmalloc (glibc-malloc.md §15.2)
+	{"libc_malloc_debug", "glibc malloc-debug"}, // its own copy of malloc.c (via malloc/malloc-check.c, 2.34+)
 	{"libasan", "AddressSanitizer"},
 	{"vgpreload_memcheck", "valgrind memcheck"},
 }

@@ -16,9 +16,10 @@ type Anchors struct {
 
 const maxArenas = 1024 // bounds every walk of the arena ring
 
-// Default values of mp_'s first fields in the file image (glibc-malloc.md
-// §11.1): trim_threshold, top_pad and mmap_threshold are 128 KiB, arena_test
-// is 8, arena_max 0; n_mmaps_max is 65536.
+// Default values of mp_'s first fields in the file image (mp_'s static
+// initialiser in malloc/malloc.c): trim_threshold, top_pad and
+// mmap_threshold are 128 KiB, arena_test is 8, arena_max 0; n_mmaps_max is
+// 65536.
 const (
 	defaultThreshold = 0x20000
 	defaultArenaTest = 8
@@ -34,13 +35,13 @@ func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 // FindAnchorsWith locates main_arena and mp_, looking for a detached debug
 // file only in debugDirs (none: no debug files). Symbols come first when
 // there are any: the object's own .symtab (an unstripped static
-// executable), else the debug file matching its build-id (glibc-malloc.md
-// §11.6). Without them, or when their main_arena fails the check against
-// live memory, it reads the static initialisers in the object's file
-// (main_arena.next points to main_arena itself; mp_ holds its defaults),
-// and when the file gives no unique answer, it scans the object's writable
-// memory for the run-time signature of main_arena: empty bins that point
-// to themselves.
+// executable), else the debug file matching its build-id (under
+// .build-id/, see DefaultDebugDirs). Without them, or when their main_arena
+// fails the check against live memory, it reads the static initialisers in
+// the object's file (main_arena.next points to main_arena itself; mp_ holds
+// its defaults), and when the file gives no unique answer, it scans the
+// object's writable memory for the run-time signature of main_arena: empty
+// bins that point to themselves.
 func FindAnchorsWith(l *Libc, lay Layout, mem Memory, debugDirs []string) (Anchors, error) {
 	sa, symErr := l.symbolAnchors(debugDirs)
 	if sa != nil {
@@ -221,7 +222,8 @@ func selfBins(st []byte, lay Layout, addr uint64) int {
 }
 
 // scanMainArena looks through libc's writable mappings for the arena with
-// the most self-referential bins (glibc-malloc.md §11.2).
+// the most self-referential bins (malloc_init_state in malloc/malloc.c
+// points every empty bin at itself).
 func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
 	best, bestN := uint64(0), 0
 	state := uint64(lay.StateSize)

@@ -16,11 +16,11 @@ type ThreadState struct {
 }
 
 // Linux x86_64 syscall numbers of the blocking calls that glibc's allocator
-// never makes while it holds a lock (glibc-malloc.md §12.3). The allocator's
-// own syscalls (mmap, munmap, mprotect, madvise, brk, prctl, getrandom,
-// open/read of /sys) and write (malloc_stats prints under an arena lock)
-// are deliberately absent: a thread blocked in one of them may be inside
-// malloc.
+// never makes while it holds a lock (per malloc/malloc.c and
+// malloc/arena.c). The allocator's own syscalls (mmap, munmap, mprotect,
+// madvise, brk, prctl, getrandom, open/read of /sys) and write
+// (malloc_stats prints under an arena lock) are deliberately absent: a
+// thread blocked in one of them may be inside malloc.
 var safeSyscalls = map[int64]string{
 	0: "read", 7: "poll", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
 	35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4",

@@ -5,10 +5,12 @@ import "fmt"
 // Layout is everything version-dependent that arenactl needs to read
 // glibc's allocator from memory and to print malloc_info as that version
 // does. It is data: the walker and the renderer never test version
-// numbers. Offsets are from glibc-malloc.md §4-§7 and appendix C.1 (x86_64);
+// numbers. Offsets are those of struct malloc_state, struct malloc_par,
+// heap_info and the tcache structs in malloc/malloc.c and malloc/arena.c of
+// each version (x86_64);
 // an offset of -1 means the field does not exist in that version.
 type Layout struct {
-	Profile string // glibc-malloc.md appendix C.1: "A" (2.17) ... "K" (2.35-2.41), "L" (2.42), "M" (2.43)
+	Profile string // versions sharing this Layout (profileName): "A" (2.17) ... "K" (2.35-2.41), "L" (2.42), "M" (2.43)
 
 	// struct malloc_state
 	StateFlags, StateFastbins, StateTop, StateBins, StateNext                  int64
@@ -42,8 +44,9 @@ type Layout struct {
 	UnsortedPrefix  string
 }
 
-// Offsets of the arena struct, per layout of glibc-malloc.md §4.1 and the
-// 2.43 addendum.
+// Offsets of the arena struct, struct malloc_state in malloc/malloc.c: L1
+// 2.17-2.22, L2 2.23-2.26 (attached_threads), L3 2.27-2.42 (have_fastchunks),
+// L4 2.43 (no fastbins).
 var (
 	stateL1 = Layout{StateFlags: 4, StateFastbins: 0x08, StateTop: 0x58, StateBins: 0x68, StateNext: 0x868,
 		StateNextFree: 0x870, StateAttached: -1, StateSystemMem: 0x878, StateMaxSystemMem: 0x880, StateSize: 0x888, NFastbins: 10}
@@ -54,7 +57,8 @@ var (
 	stateL4 = Layout{StateFlags: 4, StateFastbins: -1, StateTop: 0x08, StateBins: 0x18, StateNext: 0x818,
 		StateNextFree: 0x820, StateAttached: 0x828, StateSystemMem: 0x830, StateMaxSystemMem: 0x838, StateSize: 0x840, NFastbins: 0}
 
-	// mp_, per §5.1 and the 2.43 addendum.
+	// mp_, struct malloc_par in malloc/malloc.c: P1 2.17-2.23, P2 2.24-2.25,
+	// P3 2.26-2.34 (tcache), P4 2.35-2.42 (huge pages), P5 2.43 (thp_mode).
 	mpP1 = Layout{MpTrimThreshold: 0, MpTopPad: 8, MpMmapThreshold: 0x10, MpArenaTest: 0x18, MpArenaMax: 0x20, MpHpPagesize: -1,
 		MpNMmaps: 0x28, MpNMmapsMax: 0x2c, MpMaxNMmaps: 0x30, MpNoDynThreshold: 0x34, MpMmappedMem: 0x38, MpMaxMmappedMem: 0x40,
 		MpSbrkBase: 0x50, MpTcacheBins: -1, MpTcacheMaxBytes: -1, MpTcacheCount: -1, MpTcacheUnsortedLimit: -1, MpSize: 0x58}
@@ -182,7 +186,7 @@ func profileName(m int) string {
 
 // FirstChunk is the offset of the first chunk in a non-main arena's first
 // heap: just past heap_info and the arena struct, rounded so that user
-// memory is 16-aligned (glibc-malloc.md §6.4).
+// memory is 16-aligned (_int_new_arena in malloc/arena.c).
 func (l Layout) FirstChunk() int64 {
 	end := l.HeapInfoSize + l.StateSize
 	// chunk2mem(p) = p+16 must be 16-aligned, so p itself is 16-aligned.

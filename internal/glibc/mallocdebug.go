@@ -9,16 +9,17 @@ import (
 )
 
 // glibc 2.34 moved MALLOC_CHECK_, mcheck and mtrace out of libc into
-// libc_malloc_debug.so, preloaded by whoever wants them (glibc-malloc.md
-// §15.2). Its malloc, free, ... wrap libc's: with the check hook off
-// (mcheck, mtrace, or nothing) they call libc's __libc_malloc, and libc's
-// arenas hold the heap as usual; with MALLOC_CHECK_ (glibc.malloc.check)
-// they call the library's own copy of malloc.c instead, compiled without
-// tcache and used through its main_arena alone, and libc's malloc is never
-// initialised ("malloc check does not quite co-exist with libc malloc",
-// malloc-debug.c). Which of the two holds the heap is a run-time choice
-// that only memory shows: the copy's main_arena has system memory exactly
-// when the check hook took over (heap.Open decides).
+// libc_malloc_debug.so, preloaded by whoever wants them (malloc/Makefile,
+// malloc/malloc-debug.c, 2.34+). Its malloc, free, ... wrap libc's: with
+// the check hook off (mcheck, mtrace, or nothing) they call libc's
+// __libc_malloc, and libc's arenas hold the heap as usual; with
+// MALLOC_CHECK_ (glibc.malloc.check) they call the library's own copy of
+// malloc.c instead, compiled without tcache and used through its main_arena
+// alone, and libc's malloc is never initialised ("malloc check does not
+// quite co-exist with libc malloc", malloc-debug.c). Which of the two holds
+// the heap is a run-time choice that only memory shows: the copy's
+// main_arena has system memory exactly when the check hook took over
+// (heap.Open decides).
 
 // isMallocDebug matches the library's file: libc_malloc_debug.so(.0).
 func isMallocDebug(m maps.Mapping) bool {

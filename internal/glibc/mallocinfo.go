@@ -17,10 +17,11 @@ func (e *ParseError) Error() string {
 }
 
 // ParseMallocInfo parses what glibc's malloc_info(0, fp) prints, in every
-// format from 2.17 to 2.43 (see glibc-malloc.md §8.3 and its 2.43 addendum):
-// any leading whitespace before <size>/<unsorted>, <unsorted> present or
-// not, <total type="mmap"> (from 2.20), <aspace type="subheaps"> (non-main
-// arenas from 2.27) and <total type="fast"> (absent on 2.43) optional.
+// format from 2.17 to 2.43 (malloc/malloc.c, malloc_info; __malloc_info
+// from 2.21): any leading whitespace before <size>/<unsorted>, <unsorted>
+// present or not, <total type="mmap"> (from 2.20), <aspace type="subheaps">
+// (non-main arenas from 2.27) and <total type="fast"> (absent on 2.43)
+// optional.
 //
 // It is strict otherwise: glibc's output has one fixed shape, so anything
 // else (an unknown element or attribute, a value that is not a decimal

@@ -9,7 +9,8 @@ type Residency interface {
 }
 
 // TrimPrediction is what malloc_trim(Pad) would give back, computed from a
-// walk of the free lists (glibc-malloc.md §10) and the pages resident now.
+// walk of the free lists (mtrim and systrim in malloc/malloc.c) and the
+// pages resident now.
 type TrimPrediction struct {
 	Pad      uint64
 	Arenas   []ArenaTrim // in ring order, as in the walk

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// The checks made before anything is injected (glibc-malloc.md §12.3). They
+// The checks made before anything is injected (what malloc/malloc.c's
+// __malloc_info and __malloc_trim lock, walk and abort on). They
 // decide from a read-only walk; the process state they need (which threads
 // are stopped) is read by the caller.
 
@@ -101,8 +102,10 @@ func (e *LockedArenaError) Error() string {
 }
 
 // PreflightLocks refuses injection when some arena's mutex is held and
-// some thread other than the borrowed one is stopped (glibc-malloc.md §12.3
-// item 2): no lock word names its owner, so a stopped thread may hold it.
+// some thread other than the borrowed one is stopped (__malloc_info and
+// __malloc_trim in malloc/malloc.c take each arena's mutex in turn): no lock
+// word names its owner (__libc_lock_t is a bare futex int), so a stopped
+// thread may hold it.
 // A lock held while every other thread runs is let be: its holder releases
 // it, and the injected call's timeout bounds the wait.
 func PreflightLocks(w *Walk, stopped []int) error {

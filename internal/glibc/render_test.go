@@ -45,7 +45,7 @@ func TestLayoutsCoverEveryVersion(t *testing.T) {
 		if err != nil {
 			t.Fatalf("2.%d: %v", m, err)
 		}
-		// The first chunk of a thread arena's first heap (glibc-malloc.md §6.4).
+		// The first chunk of a thread arena's first heap (_int_new_arena, malloc/arena.c).
 		want := map[bool]int64{true: 0x8d0, false: 0x8c0}[m >= 35]
 		switch {
 		case m <= 26:

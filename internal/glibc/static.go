@@ -97,7 +97,7 @@ func staticVersion(ef *elf.File, l *Libc) error {
 
 // fingerprint lists, newest first, the minor versions of glibc 2 whose
 // allocator could be the one linked into an object with image img and
-// read-only data ro (glibc-malloc.md appendix C.1 profiles, told apart by
+// read-only data ro (the version profiles of LayoutFor, told apart by
 // what the object holds rather than by its version string).
 func fingerprint(img image, ro [][]byte) []int {
 	has := func(s string) bool {

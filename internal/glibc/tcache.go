@@ -35,8 +35,10 @@ type TcacheBin struct {
 // tlsOffsets; for each, the value every thread holds there is read. The
 // offset whose values point just past a chunk of the size of a
 // tcache_perthread_struct is tcache; the one whose values are arenas is
-// thread_arena (glibc-malloc.md §7.4). It returns the caches and the set of
-// chunk addresses they hold, for the chunk walk to count as cached.
+// thread_arena (static __thread variables of malloc/malloc.c and
+// malloc/arena.c, reached through libc's initial-exec TLS). It returns the
+// caches and the set of chunk addresses they hold, for the chunk walk to
+// count as cached.
 func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
 	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
 	return caches, cached, dmg

@@ -862,8 +862,8 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 	aw.Walked = true
 }
 
-// trimRanges predicts malloc_trim's madvise calls on this arena (mtrim,
-// glibc-malloc.md §10): whole pages inside the unsorted bin and the bins
+// trimRanges predicts malloc_trim's madvise calls on this arena (mtrim in
+// malloc/malloc.c): whole pages inside the unsorted bin and the bins
 // that can hold at least a page, past the 48 bytes of the chunk header and
 // links; for the main arena also the top chunk above pad (systrim). Fastbin
 // consolidation, which malloc_trim does first, is not modelled.

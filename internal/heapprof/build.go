@@ -79,6 +79,7 @@ type sample struct {
 	freed   bool
 	freedAt time.Duration
 	thin    int
+	scale   float64
 }
 
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
@@ -110,7 +111,7 @@ func (b *Builder) Add(r Raw) {
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin}
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin, scale: r.Scale}
 	if !s.freed {
 		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)
 	}
@@ -293,6 +294,10 @@ func (b *Builder) Profile(w Window) *Profile {
 	for _, smp := range b.samples {
 		a := &accs[smp.site]
 		wt, bytes, v := Weight(smp.size, w.Rate, smp.thin)
+		if smp.scale > 1 {
+			wt, bytes = wt*smp.scale, bytes*smp.scale
+			v = bytes * bytes * (1 - 1/wt)
+		}
 		a.counts.Alloc++
 		a.counts.AllocBytes += smp.size
 		a.est.AllocObjects += wt

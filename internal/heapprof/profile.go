@@ -30,7 +30,11 @@ type Raw struct {
 	// Thin: the sample was kept with chance 2^-Thin, others like it let
 	// go at random (the sampler thins a ring more than half full); it
 	// stands for 2^Thin as many.
-	Thin  int
+	Thin int
+	// Scale (0: 1) is what the samples kept in this sample's drain stand
+	// for beyond themselves: samples a full ring dropped in that drain,
+	// whose sites are unknown, are taken to be like those kept then.
+	Scale float64
 	Regs  unwind.Regs
 	Stack unwind.Stack
 }
@@ -43,8 +47,8 @@ type Window struct {
 	// process over the bytes allocated); 0 means every allocation was
 	// recorded.
 	Rate uint64
-	// Dropped counts the samples the ring had no room for: the estimates
-	// are low by about Dropped/(Samples+Dropped).
+	// Dropped counts the samples a full ring had no room for: the ones
+	// kept in the same drains stand for them (Raw.Scale).
 	Dropped uint64
 	// Thinned counts the samples let go at random while the ring was
 	// more than half full; those kept stand for them (Raw.Thin), so the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type LeaksOptions struct {
 	// MinAge: a block allocated less than this before the window's end
 	// does not count as held (it may be freed in a moment).
 	MinAge time.Duration
+	// RingSlots is the sampler's ring (sampler.Options; 0: its default).
+	// The tests make it tiny to make it overflow.
+	RingSlots int
 	// Progress, when set, hears every drain: the elapsed time and the
 	// samples so far.
 	Progress func(elapsed time.Duration, samples int)
@@ -64,7 +68,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
-	s, err := sampler.Attach(ctx, t, sampler.Options{Rate: o.Rate, Timeout: o.Timeout})
+	s, err := sampler.Attach(ctx, t, sampler.Options{Rate: o.Rate, Timeout: o.Timeout, RingSlots: o.RingSlots})
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +121,8 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 	defer timer.Stop()
 	lastScan := start
 	var prev time.Duration // when the drain before began
+	var seenDropped uint64 // drops counted by the drains so far
+	var owed float64       // drops not yet stood for
 	for {
 		stop := false
 		select {
@@ -149,6 +155,23 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		at := time.Since(start)
 		ms := t.Mappings()
 
+		// Samples a full ring dropped since the last drain have no
+		// stack: the ones this drain kept stand for them too, as many
+		// more as were dropped (what the process allocates is taken to
+		// be alike over the few milliseconds between two drains); drops
+		// with nothing kept wait for the next drain's.
+		owed += float64(st.Dropped - seenDropped)
+		seenDropped = st.Dropped
+		kept := 0.0
+		for i := range recs {
+			if recs[i].Kind != "free" {
+				kept += math.Ldexp(1, recs[i].Thin)
+			}
+		}
+		scale := 0.0
+		if kept > 0 && owed > 0 {
+			scale, owed = (kept+owed)/kept, 0
+		}
 		allocs := 0
 		for i := range recs {
 			r := &recs[i]
@@ -156,7 +179,9 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 				b.Free(r.Addr, r.Stamp, at)
 				continue
 			}
-			b.Add(raw(r, at, s.Real(r.Kind), ms))
+			rw := raw(r, at, s.Real(r.Kind), ms)
+			rw.Scale = scale
+			b.Add(rw)
 			rep.Samples++
 			allocs++
 		}

@@ -48,7 +48,7 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 			win.Thinned, taken, math.Sqrt(taken/float64(max(p.Samples, 1))))
 	}
 	if win.Dropped > 0 {
-		fmt.Fprintf(w, "warning: %d samples found the ring full and were dropped: the estimates are low by about %.0f%%\n",
+		fmt.Fprintf(w, "warning: %d samples (%.0f%%) found the ring full and were dropped: the ones kept in the same drains stand for them, which holds if what the process allocates is alike over a few milliseconds\n",
 			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Thinned+win.Dropped))
 	}
 	if p.Incomplete > 0 {

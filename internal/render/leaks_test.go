@@ -24,7 +24,7 @@ func TestLeaksEdges(t *testing.T) {
 		{"churn", heapprof.Profile{Window: win, Sites: []heapprof.Site{churn}, Samples: 4}, &heapprof.Explanation{Measured: -(2 << 20)},
 			[]string{"of 5.0 MiB allocated", "nothing sampled in the window is still held", "the heap's in-use bytes shrank by 2.0 MiB"}},
 		{"dropped", heapprof.Profile{Window: heapprof.Window{Duration: time.Second, Dropped: 4}, Samples: 12, Incomplete: 3, Truncated: 1},
-			nil, []string{"every allocation recorded", "4 samples found the ring full", "low by about 25%", "3 of 12 stacks end before the thread's first frame, 1 cut short"}},
+			nil, []string{"every allocation recorded", "4 samples (25%) found the ring full", "the ones kept in the same drains stand for them", "3 of 12 stacks end before the thread's first frame, 1 cut short"}},
 		{"thinned", heapprof.Profile{Window: heapprof.Window{Duration: time.Second, Rate: 512 << 10, Thinned: 300}, Samples: 100},
 			nil, []string{"300 of 400 samples were let go at random", "the estimates stay unbiased, their errors about 2.00× a lossless run's"}},
 		{"nothing held, growth seen", heapprof.Profile{Window: win, Sites: []heapprof.Site{churn}, Samples: 4},

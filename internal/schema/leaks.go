@@ -21,8 +21,8 @@ type Leaks struct {
 	// when every allocation was recorded.
 	Rate    uint64 `json:"rate"`
 	Samples int    `json:"samples"`
-	// Dropped samples found the ring full: the estimates are low by about
-	// dropped/(samples+dropped).
+	// Dropped samples found the ring full: the ones kept in the same
+	// drains stand for them.
 	Dropped uint64 `json:"dropped"`
 	// Thinned samples were let go at random while the ring was more than
 	// half full; the ones kept stand for them (the estimates stay

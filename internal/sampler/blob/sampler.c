@@ -248,11 +248,14 @@ struct iovec {
 static inline u64 tick(void) { return __atomic_add_fetch(&cfg.clock, 1, __ATOMIC_RELAXED); }
 
 /* thinning is k for a ring with `used` of its slots taken: 0 up to half
- * full, then one more for every halving of the room left. */
+ * full, then one more for every halving of the room left. A full ring
+ * is not thinned but counts a drop (emit): thinned, its records were let
+ * go as if the ones kept stood for them, and none was kept. */
 static inline u32 thinning(u64 used) {
+	if (used >= cfg.ring_slots) return 0;
 	u64 room = cfg.ring_slots - used;
 	u32 k = 0;
-	while (k < 62 && room <= (cfg.ring_slots >> (k + 1))) k++;
+	while (room <= (cfg.ring_slots >> (k + 1))) k++;
 	return k;
 }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +24,7 @@ type growthFlags struct {
 	period   uint64
 	out      string
 	folded   bool
+	http     string
 	top      int
 }
 
@@ -40,7 +44,7 @@ arena's heaps, mmapped chunks, other anonymous memory, stacks, files) and
 per call stack, the bytes first touched, mapped, unmapped and given back,
 and how much of the RSS growth smaps_rollup saw over the window they
 explain. -o writes a pprof profile, --folded FlameGraph's folded stacks of
-the bytes touched. Needs root or CAP_PERFMON (exit 16 when perf events are
+the bytes touched, --http serves pprof's web UI (flame graph). Needs root or CAP_PERFMON (exit 16 when perf events are
 refused).`,
 		Args: pidArg,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -60,13 +64,35 @@ refused).`,
 				}
 				defer out.Discard()
 			}
+			var web *heapprof.Web
+			if gf.http != "" {
+				var err error
+				if web, err = heapprof.Listen(gf.http); err != nil {
+					return &usageError{msg: fmt.Sprintf("--http %s: %v", gf.http, err)}
+				}
+				defer web.Close()
+				if !web.Loopback() {
+					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", gf.http)
+				}
+			}
 			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period}
 			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
 			g, err := inspect.Growth(c.Context(), parsePid(args), o)
 			if err != nil {
 				return err
 			}
-			return writeGrowth(g, &f, &gf, out)
+			if err := writeGrowth(g, &f, &gf, out); err != nil {
+				return err
+			}
+			if web != nil {
+				// As leaks --http: served until the next Ctrl-C, at a URL
+				// holding the secret path.
+				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				defer stop()
+				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", web.URL())
+				return web.ServeValued(ctx, g.Profile)
+			}
+			return nil
 		},
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}
@@ -77,6 +103,7 @@ refused).`,
 	fl.Uint64Var(&gf.period, "period", inspect.DefaultFaultPeriod, "one page-fault sample every N faults (1: every fault)")
 	fl.StringVarP(&gf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof -sample_index=touched_space FILE)")
 	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
+	fl.StringVar(&gf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")
 	fl.IntVar(&gf.top, "top", render.DefaultGrowthTop, "how many sites the table shows (0: all)")
 	return c
 }

@@ -48,6 +48,10 @@ const DefaultFaultPeriod = 16
 // streamQueue bounds the samples read from the rings and not yet unwound.
 const streamQueue = 256 << 20
 
+// stopPatience bounds the unwinding of what is queued once the window is
+// interrupted.
+const stopPatience = 2 * time.Second
+
 // The syscalls traced. Their exits are traced where the result matters:
 // the address mmap and mremap chose, the break brk set.
 var growthSyscalls = []string{"mmap", "munmap", "mremap", "brk", "madvise", "mprotect"}
@@ -61,6 +65,7 @@ const (
 	madvRemove   = 9
 	mapFixed     = 0x10
 	mapStack     = 0x20000
+	mapAnonymous = 0x20
 	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
 )
 
@@ -79,7 +84,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	pid = t.Pid
 	g := &report.Growth{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), Period: o.Period, PageSize: uint64(os.Getpagesize())}
 	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
-		arenaOf: map[uint64]uint64{}, chunkCache: map[[2]uint64][][2]uint64{}, acc: map[accKey]int{}}
+		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, acc: map[accKey]int{}}
 	if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
 		w.h = h
 	} else {
@@ -154,6 +159,9 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		o.Note(fmt.Sprintf("perf events are open on %d threads (and threads they create); the window is open %s", g.Threads, until))
 	}
 	end := g.Start.Add(o.Duration)
+	if o.Duration > 0 {
+		w.end = end
+	}
 	lastScan := g.Start
 	stream := s.Stream(streamQueue)
 	defer stream.Stop()
@@ -169,11 +177,11 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		}
 		if stop {
 			stream.Stop()
-			w.drain(stream.Take())
+			w.drain(ctx, stream.Take())
 			stream.Recycle()
 			break
 		}
-		w.drain(stream.Take())
+		w.drain(ctx, stream.Take())
 		stream.Recycle()
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
@@ -187,7 +195,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	}
 	g.Duration = time.Since(g.Start)
 	g.Interrupted = ctx.Err() != nil
-	g.Lost, g.Throttled = s.Lost+stream.Dropped(), s.Throttled
+	g.Lost, g.Throttled = s.Lost+stream.Dropped()+w.skipped, s.Throttled
 	g.Incomplete, g.Truncated = w.stacks.Incomplete()
 	if ru, err := maps.ReadRollup(pid); err == nil {
 		g.RSSAfter, g.Measured = ru.Rss, true
@@ -219,14 +227,25 @@ type growthWatch struct {
 	prev, cur []maps.Mapping
 	// recent are the mappings mmap made since prev was read: a munmap of
 	// one made since is found there.
-	recent []recentMapping
+	recent       []recentMapping
+	recentSorted []maps.Mapping // recentMaps's, until recent changes
+	recentDirty  bool
+	// stopBy: once the window is interrupted, the unwinding of what is
+	// queued ends by then; skipped counts the samples it left.
+	stopBy  time.Time
+	skipped uint64
+	end     time.Time // the window's end, zero for none
 	// mmapLog are the last mmaps, for unresolved calls: those that found
 	// their memory in no table (the mmap that made it not read yet).
 	mmapLog    []recentMapping
 	unresolved []unresolvedCall
-	now        uint64 // the time of the sample being charged
-	brk        uint64
-	arenaOf    map[uint64]uint64 // heap start -> its arena (0: none found)
+	// resident estimates each mapping's resident bytes, by its start: its
+	// Rss when the window opened, plus the bytes faults touched since,
+	// less what was given back or unmapped.
+	resident map[uint64]float64
+	now      uint64 // the time of the sample being charged
+	brk      uint64
+	arenaOf  map[uint64]uint64 // heap start -> its arena (0: none found)
 	// chunkCache: an anonymous mapping's mmapped chunks, by its extent,
 	// read once per drain.
 	chunkCache map[[2]uint64][][2]uint64
@@ -255,10 +274,24 @@ const maxSnaps = 16
 // snap reads the mappings again and keeps the read.
 func (w *growthWatch) snap() {
 	start := perf.Now()
-	if err := w.t.RefreshRanges(); err != nil {
+	refresh := w.t.RefreshRanges
+	first := len(w.snaps) == 0
+	if first {
+		// The first read has the smaps counters: what each mapping
+		// held when the window opened.
+		refresh = w.t.Refresh
+	}
+	if err := refresh(); err != nil {
 		return
 	}
 	ms := w.t.Mappings()
+	if first {
+		for _, m := range ms {
+			if m.Rss > 0 {
+				w.resident[m.Start] += float64(m.Rss)
+			}
+		}
+	}
 	if w.h != nil {
 		w.h.Unclaim(ms)
 	}
@@ -292,11 +325,38 @@ func (w *growthWatch) at(t uint64) {
 			kept = append(kept, r)
 		}
 	}
+	if len(kept) != len(w.recent) {
+		w.recentDirty = true
+	}
 	w.recent = kept
 }
 
-// recentMaps is recent as a mapping list.
+// recentMaps is recent as a sorted mapping list, made again only when
+// recent changed.
 func (w *growthWatch) recentMaps() []maps.Mapping {
+	if !w.recentDirty {
+		return w.recentSorted
+	}
+	w.recentDirty = false
+	w.recentSorted = w.sortRecent()
+	return w.recentSorted
+}
+
+// forget drops from recent the mappings munmap took whole, so that it
+// stays short in a process that maps and unmaps in a loop.
+func (w *growthWatch) forget(addr, n uint64) {
+	kept := w.recent[:0]
+	for _, r := range w.recent {
+		if r.m.Start >= addr && r.m.End <= addr+n {
+			w.recentDirty = true
+			continue
+		}
+		kept = append(kept, r)
+	}
+	w.recent = kept
+}
+
+func (w *growthWatch) sortRecent() []maps.Mapping {
 	ms := make([]maps.Mapping, 0, len(w.recent))
 	for _, r := range w.recent {
 		ms = append(ms, r.m)
@@ -332,7 +392,7 @@ type accSite struct {
 // drain handles one read of the rings: the mappings are read again (those
 // read before stay, for calls that unmapped what the new ones lack), then
 // every sample is charged.
-func (w *growthWatch) drain(smps []perf.Sample) {
+func (w *growthWatch) drain(ctx context.Context, smps []perf.Sample) {
 	if len(smps) == 0 {
 		return
 	}
@@ -340,6 +400,17 @@ func (w *growthWatch) drain(smps []perf.Sample) {
 	w.snap()
 	clear(w.chunkCache)
 	for i := range smps {
+		// Ctrl-C is answered within a bounded time however far the
+		// unwinding is behind: what is left then is counted as lost.
+		if i%256 == 0 && (ctx.Err() != nil || !w.end.IsZero() && time.Now().After(w.end)) {
+			if w.stopBy.IsZero() {
+				w.stopBy = time.Now().Add(stopPatience)
+			}
+			if time.Now().After(w.stopBy) {
+				w.skipped += uint64(len(smps) - i)
+				break
+			}
+		}
 		smp := &smps[i]
 		w.at(smp.Time)
 		w.now = smp.Time
@@ -394,6 +465,12 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	}
 	n := float64(w.g.Period)
 	bytes := n * float64(w.g.PageSize)
+	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
+		if m, ok := maps.Find(ms, smp.Addr); ok {
+			w.resident[m.Start] += bytes
+			break
+		}
+	}
 	w.add(si, class, arena, report.GrowthTouched, bytes)
 	w.add(si, class, arena, report.GrowthNet, bytes)
 	w.add(si, class, arena, report.GrowthFaults, n)
@@ -430,6 +507,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 		addr, n := tp.Uint(raw, "addr"), pageUp(tp.Uint(raw, "len"))
 		w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
 		w.add(si, w.classOf(addr, w.prev, w.recentMaps(), w.cur), "", report.GrowthCalls, 1)
+		w.forget(addr, n)
 	case "madvise":
 		addr, n, adv := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len_in")), tp.Int(raw, "behavior")
 		class, arena := w.classify(addr, w.prev, w.recentMaps(), w.cur)
@@ -442,7 +520,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 			// below what it uses, almost all of it never touched: that
 			// is no RSS given back.
 			if class != maps.ClassThreadStack.String() {
-				w.add(si, class, arena, report.GrowthNet, -float64(n))
+				w.add(si, class, arena, report.GrowthNet, -w.takeRange(addr, n, w.prev, w.recentMaps(), w.cur))
 			}
 		}
 		w.add(si, class, arena, report.GrowthCalls, 1)
@@ -488,6 +566,7 @@ func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
 // next read.
 func (w *growthWatch) remember(t uint64, m maps.Mapping) {
 	w.recent = append(w.recent, recentMapping{at: t, m: m})
+	w.recentDirty = true
 	w.mmapLog = append(w.mmapLog, recentMapping{at: t, m: m})
 	if len(w.mmapLog) > maxLog {
 		w.mmapLog = w.mmapLog[len(w.mmapLog)-maxLog/2:]
@@ -540,6 +619,17 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 		n, prot, flags := pageUp(enterTP.Uint(raw, "len")), enterTP.Uint(raw, "prot"), enterTP.Uint(raw, "flags")
 		addr := uint64(ret)
 		class, arena := w.classify(addr, w.cur, w.prev)
+		if class == "gone" {
+			// Unmapped before the next read: its flags tell.
+			switch {
+			case flags&mapStack != 0:
+				class = maps.ClassThreadStack.String()
+			case flags&mapAnonymous != 0:
+				class = maps.ClassAnon.String()
+			default:
+				class = maps.ClassFile.String()
+			}
+		}
 		w.add(si, class, arena, report.GrowthCalls, 1)
 		switch {
 		case failed:
@@ -585,7 +675,7 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 			w.add(si, class, mainArena, report.GrowthMapped, float64(nb-w.brk))
 		} else if w.brk != 0 && nb < w.brk {
 			w.add(si, class, mainArena, report.GrowthUnmapped, float64(w.brk-nb))
-			w.add(si, class, mainArena, report.GrowthNet, -float64(w.brk-nb))
+			w.add(si, class, mainArena, report.GrowthNet, -w.takeRange(nb, w.brk-nb, w.prev, w.recentMaps(), w.cur))
 		}
 		w.brk = nb
 	}
@@ -622,7 +712,7 @@ func (w *growthWatch) chargeIn(site int, addr, n uint64, typ int, accessible boo
 			}
 			w.add(site, class, arena, typ, float64(hi-lo))
 			if typ == report.GrowthUnmapped {
-				w.add(site, class, arena, report.GrowthNet, -float64(hi-lo))
+				w.add(site, class, arena, report.GrowthNet, -w.take(m, hi-lo))
 			}
 		}
 		if found {
@@ -630,6 +720,46 @@ func (w *growthWatch) chargeIn(site int, addr, n uint64, typ int, accessible boo
 		}
 	}
 	return false
+}
+
+// take is how many of a mapping's bytes resident (by its smaps count
+// when the window opened and the bytes sampled faults touched since) an
+// unmapping or advice of ov of its bytes gave back, in proportion, and
+// takes them from the mapping's count: unmapping 64 KiB of which a page
+// was touched gives back a page, not 64 KiB.
+func (w *growthWatch) take(m maps.Mapping, ov uint64) float64 {
+	have := w.resident[m.Start]
+	if have <= 0 || m.Size() == 0 {
+		return 0
+	}
+	est := min(float64(ov), have*float64(ov)/float64(m.Size()))
+	if left := have - est; left > 0 && ov < m.Size() {
+		w.resident[m.Start] = left
+	} else {
+		delete(w.resident, m.Start)
+	}
+	return est
+}
+
+// takeRange is take over the accessible mappings of [addr, addr+n) in the
+// first table that holds any.
+func (w *growthWatch) takeRange(addr, n uint64, tables ...[]maps.Mapping) float64 {
+	end := addr + n
+	for _, ms := range tables {
+		var got float64
+		found := false
+		i := sort.Search(len(ms), func(i int) bool { return ms[i].End > addr })
+		for ; i < len(ms) && ms[i].Start < end; i++ {
+			found = true
+			if m := ms[i]; m.Readable() || m.Writable() {
+				got += w.take(m, min(m.End, end)-max(m.Start, addr))
+			}
+		}
+		if found {
+			return got
+		}
+	}
+	return 0
 }
 
 type unresolvedCall struct {
@@ -661,11 +791,9 @@ func (w *growthWatch) resolve(final bool) {
 			kept = append(kept, u)
 			continue
 		}
+		// Memory no read showed: nothing known of it was resident.
 		class, arena := w.classify(u.addr, w.cur, w.prev)
 		w.add(u.site, class, arena, u.typ, float64(u.n))
-		if u.typ == report.GrowthUnmapped {
-			w.add(u.site, class, arena, report.GrowthNet, -float64(u.n))
-		}
 	}
 	w.unresolved = kept
 }

@@ -103,8 +103,11 @@ type Session struct {
 	Throttled uint64
 	slab      []byte
 	// newSlab, when set, hands out an empty slab of room for n bytes at
-	// least (nil: allocate one).
-	newSlab func(n int) []byte
+	// least; ok false: no room, the sample is dropped (Dropped).
+	newSlab func(n int) (slab []byte, ok bool)
+	// Dropped counts samples read from the rings and let go for want of
+	// room to keep them (a Stream's bound).
+	Dropped uint64
 }
 
 type eventOwner struct {
@@ -380,7 +383,10 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		if p+n > len(rec) {
 			return smp, false
 		}
-		smp.Raw = s.keep(rec[p : p+n])
+		if smp.Raw, ok = s.keep(rec[p : p+n]); !ok {
+			s.Dropped++
+			return smp, false
+		}
 		p += n
 		p = (p + 7) &^ 7 // the u32 and the data are padded to 8 together
 	}
@@ -415,7 +421,10 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 			if dyn < size {
 				data = data[:dyn]
 			}
-			smp.Stack = s.keep(data)
+			if smp.Stack, ok = s.keep(data); !ok {
+				s.Dropped++
+				return smp, false
+			}
 		}
 	}
 	return smp, true
@@ -432,19 +441,22 @@ func Now() uint64 {
 // samples, and none at all once a Stream recycles them, for a reader that
 // must keep up with the rings (allocating drafted it into the garbage
 // collector's work).
-func (s *Session) keep(b []byte) []byte {
+func (s *Session) keep(b []byte) ([]byte, bool) {
 	if len(b) > cap(s.slab)-len(s.slab) {
 		s.slab = nil
 		if s.newSlab != nil {
-			s.slab = s.newSlab(len(b))
-		}
-		if s.slab == nil {
+			slab, ok := s.newSlab(len(b))
+			if !ok {
+				return nil, false
+			}
+			s.slab = slab
+		} else {
 			s.slab = make([]byte, 0, max(slabSize, len(b)))
 		}
 	}
 	n := len(s.slab)
 	s.slab = append(s.slab, b...)
-	return s.slab[n:len(s.slab):len(s.slab)]
+	return s.slab[n:len(s.slab):len(s.slab)], true
 }
 
 const slabSize = 1 << 20

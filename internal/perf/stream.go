@@ -3,7 +3,6 @@ package perf
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,15 +16,13 @@ type Stream struct {
 	maxBytes int
 	mu       sync.Mutex
 	queue    []Sample
-	bytes    int
-	// Dropped counts samples let go because the queue held maxBytes.
-	dropped atomic.Uint64
-	stop    chan struct{}
-	done    chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 	// reading: the slabs of the Read under way; queued: those of the
 	// samples queued; taken: those of the samples Take returned since
 	// the last Recycle; free: the ones to reuse.
 	reading, queued, taken, free [][]byte
+	slabBytes                    int // made, in all
 }
 
 // Stream starts reading s; the queue holds at most maxBytes of samples'
@@ -41,7 +38,7 @@ func (s *Session) Stream(maxBytes int) *Stream {
 // newSlab hands the session a free slab, or a new one. Called by the
 // reader during Read only: each Read starts a slab of its own, so that the
 // slabs of a batch of samples hold no other batch's.
-func (st *Stream) newSlab(n int) []byte {
+func (st *Stream) newSlab(n int) ([]byte, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var b []byte
@@ -53,10 +50,16 @@ func (st *Stream) newSlab(n int) []byte {
 		}
 	}
 	if b == nil {
+		// Slabs are made while those in use stay within the bound;
+		// past it the samples are let go (the unwinder is behind).
+		if st.slabBytes+max(slabSize, n) > st.maxBytes {
+			return nil, false
+		}
 		b = make([]byte, 0, max(slabSize, n))
+		st.slabBytes += cap(b)
 	}
 	st.reading = append(st.reading, b)
-	return b
+	return b, true
 }
 
 // Recycle says that no sample Take returned so far is used any more:
@@ -107,15 +110,7 @@ func (st *Stream) push(smps []Sample) {
 	defer st.mu.Unlock()
 	st.queued = append(st.queued, st.reading...)
 	st.reading = nil
-	for i := range smps {
-		n := len(smps[i].Stack) + len(smps[i].Raw) + 128
-		if st.bytes+n > st.maxBytes {
-			st.dropped.Add(1)
-			continue
-		}
-		st.bytes += n
-		st.queue = append(st.queue, smps[i])
-	}
+	st.queue = append(st.queue, smps...)
 }
 
 // Take returns the samples queued so far, in the order read (sorted by
@@ -124,7 +119,7 @@ func (st *Stream) Take() []Sample {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	q := st.queue
-	st.queue, st.bytes = nil, 0
+	st.queue = nil
 	st.taken = append(st.taken, st.queued...)
 	st.queued = nil
 	return q
@@ -141,5 +136,6 @@ func (st *Stream) Stop() {
 	<-st.done
 }
 
-// Dropped is how many samples the queue had no room for.
-func (st *Stream) Dropped() uint64 { return st.dropped.Load() }
+// Dropped is how many samples were read and let go for want of room (the
+// bound on the samples not yet recycled). Read once Stop returned.
+func (st *Stream) Dropped() uint64 { return st.s.Dropped }

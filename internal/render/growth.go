@@ -29,7 +29,7 @@ func Growth(w io.Writer, g *report.Growth, n int) error {
 			signedHuman(g.RSSGrowth()), Human(g.RSSBefore), Human(g.RSSAfter), signedHuman(int64(math.Round(net))), Human(whole(3*sigma)))
 	}
 	if g.Lost > 0 {
-		fmt.Fprintf(w, "warning: %d records found the rings full and were lost: the figures are low (a larger --period or a shorter window helps)\n", g.Lost)
+		fmt.Fprintf(w, "warning: %d records were lost (the rings were full, or arenactl fell behind unwinding): the figures are low (a larger --period helps)\n", g.Lost)
 	}
 	if g.Throttled > 0 {
 		fmt.Fprintf(w, "warning: the kernel throttled sampling %d times (perf_event_max_sample_rate): the figures are low; use a larger --period\n", g.Throttled)

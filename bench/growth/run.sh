@@ -1,0 +1,57 @@
+#!/bin/bash
+# Overhead of arenactl growth on a process that only touches new pages and
+# on one that only maps and unmaps, beside perf record --call-graph dwarf
+# and strace -k on the same targets in the same run. Each tool runs for
+# WINDOW seconds on a target already running; the figure is the target's
+# median pace with the tool over its median pace in the 2 s before.
+# Usage: bench/growth/run.sh [ROUNDS] (as root; needs gcc, perf, strace).
+set -eu
+cd "$(dirname "$0")/../.."
+ROUNDS=${1:-3}
+WINDOW=${WINDOW:-3}
+D=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+gcc -O2 -o "$D/pace" bench/growth/pace.c
+CGO_ENABLED=0 go build -o "$D/arenactl" ./cmd/arenactl
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+
+tool() { # tool MODE PID: runs for WINDOW seconds
+	case $1 in
+	none) sleep "$WINDOW" ;;
+	arenactl) "$D/arenactl" growth --duration "${WINDOW}s" "$2" >/dev/null 2>&1 ;;
+	perf-page-faults) timeout -s INT "$WINDOW" perf record -q -o "$D/perf.data" -e page-faults -c 16 --call-graph dwarf -p "$2" >/dev/null 2>&1 || true ;;
+	perf-mmap) timeout -s INT "$WINDOW" perf record -q -o "$D/perf.data" -e syscalls:sys_enter_mmap -e syscalls:sys_enter_munmap --call-graph dwarf -p "$2" >/dev/null 2>&1 || true ;;
+	strace) timeout -s INT "$WINDOW" strace -k -f -qq -e trace=%memory -o "$D/strace.out" -p "$2" >/dev/null 2>&1 || true ;;
+	esac
+}
+
+# perf record needs tracefs for the syscall tracepoints.
+if [ ! -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/tracing; MOUNTED=1; fi
+
+printf '| target | tool | pace before | pace with the tool | slowdown |\n|---|---|---|---|---|\n'
+for target in touch mmap; do
+	tools="none arenactl strace"
+	if [ $target = touch ]; then tools="$tools perf-page-faults"; else tools="$tools perf-mmap"; fi
+	for t in $tools; do
+		rs=""
+		for r in $(seq "$ROUNDS"); do
+			: >"$D/out"
+			"$D/pace" $target >>"$D/out" &
+			P=$!
+			# 2 s of pace (8 lines) before the tool.
+			while [ "$(wc -l <"$D/out")" -lt 9 ]; do sleep 0.1; done
+			a=$(wc -l <"$D/out")
+			tool $t $P
+			b=$(wc -l <"$D/out")
+			kill $P; wait $P 2>/dev/null || true
+			before=$(sed -n "$((a - 7)),${a}p" "$D/out" | median)
+			with=$(sed -n "$((a + 2)),$((b - 1))p" "$D/out" | median)
+			rs="$rs $before:$with"
+		done
+		bm=$(for x in $rs; do echo "${x%%:*}"; done | median)
+		wm=$(for x in $rs; do echo "${x##*:}"; done | median)
+		printf '| %s | %s | %s ns | %s ns | %.2f× |\n' $target $t "$bm" "$wm" "$(echo "$wm / $bm" | bc -l)"
+	done
+done
+if [ -n "${MOUNTED:-}" ]; then umount /sys/kernel/tracing; fi

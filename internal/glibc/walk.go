@@ -85,7 +85,18 @@ type Damage struct {
 	// Ring: the damage is in the ring of arenas itself (a next pointer),
 	// not in the lists of the arena it names.
 	Ring bool
+	// List is the list it was found in: bin i (1 to 127), fastbin k as
+	// -(k+1); ListTop or ListHeaps for the arena's top chunk or heaps; 0
+	// for anything else (chunks, the ring).
+	List int
 }
+
+// Damage.List of the damage found at an arena's top chunk and in its heaps'
+// headers, which WalkArenaLists always reads again.
+const (
+	ListTop   = 1000
+	ListHeaps = 1001
+)
 
 func (d Damage) String() string {
 	return fmt.Sprintf("arena %#x: %s at %#x", d.Arena, d.What, d.Addr)
@@ -172,8 +183,10 @@ type walker struct {
 	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
 	parts     []Range  // the arena's heaps in parts of windowCap, when too large to copy whole
 	listsOnly bool
-	noChunks  bool        // skip the chunk walk only (the mmapped-chunk scan still runs)
-	visit     func(Chunk) // given every chunk met, when set (WalkChunks)
+	noChunks  bool         // skip the chunk walk only (the mmapped-chunk scan still runs)
+	visit     func(Chunk)  // given every chunk met, when set (WalkChunks)
+	list      int          // the list being walked, for damage reports (Damage.List)
+	only      map[int]bool // walk only these lists, when set (WalkArenaLists)
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -204,15 +217,24 @@ func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
 }
 
 // WalkArenaLists is WalkLists of one arena, the one at addr (index is its
-// place in the ring, for the report): its fastbins, bins, top and heaps,
-// with the damage found there. Read while the arena's lock is held, it
-// sees the lists as glibc's malloc_info and malloc_trim would: both walk
-// an arena's lists only with its lock held (malloc/malloc.c, __malloc_info
-// and __malloc_trim). Fastbins are pushed without the lock (_int_free),
-// but only at their head: a list read from the head it had is the list
-// the call would walk from there.
-func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr uint64, index int) (*Walk, error) {
+// place in the ring, for the report): its top and heaps, and of its
+// fastbins and bins those lists names (as Damage.List numbers them; all
+// when nil), with the damage found there. Read while the arena's lock is
+// held, it sees the lists as glibc's malloc_info and malloc_trim would:
+// both walk an arena's lists only with its lock held (malloc/malloc.c,
+// __malloc_info and __malloc_trim). Fastbins are pushed without the lock
+// (_int_free), but only at their head: a list read from the head it had is
+// the list the call would walk from there. With lists named, the heaps are
+// not copied ahead: the lists are read where they lead.
+func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr uint64, index int, lists []int) (*Walk, error) {
 	wk := listsWalker(mem, lay, ms)
+	if lists != nil {
+		wk.only = map[int]bool{}
+		for _, l := range lists {
+			wk.only[l] = true
+		}
+		wk.mem.noWin = true
+	}
 	w, err := wk.begin(a)
 	if err != nil {
 		return nil, err
@@ -286,8 +308,11 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 }
 
 func (wk *walker) damage(at uint64, what string, abort bool) {
-	wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: at, What: what, Abort: abort})
+	wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: at, What: what, Abort: abort, List: wk.list})
 }
+
+// skip reports whether list (as Damage.List numbers it) is left out.
+func (wk *walker) skip(list int) bool { return wk.only != nil && !wk.only[list] }
 
 // rw reports whether [addr, addr+n) lies in one readable, writable mapping:
 // the only place allocator data can be.
@@ -383,7 +408,9 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		}
 	} else if aw.Top != 0 {
 		// malloc_info (2.31+) and malloc_trim (main arena) read its size.
+		wk.list = ListTop
 		wk.damage(aw.Top, "top chunk pointer is not in writable memory", true)
+		wk.list = 0
 	}
 	if lay.RestIncludesTop {
 		mi.RestBytes, mi.RestCount = aw.TopSize, 1
@@ -395,10 +422,12 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	var sizes []SizeClass
 	for i := 0; i < lay.NFastbins; i++ {
 		p := le(st, lay.StateFastbins+int64(i)*8)
-		if p == 0 {
+		if p == 0 || wk.skip(-(i + 1)) {
 			continue
 		}
+		wk.list = -(i + 1)
 		cnt, sz := wk.fastbin(i, addr+uint64(lay.StateFastbins)+uint64(i)*8, p)
+		wk.list = 0
 		if cnt == 0 {
 			continue
 		}
@@ -410,7 +439,12 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	}
 	// Bins 1 (unsorted) to 127: raw size fields, flags included.
 	for i := 1; i < nbins; i++ {
+		if wk.skip(i) {
+			continue
+		}
+		wk.list = i
 		sc := wk.bin(addr, st, i, &aw)
+		wk.list = 0
 		mi.RestCount += sc.Count
 		mi.RestBytes += sc.Total
 		if sc.Count == 0 {
@@ -671,7 +705,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 	for n, prev := 0, list.head; r != head; n++ {
 		if n == maxListLen || seen(r) {
 			if wk.loops(list, n+1) {
-				wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: r, What: fmt.Sprintf("bin %d loops without returning to its head (glibc's walk never ends)", i), Hang: true})
+				wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: r, What: fmt.Sprintf("bin %d loops without returning to its head (glibc's walk never ends)", i), Hang: true, List: wk.list})
 			}
 			break
 		}
@@ -723,6 +757,8 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 // heaps follows a thread arena's heaps from the top one back through prev.
 // Before 2.27 malloc_info reported the top heap alone.
 func (wk *walker) heaps(aw *ArenaWalk, mi *Arena) {
+	wk.list = ListHeaps
+	defer func() { wk.list = 0 }()
 	h := aw.Top &^ (wk.w.Params.HeapMax - 1)
 	seen := map[uint64]bool{}
 	for h != 0 {
@@ -731,7 +767,7 @@ func (wk *walker) heaps(aw *ArenaWalk, mi *Arena) {
 			// reads the top heap only.
 			followed := wk.lay.AllSubheaps || len(seen) == 0
 			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: h, What: "heap_info chain is broken",
-				Hang: followed && seen[h], Abort: followed && !seen[h] && !wk.rw(h, 32)})
+				Hang: followed && seen[h], Abort: followed && !seen[h] && !wk.rw(h, 32), List: ListHeaps})
 			break
 		}
 		seen[h] = true

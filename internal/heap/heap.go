@@ -107,11 +107,12 @@ func (h *Heap) WalkLists() (*glibc.Walk, error) {
 	return glibc.WalkLists(h.T, h.Layout, h.Anchors, h.T.Mappings())
 }
 
-// WalkArenaLists walks the lists of the one arena at addr, the index-th of
-// the ring, as WalkLists does every arena's: the pre-flight's check of an
-// arena whose lock a borrowed thread holds.
-func (h *Heap) WalkArenaLists(addr uint64, index int) (*glibc.Walk, error) {
-	return glibc.WalkArenaLists(h.T, h.Layout, h.Anchors, h.T.Mappings(), addr, index)
+// WalkArenaLists walks the top, heaps and the lists named (all when nil)
+// of the one arena at addr, the index-th of the ring, as WalkLists does
+// every arena's: the pre-flight's check of an arena whose lock a borrowed
+// thread holds.
+func (h *Heap) WalkArenaLists(addr uint64, index int, lists []int) (*glibc.Walk, error) {
+	return glibc.WalkArenaLists(h.T, h.Layout, h.Anchors, h.T.Mappings(), addr, index, lists)
 }
 
 // WalkThrough is the walk without the chunks, reading through mem (a

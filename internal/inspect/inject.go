@@ -84,12 +84,28 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 	}
 	start := time.Now()
 	defer func() { pf.took += time.Since(start) }()
-	suspect, ring := map[uint64]bool{}, false
+	// Per arena, the lists to walk again: those the first walk found
+	// damaged (its top and heaps are read again in any case); the others
+	// it read whole, and a damaged list does not heal. Walking every list
+	// of a large arena would hold its lock far longer than glibc's own
+	// call does. Damage the walk could not place in a list has every list
+	// walked again (nil).
+	suspect, ring := map[uint64][]int{}, false
+	all := map[uint64]bool{}
 	for _, d := range pf.walk.FatalDamage() {
-		if d.Ring {
+		switch {
+		case d.Ring:
 			ring = true
-		} else {
-			suspect[d.Arena] = true
+		case d.List == 0:
+			all[d.Arena] = true
+			suspect[d.Arena] = nil
+		case all[d.Arena]:
+		case d.List == glibc.ListTop, d.List == glibc.ListHeaps:
+			if _, ok := suspect[d.Arena]; !ok {
+				suspect[d.Arena] = []int{} // top and heaps are read again in any case
+			}
+		default:
+			suspect[d.Arena] = append(suspect[d.Arena], d.List)
 		}
 	}
 	var fatal []glibc.Damage
@@ -106,7 +122,8 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 		}
 	}
 	for i, a := range pf.walk.Arenas {
-		if !suspect[a.Addr] {
+		lists, ok := suspect[a.Addr]
+		if !ok {
 			continue
 		}
 		var w *glibc.Walk
@@ -118,7 +135,7 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 				return err
 			}
 			var err error
-			w, err = pf.heap.WalkArenaLists(a.Addr, i)
+			w, err = pf.heap.WalkArenaLists(a.Addr, i, lists)
 			return err
 		})
 		pf.lockHeld += time.Since(held)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/chunks"
-	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/reach"
@@ -64,15 +63,11 @@ func Contents(ctx context.Context, pid int, o Options, addrs []uint64) (_ *repor
 
 // CoreContents is Contents of a core or snapshot.
 func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint64) (*report.Contents, error) {
-	t, err := core.OpenTargetContext(ctx, path, o.Sysroot, o.Unpack)
+	t, h, err := openCore(ctx, path, o)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	h, err := heap.OpenCore(t, o.Options)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
 	rep, err := contentsOf(h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
@@ -194,23 +189,11 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 	for _, tc := range bySize {
 		rep.Types = append(rep.Types, *tc)
 	}
-	sort.Slice(rep.Types, func(i, j int) bool {
-		a, b := rep.Types[i], rep.Types[j]
-		if a.Bytes != b.Bytes {
-			return a.Bytes > b.Bytes
-		}
-		return a.Type < b.Type
-	})
+	sortByBytes(rep.Types, func(t report.TypeCount) (uint64, string) { return t.Bytes, t.Type })
 	for _, lg := range leaks {
 		rep.Leaks = append(rep.Leaks, *lg)
 	}
-	sort.Slice(rep.Leaks, func(i, j int) bool {
-		a, b := rep.Leaks[i], rep.Leaks[j]
-		if a.Bytes != b.Bytes {
-			return a.Bytes > b.Bytes
-		}
-		return a.Type < b.Type
-	})
+	sortByBytes(rep.Leaks, func(l report.LeakGroup) (uint64, string) { return l.Bytes, l.Type })
 	if len(rep.Leaks) > leakGroups {
 		rep.Leaks = rep.Leaks[:leakGroups]
 	}
@@ -236,4 +219,16 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 	}
 	rep.Scan = time.Since(start)
 	return rep, nil
+}
+
+// sortByBytes orders a report's rows by bytes, largest first, then by name.
+func sortByBytes[T any](rows []T, key func(T) (uint64, string)) {
+	sort.Slice(rows, func(i, j int) bool {
+		bi, ni := key(rows[i])
+		bj, nj := key(rows[j])
+		if bi != bj {
+			return bi > bj
+		}
+		return ni < nj
+	})
 }

@@ -244,15 +244,11 @@ type CoreOptions struct {
 // live process, over the core's memory (and the files it maps, for pages
 // the kernel did not dump).
 func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, error) {
-	t, err := core.OpenTargetContext(ctx, path, o.Sysroot, o.Unpack)
+	t, h, err := openCore(ctx, path, o)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	h, err := heap.OpenCore(t, o.Options)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	walk, caches, err := h.Walk()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -296,6 +292,21 @@ func coreMapsSummary(t *core.Target) report.MapsSummary {
 		}
 	}
 	return s
+}
+
+// openCore opens a core and locates its allocator; the caller closes the
+// target.
+func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *heap.Heap, error) {
+	t, err := core.OpenTargetContext(ctx, path, o.Sysroot, o.Unpack)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := heap.OpenCore(t, o.Options)
+	if err != nil {
+		t.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, h, nil
 }
 
 // countThreads is the number of threads the process has now; 0 when that

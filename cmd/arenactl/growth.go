@@ -26,11 +26,13 @@ type growthFlags struct {
 	folded   bool
 	http     string
 	top      int
+	stack    sizeValue
+	sysStack sizeValue
 }
 
 func newGrowthCmd() *cobra.Command {
 	var f injectFlags
-	gf := growthFlags{period: inspect.DefaultFaultPeriod}
+	gf := growthFlags{period: inspect.DefaultFaultPeriod, stack: 8192, sysStack: inspect.DefaultSyscallStack}
 	c := &cobra.Command{
 		Use:   "growth PID",
 		Short: "Which code makes RSS grow: page faults and mmap/munmap/brk/madvise by call stack and memory class, from perf events",
@@ -75,7 +77,8 @@ refused).`,
 					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", gf.http)
 				}
 			}
-			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period}
+			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period,
+				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack)}
 			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
 			g, err := inspect.Growth(c.Context(), parsePid(args), o)
 			if err != nil {
@@ -104,6 +107,8 @@ refused).`,
 	fl.StringVarP(&gf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof -sample_index=touched_space FILE)")
 	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
 	fl.StringVar(&gf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")
+	fl.Var(&gf.stack, "stack", "bytes of stack copied with each fault sample, for the unwinding (at most 64K; a deep stack cut short shows its innermost frames)")
+	fl.Var(&gf.sysStack, "syscall-stack", "bytes of stack copied with each memory syscall (every one is recorded: the copy is most of what a process that maps in a loop pays)")
 	fl.IntVar(&gf.top, "top", render.DefaultGrowthTop, "how many sites the table shows (0: all)")
 	return c
 }

@@ -34,6 +34,9 @@ type Event struct {
 	Addr bool
 	// Raw: the tracepoint's raw record (its fields).
 	Raw bool
+	// StackSize, when not 0, is this event's stack copy (Options'
+	// otherwise).
+	StackSize uint32
 }
 
 // Options tune the rings and the stack copies.
@@ -246,6 +249,9 @@ func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
 	if e.Stack {
 		a.Sample_regs_user = regsMask
 		a.Sample_stack_user = stack
+		if e.StackSize != 0 {
+			a.Sample_stack_user = e.StackSize &^ 7
+		}
 	}
 	return a
 }

@@ -43,6 +43,7 @@ func TestGrowthJSONAndPprof(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
 	}
+	testutil.ValidateJSON(t, "growth", []byte(stdout.String()))
 	var doc schema.Growth
 	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())

@@ -17,6 +17,7 @@ var Documents = map[string]any{
 	"watch":    WatchSample{},
 	"leaks":    Leaks{},
 	"heap":     HeapContents{},
+	"growth":   Growth{},
 }
 
 // JSONSchema is the JSON Schema (draft 2020-12) of the document v, derived

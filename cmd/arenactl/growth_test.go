@@ -125,3 +125,65 @@ func (g *growthBuffer) String() string {
 	defer g.mu.Unlock()
 	return g.b.String()
 }
+
+// TestGrowthFoldedAndSIGKILL: --folded names the site with its class as
+// the last frame; a SIGKILL of arenactl in the window leaves the process
+// as it was (the kernel closes the events with arenactl) and no
+// directory of its private tracefs mount behind.
+func TestGrowthFoldedAndSIGKILL(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	tg := testutil.Start(t, bin)
+	start := func(args ...string) (*exec.Cmd, *growthBuffer, *growthBuffer) {
+		cmd := exec.Command(arenactl, append([]string{"growth"}, append(args, strconv.Itoa(tg.Pid))...)...)
+		var stdout, stderr growthBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+		return cmd, &stdout, &stderr
+	}
+	cmd, stdout, stderr := start("--duration", "2s", "--folded", "--period", "1")
+	tg.Send("map 2")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	found := false
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.Contains(line, ";map_pages;[anon] ") || strings.Contains(line, ";map_pages;[anon]") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no folded stack through map_pages ending in [anon]:\n%s", stdout.String())
+	}
+
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "arenactl-tracefs-*"))
+	cmd, _, _ = start("--duration", "60s")
+	killed := make(chan struct{})
+	go func() {
+		// While the target grows its heaps (under way when arenactl
+		// dies, or just done: either way it must go on as it was).
+		time.Sleep(50 * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		close(killed)
+	}()
+	if ans := strings.Fields(tg.Send("small 8")); len(ans) != 4 || ans[0] != "ok" {
+		t.Fatalf("target while arenactl was killed: %q", ans)
+	}
+	<-killed
+	if ans := tg.Send("map 4"); ans != "ok 4194304" {
+		t.Fatalf("target after arenactl was killed: %q", ans)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "arenactl-tracefs-*"))
+	if len(after) > len(before) {
+		t.Errorf("tracefs mount points left: %v", after)
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Errorf("target at exit: %q, status %d", line, code)
+	}
+}

@@ -166,7 +166,11 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		if o.Duration > 0 {
 			until = "for " + o.Duration.String() + " (Ctrl-C ends it earlier)"
 		}
-		o.Note(fmt.Sprintf("perf events are open on %d threads (and threads they create); the window is open %s", g.Threads, until))
+		threads := fmt.Sprintf("%d threads", g.Threads)
+		if g.Threads == 1 {
+			threads = "1 thread"
+		}
+		o.Note(fmt.Sprintf("perf events are open on %s (and the threads they create); the window is open %s", threads, until))
 	}
 	end := g.Start.Add(o.Duration)
 	if o.Duration > 0 {

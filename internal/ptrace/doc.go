@@ -1,7 +1,11 @@
 // Package ptrace owns everything arenactl does to a live process through the
 // kernel: attaching to single threads, stopping and resuming them, saving and
-// restoring their registers, reading and writing memory, and running a
-// function inside the target (Call). It knows nothing about malloc.
+// restoring their registers, reading and writing memory, and running code
+// inside the target from its call site: a function (Call), a raw syscall
+// (RawSyscall), a copy-on-write image of the process (CloneImage), and the
+// holding of a low-level lock while arenactl reads what it guards
+// (HoldLock), all small routines assembled here. It knows nothing about
+// malloc: which locks and which calls are glibc's business.
 //
 // Every ptrace request is issued from one locked OS thread, because the kernel
 // ties a tracee to the thread that attached to it.

@@ -187,3 +187,57 @@ func TestGrowthFoldedAndSIGKILL(t *testing.T) {
 		t.Errorf("target at exit: %q, status %d", line, code)
 	}
 }
+
+// TestGrowthOtherPidNamespace: a process in a pid namespace of its own is
+// watched by its host PID.
+func TestGrowthOtherPidNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	tg := testutil.StartCmd(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", bin))
+	if tg.Ready() != "ready 1" {
+		t.Fatalf("the target is not its namespace's init: %q", tg.Ready())
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tg.Pid) + "/task/" + strconv.Itoa(tg.Pid) + "/children")
+	if err != nil || len(strings.Fields(string(b))) != 1 {
+		t.Fatalf("unshare's child: %q, %v", b, err)
+	}
+	host := strings.Fields(string(b))[0]
+	// Killing unshare leaves its child: the child goes first.
+	t.Cleanup(func() {
+		if pid, err := strconv.Atoi(host); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cmd := exec.Command(arenactl, "growth", "--duration", "2s", "--json", "--period", "4", host)
+	var stdout, stderr growthBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+	tg.Send("map 4")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("arenactl growth %s: %v\n%s", host, err, stderr.String())
+	}
+	var doc schema.Growth
+	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var touched uint64
+	for _, s := range doc.Sites {
+		if slices.ContainsFunc(s.Frames, func(f schema.LeakFrame) bool { return f.Function == "map_pages" }) {
+			touched += s.Touched
+		}
+	}
+	if touched < 3<<20 || touched > 5<<20 {
+		t.Errorf("map_pages touched %d bytes, want 4 MiB", touched)
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Errorf("target at exit: %q, status %d", line, code)
+	}
+}

@@ -28,6 +28,9 @@ func Growth(w io.Writer, g *report.Growth, n int) error {
 		fmt.Fprintf(w, "RSS grew %s (smaps_rollup, %s to %s); the window's faults and calls explain %s ± %s of it (touched − given back − unmapped)\n",
 			signedHuman(g.RSSGrowth()), Human(g.RSSBefore), Human(g.RSSAfter), signedHuman(int64(math.Round(net))), Human(whole(3*sigma)))
 	}
+	if !g.Measured {
+		fmt.Fprintln(w, "RSS after the window could not be read (the process exited?): nothing to explain")
+	}
 	if g.Lost > 0 {
 		fmt.Fprintf(w, "warning: %d records were lost (the rings were full, or arenactl fell behind unwinding): the figures are low (a larger --period helps)\n", g.Lost)
 	}

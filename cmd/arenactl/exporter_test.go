@@ -412,7 +412,9 @@ func TestExporterMetrics(t *testing.T) {
 	}
 	others = append(others, damaged)
 	args = append(args, "--pid", strconv.Itoa(damaged.Pid))
-	// Given and gone before the exporter starts: nothing to show, no error.
+	// Given and gone before the exporter starts: said as down, with why,
+	// and nothing else (issue 22 item 10; TestMissingPidIsSaid has the
+	// details).
 	args = append(args, "--pid", "99999999")
 
 	tg := testutil.Start(t, bin, "park", "3")
@@ -500,8 +502,13 @@ func TestExporterMetrics(t *testing.T) {
 			t.Error("static glibc target: no libc_info static=\"true\"")
 		}
 	}
-	if ms.hasPid(99999999) {
-		t.Error("a PID that does not exist has series")
+	for _, s := range ms.samples {
+		if s.labels["pid"] == "99999999" && s.name != "arenactl_target_up" && s.name != "arenactl_target_error" {
+			t.Errorf("a PID that does not exist has the series %s", s.name)
+		}
+	}
+	if up, ok := upOf(ms, 99999999); ok && up != 0 {
+		t.Errorf("a PID that does not exist is up (%v)", up)
 	}
 
 	// A second process of the same name, started now, is found by the next

@@ -23,6 +23,10 @@ func newHeapCmd() *cobra.Command {
 	var top int
 	var addrs []string
 	var asJSON bool
+	// The scan takes seconds on a large heap: a process is never stopped
+	// that long unless asked (--freeze walk, or auto, which may fall back
+	// to it).
+	hold := holdFlag{h: inspect.HoldImage}
 	c := &cobra.Command{
 		Use:   "heap PID|CORE",
 		Short: "What the heap holds: chunks by type, reachable or leaked, and what pins free memory",
@@ -41,14 +45,19 @@ malloc_trim could give back, and which live chunk, highest in the top's
 heap, keeps the free memory below it from going back.
 
 On a live process the scan reads a copy-on-write image (the process is
-stopped only while the image is made, then runs on), or, where none can be
-made safely, the process stopped for the read. Nothing is run in it. On a
+stopped only while the image is made, then runs on). Where none can be made
+safely it refuses (exit 14) unless --freeze walk (or auto) lets it stop the
+process for the whole scan, seconds on a large heap. Nothing of the
+program's is run. On a
 core or snapshot it reads the file; a default snapshot does not keep every
 root (see the README).`,
 		Args: pidOrCoreArg,
 		RunE: func(c *cobra.Command, args []string) error {
 			if top < 1 {
 				return &usageError{msg: fmt.Sprintf("--top %d: give 1 or more", top)}
+			}
+			if hold.h == inspect.HoldNone {
+				return &usageError{msg: "a scan of a heap that changes under it means nothing: --freeze is image, walk or auto"}
 			}
 			var at []uint64
 			for _, a := range addrs {
@@ -64,7 +73,7 @@ root (see the README).`,
 				r, err = inspect.CoreContents(c.Context(), args[0], cf.options(debugDirs), at)
 			} else {
 				r, err = inspect.Contents(c.Context(), parsePid(args), inspect.Options{Timeout: timeout, DebugDirs: debugDirs,
-					Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}, at)
+					Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}, hold.h, at)
 			}
 			if err != nil {
 				return err
@@ -80,6 +89,7 @@ root (see the README).`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (see README for the schema): every type, not only --top")
 	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
 	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
+	registerFreeze(c.Flags(), &hold, false)
 	cf.register(c)
 	return c
 }

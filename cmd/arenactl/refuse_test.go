@@ -177,6 +177,15 @@ func TestRefuseSeccomp(t *testing.T) {
 	pid := fmt.Sprint(tg.Pid)
 	expectRefusal(t, run(t, "leaks", pid), exitNoSampler, "seccomp")
 	expectRefusal(t, run(t, "info", "--read-only", "--freeze", "image", pid), exitNoImage, "seccomp")
+	// heap's scan takes seconds on a large heap: it never stops the
+	// process for it unless told to.
+	expectRefusal(t, run(t, "heap", pid), exitNoImage, "seccomp", "--freeze walk")
+	if s := processState(tg.Pid); s == 'T' || s == 't' {
+		t.Errorf("the target is stopped (state %c) after heap refused", s)
+	}
+	if r := mustRun(t, "heap", "--freeze", "walk", pid); !strings.Contains(r.stdout, "the process stopped for the read") {
+		t.Errorf("heap --freeze walk does not say how it held the process:\n%s", r.stdout)
+	}
 	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.stdout, "seccomp") {
 		t.Errorf("the frozen fallback does not say why:\n%s", r.stdout)
 	}

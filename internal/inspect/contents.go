@@ -22,12 +22,12 @@ const (
 	previewBytes = 32
 )
 
-// Contents is what a live process's heap holds: read from a copy-on-write
-// image of it (the process runs on; it was stopped only while the image was
-// made), or, where no image can be made safely, with every thread stopped
-// for the read. Nothing is left out of the image: memory malloc does not own
-// is a root of the scan.
-func Contents(ctx context.Context, pid int, o Options, addrs []uint64) (_ *report.Contents, err error) {
+// Contents is what a live process's heap holds, the process held as mode
+// says: read from a copy-on-write image of it (the process runs on; it was
+// stopped only while the image was made), or with every thread stopped for
+// the read. Nothing is left out of the image: memory malloc does not own is
+// a root of the scan.
+func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64) (_ *report.Contents, err error) {
 	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func Contents(ctx context.Context, pid int, o Options, addrs []uint64) (_ *repor
 	defer mods.Close()
 	types := reach.NewTypes(mods)
 	tls := reach.StaticTLS(mods)
-	hd, err := hold(ctx, t, HoldAuto, o.Timeout)
+	hd, err := hold(ctx, t, mode, o.Timeout)
 	if err != nil {
 		return nil, err
 	}

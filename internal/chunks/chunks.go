@@ -22,6 +22,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Chunk is glibc's view of one chunk (glibc.Chunk).
@@ -155,6 +156,7 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 			ix.heaps = append(ix.heaps, [2]uint64{hs.Addr, hs.Addr + hs.Size})
 		}
 	}
+	ix.heaps = clip(ix.heaps, h.T.Mappings())
 	sort.Slice(ix.heaps, func(i, j int) bool { return ix.heaps[i][0] < ix.heaps[j][0] })
 	ix.index(all)
 	for i := range ix.Arenas {
@@ -163,6 +165,25 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 		}
 	}
 	return ix, nil
+}
+
+// clip bounds each heap by the mapping it starts in: a bit per 16 bytes is
+// kept for each, and a damaged or hostile core's top size must not make
+// that a bit per 16 bytes of the whole address space. A heap in no
+// mapping is dropped.
+func clip(heaps [][2]uint64, ms []maps.Mapping) [][2]uint64 {
+	out := heaps[:0]
+	for _, h := range heaps {
+		for _, m := range ms {
+			if m.Contains(h[0]) {
+				if end := min(h[1], m.End); end > h[0] {
+					out = append(out, [2]uint64{h[0], end})
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // index lays a span over each heap and sets the bits of the chunks in it.
@@ -357,7 +378,6 @@ func (ix *Index) spanOf(addr uint64) *span {
 	}
 	return nil
 }
-
 
 // ForEach calls fn with every allocated chunk, arena chunks by address
 // first, then the mmapped ones, until fn returns false. Arena is -2 for

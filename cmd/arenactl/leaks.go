@@ -27,6 +27,7 @@ type leaksFlags struct {
 	duration time.Duration
 	rate     sizeValue
 	minAge   time.Duration
+	noScan   bool
 	out      string
 	folded   bool
 	http     string
@@ -91,7 +92,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", lf.http)
 				}
 			}
-			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge}
+			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge, NoScan: lf.noScan}
 			rep, err := inspect.Leaks(c.Context(), parsePid(args), o)
 			if err != nil {
 				return err
@@ -124,6 +125,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 	fl.DurationVar(&lf.duration, "duration", 30*time.Second, "how long to sample; 0: until interrupted (Ctrl-C)")
 	fl.Var(&lf.rate, "rate", "the mean number of bytes allocated between two samples (a Poisson process over bytes; suffixes K, M, G)")
 	fl.DurationVar(&lf.minAge, "min-age", 0, "do not count as held a block allocated less than this before the window's end")
+	fl.BoolVar(&lf.noScan, "no-scan", false, "do not scan the heap at the window's end for which held blocks are leaked (nothing reachable points to them); saves the scan's time on a large heap")
 	fl.StringVarP(&lf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof FILE)")
 	fl.BoolVar(&lf.folded, "folded", false, "print FlameGraph's folded stacks (root first, ';'-joined, then the bytes still held) instead of the table")
 	fl.StringVar(&lf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")

@@ -51,6 +51,7 @@ type Builder struct {
 	modIdx  map[*module.Module]int
 
 	incomplete, truncated int
+	classified            bool // Classify ran
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -80,6 +81,27 @@ type sample struct {
 	freedAt time.Duration
 	thin    int
 	scale   float64
+	leaked  bool // held at the window's end, and reachable from nothing (Classify)
+}
+
+// Classify marks each block still held whose address leaked says is
+// leaked (nothing the program can reach points to it), for the profile's
+// leaked estimates; known false means it could not say, and the block is
+// counted held. It returns how many held blocks it could classify.
+func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
+	n := 0
+	for addr, i := range b.live {
+		if b.samples[i].freed {
+			continue
+		}
+		lost, known := leaked(addr)
+		if known {
+			n++
+			b.samples[i].leaked = lost
+		}
+	}
+	b.classified = true
+	return n
 }
 
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
@@ -310,6 +332,11 @@ func (b *Builder) Profile(w Window) *Profile {
 			a.est.InUseBytes += bytes
 			a.est.InUseBytesVar += v
 			chunks += wt * float64(chunkSize(smp.size))
+			if smp.leaked {
+				a.counts.Leaked++
+				a.est.LeakedObjects += wt
+				a.est.LeakedBytes += bytes
+			}
 		}
 		if smp.kind != "" {
 			if a.kinds == nil {
@@ -318,7 +345,7 @@ func (b *Builder) Profile(w Window) *Profile {
 			a.kinds[smp.kind] = true
 		}
 	}
-	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, InUseChunkBytes: chunks}
+	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, InUseChunkBytes: chunks, Classified: b.classified}
 	ids := b.mappings(p)
 	keys := make([]string, 0, len(b.sites))
 	for i, st := range b.sites {

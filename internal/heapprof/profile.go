@@ -67,6 +67,9 @@ type Profile struct {
 	// hold them (a header and rounding to 16 bytes each, pages for large
 	// blocks): what a walk of the heap counts.
 	InUseChunkBytes float64
+	// Classified: the blocks still held at the window's end were scanned
+	// for (Est.Leaked*, Counts.Leaked); else those are zero.
+	Classified bool
 	// Samples is the number of samples built from; Incomplete of them had
 	// stacks that stopped before the outermost frame (Site.Stop), of which
 	// Truncated because the stack copy was too short.
@@ -124,6 +127,9 @@ type Mapping struct {
 type Counts struct {
 	Alloc, InUse           int
 	AllocBytes, InUseBytes uint64
+	// Leaked is how many of the InUse samples nothing reachable points to
+	// at the window's end (when the profile was classified).
+	Leaked int
 }
 
 // Estimate is what the samples stand for, unbiased: every sampled block
@@ -139,6 +145,10 @@ type Estimate struct {
 	// sampled with chance p adds s²(1-p)/p², an unbiased estimate of
 	// what it adds to the variance of a sum of independent samples.
 	AllocBytesVar, InUseBytesVar float64
+	// LeakedObjects and LeakedBytes are the part of InUse that nothing
+	// the program can reach points to at the window's end (Classify): a
+	// leak, where the rest is merely held.
+	LeakedObjects, LeakedBytes float64
 }
 
 // Sigma is the standard error of InUseBytes.
@@ -151,6 +161,8 @@ func (e *Estimate) add(o Estimate) {
 	e.InUseBytes += o.InUseBytes
 	e.AllocBytesVar += o.AllocBytesVar
 	e.InUseBytesVar += o.InUseBytesVar
+	e.LeakedObjects += o.LeakedObjects
+	e.LeakedBytes += o.LeakedBytes
 }
 
 func (c *Counts) add(o Counts) {
@@ -158,6 +170,7 @@ func (c *Counts) add(o Counts) {
 	c.InUse += o.InUse
 	c.AllocBytes += o.AllocBytes
 	c.InUseBytes += o.InUseBytes
+	c.Leaked += o.Leaked
 }
 
 // Call is a sampled call as a hook reached through the GOT sees it, before

@@ -34,6 +34,9 @@ type LeaksOptions struct {
 	// Progress, when set, hears every drain: the elapsed time and the
 	// samples so far.
 	Progress func(elapsed time.Duration, samples int)
+	// NoScan: no scan of the heap at the window's end (the profile then
+	// says nothing of what is leaked, only held).
+	NoScan bool
 }
 
 // drainEvery is how often the ring is read; rescanEvery how often the
@@ -102,6 +105,11 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		return nil, runErr
 	}
 	rep.Interrupted = ctx.Err() != nil
+	if !o.NoScan {
+		if err := classifyHeld(context.WithoutCancel(ctx), t, o.Options, b); err != nil && o.Note != nil {
+			o.Note(fmt.Sprintf("the heap was not scanned for what is leaked: %v", err))
+		}
+	}
 	rep.Profile = b.Profile(rep.Window)
 	if after, err := inUse(context.WithoutCancel(ctx), pid, o.Options); err == nil {
 		rep.InUseAfter, rep.Measured = after, true

@@ -39,6 +39,10 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 	if explains != nil {
 		fmt.Fprintln(w, explains.String())
 	}
+	if p.Classified {
+		fmt.Fprintf(w, "of what is held, %s in %s objects is leaked: nothing the program can reach points to it (a scan of the heap at the window's end; the rest is held, reachable)\n",
+			Human(whole(tot.LeakedBytes)), objects(tot.LeakedObjects))
+	}
 	if win.Thinned > 0 {
 		// The samples kept stand for the ones let go: as many kept of
 		// more taken, the standard errors grow by about the root of
@@ -86,7 +90,12 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 		fmt.Fprintf(w, "%s still holding memory:\n", Plural(len(top), "1 site", "%d sites"))
 	}
 	const row = "%10s %9s %12s %10s %9s  %s\n"
-	fmt.Fprintf(w, row, "held", "objects", "growth", "allocated", "samples", "allocated at")
+	const rowLeaked = "%10s %10s %9s %12s %10s %9s  %s\n"
+	if p.Classified {
+		fmt.Fprintf(w, rowLeaked, "held", "leaked", "objects", "growth", "allocated", "samples", "allocated at")
+	} else {
+		fmt.Fprintf(w, row, "held", "objects", "growth", "allocated", "samples", "allocated at")
+	}
 	for i := range top {
 		s := &top[i]
 		leaf := s.Leaf()
@@ -94,10 +103,17 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 		if pos := shortPosition(leaf); pos != "" {
 			where += "  " + pos
 		}
-		fmt.Fprintf(w, row, Human(whole(s.Est.InUseBytes)), objects(s.Est.InUseObjects), rate(p.Growth(s)),
-			Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), Line(where))
+		indent := 10 + 1 + 9 + 1 + 12 + 1 + 10 + 1 + 9
+		if p.Classified {
+			fmt.Fprintf(w, rowLeaked, Human(whole(s.Est.InUseBytes)), Human(whole(s.Est.LeakedBytes)), objects(s.Est.InUseObjects), rate(p.Growth(s)),
+				Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), Line(where))
+			indent += 11
+		} else {
+			fmt.Fprintf(w, row, Human(whole(s.Est.InUseBytes)), objects(s.Est.InUseObjects), rate(p.Growth(s)),
+				Human(whole(s.Est.AllocBytes)), fmt.Sprintf("%d/%d", s.Sampled.InUse, s.Sampled.Alloc), Line(where))
+		}
 		if callers := callersOf(s, leaf); callers != "" {
-			fmt.Fprintf(w, "%*s  %s\n", 10+1+9+1+12+1+10+1+9, "", Line(callers))
+			fmt.Fprintf(w, "%*s  %s\n", indent, "", Line(callers))
 		}
 	}
 	return nil

@@ -102,6 +102,11 @@ type LeakEstimate struct {
 	AllocSpace   uint64 `json:"alloc_space"`
 	InuseObjects uint64 `json:"inuse_objects"`
 	InuseSpace   uint64 `json:"inuse_space"`
+	// LeakedObjects and LeakedSpace are the part of inuse that nothing
+	// the program can reach points to at the window's end (a scan of the
+	// heap then); absent when no scan was made.
+	LeakedObjects *uint64 `json:"leaked_objects,omitempty"`
+	LeakedSpace   *uint64 `json:"leaked_space,omitempty"`
 }
 
 // LeakSampled is the samples themselves: how many, and the bytes they
@@ -159,9 +164,14 @@ type LeakFrame struct {
 	Offset  uint64 `json:"offset,omitempty"` // address in the module's file
 }
 
-func estimate(e heapprof.Estimate) LeakEstimate {
+func estimate(e heapprof.Estimate, classified bool) LeakEstimate {
 	r := func(v float64) uint64 { return uint64(math.Max(0, math.Round(v))) }
-	return LeakEstimate{AllocObjects: r(e.AllocObjects), AllocSpace: r(e.AllocBytes), InuseObjects: r(e.InUseObjects), InuseSpace: r(e.InUseBytes)}
+	out := LeakEstimate{AllocObjects: r(e.AllocObjects), AllocSpace: r(e.AllocBytes), InuseObjects: r(e.InUseObjects), InuseSpace: r(e.InUseBytes)}
+	if classified {
+		lo, ls := r(e.LeakedObjects), r(e.LeakedBytes)
+		out.LeakedObjects, out.LeakedSpace = &lo, &ls
+	}
+	return out
 }
 
 func leakFrame(f heapprof.Frame) LeakFrame {
@@ -179,7 +189,7 @@ func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leak
 	_, tot := p.Total()
 	out := Leaks{SchemaVersion: Version, Pid: pid, DurationUs: p.Window.Duration.Microseconds(), Rate: p.Window.Rate,
 		Samples: p.Samples, Dropped: p.Window.Dropped, Thinned: p.Window.Thinned, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
-		LeakEstimate: estimate(tot), GrowthPerSecond: uint64(math.Round(p.TotalGrowth())), Sites: []LeakSite{}}
+		LeakEstimate: estimate(tot, p.Classified), GrowthPerSecond: uint64(math.Round(p.TotalGrowth())), Sites: []LeakSite{}}
 	if !p.Window.Start.IsZero() {
 		out.Start = p.Window.Start.Format(time.RFC3339Nano)
 	}
@@ -189,7 +199,7 @@ func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leak
 	}
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		site := LeakSite{LeakEstimate: estimate(s.Est),
+		site := LeakSite{LeakEstimate: estimate(s.Est, p.Classified),
 			Sampled:         LeakSampled{Alloc: s.Sampled.Alloc, Inuse: s.Sampled.InUse, AllocBytes: s.Sampled.AllocBytes, InuseBytes: s.Sampled.InUseBytes},
 			GrowthPerSecond: uint64(math.Round(p.Growth(s))), Kinds: append([]string{}, s.Kinds...),
 			AllocatedAt: leakFrame(s.Leaf()), StackEnd: s.Stop.String(), Frames: []LeakFrame{}}

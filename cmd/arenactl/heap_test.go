@@ -106,3 +106,58 @@ func TestHeapClassifiesWhatTheTargetSays(t *testing.T) {
 		t.Fatalf("target: %q %d", line, code)
 	}
 }
+
+// A stripped program names no vtable: its objects are still told apart by
+// their vtable's place in its .data.rel.ro, one name per class, and
+// classed as the unstripped program's are.
+func TestHeapNamesStrippedVtables(t *testing.T) {
+	bin := testutil.BuildCWith(t, "g++", "heapobjs.cpp", "-O2", "-pthread", "-s")
+	tg := testutil.Start(t, bin)
+	objs, _ := heapTruth(t, tg)
+	args := []string{"heap"}
+	for _, o := range objs {
+		args = append(args, "--addr", o.addr)
+	}
+	out := mustRun(t, append(args, fmt.Sprint(tg.Pid))...).stdout
+	got := map[string][3]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := lookupLine.FindStringSubmatch(l); m != nil {
+			got[m[1]] = [3]string{m[2], m[3], m[4]}
+		}
+	}
+	nameOf := map[string]string{} // the program's class -> arenactl's name
+	classOf := map[string]string{}
+	for _, o := range objs {
+		g, ok := got[o.addr]
+		if !ok {
+			t.Errorf("no chunk found for the %s at %s", o.typ, o.addr)
+			continue
+		}
+		if g[2] != heapClasses[o.class] {
+			t.Errorf("the %s at %s is %s, arenactl says %s", o.typ, o.addr, heapClasses[o.class], g[2])
+		}
+		if o.typ == "-" {
+			continue
+		}
+		if !strings.HasPrefix(g[1], "vtable at heapobjs") {
+			t.Errorf("the %s at %s is named %q, not by its vtable's place", o.typ, o.addr, g[1])
+			continue
+		}
+		if n, ok := nameOf[o.typ]; ok && n != g[1] {
+			t.Errorf("two %s objects are named %q and %q", o.typ, n, g[1])
+		}
+		if c, ok := classOf[g[1]]; ok && c != o.typ {
+			t.Errorf("a %s and a %s are both named %q", c, o.typ, g[1])
+		}
+		nameOf[o.typ], classOf[g[1]] = g[1], o.typ
+	}
+	if len(nameOf) < 4 {
+		t.Errorf("%d classes told apart, want Session, Buffer, Leaky and PinObj: %v", len(nameOf), nameOf)
+	}
+	if t.Failed() {
+		t.Logf("\n%s", out)
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Fatalf("target: %q %d", line, code)
+	}
+}

@@ -94,9 +94,18 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 		return nil, err
 	}
 	roots := reach.Roots(h.T, ix, tls)
+	types.ReadFrom(h.T)
+	// vtableOf names a chunk by its first word: a vtable symbol, or in a
+	// stripped object a vtable's shape.
+	vtableOf := func(first uint64) (string, bool) {
+		if name, ok := types.Of(first); ok {
+			return name, true
+		}
+		return types.OfStripped(first)
+	}
 	typeOfHead := func(c chunks.Chunk, head []byte) (string, bool) {
 		if len(head) >= 8 {
-			if name, ok := types.Of(binary.LittleEndian.Uint64(head)); ok {
+			if name, ok := vtableOf(binary.LittleEndian.Uint64(head)); ok {
 				return name, true
 			}
 		}
@@ -109,7 +118,7 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 		var tc *report.TypeCount
 		name, vt := "", false
 		if len(head) >= 8 {
-			name, vt = types.Of(binary.LittleEndian.Uint64(head))
+			name, vt = vtableOf(binary.LittleEndian.Uint64(head))
 		}
 		if vt {
 			if tc = byType[name]; tc == nil {

@@ -31,7 +31,7 @@ func hint(err error) string {
 	case errors.As(err, &damaged):
 		return "; use --read-only"
 	case errors.As(err, &unsure):
-		return " (a longer --timeout gives it more time; --read-only reads the heap without calling anything)"
+		return " (--read-only reads the heap without calling anything; --no-heap-check skips the check on a heap you trust)"
 	case errors.As(err, &locked):
 		return "; continue the process (kill -CONT) or use --read-only"
 	case errors.As(err, &noImage):

@@ -177,7 +177,10 @@ func (th *Thread) HoldLock(lim CallLimits, addr uint64, most time.Duration, fn f
 	if th.tainted {
 		return errors.New("ptrace: thread has an abandoned call; no further calls")
 	}
-	polls := uint64(most / lockTick)
+	// A poll takes its tick, the timer's slack (50 µs by default) and a
+	// wake-up: counted at twice the tick, the polls end near most on a
+	// loaded machine rather than well past it.
+	polls := uint64(most / (2 * lockTick))
 	if polls == 0 {
 		polls = 1
 	}

@@ -138,35 +138,7 @@ func (v *Valued) Proto() *profile.Profile {
 	for _, t := range v.Types {
 		pp.SampleType = append(pp.SampleType, &profile.ValueType{Type: t.Type, Unit: t.Unit})
 	}
-	maps := make([]*profile.Mapping, len(v.Mappings))
-	for i, m := range v.Mappings {
-		maps[i] = &profile.Mapping{ID: uint64(m.ID), Start: m.Start, Limit: m.Limit, Offset: m.Offset,
-			File: m.File, BuildID: m.BuildID, HasFunctions: true,
-			HasFilenames: m.HasLines, HasLineNumbers: m.HasLines, HasInlineFrames: true}
-	}
-	pp.Mapping = maps
-	type locKey struct {
-		addr    uint64
-		mapping int
-	}
-	type funcKey struct{ name, system, file string }
-	locs := map[locKey]*profile.Location{}
-	funcs := map[funcKey]*profile.Function{}
-	function := func(f Frame) *profile.Function {
-		name := f.Name()
-		system := f.Mangled
-		if system == "" {
-			system = name
-		}
-		k := funcKey{name, system, f.File}
-		fn := funcs[k]
-		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: system, Filename: f.File}
-			funcs[k] = fn
-			pp.Function = append(pp.Function, fn)
-		}
-		return fn
-	}
+	st := newProtoStacks(pp, v.Mappings)
 	for i := range v.Sites {
 		s := &v.Sites[i]
 		smp := &profile.Sample{}
@@ -179,28 +151,7 @@ func (v *Valued) Proto() *profile.Profile {
 				smp.Label[k] = []string{l}
 			}
 		}
-		for end := len(s.Frames) - 1; end >= 0; {
-			start := end
-			for start > 0 && s.Frames[start].Inlined {
-				start--
-			}
-			f := s.Frames[start]
-			k := locKey{f.Addr, f.MappingID}
-			loc := locs[k]
-			if loc == nil {
-				loc = &profile.Location{ID: uint64(len(pp.Location) + 1), Address: f.Addr}
-				if f.MappingID != 0 {
-					loc.Mapping = maps[f.MappingID-1]
-				}
-				for j := end; j >= start; j-- {
-					loc.Line = append(loc.Line, profile.Line{Function: function(s.Frames[j]), Line: int64(s.Frames[j].Line)})
-				}
-				locs[k] = loc
-				pp.Location = append(pp.Location, loc)
-			}
-			smp.Location = append(smp.Location, loc)
-			end = start - 1
-		}
+		smp.Location = st.locations(s.Frames)
 		pp.Sample = append(pp.Sample, smp)
 	}
 	return pp

@@ -79,13 +79,18 @@ func (w *Web) Close() error { return w.ln.Close() }
 
 // Serve serves the profile until ctx ends, and closes the listener.
 func (w *Web) Serve(ctx context.Context, p *Profile) error {
+	return w.serveProto(ctx, p.Proto(), "arenactl-leaks")
+}
+
+// serveProto serves pp, named name in pprof's pages, with the views and
+// the secret path Serve promises, until ctx ends; it closes the listener.
+func (w *Web) serveProto(ctx context.Context, pp *profile.Profile, name string) error {
 	defer w.ln.Close()
-	pp := p.Proto()
 	ui := &quietUI{}
 	served := false
 	err := driver.PProf(&driver.Options{
 		Flagset: &fixedFlags{FlagSet: flag.NewFlagSet("pprof", flag.ContinueOnError),
-			args: []string{"-http=" + w.ln.Addr().String(), "-no_browser", "-symbolize=none", "arenactl-leaks"}},
+			args: []string{"-http=" + w.ln.Addr().String(), "-no_browser", "-symbolize=none", name}},
 		Fetch:  fetcher{pp},
 		UI:     ui,
 		Obj:    noFiles{},

@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/google/pprof/driver"
 	"github.com/google/pprof/profile"
 
 	"github.com/arenactl/arenactl/internal/symbolize"
@@ -197,28 +195,5 @@ func WriteValuedFolded(w io.Writer, v *Valued, typ int, leaf string) error {
 // UI over v until ctx ends, behind the same secret path and with the same
 // views.
 func (w *Web) ServeValued(ctx context.Context, v *Valued) error {
-	defer w.ln.Close()
-	pp := v.Proto()
-	ui := &quietUI{}
-	served := false
-	err := driver.PProf(&driver.Options{
-		Flagset: &fixedFlags{FlagSet: flag.NewFlagSet("pprof", flag.ContinueOnError),
-			args: []string{"-http=" + w.ln.Addr().String(), "-no_browser", "-symbolize=none", "arenactl-growth"}},
-		Fetch:  fetcher{pp},
-		UI:     ui,
-		Obj:    noFiles{},
-		Sym:    noFiles{},
-		Writer: noWriter{},
-		HTTPServer: func(args *driver.HTTPServerArgs) error {
-			served = true
-			return w.serveUntil(ctx, args)
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("web view: %w", err)
-	}
-	if !served {
-		return fmt.Errorf("web view: pprof did not serve: %s", ui.errors())
-	}
-	return nil
+	return w.serveProto(ctx, v.Proto(), "arenactl-growth")
 }

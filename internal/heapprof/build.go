@@ -110,12 +110,11 @@ func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}}
 }
 
-// Add unwinds, symbolizes and records one sample. A sample at the address
-// of a block still held means that one of the two was freed unseen (the
-// allocator never hands out a held address twice): the earlier, by their
-// stamps, is counted freed then.
-func (b *Builder) Add(r Raw) {
-	tr := b.u.UnwindInto(b.frames, r.Regs, r.Stack)
+// site unwinds a stack and returns the index of its site (one per stack
+// that symbolizes the same; a new one is symbolized once) and where the
+// unwinding stopped; it counts incomplete and truncated stacks.
+func (b *Builder) site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) {
+	tr := b.u.UnwindInto(b.frames, regs, stack)
 	b.frames = tr.Frames
 	if tr.Stop != unwind.StopEnd {
 		b.incomplete++
@@ -133,6 +132,15 @@ func (b *Builder) Add(r Raw) {
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
+	return si, tr.Stop
+}
+
+// Add unwinds, symbolizes and records one sample. A sample at the address
+// of a block still held means that one of the two was freed unseen (the
+// allocator never hands out a held address twice): the earlier, by their
+// stamps, is counted freed then.
+func (b *Builder) Add(r Raw) {
+	si, _ := b.site(r.Regs, r.Stack)
 	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin, scale: r.Scale}
 	if !s.freed {
 		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)

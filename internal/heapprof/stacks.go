@@ -3,7 +3,6 @@ package heapprof
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -36,26 +35,7 @@ func NewStacks(u *unwind.Unwinder, s *symbolize.Symbolizer) *Stacks {
 // index of its site (the same for every stack that symbolizes the same),
 // and the unwinding's stop.
 func (t *Stacks) Site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) {
-	b := t.b
-	tr := b.u.UnwindInto(b.frames, regs, stack)
-	b.frames = tr.Frames
-	if tr.Stop != unwind.StopEnd {
-		b.incomplete++
-	}
-	if tr.Truncated {
-		b.truncated++
-	}
-	b.pcKey = b.pcKey[:0]
-	for _, f := range tr.Frames {
-		b.pcKey = binary.LittleEndian.AppendUint64(b.pcKey, f.LookupPC())
-	}
-	b.pcKey = append(b.pcKey, byte(tr.Stop))
-	si, ok := b.byPCs[string(b.pcKey)]
-	if !ok {
-		si = b.siteOf(tr)
-		b.byPCs[string(b.pcKey)] = si
-	}
-	return si, tr.Stop
+	return t.b.site(regs, stack)
 }
 
 // Incomplete is how many stacks did not reach the outermost frame, and

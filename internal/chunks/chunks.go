@@ -6,13 +6,15 @@
 // where, and of which type); the walker's counters (malloc_info's numbers)
 // are another consumer of the same walk (glibc.WalkChunks).
 //
-// The index keeps one bit per 16 bytes of heap (a chunk starts on a 16-byte
-// boundary) for the start of every chunk, free ones included, so that a
-// chunk's size is where the next one starts and is never read from the
-// target; half a bit more for which are allocated; and two thin summaries
-// above the starts, so that finding the chunk before or after an address
-// costs a few words however much memory lies between. Mmapped chunks, few
-// and large, are a sorted list.
+// The index keeps half a bit per 16 bytes of heap, a bit per 32-byte slot
+// (no two chunks start within 32 bytes of each other) for the start of
+// every chunk, free ones included, so that a chunk's size is where the next
+// one starts and is never read from the target; two bits per chunk for
+// where in its slot it starts and whether it is allocated, found by
+// counting the starts before it; and two thin summaries above the slots, so
+// that finding the chunk before or after an address costs a few words
+// however much memory lies between. Mmapped chunks, few and large, are a
+// sorted list.
 package chunks
 
 import (
@@ -64,17 +66,29 @@ type Arena struct {
 	Walked bool
 }
 
-// span is one heap [lo, hi) with a bit per 16 bytes where a chunk starts
-// (any chunk: a chunk's size is where the next one starts, never read from
-// the target), and a bit per 32 bytes (a chunk is at least 32 long) for
-// the allocated ones.
+// span is one heap [lo, hi) and the chunks that start in it. Two chunks
+// never start within 32 bytes of each other (MINSIZE, malloc/malloc.c), so
+// a heap is cut into 32-byte slots of which each holds at most one start: a
+// bit per slot says which do (half a bit per 16 bytes of heap), and each
+// start, counted in address order, keeps two bits of its own: whether it is
+// 16 bytes into its slot, and whether its chunk is allocated. A chunk's
+// number is the count of starts before its slot (rank, from a count kept
+// every 256 slots); its size is where the next one starts, never read from
+// the target.
 type span struct {
 	lo, hi uint64
-	starts []uint64 // bit i: a chunk starts at lo+16i
-	sum1   []uint64 // bit j: starts[j] != 0
+	slots  []uint64 // bit k: a chunk starts in [lo+32k, lo+32k+32)
+	sum1   []uint64 // bit j: slots[j] != 0
 	sum2   []uint64 // bit k: sum1[k] != 0
-	alloc  []uint64 // bit i: the chunk starting in [lo+32i, lo+32i+32) is allocated
+	ranks  []uint32 // ranks[b]: the starts in slots[:4b]
+	info   []uint64 // two bits per start: 1: at +16 in its slot, 2: allocated
+	n      int      // starts
 }
+
+const (
+	infoOdd   = 1
+	infoAlloc = 2
+)
 
 // Build walks h's heap (through h.T: a core, a snapshot, an image or a
 // stopped process) and indexes every allocated chunk. visit, when not nil,
@@ -205,32 +219,78 @@ func (ix *Index) index(all []uint64) {
 		}
 		sp := newSpan(h[0]&^15, h[1])
 		for _, a := range all[i:j] {
-			sp.set(a&^1, a&1 != 0)
+			sp.add(a&^1, a&1 != 0)
 		}
+		sp.rank()
 		ix.spans = append(ix.spans, sp)
 		i = j
 	}
 }
 
 func newSpan(lo, hi uint64) *span {
-	n := (hi - lo + 15) / 16
+	n := (hi - lo + 31) / 32
 	w1 := (n + 63) / 64
 	w2 := (w1 + 63) / 64
-	return &span{lo: lo, hi: hi, starts: make([]uint64, w1), sum1: make([]uint64, w2), sum2: make([]uint64, (w2+63)/64),
-		alloc: make([]uint64, (n/2+64)/64)}
+	return &span{lo: lo, hi: hi, slots: make([]uint64, w1), sum1: make([]uint64, w2), sum2: make([]uint64, (w2+63)/64)}
 }
 
-func (s *span) set(addr uint64, allocated bool) {
-	if allocated {
-		a := (addr - s.lo) / 32
-		s.alloc[a/64] |= 1 << (a % 64)
+// add records a chunk starting at addr, in address order. A second start
+// in one slot (a chunk shorter than MINSIZE, which only a damaged or
+// hostile core can describe) is dropped: the chunk before it keeps its
+// bytes.
+func (s *span) add(addr uint64, allocated bool) {
+	k := (addr - s.lo) / 32
+	if s.slots[k/64]&(1<<(k%64)) != 0 {
+		return
 	}
-	i := (addr - s.lo) / 16
-	s.starts[i/64] |= 1 << (i % 64)
-	j := i / 64
+	s.slots[k/64] |= 1 << (k % 64)
+	j := k / 64
 	s.sum1[j/64] |= 1 << (j % 64)
-	k := j / 64
-	s.sum2[k/64] |= 1 << (k % 64)
+	l := j / 64
+	s.sum2[l/64] |= 1 << (l % 64)
+	v := uint64(0)
+	if (addr-s.lo)%32 != 0 {
+		v |= infoOdd
+	}
+	if allocated {
+		v |= infoAlloc
+	}
+	if s.n%32 == 0 {
+		s.info = append(s.info, 0)
+	}
+	s.info[s.n/32] |= v << (2 * (s.n % 32))
+	s.n++
+}
+
+// rank counts the starts before every 256th slot, once they are all set.
+func (s *span) rank() {
+	s.ranks = make([]uint32, (len(s.slots)+3)/4)
+	c := 0
+	for w, word := range s.slots {
+		if w%4 == 0 {
+			s.ranks[w/4] = uint32(c)
+		}
+		c += bits.OnesCount64(word)
+	}
+	s.info = slices.Clip(s.info)
+}
+
+// number is the number of the start in slot k (a set bit): the count of
+// starts before it.
+func (s *span) number(k uint64) int {
+	w := k / 64
+	c := int(s.ranks[w/4])
+	for _, word := range s.slots[w&^3 : w] {
+		c += bits.OnesCount64(word)
+	}
+	return c + bits.OnesCount64(s.slots[w]&(1<<(k%64)-1))
+}
+
+func (s *span) infoOf(e int) uint64 { return s.info[e/32] >> (2 * (e % 32)) & 3 }
+
+// addrOf is where start e, in slot k, begins.
+func (s *span) addrOf(k uint64, e int) uint64 {
+	return s.lo + 32*k + 16*(s.infoOf(e)&infoOdd)
 }
 
 // prevBit is the index of the highest set bit at or below bit i in the
@@ -243,10 +303,11 @@ func prevBit(words []uint64, i uint64) int64 {
 	return -1
 }
 
-// last finds the highest start at or below bit i: within its word, else
-// through the summaries for the nearest earlier word that has one.
+// last finds the highest slot at or below slot i that holds a start:
+// within its word, else through the summaries for the nearest earlier word
+// that has one.
 func (s *span) last(i uint64) (uint64, bool) {
-	if b := prevBit(s.starts, i); b >= 0 {
+	if b := prevBit(s.slots, i); b >= 0 {
 		return uint64(b), true
 	}
 	j := i / 64
@@ -269,14 +330,8 @@ func (s *span) last(i uint64) (uint64, bool) {
 			return 0, false
 		}
 	}
-	b := prevBit(s.starts, uint64(w)*64+63)
+	b := prevBit(s.slots, uint64(w)*64+63)
 	return uint64(b), b >= 0
-}
-
-// isAlloc reports whether the chunk starting at bit i is allocated.
-func (s *span) isAlloc(i uint64) bool {
-	a := i / 2
-	return s.alloc[a/64]&(1<<(a%64)) != 0
 }
 
 // nextBit is the index of the lowest set bit at or above bit i in the word
@@ -292,9 +347,10 @@ func nextBit(words []uint64, i uint64) int64 {
 	return -1
 }
 
-// next finds the lowest start at or above bit i, through the summaries.
+// next finds the lowest slot at or above slot i that holds a start,
+// through the summaries.
 func (s *span) next(i uint64) (uint64, bool) {
-	if b := nextBit(s.starts, i); b >= 0 {
+	if b := nextBit(s.slots, i); b >= 0 {
 		return uint64(b), true
 	}
 	j := i/64 + 1 // the words after i's
@@ -314,17 +370,19 @@ func (s *span) next(i uint64) (uint64, bool) {
 			return 0, false
 		}
 	}
-	b := nextBit(s.starts, uint64(w)*64)
+	b := nextBit(s.slots, uint64(w)*64)
 	return uint64(b), b >= 0
 }
 
-// sizeAt is the size of the chunk starting at bit i: to the next start, or
-// to the end of the heap.
-func (s *span) sizeAt(i uint64) uint64 {
-	if n, ok := s.next(i + 1); ok {
-		return (n - i) * 16
+// chunk is start e, in slot k, as an allocated chunk: its size is to the
+// next start, or to the end of the heap.
+func (s *span) chunk(k uint64, e int) Chunk {
+	a := s.addrOf(k, e)
+	end := s.hi
+	if n, ok := s.next(k + 1); ok {
+		end = s.addrOf(n, e+1)
 	}
-	return s.hi - (s.lo + i*16)
+	return Chunk{Addr: a, Size: end - a, Arena: -2, State: glibc.ChunkInUse}
 }
 
 // Find returns the allocated chunk whose user bytes hold addr (from
@@ -339,11 +397,26 @@ func (ix *Index) Find(addr uint64) (Chunk, bool) {
 	if sp == nil {
 		return Chunk{}, false
 	}
-	b, ok := sp.last((addr - sp.lo) / 16)
-	if !ok || !sp.isAlloc(b) {
+	k, ok := sp.last((addr - sp.lo) / 32)
+	if !ok {
 		return Chunk{}, false
 	}
-	c := Chunk{Addr: sp.lo + b*16, Size: sp.sizeAt(b), Arena: -2, State: glibc.ChunkInUse}
+	e := sp.number(k)
+	if sp.addrOf(k, e) > addr {
+		// addr is in the first half of a slot whose chunk starts in the
+		// second: the chunk before holds it.
+		if k == 0 {
+			return Chunk{}, false
+		}
+		if k, ok = sp.last(k - 1); !ok {
+			return Chunk{}, false
+		}
+		e--
+	}
+	if sp.infoOf(e)&infoAlloc == 0 {
+		return Chunk{}, false
+	}
+	c := sp.chunk(k, e)
 	if addr < c.User() || addr >= c.UserEnd() {
 		return Chunk{}, false
 	}
@@ -385,17 +458,16 @@ func (ix *Index) spanOf(addr uint64) *span {
 // reads nothing of the target.
 func (ix *Index) ForEach(fn func(Chunk) bool) {
 	for _, sp := range ix.spans {
-		for w, word := range sp.starts {
+		e := 0
+		for w, word := range sp.slots {
 			for word != 0 {
 				b := bits.TrailingZeros64(word)
 				word &^= 1 << b
-				i := uint64(w)*64 + uint64(b)
-				if !sp.isAlloc(i) {
-					continue
-				}
-				if !fn(Chunk{Addr: sp.lo + i*16, Size: sp.sizeAt(i), Arena: -2, State: glibc.ChunkInUse}) {
+				k := uint64(w)*64 + uint64(b)
+				if sp.infoOf(e)&infoAlloc != 0 && !fn(sp.chunk(k, e)) {
 					return
 				}
+				e++
 			}
 		}
 	}
@@ -410,62 +482,65 @@ func (ix *Index) ForEach(fn func(Chunk) bool) {
 func (ix *Index) Bits() uint64 {
 	var n uint64
 	for _, sp := range ix.spans {
-		n += uint64(len(sp.starts)+len(sp.sum1)+len(sp.sum2)+len(sp.alloc)) * 64
+		n += uint64(len(sp.slots)+len(sp.sum1)+len(sp.sum2)+len(sp.info))*64 + uint64(len(sp.ranks))*32
 	}
 	return n
 }
 
-// Marks keep two bits for every allocated chunk of an index: what an
-// analysis has found of it (internal/reach: reachable from where, leaked).
-// They cost a bit per 16 bytes of heap: two chunks never start within 32
-// bytes of each other (MINSIZE), so a chunk's slot is its offset / 32.
+// Marks keep two bits for every chunk start of an index (allocated ones
+// are what is marked): what an analysis has found of it (internal/reach:
+// reachable from where, leaked). A chunk's bits are found by its number in
+// its span.
 type Marks struct {
 	ix   *Index
-	a, b [][]uint64 // per span
+	m    [][]uint64 // per span, two bits per start
 	mm   []uint8    // per mmapped chunk
+	last int        // the span of the last chunk asked of
 }
 
 // NewMarks gives every allocated chunk of the index the mark 0.
 func (ix *Index) NewMarks() *Marks {
 	m := &Marks{ix: ix, mm: make([]uint8, len(ix.mmapped))}
 	for _, sp := range ix.spans {
-		n := ((sp.hi-sp.lo)/32 + 64) / 64
-		m.a = append(m.a, make([]uint64, n))
-		m.b = append(m.b, make([]uint64, n))
+		m.m = append(m.m, make([]uint64, (sp.n+31)/32))
 	}
 	return m
 }
 
-// slot finds c's place: a span and bit, or an mmapped chunk's index.
-func (m *Marks) slot(c Chunk) (span int, bit uint64, mm int) {
+// slot finds c's place: a span and its number there, or an mmapped
+// chunk's index.
+func (m *Marks) slot(c Chunk) (span int, e int, mm int) {
 	if c.State == glibc.ChunkMmapped {
 		i := sort.Search(len(m.ix.mmapped), func(i int) bool { return m.ix.mmapped[i].Addr >= c.Addr })
 		return -1, 0, i
 	}
-	i := sort.Search(len(m.ix.spans), func(i int) bool { return m.ix.spans[i].hi > c.Addr })
-	return i, (c.Addr - m.ix.spans[i].lo) / 32, -1
+	i := m.last // the scan asks of chunks near the one before
+	if sp := m.ix.spans[i]; c.Addr < sp.lo || c.Addr >= sp.hi {
+		i = sort.Search(len(m.ix.spans), func(i int) bool { return m.ix.spans[i].hi > c.Addr })
+		m.last = i
+	}
+	sp := m.ix.spans[i]
+	return i, sp.number((c.Addr - sp.lo) / 32), -1
 }
 
 // Get is c's mark (0 to 3).
 func (m *Marks) Get(c Chunk) uint8 {
-	s, bit, mm := m.slot(c)
+	s, e, mm := m.slot(c)
 	if s < 0 {
 		return m.mm[mm]
 	}
-	w, sh := bit/64, bit%64
-	return uint8(m.a[s][w]>>sh&1 | m.b[s][w]>>sh&1<<1)
+	return uint8(m.m[s][e/32] >> (2 * (e % 32)) & 3)
 }
 
 // Set gives c the mark v (0 to 3).
 func (m *Marks) Set(c Chunk, v uint8) {
-	s, bit, mm := m.slot(c)
+	s, e, mm := m.slot(c)
 	if s < 0 {
 		m.mm[mm] = v
 		return
 	}
-	w, sh := bit/64, bit%64
-	m.a[s][w] = m.a[s][w]&^(1<<sh) | uint64(v&1)<<sh
-	m.b[s][w] = m.b[s][w]&^(1<<sh) | uint64(v>>1&1)<<sh
+	sh := 2 * (e % 32)
+	m.m[s][e/32] = m.m[s][e/32]&^(3<<sh) | uint64(v&3)<<sh
 }
 
 // Bounds are the lowest and highest addresses (exclusive) any allocated
@@ -491,8 +566,8 @@ func (ix *Index) ForEachMmapped(fn func(Chunk)) {
 // Bits is how many bits the marks keep.
 func (m *Marks) Bits() uint64 {
 	var n uint64
-	for i := range m.a {
-		n += uint64(len(m.a[i])+len(m.b[i])) * 64
+	for _, s := range m.m {
+		n += uint64(len(s)) * 64
 	}
 	return n + uint64(len(m.mm))*8
 }

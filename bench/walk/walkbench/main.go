@@ -2,9 +2,11 @@
 // free-list walk (glibc.WalkLists, what the injection preflight reads) and
 // the full walk (glibc.WalkAll: every thread's tcache, then every chunk of
 // every heap, as `arenactl info --read-only` does), with every thread of the
-// process stopped for the whole run. See README.md in this directory.
+// process stopped for the whole run; with -scan, also the chunk index and
+// the reachability scan of `arenactl heap` (chunks.Build, reach.Scan). See
+// README.md in this directory.
 //
-//	go run ./bench/walk/walkbench -pid PID [-n 5] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./bench/walk/walkbench -pid PID [-n 5] [-scan] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -20,9 +22,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/reach"
 )
 
 func main() {
@@ -30,12 +35,13 @@ func main() {
 	n := flag.Int("n", 5, "walks of each kind")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the walks to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the walks to this file")
+	scan := flag.Bool("scan", false, "also time the chunk index and the reachability scan (arenactl heap)")
 	flag.Parse()
 	if *pid <= 0 || *n <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: walk -pid PID [-n N] [-cpuprofile FILE] [-memprofile FILE]")
 		os.Exit(2)
 	}
-	if err := run(*pid, *n, *cpuprofile, *memprofile); err != nil {
+	if err := run(*pid, *n, *scan, *cpuprofile, *memprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "walk:", err)
 		os.Exit(1)
 	}
@@ -70,7 +76,7 @@ func cpuTime() time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func run(pid, n int, cpuprofile, memprofile string) error {
+func run(pid, n int, scan bool, cpuprofile, memprofile string) error {
 	t, err := live.OpenReadOnly(pid)
 	if err != nil {
 		return err
@@ -80,6 +86,9 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 	if err != nil {
 		return err
 	}
+	mods := module.NewTable(t, glibc.DefaultDebugDirs...)
+	defer mods.Close()
+	tls := reach.StaticTLS(mods)
 	frozen, err := t.Freeze(context.Background(), 3*time.Second)
 	if err != nil {
 		return err
@@ -104,6 +113,9 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 
 	lists := &walkStats{name: "free lists"}
 	full := &walkStats{name: "full walk"}
+	index := &walkStats{name: "index"}
+	scans := &walkStats{name: "scan"}
+	var indexBits uint64
 	var digest [32]byte
 	var peakHeap uint64
 	for i := 0; i < n; i++ {
@@ -153,6 +165,38 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 			return fmt.Errorf("walk %d differs from walk 1", i+1)
 		}
 		digest = d
+		if !scan {
+			continue
+		}
+
+		// The index walks the heap again (chunks.Build); the scan reads
+		// the roots and what they reach, every allocated chunk once.
+		// Its figure in GiB/s is the heap's bytes (every chunk the
+		// walk covers) over its time, as a sweep reads the heap front
+		// to back; the chunks it scanned are printed beside.
+		runtime.GC()
+		start, cpu0 = time.Now(), cpuTime()
+		ix, err := chunks.Build(h, nil)
+		if err != nil {
+			return err
+		}
+		index.times = append(index.times, time.Since(start))
+		index.cpu = append(index.cpu, cpuTime()-cpu0)
+		index.chunks, index.bytes = full.chunks, full.bytes
+		runtime.GC()
+		start, cpu0 = time.Now(), cpuTime()
+		res, err := reach.Scan(h.T, ix, reach.Roots(h.T, ix, tls), nil)
+		if err != nil {
+			return err
+		}
+		scans.times = append(scans.times, time.Since(start))
+		scans.cpu = append(scans.cpu, cpuTime()-cpu0)
+		scans.chunks, scans.bytes = ix.Count, full.bytes
+		indexBits = ix.Bits() + res.Bits()
+		if i == 0 {
+			fmt.Printf("scan: %d allocated chunks, %.3f GiB of them read, %.3f GiB of roots\n",
+				ix.Count, float64(res.ChunkBytes)/(1<<30), float64(res.RootBytes)/(1<<30))
+		}
 	}
 	held, err := frozen.Thaw()
 	if err != nil {
@@ -172,6 +216,11 @@ func run(pid, n int, cpuprofile, memprofile string) error {
 		pid, t.Exe, t.Libc.Version, threads, n, held.Seconds())
 	lists.print()
 	full.print()
+	if scan {
+		index.print()
+		scans.print()
+		fmt.Printf("index and marks: %.1f Mbit, %.2f bits per 16 bytes of heap\n", float64(indexBits)/1e6, float64(indexBits)/float64(full.bytes/16))
+	}
 	fmt.Printf("Go heap after a full walk, largest: %.1f MiB; result digest %x\n", float64(peakHeap)/(1<<20), digest[:8])
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -54,28 +53,12 @@ func findLeftovers(t *live.Target) ([]leftover, error) {
 		}
 		// A sampler its own arenactl gave up (enabled 0: it could not be
 		// unmapped then) is a leftover even while that arenactl runs.
-		if le.Uint64(hdr[cfgEnabled:]) != 0 && alive(l.creator, l.creatorStart) {
+		if le.Uint64(hdr[cfgEnabled:]) != 0 && (procfs.Identity{Pid: l.creator, Start: l.creatorStart}).Alive() {
 			return nil, &ActiveError{Pid: t.Pid, Creator: l.creator}
 		}
 		out = append(out, l)
 	}
 	return out, nil
-}
-
-func alive(pid int, start uint64) bool {
-	if pid == os.Getpid() {
-		return true
-	}
-	st, err := procfs.ReadStat(pid)
-	return err == nil && st.StartTime == start
-}
-
-func selfStart() uint64 {
-	st, err := procfs.ReadStat(os.Getpid())
-	if err != nil {
-		return 0
-	}
-	return st.StartTime
 }
 
 // removeLeftover undoes what a killed arenactl's sampler changed: the GOT

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -300,8 +299,9 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
 	le.PutUint64(img[symCfg+cfgRing:], s.ring)
 	le.PutUint64(img[symCfg+cfgFrees:], s.frees)
-	le.PutUint64(img[symCfg+cfgCreator:], uint64(os.Getpid()))
-	le.PutUint64(img[symCfg+cfgCreator+8:], selfStart())
+	self := procfs.Self()
+	le.PutUint64(img[symCfg+cfgCreator:], uint64(self.Pid))
+	le.PutUint64(img[symCfg+cfgCreator+8:], self.Start)
 	le.PutUint64(img[symCfg+cfgImageSize:], s.size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.t.Pid)))
 	for i, d := range Draws(s.o.Rate) {

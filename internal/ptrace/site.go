@@ -208,6 +208,17 @@ func (s *SiteInfo) CreatorAlive() bool {
 	return procfs.Identity{Pid: s.Creator, Start: s.CreatorStart}.Alive()
 }
 
+// JournalAddr is where the site's journal is in the target: a later run
+// that removes what the journal records updates it there, step by step.
+func (s *SiteInfo) JournalAddr() uint64 { return s.Addr + journalOff }
+
+// HoldsObjects reports whether the journal records objects the creator's
+// calls made that are still in the target (JournalHolds non-zero): only
+// the caller that keeps the journal can remove them, and the site with them.
+func (s *SiteInfo) HoldsObjects() bool {
+	return len(s.Journal) >= JournalHolds+8 && le64(s.Journal[JournalHolds:]) != 0
+}
+
 // Contains reports whether addr is inside the site.
 func (s *SiteInfo) Contains(addr uint64) bool { return addr >= s.Addr && addr < s.Addr+s.Size }
 
@@ -308,3 +319,15 @@ func (th *Thread) CallSeq() uint64 {
 // non-zero, the site records objects still in the target, and Detach leaves
 // the site in place (marked as restored) rather than lose that record.
 const JournalHolds = 0
+
+// SiteHeaderSize is how much of a site's first page MadeBySelf reads.
+const SiteHeaderSize = hdrStart + 8
+
+// MadeBySelf reports whether hdr, the first SiteHeaderSize bytes of a
+// mapping, is the header of a call site this arenactl made: how a copy of
+// the process (a CloneImage) is told from another process.
+func MadeBySelf(hdr []byte) bool {
+	self := procfs.Self()
+	return len(hdr) >= SiteHeaderSize && string(hdr[:len(siteMagic)]) == siteMagic &&
+		le64(hdr[hdrCreator:]) == uint64(self.Pid) && le64(hdr[hdrStart:]) == self.Start
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -65,7 +66,7 @@ func findLeftovers(t *live.Target) ([]leftover, error) {
 // entries that still hold its hooks get their original contents back, its
 // slow paths stop, and it is unmapped unless a thread may still run in it.
 // Runs frozen. It returns what it did, for the user.
-func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover, munmap uint64) (string, error) {
+func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover) (string, error) {
 	var w [8]byte
 	le := binary.LittleEndian
 	restored := 0
@@ -87,7 +88,7 @@ func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover, munmap uin
 	if why := busyAt(t, c, l.base); why != "" {
 		return what + fmt.Sprintf("; its %d bytes stay, inert (%s)", l.size, why), nil
 	}
-	if rv, err := c.Call(munmap, l.base, l.size); err != nil || rv != 0 {
+	if err := implant.Unmap(c, l.base, l.size); err != nil {
 		return what + fmt.Sprintf("; its %d bytes stay, inert (munmap failed: %v)", l.size, err), nil
 	}
 	return what + ", removed", nil

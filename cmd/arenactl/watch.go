@@ -113,7 +113,7 @@ const maxFailures = 3
 // cancelled), the process's exit or maxFailures failures in a row. The
 // summary is printed in every case once a sample was taken.
 func (w *watcher) run(ctx context.Context, collect func(context.Context) (*report.Report, error)) error {
-	born, _ := processStart(w.pid)
+	born, _ := procfs.IdentityOf(w.pid)
 	var failed int
 	next := time.Now()
 	for w.flags.count == 0 || w.n < w.flags.count {
@@ -122,7 +122,7 @@ func (w *watcher) run(ctx context.Context, collect func(context.Context) (*repor
 		}
 		at := time.Now()
 		next = at.Add(w.flags.interval)
-		if w.n > 0 && processGone(w.pid, born) {
+		if w.n > 0 && !born.Alive() {
 			return w.gone()
 		}
 		rep, err := collect(ctx)
@@ -133,7 +133,7 @@ func (w *watcher) run(ctx context.Context, collect func(context.Context) (*repor
 			if w.n == 0 {
 				return err
 			}
-			if processGone(w.pid, born) {
+			if !born.Alive() {
 				return w.gone()
 			}
 			if failed++; failed == maxFailures {
@@ -144,8 +144,8 @@ func (w *watcher) run(ctx context.Context, collect func(context.Context) (*repor
 			continue
 		}
 		failed = 0
-		if born == 0 { // it had not started, or exited and came back
-			born, _ = processStart(w.pid)
+		if born.Start == 0 { // it had not started, or exited and came back
+			born, _ = procfs.IdentityOf(w.pid)
 		}
 		if err := w.add(at, rep); err != nil {
 			return err
@@ -169,22 +169,6 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 		}
 	}
 	return ctx.Err() == nil
-}
-
-// processStart reads when pid started (clock ticks after boot), to tell the
-// process from a later one that reuses its pid.
-func processStart(pid int) (uint64, bool) {
-	st, err := procfs.ReadStat(pid)
-	if err != nil || st.Exited() {
-		return 0, false
-	}
-	return st.StartTime, true
-}
-
-// processGone: pid exited (a zombie counts), or is another process now.
-func processGone(pid int, born uint64) bool {
-	now, ok := processStart(pid)
-	return !ok || now != born
 }
 
 func (w *watcher) gone() error {

@@ -311,10 +311,7 @@ func (e *Exporter) remove(tg *target, why string) {
 
 // alive reports whether the process tg watches still exists: the same
 // process, not a later one that reuses its PID, and not a zombie.
-func alive(p *process) bool {
-	st, err := procfs.ReadStat(p.Pid)
-	return err == nil && st.StartTime == p.Start && !st.Exited()
-}
+func alive(p *process) bool { return procfs.Identity{Pid: p.Pid, Start: p.Start}.Alive() }
 
 // loop collects tg on its schedule until it is removed or ctx ends.
 func (e *Exporter) loop(ctx context.Context, tg *target) {

@@ -1,7 +1,8 @@
 // Package glibc owns what arenactl knows about glibc's allocator: finding the
 // target's libc and its version, the symbols it exports, the layouts of its
 // structures from 2.17 to 2.43 as data, the read-only walk, deciding which
-// thread may run allocator code safely and the calls injected into it, and
+// thread may run allocator code safely and the calls injected into it (with
+// the journal through which a later run removes what they left), and
 // the malloc_info XML in every format (parsed and rendered). The per-run
 // report is internal/report's; opening a target's heap once is
 // internal/heap's.

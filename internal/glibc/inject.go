@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
-	protRW      = 0x3
-	mapPrivAnon = 0x22
-	ioNBF       = 2
-	pageSize    = 4096
+	ioNBF    = 2
+	pageSize = 4096
 
 	// The XML is about 10 KiB per arena; the first buffer fits hundreds of
 	// arenas and costs nothing until touched. A truncated report is retried
@@ -118,7 +118,7 @@ func RunMallocInfo(ctx context.Context, c Caller, l *Libc) ([]byte, error) {
 
 func (in *injection) mallocInfoOnce(ctx context.Context, size uint64) (xml []byte, truncated bool, err error) {
 	in.record(1, jMmap, 0, size, 0)
-	buf, err := in.call("mmap", 0, size, protRW, mapPrivAnon, ^uint64(0), 0)
+	buf, err := in.call("mmap", 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 	if err != nil {
 		return nil, false, err
 	}

@@ -28,6 +28,7 @@ type LeftoverSite struct {
 	Creator               int
 	Pending, Done, Result uint64 // last call started, last call returned, its value
 	Journal               []byte
+	JournalAddr           uint64 // where the journal is, to record each removal step in it
 }
 
 // LeftoverFinder is implemented by a Caller that can look for leftovers.
@@ -75,10 +76,6 @@ func decodeJournal(b []byte) journal {
 const (
 	bufMark    = "ARENACTL-BUFFER\x00"
 	bufMarkOff = 16
-
-	// leftoverJournalOff is where a site's journal is (internal/ptrace's
-	// layout), for updating the journal of a site an earlier run left.
-	leftoverJournalOff = 0x200
 )
 
 // record writes the journal before the step it describes. The sequence
@@ -191,7 +188,7 @@ func (in *injection) removeLeftovers(l *Libc) {
 			for i, v := range []uint64{hold, state, 0, p.buf, p.size, fp} {
 				binary.LittleEndian.PutUint64(b[8*i:], v)
 			}
-			in.c.WriteAt(b[:], s.Addr+leftoverJournalOff)
+			in.c.WriteAt(b[:], s.JournalAddr)
 		}
 		if p.fp != 0 {
 			mark(jClosing, p.fp)

@@ -4,4 +4,6 @@
 // thread (Freeze) and borrow one to run code in (Hijack). It owns the one decision that
 // needs both worlds: which thread to borrow for an injected call, found by
 // asking glibc's HijackPolicy about threads that ptrace stopped one at a time.
+// For internal/implant it issues raw syscalls in a stopped thread
+// (FrozenCaller) and says which thread runs in a leftover call site.
 package live

@@ -7,9 +7,10 @@ import (
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
-// FrozenCaller runs calls in one thread of a frozen process, for code that
-// takes no lock any stopped thread could hold (mmap, mprotect, munmap): the
-// other threads stay stopped meanwhile. Its call site goes at Thaw.
+// FrozenCaller runs calls and raw syscalls in one thread of a frozen
+// process, for code that takes no lock any stopped thread could hold
+// (mmap, mprotect, munmap: see internal/implant): the other threads stay
+// stopped meanwhile. Its call site goes at Thaw.
 type FrozenCaller struct {
 	f     *Frozen
 	th    *ptrace.Thread
@@ -32,6 +33,11 @@ func (f *Frozen) Caller(tramp uint64, timeout time.Duration) (*FrozenCaller, err
 // Call runs fn(args...) and returns its rax.
 func (c *FrozenCaller) Call(fn uint64, args ...uint64) (uint64, error) {
 	return c.th.Call(c.lim, fn, args...)
+}
+
+// RawSyscall issues syscall nr in the thread (an implant.Syscaller).
+func (c *FrozenCaller) RawSyscall(nr uint64, args ...uint64) (uint64, error) {
+	return c.th.RawSyscall(c.lim, nr, args...)
 }
 
 // ReadAt reads the process's memory.

@@ -1,12 +1,12 @@
 package live
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -259,7 +260,7 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 		base, size, _ := th.Site()
 		if err == nil {
 			if sites {
-				im.Notes = removeIdleSites(f, th, lim, base)
+				im.Notes = removeIdleSites(f, &FrozenCaller{f: f, th: th, tramp: tramp, lim: lim}, base)
 			}
 			return pid, base, size, nil
 		}
@@ -302,11 +303,11 @@ func (im *Image) attach(nsPid int) (err error) {
 	if im.mem, err = os.OpenFile(procfs.Path(hostPid, "mem"), os.O_RDWR, 0); err != nil {
 		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
 	}
-	var hdr [24]byte
+	var hdr [ptrace.SiteHeaderSize]byte
 	if _, err := im.mem.ReadAt(hdr[:], int64(im.site)); err != nil {
 		return fmt.Errorf("process %d: reading its image %d: %w", im.t.Pid, hostPid, err)
 	}
-	if !bytes.Equal(hdr[:8], []byte("ARENACTL")) || binary.LittleEndian.Uint64(hdr[16:]) != uint64(os.Getpid()) {
+	if !ptrace.MadeBySelf(hdr[:]) {
 		return fmt.Errorf("process %d: process %d is not the image made", im.t.Pid, hostPid)
 	}
 	// Chosen first by the OOM killer, in the cgroup and on the machine.
@@ -502,51 +503,39 @@ var _ target.Target = (*Image)(nil)
 // process, removed by now; in the image, its copy holds the heartbeat).
 func (im *Image) Site() uint64 { return im.site }
 
-// removeIdleSites removes, from the borrowed thread th while every thread
-// is stopped, the call sites earlier runs left that nothing can run in: made
-// by an arenactl that is gone, with no call started that did not return,
-// no stopped thread in it, holding nothing else an injected call made (a
-// buffer, a FILE: those an injected run removes, with glibc's help), and
-// no kept site restoring its thread into it. own is this run's site.
-func removeIdleSites(f *Frozen, th *ptrace.Thread, lim ptrace.CallLimits, own uint64) []string {
+// removeIdleSites removes, through c while every thread is stopped, the
+// call sites earlier runs left that nothing can run in (implant.KeepSites):
+// here, no stopped thread is in one, and one that holds what an injected
+// call made (a buffer, a FILE) is left to an injected run, which removes
+// those with glibc's help. own is this run's site.
+func removeIdleSites(f *Frozen, c *FrozenCaller, own uint64) []string {
 	sites, err := f.t.proc.FindSites()
 	if err != nil {
 		return nil
 	}
-	why := make([]string, len(sites))
-	for i := range sites {
-		si := &sites[i]
-		switch {
-		case si.Addr == own:
-			why[i] = "own"
-		case si.CreatorAlive():
-			why[i] = "that arenactl still runs"
-		case !si.Restored && si.Pending != si.Done:
-			why[i] = fmt.Sprintf("a call it started in thread %d has not returned", si.Tid)
-		case len(si.Journal) >= 8 && binary.LittleEndian.Uint64(si.Journal) != 0:
-			why[i] = "it holds what an injected call made (an injected run removes it)"
+	sites = slices.DeleteFunc(sites, func(si ptrace.SiteInfo) bool { return si.Addr == own })
+	why := implant.KeepSites(sites, func(si *ptrace.SiteInfo) string {
+		if si.HoldsObjects() {
+			return "it holds what an injected call made (an injected run removes it)"
 		}
 		for _, ft := range f.threads {
-			if r := ft.Regs(); why[i] == "" && si.Contains(r.Rip) {
-				why[i] = fmt.Sprintf("thread %d is still executing in it", ft.Tid)
+			if r := ft.Regs(); si.Contains(r.Rip) {
+				return fmt.Sprintf("thread %d is still executing in it", ft.Tid)
 			}
 		}
-	}
-	keepChained(sites, why)
+		return ""
+	})
 	var notes []string
 	for i, si := range sites {
-		switch why[i] {
-		case "own":
-			continue
-		case "":
-			rv, err := th.RawSyscall(lim, unix.SYS_MUNMAP, si.Addr, si.Size)
-			if err == nil && rv == 0 {
+		if why[i] == "" {
+			err := implant.Unmap(c, si.Addr, si.Size)
+			if err == nil {
 				notes = append(notes, fmt.Sprintf("removed the %d-byte call site at %#x an earlier arenactl (pid %d) left", si.Size, si.Addr, si.Creator))
 				continue
 			}
-			why[i] = fmt.Sprintf("munmap failed (%v, %d)", err, int64(rv))
+			why[i] = fmt.Sprintf("munmap failed (%v)", err)
 		}
-		notes = append(notes, fmt.Sprintf("the call site at %#x left by arenactl (pid %d) is kept: %s", si.Addr, si.Creator, why[i]))
+		notes = append(notes, implant.Kept(&si, why[i]))
 	}
 	return notes
 }

@@ -1,7 +1,8 @@
 // Package procfs owns arenactl's reading of /proc/PID/*: each file is
 // parsed here, once, with one rule for what its fields mean, and its errors
-// say which process and file they concern. Nothing here attaches to or
-// stops anything (internal/ptrace does).
+// say which process and file they concern. The one check of whether a pid
+// still names the same process (Identity) is here too, for the same reason.
+// Nothing here attaches to or stops anything (internal/ptrace does).
 package procfs
 
 import (
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -125,3 +127,41 @@ func Exe(pid int) (string, error) {
 	}
 	return p, nil
 }
+
+// Identity names one process unambiguously: a pid, and the start time
+// that tells it from a later process reusing that pid. It is the one check
+// of "is this still the same process": for a watched target (watch, the
+// exporter) and for the arenactl that placed something in a target.
+type Identity struct {
+	Pid   int
+	Start uint64 // clock ticks after boot (Stat.StartTime)
+}
+
+// IdentityOf says which process pid is now: ErrNoProcess when there is
+// none, or it has exited (a zombie).
+func IdentityOf(pid int) (Identity, error) {
+	st, err := ReadStat(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	if st.Exited() {
+		return Identity{}, fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
+	}
+	return Identity{Pid: pid, Start: st.StartTime}, nil
+}
+
+// Alive reports whether the process still runs: its pid names the same
+// process (not a later one) and it has not exited.
+func (id Identity) Alive() bool {
+	now, err := IdentityOf(id.Pid)
+	return err == nil && now == id
+}
+
+var self = sync.OnceValue(func() Identity {
+	id, _ := IdentityOf(os.Getpid())
+	return id
+})
+
+// Self is this arenactl's identity, as recorded in what it places in a
+// target so that a later run can tell whether its maker still runs.
+func Self() Identity { return self() }

@@ -30,11 +30,7 @@ const redZone = 128
 // outlive arenactl.
 const traceOptions = unix.PTRACE_O_TRACESYSGOOD
 
-const (
-	protRead, protWrite, protExec = 1, 2, 4
-	mapPrivateAnon                = 0x22
-	pageSize                      = 4096
-)
+const pageSize = 4096
 
 // Where a borrowed thread is stopped, which decides what resuming it does.
 type stopAt int
@@ -193,7 +189,7 @@ func (th *Thread) arm() error {
 		}
 	}
 	size := uint64(xsaveOff) + (uint64(len(xs))+pageSize-1)&^(pageSize-1)
-	base, err := th.trampSyscall(unix.SYS_MMAP, 0, size, protRead|protWrite, mapPrivateAnon, ^uint64(0), 0)
+	base, err := th.trampSyscall(unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 	if err != nil {
 		return err
 	}
@@ -229,7 +225,7 @@ func (th *Thread) arm() error {
 	if err := th.enterTrampoline(); err != nil {
 		return err
 	}
-	rv, err := th.trampSyscall(unix.SYS_MPROTECT, base+codeOff, pageSize, protRead|protExec)
+	rv, err := th.trampSyscall(unix.SYS_MPROTECT, base+codeOff, pageSize, unix.PROT_READ|unix.PROT_EXEC)
 	if err != nil {
 		return err
 	}

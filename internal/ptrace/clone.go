@@ -471,7 +471,9 @@ func (e *CloneError) Error() string { return fmt.Sprintf("thread %d: clone: %v",
 func (e *CloneError) Unwrap() error { return e.Err }
 
 // rawRoutine assembles a function that issues the syscall its first
-// argument names with the next five as its arguments, and returns its rax.
+// argument names with the next five as its arguments and 0 as the sixth
+// (mmap's offset: a call passes six integer arguments in registers, the
+// syscall number takes one), and returns its rax.
 func rawRoutine() []byte {
 	return []byte{
 		0x48, 0x89, 0xf8, // mov rax, rdi
@@ -480,12 +482,14 @@ func rawRoutine() []byte {
 		0x48, 0x89, 0xca, // mov rdx, rcx
 		0x4d, 0x89, 0xc2, // mov r10, r8
 		0x4d, 0x89, 0xc8, // mov r8, r9
+		0x45, 0x31, 0xc9, // xor r9d, r9d
 		0x0f, 0x05, // syscall
 		0xc3, // ret
 	}
 }
 
-// RawSyscall issues syscall nr with up to five arguments from the thread,
+// RawSyscall issues syscall nr with up to five arguments (the sixth is 0)
+// from the thread,
 // through its call site (made by the first call), and returns the raw
 // result (-errno on failure). Only for syscalls that need no lock a
 // stopped thread could hold.

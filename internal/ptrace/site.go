@@ -2,7 +2,6 @@ package ptrace
 
 import (
 	"encoding/binary"
-	"os"
 
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -154,8 +153,9 @@ func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
 	le := binary.LittleEndian
 	le.PutUint32(p[hdrVersion:], siteVersion)
 	le.PutUint32(p[hdrVersion+4:], uint32(size))
-	le.PutUint64(p[hdrCreator:], uint64(os.Getpid()))
-	le.PutUint64(p[hdrStart:], selfStart())
+	self := procfs.Self()
+	le.PutUint64(p[hdrCreator:], uint64(self.Pid))
+	le.PutUint64(p[hdrStart:], self.Start)
 	le.PutUint64(p[hdrTid:], uint64(tid))
 	le.PutUint64(p[hdrFrameSP:], frameSP)
 	le.PutUint64(p[hdrRFBM:], rfbm)
@@ -167,25 +167,6 @@ func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
 	le.PutUint64(p[slotRsp:], r.Rsp)
 	le.PutUint64(p[slotRip:], r.Rip)
 	return p
-}
-
-var selfStartTime uint64
-
-func selfStart() uint64 {
-	if selfStartTime == 0 {
-		selfStartTime, _ = StartTime(os.Getpid())
-	}
-	return selfStartTime
-}
-
-// StartTime reads a process's start time (field 22 of /proc/PID/stat), which
-// with the pid names a process unambiguously.
-func StartTime(pid int) (uint64, error) {
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return st.StartTime, nil
 }
 
 // rfbmFor is the feature mask xrstor gets: every user feature XCR0 enables,
@@ -224,8 +205,18 @@ type SiteInfo struct {
 
 // CreatorAlive reports whether the arenactl that made the site still runs.
 func (s *SiteInfo) CreatorAlive() bool {
-	st, err := StartTime(s.Creator)
-	return err == nil && st == s.CreatorStart
+	return procfs.Identity{Pid: s.Creator, Start: s.CreatorStart}.Alive()
+}
+
+// JournalAddr is where the site's journal is in the target: a later run
+// that removes what the journal records updates it there, step by step.
+func (s *SiteInfo) JournalAddr() uint64 { return s.Addr + journalOff }
+
+// HoldsObjects reports whether the journal records objects the creator's
+// calls made that are still in the target (JournalHolds non-zero): only
+// the caller that keeps the journal can remove them, and the site with them.
+func (s *SiteInfo) HoldsObjects() bool {
+	return len(s.Journal) >= JournalHolds+8 && le64(s.Journal[JournalHolds:]) != 0
 }
 
 // Contains reports whether addr is inside the site.
@@ -328,3 +319,15 @@ func (th *Thread) CallSeq() uint64 {
 // non-zero, the site records objects still in the target, and Detach leaves
 // the site in place (marked as restored) rather than lose that record.
 const JournalHolds = 0
+
+// SiteHeaderSize is how much of a site's first page MadeBySelf reads.
+const SiteHeaderSize = hdrStart + 8
+
+// MadeBySelf reports whether hdr, the first SiteHeaderSize bytes of a
+// mapping, is the header of a call site this arenactl made: how a copy of
+// the process (a CloneImage) is told from another process.
+func MadeBySelf(hdr []byte) bool {
+	self := procfs.Self()
+	return len(hdr) >= SiteHeaderSize && string(hdr[:len(siteMagic)]) == siteMagic &&
+		le64(hdr[hdrCreator:]) == uint64(self.Pid) && le64(hdr[hdrStart:]) == self.Start
+}

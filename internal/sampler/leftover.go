@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 
+	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -54,7 +54,7 @@ func findLeftovers(t *live.Target) ([]leftover, error) {
 		}
 		// A sampler its own arenactl gave up (enabled 0: it could not be
 		// unmapped then) is a leftover even while that arenactl runs.
-		if le.Uint64(hdr[cfgEnabled:]) != 0 && alive(l.creator, l.creatorStart) {
+		if le.Uint64(hdr[cfgEnabled:]) != 0 && (procfs.Identity{Pid: l.creator, Start: l.creatorStart}).Alive() {
 			return nil, &ActiveError{Pid: t.Pid, Creator: l.creator}
 		}
 		out = append(out, l)
@@ -62,27 +62,11 @@ func findLeftovers(t *live.Target) ([]leftover, error) {
 	return out, nil
 }
 
-func alive(pid int, start uint64) bool {
-	if pid == os.Getpid() {
-		return true
-	}
-	st, err := procfs.ReadStat(pid)
-	return err == nil && st.StartTime == start
-}
-
-func selfStart() uint64 {
-	st, err := procfs.ReadStat(os.Getpid())
-	if err != nil {
-		return 0
-	}
-	return st.StartTime
-}
-
 // removeLeftover undoes what a killed arenactl's sampler changed: the GOT
 // entries that still hold its hooks get their original contents back, its
 // slow paths stop, and it is unmapped unless a thread may still run in it.
 // Runs frozen. It returns what it did, for the user.
-func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover, munmap uint64) (string, error) {
+func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover) (string, error) {
 	var w [8]byte
 	le := binary.LittleEndian
 	restored := 0
@@ -104,7 +88,7 @@ func removeLeftover(t *live.Target, c *live.FrozenCaller, l leftover, munmap uin
 	if why := busyAt(t, c, l.base); why != "" {
 		return what + fmt.Sprintf("; its %d bytes stay, inert (%s)", l.size, why), nil
 	}
-	if rv, err := c.Call(munmap, l.base, l.size); err != nil || rv != 0 {
+	if err := implant.Unmap(c, l.base, l.size); err != nil {
 		return what + fmt.Sprintf("; its %d bytes stay, inert (munmap failed: %v)", l.size, err), nil
 	}
 	return what + ", removed", nil

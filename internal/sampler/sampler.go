@@ -7,7 +7,8 @@
 //
 // Attach and Detach stop every thread for the few milliseconds they take:
 // a GOT entry is rewritten while no thread can read it half written, and
-// the image is mapped by one stopped thread (mmap, mprotect). In between
+// the image is mapped, made executable and unmapped by one stopped thread
+// (internal/implant: raw syscalls, no code of the program's). In between
 // the process runs with the hooks: a byte counter per thread decides, in a
 // few instructions, which call is sampled.
 package sampler
@@ -21,11 +22,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
@@ -200,13 +203,6 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 		}
 		s.real[name] = sym.Value
 	}
-	for _, name := range []string{"mmap", "mprotect", "munmap"} {
-		sym, ok := t.Libc.Lookup(name)
-		if !ok {
-			return nil, fmt.Errorf("%s does not export %s", t.Libc.Path, name)
-		}
-		s.real[name] = sym.Value
-	}
 	if s.tramp, err = t.FindTrampoline(); err != nil {
 		return nil, err
 	}
@@ -225,7 +221,7 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 	}
 	err = s.frozen(ctx, func(c *live.FrozenCaller) error {
 		for _, l := range lefts {
-			note, err := removeLeftover(t, c, l, s.real["munmap"])
+			note, err := removeLeftover(t, c, l)
 			if err != nil {
 				return err
 			}
@@ -285,12 +281,9 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	imgSize := alignUp(uint64(bssOff+bssSize), pageSize)
 	ringSize := alignUp(uint64(s.o.RingSlots)*recordSize, pageSize)
 	s.size = imgSize + ringSize + alignUp(freeSlots*freeRecSize, pageSize)
-	base, err := c.Call(s.real["mmap"], 0, s.size, 3 /* PROT_READ|PROT_WRITE */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, ^uint64(0), 0)
+	base, err := implant.Map(c, s.size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
-		return fmt.Errorf("mapping the sampler: %w", err)
-	}
-	if base >= ^uint64(4095) {
-		return fmt.Errorf("process %d: mmap of %d bytes for the sampler failed", s.t.Pid, s.size)
+		return fmt.Errorf("process %d: mapping %d bytes for the sampler: %w", s.t.Pid, s.size, err)
 	}
 	s.base, s.ring, s.slots = base, base+imgSize, uint64(s.o.RingSlots)
 	s.frees = s.ring + ringSize
@@ -300,8 +293,9 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
 	le.PutUint64(img[symCfg+cfgRing:], s.ring)
 	le.PutUint64(img[symCfg+cfgFrees:], s.frees)
-	le.PutUint64(img[symCfg+cfgCreator:], uint64(os.Getpid()))
-	le.PutUint64(img[symCfg+cfgCreator+8:], selfStart())
+	self := procfs.Self()
+	le.PutUint64(img[symCfg+cfgCreator:], uint64(self.Pid))
+	le.PutUint64(img[symCfg+cfgCreator+8:], self.Start)
 	le.PutUint64(img[symCfg+cfgImageSize:], s.size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.t.Pid)))
 	for i, d := range Draws(s.o.Rate) {
@@ -329,8 +323,7 @@ func (s *Sampler) install(c *live.FrozenCaller) error {
 	if _, err := c.WriteAt(counters, base+symCounters); err != nil {
 		return err
 	}
-	rv, err := c.Call(s.real["mprotect"], base, dataOff, 5 /* PROT_READ|PROT_EXEC */)
-	if err != nil || rv != 0 {
+	if err := implant.Protect(c, base, dataOff, unix.PROT_READ|unix.PROT_EXEC); err != nil {
 		return fmt.Errorf("process %d: making the sampler's code executable failed (%v)", s.t.Pid, err)
 	}
 	return nil
@@ -615,8 +608,7 @@ func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *Left) bool {
 		left.Addr, left.Size, left.Why = s.base, s.size, why
 		return true
 	}
-	rv, err := c.Call(s.real["munmap"], s.base, s.size)
-	if err != nil || rv != 0 {
+	if err := implant.Unmap(c, s.base, s.size); err != nil {
 		left.Addr, left.Size, left.Why = s.base, s.size, fmt.Sprintf("munmap failed (%v)", err)
 	}
 	return false

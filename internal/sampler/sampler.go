@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
@@ -169,6 +170,8 @@ type NotSampledError struct {
 func (e *NotSampledError) Error() string {
 	return fmt.Sprintf("process %d cannot be profiled: %s", e.Pid, e.Reason)
 }
+
+func (e *NotSampledError) Is(target error) bool { return target == errkind.ErrNoSampler }
 
 // Attach maps the sampler into t and points every loaded object's GOT
 // entries for the malloc family at it.

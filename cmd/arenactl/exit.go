@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"strings"
 
-	"github.com/arenactl/arenactl/internal/core"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/inspect"
-	"github.com/arenactl/arenactl/internal/live"
-	"github.com/arenactl/arenactl/internal/perf"
-	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/sampler"
 )
 
 // Exit codes. They are documented in README.md; keep the two in step.
@@ -43,78 +40,81 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-// exitCode maps an error to its documented exit code; the one place that does.
-func exitCode(err error) int {
-	var (
-		badCore  *core.Error
-		tooLarge *core.TooLargeError
-		traced   *ptrace.TracedError
-		state    *ptrace.StateError
-		notGlibc *live.NotGlibcError
-		noSafe   *live.NoSafeThreadError
-		inject   *glibc.InjectError
-		fault    *ptrace.FaultError
-		timeout  *ptrace.TimeoutError
-		usage    *usageError
-		damaged  *glibc.HeapDamageError
-		locked   *glibc.LockedArenaError
-		stuck    *ptrace.StuckError
-		atSite   *ptrace.AtCallSiteError
-		noImage  *live.ImageUnavailableError
-		noSample *sampler.NotSampledError
-		active   *sampler.ActiveError
-		unsure   *inspect.ArenaCheckError
-	)
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
-		return exitInterrupted
-	case errors.As(err, &timeout) && timeout.Cancelled:
-		return exitInterrupted
-	case errors.As(err, &stuck) && stuck.Cancelled:
-		return exitInterrupted
-	case errors.As(err, &usage):
-		return exitUsage
-	case errors.As(err, &badCore), errors.As(err, &tooLarge):
-		return exitBadCore
-	case errors.As(err, &traced):
-		return exitTraced
-	case errors.As(err, &state):
-		return exitState
-	case errors.Is(err, ptrace.ErrGone):
-		// Before ErrNoProcess: a process that exits or execs under us
-		// fails in many ways (a thread or file missing among them), and
-		// ErrGone is what was found to be their cause.
-		return exitGone
-	case errors.Is(err, ptrace.ErrNoProcess):
-		return exitNoProcess
-	case perf.KindOf(err) == perf.KindNotAllowed, perf.KindOf(err) == perf.KindNoTracefs, perf.KindOf(err) == perf.KindUnsupported:
-		return exitNoPerf
-	case perf.KindOf(err) == perf.KindNoProcess:
-		return exitNoProcess
-	case errors.Is(err, ptrace.ErrPermission), isFilePermission(err):
-		return exitPermission
-	case errors.As(err, &notGlibc):
-		return exitNotGlibc
-	case errors.As(err, &noSafe), errors.As(err, &atSite):
-		return exitNoSafe
-	case errors.As(err, &damaged):
-		return exitDamaged
-	case errors.As(err, &locked):
-		return exitLockedStop
-	case errors.As(err, &noImage):
-		return exitNoImage
-	case errors.As(err, &noSample):
-		return exitNoSampler
-	case errors.As(err, &active):
-		return exitTraced
-	case errors.As(err, &fault), errors.As(err, &timeout), errors.As(err, &inject), errors.Is(err, ptrace.ErrRestoredItself), errors.As(err, &unsure):
-		return exitCallFailed
-	case strings.HasPrefix(err.Error(), "unknown command"):
-		return exitUsage // cobra's own error for a mistyped subcommand
+// errUsage is the kind of a bad command line, as errkind's are of the
+// conditions the packages below meet.
+var errUsage = errors.New("usage")
+
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+// outcome is what is done about the errors a match accepts: the exit code,
+// the hint added to the message, and the exporter's reason label. A zero
+// field says nothing: that column is decided by a later row.
+type outcome struct {
+	match  func(error) bool
+	exit   int
+	hint   string
+	reason string
+}
+
+// outcomes is the one table of what an error means to the user: exitCode,
+// hint and reason each take the first row that matches and fills their
+// column. The order decides between kinds an error has at once: a process
+// that exits or execs under us fails in many ways (a thread or file missing
+// among them), and ErrGone is what was found to be their cause, so it comes
+// before ErrNoProcess; a call abandoned because arenactl was signalled is
+// an interrupt, not a failed call.
+var outcomes = []outcome{
+	{match: is(errkind.ErrInterrupted, context.Canceled), exit: exitInterrupted},
+	{match: is(errUsage), exit: exitUsage},
+	{match: is(errkind.ErrCoreTooLarge), exit: exitBadCore, hint: " (a larger --max-unpacked opens it)"},
+	{match: is(errkind.ErrBadCore), exit: exitBadCore},
+	{match: is(errkind.ErrTraced), exit: exitTraced, reason: exporter.ReasonTraced},
+	{match: is(errkind.ErrState), exit: exitState, reason: exporter.ReasonGone},
+	{match: is(errkind.ErrGone), exit: exitGone, reason: exporter.ReasonGone},
+	{match: is(errkind.ErrNoProcess), exit: exitNoProcess, reason: exporter.ReasonGone},
+	{match: is(errkind.ErrNoPerf), exit: exitNoPerf},
+	{match: unhintedPermission, exit: exitPermission, reason: exporter.ReasonPermission,
+		hint: " (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)"},
+	{match: is(errkind.ErrPermission), exit: exitPermission, reason: exporter.ReasonPermission},
+	{match: isFilePermission, exit: exitPermission},
+	{match: is(errkind.ErrNoCalls), exit: exitNotGlibc, reason: exporter.ReasonNotGlibc,
+		hint: " (info --read-only reads its allocator without calling anything)"},
+	{match: is(errkind.ErrNotGlibc), exit: exitNotGlibc, reason: exporter.ReasonNotGlibc},
+	{match: is(errkind.ErrNoSafeThread), exit: exitNoSafe},
+	{match: is(errkind.ErrDamaged), exit: exitDamaged, reason: exporter.ReasonDamaged, hint: "; use --read-only"},
+	{match: is(errkind.ErrLockedStop), exit: exitLockedStop, hint: "; continue the process (kill -CONT) or use --read-only"},
+	{match: is(errkind.ErrNoImage), exit: exitNoImage,
+		hint: " (--freeze walk stops the process for the whole read instead, and writes nothing into it)"},
+	{match: is(errkind.ErrNoSampler), exit: exitNoSampler},
+	{match: is(errkind.ErrArenaUnchecked), exit: exitCallFailed,
+		hint: " (--read-only reads the heap without calling anything; --no-heap-check skips the check on a heap you trust)"},
+	{match: is(errkind.ErrCallFailed), exit: exitCallFailed},
+	{match: is(errkind.ErrTimeout, os.ErrDeadlineExceeded), reason: exporter.ReasonTimeout},
+	// ptrace's wait for a stop does not export its timeout.
+	{match: func(err error) bool { return strings.Contains(err.Error(), "timed out") }, reason: exporter.ReasonTimeout},
+	{match: is(errkind.ErrImageGone), hint: " (its lease runs out when arenactl is stopped for 2 s; run it again)"},
+	{match: is(errkind.ErrNoSpace), hint: " (free space there, or set TMPDIR to a directory with more)"},
+	{match: is(errkind.ErrMemoryOnly),
+		hint: " (no libc file to read it with: give the matching one with --libc, or the machine's files with --sysroot)"},
+	{match: func(err error) bool { return strings.HasPrefix(err.Error(), "unknown command") }, exit: exitUsage}, // cobra's, for a mistyped subcommand
+}
+
+// is matches an error of any of kinds.
+func is(kinds ...error) func(error) bool {
+	return func(err error) bool {
+		for _, k := range kinds {
+			if errors.Is(err, k) {
+				return true
+			}
+		}
+		return false
 	}
-	return exitError
+}
+
+// unhintedPermission: ptrace refused, and the message does not say already
+// what to do about it.
+func unhintedPermission(err error) bool {
+	return errors.Is(err, errkind.ErrPermission) && !strings.Contains(err.Error(), "same user")
 }
 
 // isFilePermission: a file arenactl was given (a core, the directory it is
@@ -123,4 +123,43 @@ func exitCode(err error) int {
 func isFilePermission(err error) bool {
 	var pe *fs.PathError
 	return errors.As(err, &pe) && errors.Is(pe.Err, fs.ErrPermission)
+}
+
+// decide is the first row of outcomes that fills the column has asks for
+// and matches err; nil when none does.
+func decide(err error, has func(*outcome) bool) *outcome {
+	for i := range outcomes {
+		if o := &outcomes[i]; has(o) && o.match(err) {
+			return o
+		}
+	}
+	return nil
+}
+
+// exitCode maps an error to its documented exit code; the one place that does.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if o := decide(err, func(o *outcome) bool { return o.exit != 0 }); o != nil {
+		return o.exit
+	}
+	return exitError
+}
+
+// hint is what the user can do about err, added to its one line; the
+// packages below describe conditions and leave this to the command line.
+func hint(err error) string {
+	if o := decide(err, func(o *outcome) bool { return o.hint != "" }); o != nil {
+		return o.hint
+	}
+	return ""
+}
+
+// reason is the exporter's label for a collection's error.
+func reason(err error) string {
+	if o := decide(err, func(o *outcome) bool { return o.reason != "" }); o != nil {
+		return o.reason
+	}
+	return exporter.ReasonOther
 }

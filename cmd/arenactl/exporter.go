@@ -91,6 +91,7 @@ these flags choose what is read.`,
 				return &usageError{msg: "the exporter reads no torn numbers: --freeze is auto, image or walk"}
 			}
 			cfg.Hold = hold.h
+			cfg.Reason = reason
 			e := exporter.New(cfg)
 			// A signal ends both; so does the server failing, which
 			// must not leave the collections running.

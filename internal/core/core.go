@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -66,6 +67,8 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Path + ": " + e.What }
+
+func (e *Error) Is(target error) bool { return target == errkind.ErrBadCore }
 
 // ErrNotInCore: the address is mapped but its contents were not dumped
 // (a PROT_NONE reservation, file text the kernel left out, a hole).

@@ -15,6 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 var (
@@ -57,6 +59,8 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s: unpacks to more than the limit of %d bytes", e.Path, e.Limit)
 }
 
+func (e *TooLargeError) Is(target error) bool { return target == errkind.ErrCoreTooLarge }
+
 // SpaceError is a compressed core that the temporary directory has no
 // room for.
 type SpaceError struct {
@@ -68,6 +72,8 @@ type SpaceError struct {
 func (e *SpaceError) Error() string {
 	return fmt.Sprintf("%s: unpacking it into %s stopped after %d bytes written: %d bytes free there", e.Path, e.Dir, e.Written, e.Free)
 }
+
+func (e *SpaceError) Is(target error) bool { return target == errkind.ErrNoSpace }
 
 // StoppedError is an unpack stopped by its context (a signal): nothing of
 // it is left, the temporary file having never had a name.

@@ -11,4 +11,8 @@
 // whole walk): no code of the program's is ever run, nothing is trimmed. A scrape reads
 // only what the collections left behind, so any number of scrapes freezes
 // nothing; nothing in an HTTP request chooses a target.
+//
+// The reason label of a failed collection is one of a fixed set (Reasons),
+// chosen by the classifier the caller gives (Config.Reason): cmd/arenactl
+// derives it from the one table that also gives its exit codes and hints.
 package exporter

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/diagnose"
-	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/inspect"
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
@@ -44,6 +41,11 @@ type Config struct {
 	Hold inspect.Hold
 	// Logf, when set, hears when a target is added or removed.
 	Logf func(format string, args ...any)
+	// Reason is the reason label of a collection's error, one of Reasons.
+	// What an error means to the user is decided in one place,
+	// cmd/arenactl's table of error kinds, which sets it; unset, every
+	// failure is ReasonOther.
+	Reason func(error) string
 }
 
 // Defaults are the values cmd/arenactl's flags start from.
@@ -61,7 +63,8 @@ var Defaults = Config{
 const maxBackoff = 16
 
 // Reasons a collection fails, the values of the reason label: a small,
-// fixed set, derived from the error's type.
+// fixed set, derived from the error's kind (package errkind) by
+// Config.Reason.
 const (
 	ReasonNotGlibc   = "not_glibc"  // another allocator, musl, no glibc malloc found
 	ReasonPermission = "permission" // the kernel refused to let us read or trace it
@@ -75,32 +78,12 @@ const (
 // Reasons lists every reason, in the order metrics show them.
 var Reasons = []string{ReasonNotGlibc, ReasonPermission, ReasonGone, ReasonTraced, ReasonDamaged, ReasonTimeout, ReasonOther}
 
-// Reason classifies a collection's error.
-func Reason(err error) string {
-	var (
-		notGlibc *live.NotGlibcError
-		traced   *ptrace.TracedError
-		state    *ptrace.StateError
-		damaged  *glibc.HeapDamageError
-		timeout  *ptrace.TimeoutError
-	)
-	switch {
-	case errors.As(err, &notGlibc):
-		return ReasonNotGlibc
-	case errors.As(err, &traced):
-		return ReasonTraced
-	case errors.Is(err, ptrace.ErrNoProcess), errors.Is(err, ptrace.ErrGone), errors.As(err, &state):
-		return ReasonGone
-	case errors.Is(err, ptrace.ErrPermission):
-		return ReasonPermission
-	case errors.As(err, &damaged):
-		return ReasonDamaged
-	case errors.As(err, &timeout), errors.Is(err, os.ErrDeadlineExceeded),
-		// ptrace's wait for a stop does not export its timeout.
-		strings.Contains(err.Error(), "timed out"):
-		return ReasonTimeout
+// reason is cfg.Reason's label for err.
+func (c *Config) reason(err error) string {
+	if c.Reason == nil {
+		return ReasonOther
 	}
-	return ReasonOther
+	return c.Reason(err)
 }
 
 // snapshot is one successful collection.
@@ -337,7 +320,7 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 		switch {
 		case err == nil:
 			failures = 0
-		case Reason(err) == ReasonGone && !alive(tg.proc):
+		case e.cfg.reason(err) == ReasonGone && !alive(tg.proc):
 			e.remove(tg, "exited")
 			return
 		default:
@@ -392,7 +375,7 @@ func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, erro
 	tg.frozenTotal += frozen
 	tg.walkTotal += walked
 	if err != nil {
-		r := Reason(err)
+		r := e.cfg.reason(err)
 		if tg.lastReason != r {
 			e.logf("process %d (%s): %v", tg.proc.Pid, tg.proc.Comm, err)
 		}

@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -162,27 +158,6 @@ func TestNextWait(t *testing.T) {
 	} {
 		if got := c.nextWait(x.frozen, x.failures); got != x.want {
 			t.Errorf("frozen %s, %d failures: wait %s, want %s", x.frozen, x.failures, got, x.want)
-		}
-	}
-}
-
-func TestReason(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want string
-	}{
-		{fmt.Errorf("x: %w", &live.NotGlibcError{Pid: 1}), ReasonNotGlibc},
-		{fmt.Errorf("process 1: %w", ptrace.ErrNoProcess), ReasonGone},
-		{ptrace.ErrGone, ReasonGone},
-		{&ptrace.StateError{Pid: 1, What: "is a zombie"}, ReasonGone},
-		{fmt.Errorf("process 1: %w", ptrace.ErrPermission), ReasonPermission},
-		{&ptrace.TracedError{Pid: 1, TracerPid: 2}, ReasonTraced},
-		{&glibc.HeapDamageError{}, ReasonDamaged},
-		{fmt.Errorf("thread 3 did not stop: %w", errors.New("wait timed out")), ReasonTimeout},
-		{errors.New("something else"), ReasonOther},
-	} {
-		if got := Reason(c.err); got != c.want {
-			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -78,14 +77,5 @@ func TestMissingPidIsSaid(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %s in\n%s", want, b.String())
 		}
-	}
-}
-
-// A static program without glibc malloc is not_glibc, as another
-// allocator is (issue 22, item 3).
-func TestStaticOtherIsNotGlibc(t *testing.T) {
-	err := fmt.Errorf("process 1: %w", &live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStaticOther}})
-	if r := Reason(err); r != ReasonNotGlibc {
-		t.Errorf("%v: reason %s", err, r)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 const (
@@ -37,6 +39,10 @@ func (e *InjectError) Error() string {
 }
 
 func (e *InjectError) Unwrap() error { return e.Err }
+
+// Is: whatever its cause, the call failed (errkind.ErrCallFailed); the
+// cause's own kind (the target gone, say) is found through Unwrap.
+func (e *InjectError) Is(target error) bool { return target == errkind.ErrCallFailed }
 
 // injection holds the addresses of one run and undoes what it created.
 type injection struct {

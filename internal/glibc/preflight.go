@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 // The checks made before anything is injected (what malloc/malloc.c's
@@ -35,6 +37,8 @@ func (e *HeapDamageError) Error() string {
 // its program (execve) or of life: the memory it drops meanwhile makes its
 // arena ring and lists point at nothing (ptrace.Explain then waits to see).
 func (e *HeapDamageError) ProcessMayBeGone() bool { return true }
+
+func (e *HeapDamageError) Is(target error) bool { return target == errkind.ErrDamaged }
 
 // Fatal reports whether an injected malloc_info or malloc_trim would kill or
 // wedge the target on this damage. Both calls are refused on it: they walk
@@ -87,6 +91,8 @@ type LockedArenaError struct {
 	Mutex   uint32
 	Stopped []int // the stopped threads, the borrowed one excluded
 }
+
+func (e *LockedArenaError) Is(target error) bool { return target == errkind.ErrLockedStop }
 
 func (e *LockedArenaError) Error() string {
 	ids := make([]string, 0, len(e.Stopped))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -21,6 +22,8 @@ type MemoryOnlyError struct{ Err error }
 
 func (e *MemoryOnlyError) Error() string { return e.Err.Error() }
 func (e *MemoryOnlyError) Unwrap() error { return e.Err }
+
+func (e *MemoryOnlyError) Is(target error) bool { return target == errkind.ErrMemoryOnly }
 
 // OpenCore finds a core's libc and its allocator, in this order: a
 // snapshot's allocator record (no file needed); a libc file whose build-id

@@ -5,13 +5,15 @@
 // one function here and renders what it returns; another front end (an
 // exporter, a profiler) calls the same functions.
 //
-// Errors describe conditions, wrapped with the process or file they concern;
-// what to do about them (hints, exit codes) is the caller's to say.
+// Errors describe conditions, wrapped with the process or file they concern,
+// and match their kind of package errkind; what to do about them (hints,
+// exit codes) is the caller's to say.
 package inspect
 
 import (
-	"errors"
 	"time"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 // Options are what the live use cases share.
@@ -36,5 +38,11 @@ type Options struct {
 }
 
 // ErrInterrupted: a signal (context cancellation) ended the run; the target
-// was restored and released before it returned.
-var ErrInterrupted = errors.New("interrupted: the target was restored and released")
+// was restored and released before it returned. It is errkind's
+// ErrInterrupted, saying what became of the target.
+var ErrInterrupted error = interrupted{}
+
+type interrupted struct{}
+
+func (interrupted) Error() string        { return "interrupted: the target was restored and released" }
+func (interrupted) Is(target error) bool { return target == errkind.ErrInterrupted }

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
@@ -181,6 +182,8 @@ func (e *ArenaCheckError) Error() string {
 	return fmt.Sprintf("process %d: arena %d (%#x) looked damaged to a walk made while it changed, and could not be walked again within %s holding its lock; nothing was injected",
 		e.Pid, e.Index, e.Arena, e.Held)
 }
+
+func (e *ArenaCheckError) Is(target error) bool { return target == errkind.ErrArenaUnchecked }
 
 // checkLocks is the second half of the check, made once a thread is
 // borrowed (and so known): the arenas' lock words, read again now, against

@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // NoThreadError: the thread named with --thread is not one of the
-// process's. It is a missing target (ptrace.ErrNoProcess, exit 3), but the
+// process's. It is a missing target (errkind.ErrNoProcess, exit 3), but the
 // process exists: saying "no such process" of it was wrong.
 type NoThreadError struct{ Pid, Tid int }
 
@@ -19,7 +19,7 @@ func (e *NoThreadError) Error() string {
 	return fmt.Sprintf("process %d has no thread %d (--thread): it lists its threads in /proc/%d/task", e.Pid, e.Tid, e.Pid)
 }
 
-func (e *NoThreadError) Is(target error) bool { return target == ptrace.ErrNoProcess }
+func (e *NoThreadError) Is(target error) bool { return target == errkind.ErrNoProcess }
 
 // checkThread checks that tid (0: none asked for) is a thread of pid now,
 // before anything is stopped.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
@@ -26,6 +27,8 @@ type NoSafeThreadError struct {
 	Waited  time.Duration
 	Reasons map[int]string
 }
+
+func (e *NoSafeThreadError) Is(target error) bool { return target == errkind.ErrNoSafeThread }
 
 func (e *NoSafeThreadError) Error() string {
 	tids := make([]int, 0, len(e.Reasons))

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -79,6 +80,8 @@ type ImageUnavailableError struct {
 func (e *ImageUnavailableError) Error() string {
 	return fmt.Sprintf("process %d: no copy-on-write image: %s", e.Pid, e.Reason)
 }
+
+func (e *ImageUnavailableError) Is(target error) bool { return target == errkind.ErrNoImage }
 
 // imageHeartbeat is how often arenactl renews the image's lease: well
 // inside the lease (ptrace.ImageTicks × 100 ms), so that a loaded machine
@@ -387,7 +390,7 @@ func (im *Image) ReadAt(b []byte, addr uint64) (int, error) {
 
 // ErrImageGone: the image ended before it was read through (killed, or its
 // lease ran out while arenactl was stopped).
-var ErrImageGone = errors.New("the copy-on-write image ended before it was read")
+var ErrImageGone = errkind.ErrImageGone
 
 func (im *Image) alive() bool {
 	return im.pidfd >= 0 && unix.PidfdSendSignal(im.pidfd, 0, nil, 0) == nil

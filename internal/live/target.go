@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -28,6 +29,19 @@ type Target struct {
 type NotGlibcError struct {
 	Pid       int
 	Allocator glibc.Allocator
+}
+
+// Is: not glibc malloc (errkind.ErrNotGlibc), and, when the heap is glibc
+// malloc's after all but nothing may be called in it (static, or wrapped by
+// libc_malloc_debug.so), errkind.ErrNoCalls: it can still be read.
+func (e *NotGlibcError) Is(target error) bool {
+	switch target {
+	case errkind.ErrNotGlibc:
+		return true
+	case errkind.ErrNoCalls:
+		return e.Allocator.Kind == glibc.AllocStatic || e.Allocator.MallocDebug
+	}
+	return false
 }
 
 func (e *NotGlibcError) Error() string {

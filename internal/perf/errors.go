@@ -7,10 +7,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
-// Kind says what the user must do about a failure; cmd/arenactl maps it to
-// an exit code.
+// Kind says what the user must do about a failure; Error.Is answers
+// errkind's kinds from it, which cmd/arenactl maps to exit codes.
 type Kind int
 
 const (
@@ -40,6 +42,18 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() + e.hint() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is: the kinds that decide what the user must do match errkind's (a gone
+// process is errkind.ErrNoProcess, whoever saw it first).
+func (e *Error) Is(target error) bool {
+	switch e.Kind {
+	case KindNotAllowed, KindNoTracefs, KindUnsupported:
+		return target == errkind.ErrNoPerf
+	case KindNoProcess:
+		return target == errkind.ErrNoProcess
+	}
+	return false
+}
 
 func (e *Error) hint() string {
 	switch e.Kind {

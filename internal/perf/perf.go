@@ -4,7 +4,8 @@
 // and parsed into samples carrying the user registers and a copy of the top
 // of the user stack, as `perf record --call-graph dwarf` takes them. Nothing
 // is written into the process: the kernel samples it. It knows nothing of
-// malloc, unwinding or symbols; its errors carry a Kind.
+// malloc, unwinding or symbols; its errors carry a Kind, and match
+// errkind's kinds for those that decide what the user must do.
 package perf
 
 import (

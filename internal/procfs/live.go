@@ -3,6 +3,8 @@ package procfs
 import (
 	"errors"
 	"fmt"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 // LiveDir is the directory that shows process pid's memory: /proc/PID/, or,
@@ -74,6 +76,8 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string { return fmt.Sprintf("process %d %s", e.Pid, e.What) }
+
+func (e *StateError) Is(target error) bool { return target == errkind.ErrState }
 
 // Zombie reports a process that has exited and waits for its parent.
 func (e *StateError) Zombie() bool { return e.zombie }

@@ -1,6 +1,7 @@
 // Package procfs owns arenactl's reading of /proc/PID/*: each file is
 // parsed here, once, with one rule for what its fields mean, and its errors
-// say which process and file they concern. The one check of whether a pid
+// say which process and file they concern and match errkind's kinds (a
+// process gone, not readable, a zombie). The one check of whether a pid
 // still names the same process (Identity) is here too, for the same reason.
 // Nothing here attaches to or stops anything (internal/ptrace does).
 package procfs
@@ -13,15 +14,19 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
+// The conditions a /proc file may be the first to see are the kinds of
+// package errkind, under the names its callers know them by here.
 var (
 	// ErrNoProcess: the process or thread does not exist (any more).
-	ErrNoProcess = errors.New("no such process")
+	ErrNoProcess = errkind.ErrNoProcess
 	// ErrPermission: the kernel refused to let us read or trace the process.
-	ErrPermission = errors.New("permission denied")
+	ErrPermission = errkind.ErrPermission
 	// ErrGone: the process exited or was killed while we worked on it.
-	ErrGone = errors.New("target exited")
+	ErrGone = errkind.ErrGone
 )
 
 // Path is /proc/PID/name.

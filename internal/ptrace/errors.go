@@ -1,9 +1,9 @@
 package ptrace
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
 
@@ -17,7 +17,8 @@ var (
 	// ErrRestoredItself: a borrowed thread put its own registers back and
 	// went on (its call site's gate timed out while arenactl was held up):
 	// the target is whole, but the thread is no longer ours to call in.
-	ErrRestoredItself = errors.New("the thread restored itself while arenactl was not watching")
+	// It is a call that failed (errkind.ErrCallFailed).
+	ErrRestoredItself error = restoredError{}
 	// ErrGone: the target exited or was killed while we worked on it.
 	ErrGone = procfs.ErrGone
 	// ErrExec: the target replaced its program (execve) while we worked on
@@ -30,6 +31,13 @@ type execError struct{}
 
 func (execError) Error() string     { return "target executed a new program" }
 func (execError) Is(err error) bool { return err == ErrGone }
+
+type restoredError struct{}
+
+func (restoredError) Error() string {
+	return "the thread restored itself while arenactl was not watching"
+}
+func (restoredError) Is(err error) bool { return err == errkind.ErrCallFailed }
 
 // StuckError: a ptrace request did not return before the deadline or the
 // cancellation. The kernel blocks PTRACE_SEIZE while the target is inside
@@ -49,6 +57,10 @@ func (e *StuckError) Error() string {
 	return fmt.Sprintf("attaching to thread %d of process %d %s (the kernel holds attach requests while the process is inside execve)", e.Tid, e.Pid, why)
 }
 
+// Is: a cancelled attach is an interrupt (errkind.ErrInterrupted); one that
+// ran out of time is no kind of its own.
+func (e *StuckError) Is(target error) bool { return e.Cancelled && target == errkind.ErrInterrupted }
+
 // TracedError: another tracer (a debugger) already holds the process.
 type TracedError struct {
 	Pid, TracerPid int
@@ -58,6 +70,8 @@ type TracedError struct {
 func (e *TracedError) Error() string {
 	return fmt.Sprintf("process %d is already traced by process %d (%s)", e.Pid, e.TracerPid, e.TracerName)
 }
+
+func (e *TracedError) Is(target error) bool { return target == errkind.ErrTraced }
 
 // FaultError: the injected function itself raised a fatal signal. The signal
 // was not passed to the target and its registers were restored.
@@ -70,6 +84,8 @@ type FaultError struct {
 func (e *FaultError) Error() string {
 	return fmt.Sprintf("injected call faulted with %s at pc=%#x (fault address %#x); the signal was not delivered to the target", e.Signal, e.PC, e.Addr)
 }
+
+func (e *FaultError) Is(target error) bool { return target == errkind.ErrCallFailed }
 
 // TimeoutError: the injected call did not return in time and was abandoned.
 // Blocked tells whether the thread sat in a blocking syscall when we took it
@@ -98,6 +114,13 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("injected call %s and was still running at pc=%#x after the hard limit; it was abandoned and the thread's registers restored", why, e.PC)
 }
 
+// Is: an abandoned call is a failed call that timed out, and, when
+// arenactl was asked to stop, an interrupt as well.
+func (e *TimeoutError) Is(target error) bool {
+	return target == errkind.ErrCallFailed || target == errkind.ErrTimeout ||
+		e.Cancelled && target == errkind.ErrInterrupted
+}
+
 // AtCallSiteError: the thread is inside, or can still return into, a call
 // site an earlier arenactl left. Its registers there are the routine's, not
 // its own: a site made for it now would restore it into the old one, which
@@ -113,3 +136,6 @@ type AtCallSiteError struct {
 func (e *AtCallSiteError) Error() string {
 	return fmt.Sprintf("thread %d %s the call site at %#x left by arenactl (pid %d)", e.Tid, e.Why, e.Site, e.Creator)
 }
+
+// Is: the thread is not safe to borrow (errkind.ErrNoSafeThread).
+func (e *AtCallSiteError) Is(target error) bool { return target == errkind.ErrNoSafeThread }

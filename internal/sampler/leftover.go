@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -27,6 +28,10 @@ type ActiveError struct {
 func (e *ActiveError) Error() string {
 	return fmt.Sprintf("process %d is being profiled by another arenactl (pid %d)", e.Pid, e.Creator)
 }
+
+// Is: the other arenactl holds the process as another tracer would
+// (errkind.ErrTraced).
+func (e *ActiveError) Is(target error) bool { return target == errkind.ErrTraced }
 
 // findLeftovers looks for samplers in t's mappings: an anonymous r-x page
 // followed by data that starts with the sampler's mark.

@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -172,6 +173,8 @@ type NotSampledError struct {
 func (e *NotSampledError) Error() string {
 	return fmt.Sprintf("process %d cannot be profiled: %s", e.Pid, e.Reason)
 }
+
+func (e *NotSampledError) Is(target error) bool { return target == errkind.ErrNoSampler }
 
 // Attach maps the sampler into t and points every loaded object's GOT
 // entries for the malloc family at it.

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/exporter"
+	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/perf"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/sampler"
+)
+
+// Every typed error keeps the exit code (and hint) it had when exit.go and
+// hint.go matched concrete types, and every row of outcomes decides a
+// column for one of them: a row that nothing reaches is shadowed by an
+// earlier one.
+func TestOutcomes(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("process 1: %w", err) }
+	for _, c := range []struct {
+		err  error
+		exit int
+		hint string // how the hint starts; "" for none
+	}{
+		{nil, exitOK, ""},
+		{inspect.ErrInterrupted, exitInterrupted, ""},
+		{wrap(context.Canceled), exitInterrupted, ""},
+		{&core.StoppedError{Path: "core", Err: context.Canceled}, exitInterrupted, ""},
+		{wrap(&ptrace.TimeoutError{Cancelled: true}), exitInterrupted, ""},
+		{&ptrace.StuckError{Cancelled: true}, exitInterrupted, ""},
+		{&ptrace.StuckError{}, exitError, ""},
+		{&usageError{msg: "--top 0"}, exitUsage, ""},
+		{errors.New(`unknown command "x" for "arenactl"`), exitUsage, ""},
+		{&core.Error{Path: "core", What: "not an ELF file"}, exitBadCore, ""},
+		{&core.TooLargeError{Path: "core.zst"}, exitBadCore, " (a larger --max-unpacked"},
+		{&core.SpaceError{Path: "core.zst", Dir: "/tmp"}, exitError, " (free space there"},
+		{&ptrace.TracedError{Pid: 1, TracerPid: 2}, exitTraced, ""},
+		{&sampler.ActiveError{Pid: 1, Creator: 2}, exitTraced, ""},
+		{&ptrace.StateError{Pid: 1, What: "is a zombie"}, exitState, ""},
+		{wrap(ptrace.ErrGone), exitGone, ""},
+		{ptrace.ErrExec, exitGone, ""},
+		{&glibc.InjectError{Step: "malloc_info", Err: wrap(ptrace.ErrGone)}, exitGone, ""},
+		{wrap(ptrace.ErrNoProcess), exitNoProcess, ""},
+		{&inspect.NoThreadError{Pid: 1, Tid: 2}, exitNoProcess, ""},
+		{&perf.Error{Kind: perf.KindNoProcess, Op: "perf_event_open", Err: unix.ESRCH}, exitNoProcess, ""},
+		{&perf.Error{Kind: perf.KindNotAllowed, Op: "perf_event_open", Err: unix.EACCES}, exitNoPerf, ""},
+		{&perf.Error{Kind: perf.KindNoTracefs, Op: "mount tracefs", Err: unix.ENODEV}, exitNoPerf, ""},
+		{&perf.Error{Kind: perf.KindUnsupported, Op: "perf_event_open", Err: unix.ENOENT}, exitNoPerf, ""},
+		{&perf.Error{Kind: perf.KindResources, Op: "mmap", Err: unix.ENOMEM}, exitError, ""},
+		{wrap(ptrace.ErrPermission), exitPermission, " (run arenactl as the same user"},
+		{fmt.Errorf("process 1 belongs to another user: run arenactl as the same user: %w", ptrace.ErrPermission), exitPermission, ""},
+		{&fs.PathError{Op: "open", Path: "core", Err: fs.ErrPermission}, exitPermission, ""},
+		{wrap(unix.EPERM), exitError, ""},
+		{wrap(&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocMusl}}), exitNotGlibc, ""},
+		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStaticOther}}, exitNotGlibc, ""},
+		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, exitNotGlibc, " (info --read-only"},
+		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocInterposed, MallocDebug: true}}, exitNotGlibc, " (info --read-only"},
+		{&live.NoSafeThreadError{Pid: 1}, exitNoSafe, ""},
+		{&ptrace.AtCallSiteError{Tid: 1}, exitNoSafe, ""},
+		{wrap(&glibc.HeapDamageError{}), exitDamaged, "; use --read-only"},
+		{&glibc.LockedArenaError{Stopped: []int{2}}, exitLockedStop, "; continue the process"},
+		{&live.ImageUnavailableError{Pid: 1, Reason: "seccomp"}, exitNoImage, " (--freeze walk"},
+		{fmt.Errorf("reading 8 bytes at 0x1000: %w", live.ErrImageGone), exitError, " (its lease runs out"},
+		{&sampler.NotSampledError{Pid: 1, Reason: "seccomp"}, exitNoSampler, ""},
+		{&ptrace.FaultError{Signal: "SIGSEGV"}, exitCallFailed, ""},
+		{&ptrace.TimeoutError{}, exitCallFailed, ""},
+		{&glibc.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
+		{wrap(ptrace.ErrRestoredItself), exitCallFailed, ""},
+		{&inspect.ArenaCheckError{Pid: 1}, exitCallFailed, " (--read-only reads the heap"},
+		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitError, " (no libc file to read it with"},
+		{wrap(os.ErrDeadlineExceeded), exitError, ""},
+		{errors.New("something else"), exitError, ""},
+	} {
+		if got := exitCode(c.err); got != c.exit {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.exit)
+		}
+		if c.err == nil {
+			continue
+		}
+		if got := hint(c.err); !strings.HasPrefix(got, c.hint) || (c.hint == "") != (got == "") {
+			t.Errorf("hint(%v) = %q, want it to start with %q", c.err, got, c.hint)
+		}
+	}
+}
+
+// Every row of outcomes is the one that decides some column for an error.
+func TestOutcomesReachable(t *testing.T) {
+	errs := []error{
+		inspect.ErrInterrupted, &usageError{msg: "x"}, &core.TooLargeError{}, &core.Error{},
+		&ptrace.TracedError{}, &ptrace.StateError{}, ptrace.ErrGone, ptrace.ErrNoProcess,
+		&perf.Error{Kind: perf.KindNotAllowed, Err: unix.EPERM}, ptrace.ErrPermission,
+		fmt.Errorf("the same user: %w", ptrace.ErrPermission), &fs.PathError{Err: fs.ErrPermission},
+		&live.NotGlibcError{Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, &live.NotGlibcError{},
+		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{},
+		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &inspect.ArenaCheckError{},
+		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
+		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"),
+	}
+	columns := []func(*outcome) bool{
+		func(o *outcome) bool { return o.exit != 0 },
+		func(o *outcome) bool { return o.hint != "" },
+		func(o *outcome) bool { return o.reason != "" },
+	}
+	reached := map[*outcome]bool{}
+	for _, err := range errs {
+		for _, has := range columns {
+			if o := decide(err, has); o != nil {
+				reached[o] = true
+			}
+		}
+	}
+	for i := range outcomes {
+		if o := &outcomes[i]; !reached[o] {
+			t.Errorf("row %d (exit %d, hint %q, reason %q) decides nothing", i, o.exit, o.hint, o.reason)
+		}
+	}
+}
+
+// The exporter's reason labels come from the same table (they were
+// exporter.Reason's).
+func TestReason(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("x: %w", &live.NotGlibcError{Pid: 1}), exporter.ReasonNotGlibc},
+		{fmt.Errorf("process 1: %w", ptrace.ErrNoProcess), exporter.ReasonGone},
+		{ptrace.ErrGone, exporter.ReasonGone},
+		{&ptrace.StateError{Pid: 1, What: "is a zombie"}, exporter.ReasonGone},
+		{fmt.Errorf("process 1: %w", ptrace.ErrPermission), exporter.ReasonPermission},
+		{&ptrace.TracedError{Pid: 1, TracerPid: 2}, exporter.ReasonTraced},
+		{&glibc.HeapDamageError{}, exporter.ReasonDamaged},
+		{fmt.Errorf("thread 3 did not stop: %w", errors.New("wait timed out")), exporter.ReasonTimeout},
+		{errors.New("something else"), exporter.ReasonOther},
+	} {
+		if got := reason(c.err); got != c.want {
+			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// A static program without glibc malloc is not_glibc, as another
+// allocator is (issue 22, item 3).
+func TestStaticOtherIsNotGlibc(t *testing.T) {
+	err := fmt.Errorf("process 1: %w", &live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStaticOther}})
+	if r := reason(err); r != exporter.ReasonNotGlibc {
+		t.Errorf("%v: reason %s", err, r)
+	}
+}

@@ -33,7 +33,7 @@ type Core struct {
 
 	segs    []segment
 	ownMaps []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
-	zeros   []Range           // an arenactl snapshot's memory that reads as zeros
+	zeros   []maps.Range      // an arenactl snapshot's memory that reads as zeros
 	extra   map[uint32][]byte // arenactl notes of other types, by type
 	data    []byte            // the mapped file (or OpenBytes's bytes)
 	mapped  bool              // data is a mapping of file, to unmap

@@ -118,7 +118,7 @@ func (c *Core) arenactlNote(typ uint32, desc []byte) error {
 		c.ownMaps = ms
 	case ntZeros:
 		for i := 0; i+16 <= len(desc); i += 16 {
-			z := Range{Start: le64(desc[i:]), End: le64(desc[i+8:])}
+			z := maps.Range{Start: le64(desc[i:]), End: le64(desc[i+8:])}
 			if z.End <= z.Start || len(c.zeros) > 0 && z.Start < c.zeros[len(c.zeros)-1].End {
 				return c.bad("arenactl's zero ranges are not sorted")
 			}

@@ -25,9 +25,6 @@ type Memory interface {
 	ReadAt(p []byte, addr uint64) (int, error)
 }
 
-// Range is [Start, End) in the process.
-type Range struct{ Start, End uint64 }
-
 // Snapshot is what a Writer puts into a core besides memory: a process's
 // identity, its threads' registers, its auxiliary vector and its mapping
 // list. Every mapping gets PT_LOAD headers, so that the address space is
@@ -121,10 +118,10 @@ var ErrTooManySegments = errors.New("too many memory areas for one core")
 type Writer struct {
 	w      io.WriterAt
 	ms     []maps.Mapping
-	notes  uint64   // bytes of notes, right after the ELF header
-	off    uint64   // where the next dumped byte goes
-	placed []placed // every dumped run of pages with its file offset
-	zeros  []Range  // pages that read as zeros, not written
+	notes  uint64       // bytes of notes, right after the ELF header
+	off    uint64       // where the next dumped byte goes
+	placed []placed     // every dumped run of pages with its file offset
+	zeros  []maps.Range // pages that read as zeros, not written
 	extra  []extraNote
 	st     WriteStats
 }
@@ -136,7 +133,7 @@ type extraNote struct {
 
 // placed is a dumped run of pages and where its bytes are in the file.
 type placed struct {
-	Range
+	maps.Range
 	off uint64
 }
 
@@ -156,7 +153,7 @@ func NewWriter(w io.WriterAt, s *Snapshot) (*Writer, error) {
 // Zeros records ranges that read as zeros without reading them: pages of
 // anonymous memory that were never touched (not resident, not in swap).
 // They must not overlap dumped memory.
-func (w *Writer) Zeros(rs []Range) {
+func (w *Writer) Zeros(rs []maps.Range) {
 	for _, r := range rs {
 		w.zero(r.Start, r.End)
 		w.st.Zeros += r.End - r.Start
@@ -168,7 +165,7 @@ func (w *Writer) Zeros(rs []Range) {
 // page-aligned, sorted, disjoint from each other and from every range dumped
 // before, and inside the mappings. It stops between chunks when ctx is done,
 // returning ctx's error.
-func (w *Writer) Dump(ctx context.Context, mem Memory, rs []Range) error {
+func (w *Writer) Dump(ctx context.Context, mem Memory, rs []maps.Range) error {
 	for i, r := range rs {
 		if r.Start%PageSize != 0 || r.End%PageSize != 0 || r.End <= r.Start {
 			return fmt.Errorf("dump range %#x-%#x is empty or not page-aligned", r.Start, r.End)
@@ -239,7 +236,7 @@ func (w *Writer) place(start, end uint64) {
 	if n := len(w.placed); n > 0 && w.placed[n-1].End == start && w.placed[n-1].off+(start-w.placed[n-1].Start) == w.off {
 		w.placed[n-1].End = end
 	} else {
-		w.placed = append(w.placed, placed{Range{start, end}, w.off})
+		w.placed = append(w.placed, placed{maps.Range{Start: start, End: end}, w.off})
 	}
 	w.off += end - start
 }
@@ -249,10 +246,10 @@ func (w *Writer) zero(start, end uint64) {
 		w.zeros[n-1].End = end
 		return
 	}
-	w.zeros = append(w.zeros, Range{start, end})
+	w.zeros = append(w.zeros, maps.Range{Start: start, End: end})
 }
 
-func totalSize(rs []Range) uint64 {
+func totalSize(rs []maps.Range) uint64 {
 	n := uint64(0)
 	for _, r := range rs {
 		n += r.End - r.Start
@@ -326,7 +323,7 @@ func (w *Writer) Close() (WriteStats, error) {
 }
 
 // zeroNote is the sorted, merged list of zero ranges as (start, end) pairs.
-func zeroNote(zs []Range) []byte {
+func zeroNote(zs []maps.Range) []byte {
 	sort.Slice(zs, func(i, j int) bool { return zs[i].Start < zs[j].Start })
 	d := make([]byte, 0, 16*len(zs))
 	for i, z := range zs {
@@ -341,7 +338,7 @@ func zeroNote(zs []Range) []byte {
 }
 
 // Write writes a whole core: s, and the memory of dump read from mem.
-func Write(ctx context.Context, w io.WriterAt, s *Snapshot, mem Memory, dump []Range) (WriteStats, error) {
+func Write(ctx context.Context, w io.WriterAt, s *Snapshot, mem Memory, dump []maps.Range) (WriteStats, error) {
 	cw, err := NewWriter(w, s)
 	if err != nil {
 		return WriteStats{}, err

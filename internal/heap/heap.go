@@ -125,7 +125,7 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 // LeaveOut names the big anonymous mappings of the running target that a
 // walk never reads (glibc.LeaveOut), for a copy-on-write image to be made
 // without them.
-func (h *Heap) LeaveOut() []glibc.Range {
+func (h *Heap) LeaveOut() []maps.Range {
 	return glibc.LeaveOut(h.T, h.Layout, h.Anchors, h.T.Mappings())
 }
 

@@ -15,15 +15,16 @@ import (
 
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Core is an opened core file.
 type Core struct {
 	Path    string
-	Pid     int      // from NT_PRPSINFO
-	Command string   // its short name, from NT_PRPSINFO
-	Threads []Thread // in note order: the thread that received the signal first
-	Signal  *Signal  // from NT_SIGINFO; nil when the core has none (gcore)
+	Pid     int             // from NT_PRPSINFO
+	Command string          // its short name, from NT_PRPSINFO
+	Threads []target.Thread // in note order: the thread that received the signal first
+	Signal  *Signal         // from NT_SIGINFO; nil when the core has none (gcore)
 	Auxv    map[uint64]uint64
 	Files   []FileMapping // NT_FILE: which file backs which range
 	// FilesFromLinkMap: the core has no NT_FILE, and Files were found

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Note types the kernel writes into a core (linux/elf.h).
@@ -64,10 +65,10 @@ func (c *Core) notes(b []byte) error {
 			if len(c.Threads) == maxThreads {
 				return c.bad("more than %d threads (NT_PRSTATUS notes): more than arenactl reads of one process", maxThreads)
 			}
-			if len(desc) < prstatusRegs+27*8 {
+			if len(desc) < prstatusRegs+target.NumRegs*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
-			th := Thread{Tid: int(le32(desc[prstatusPid:]))}
+			th := target.Thread{Tid: int(le32(desc[prstatusPid:]))}
 			for i := range th.Regs {
 				th.Regs[i] = le64(desc[prstatusRegs+8*i:])
 			}

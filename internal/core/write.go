@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // PageSize is the x86_64 page size: every dumped range starts and ends on
@@ -37,29 +36,13 @@ type Snapshot struct {
 	State                byte   // /proc/PID/stat's state letter ('S', 'T', ...)
 	Command              string // comm: pr_fname, 15 bytes kept
 	Args                 string // the command line, arguments separated by spaces: pr_psargs, 79 bytes kept
-	Threads              []SnapshotThread
-	Auxv                 []byte         // /proc/PID/auxv as read
-	Mappings             []maps.Mapping // every mapping in address order, smaps counters included if read
-}
-
-// SnapshotThread is one thread's registers. The first thread of a Snapshot
-// is the one debuggers select first; put the main thread there.
-type SnapshotThread struct {
-	Tid  int
-	Regs [27]uint64 // user_regs_struct in the kernel's order (see RegsOf)
-	// XState is the thread's NT_X86_XSTATE (an XSAVE area, as
-	// PTRACE_GETREGSET gives it); its first 512 bytes also make NT_PRFPREG.
-	// Empty: neither note is written.
-	XState []byte
-}
-
-// RegsOf converts ptrace's registers to user_regs_struct's word order: r15
-// r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs
-// eflags rsp ss fs_base gs_base ds es fs gs.
-func RegsOf(r *unix.PtraceRegs) [27]uint64 {
-	return [27]uint64{r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10, r.R9, r.R8,
-		r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Orig_rax, r.Rip, r.Cs, r.Eflags, r.Rsp, r.Ss,
-		r.Fs_base, r.Gs_base, r.Ds, r.Es, r.Fs, r.Gs}
+	// Threads are the threads' registers; the first is the one debuggers
+	// select first: put the main thread there. A thread's XState, when
+	// there, is written as NT_X86_XSTATE, its first 512 bytes as
+	// NT_PRFPREG; empty, neither note is.
+	Threads  []target.Thread
+	Auxv     []byte         // /proc/PID/auxv as read
+	Mappings []maps.Mapping // every mapping in address order, smaps counters included if read
 }
 
 // WriteStats says what a Writer wrote.
@@ -500,7 +483,7 @@ func appendNote(b *bytes.Buffer, name string, typ uint32, desc []byte) {
 	b.Write(make([]byte, align4(uint64(len(desc)))-uint64(len(desc))))
 }
 
-func prstatus(s *Snapshot, th SnapshotThread) []byte {
+func prstatus(s *Snapshot, th target.Thread) []byte {
 	d := make([]byte, prstatusSize)
 	endian.PutUint32(d[prstatusPid:], uint32(th.Tid))
 	endian.PutUint32(d[prstatusPid+4:], uint32(s.PPid))

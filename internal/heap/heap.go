@@ -66,18 +66,14 @@ func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
 	return &Heap{T: t, Libc: l, Layout: lay, Anchors: anchors, SameFormat: true}, nil
 }
 
-// tls is what the tcache walk needs of the target's threads: none when the
-// TLS slots are unknown, or the target has no thread registers (a live
-// process not frozen).
-func (h *Heap) tls() []glibc.ThreadTLS {
+// tls is the threads the tcache walk reads the thread pointers of: none
+// when the TLS slots are unknown, or the target has no thread registers (a
+// live process not frozen).
+func (h *Heap) tls() []target.Thread {
 	if h.TcachesSkipped != "" {
 		return nil
 	}
-	var out []glibc.ThreadTLS
-	for _, th := range h.T.Threads() {
-		out = append(out, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase})
-	}
-	return out
+	return h.T.Threads()
 }
 
 // Walk is the full read-only walk: every arena's lists and chunks, the

@@ -16,7 +16,6 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/hostfs"
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -145,7 +144,7 @@ func (e *OutputError) Unwrap() error { return e.Err }
 // itself frozen.
 type snapSource struct {
 	mem       target.Target
-	threads   []live.FrozenThread
+	threads   []target.Thread
 	pagemap   int // the process whose pagemap tells resident pages
 	exe, libc string
 	refresh   func() error // re-reads the mappings with their smaps counters
@@ -198,10 +197,7 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	}
 	snap := &core.Snapshot{
 		Pid: t.Process().Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
-		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: recorded,
-	}
-	for _, th := range ths {
-		snap.Threads = append(snap.Threads, core.SnapshotThread{Tid: th.Tid, Regs: core.RegsOf(&th.Regs), XState: th.XState})
+		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: recorded, Threads: ths,
 	}
 	cw, err := core.NewWriter(w, snap)
 	if err == nil {
@@ -285,7 +281,7 @@ const (
 // debuggers' unwinders), and a window around every thread pointer. With
 // full: all anonymous memory and every private file mapping with written
 // pages too. Never PROT_NONE, file text, [vvar] or [vsyscall].
-func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread, full bool) (whole, resident []maps.Range) {
+func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []target.Thread, full bool) (whole, resident []maps.Range) {
 	objs := map[string]bool{trimDeleted(exe): true, trimDeleted(libc): true}
 	for _, m := range glibc.FindLoader(ms) {
 		objs[trimDeleted(m.Path)] = true
@@ -313,7 +309,7 @@ func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread
 		}
 	}
 	for _, th := range ths {
-		fs := th.Regs.Fs_base
+		fs := th.FsBase()
 		m, ok := maps.Find(ms, fs)
 		if !ok || !m.Readable() || strings.HasPrefix(m.Path, "/") {
 			continue

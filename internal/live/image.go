@@ -44,7 +44,7 @@ type Image struct {
 	site     uint64 // the call site's address, whose copy holds the heartbeat
 	siteSize uint64
 	threads  []target.Thread
-	frozen   []FrozenThread
+	frozen   []target.Thread
 	mappings []maps.Mapping
 	// Stopped is how long every thread of the process was stopped.
 	Stopped time.Duration
@@ -229,7 +229,7 @@ next:
 			continue
 		}
 		for _, th := range im.frozen {
-			for _, p := range []uint64{th.Regs.Rsp, th.Regs.Fs_base} {
+			for _, p := range []uint64{th.SP(), th.FsBase()} {
 				if p >= sp.Start && p < sp.End {
 					continue next
 				}
@@ -401,8 +401,8 @@ func (im *Image) Mappings() []maps.Mapping { return im.mappings }
 // Threads are the process's threads with their registers at the freeze.
 func (im *Image) Threads() []target.Thread { return im.threads }
 
-// FrozenThreads are the same with their full register state.
-func (im *Image) FrozenThreads() []FrozenThread { return im.frozen }
+// FrozenThreads are the same with their extended state.
+func (im *Image) FrozenThreads() []target.Thread { return im.frozen }
 
 // OpenFile opens a mapped file through the process.
 func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFile(m) }
@@ -461,7 +461,7 @@ func (im *Image) Refresh() error {
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	sps := map[int]uint64{}
 	for _, th := range im.threads {
-		sps[th.Tid] = th.SP
+		sps[th.Tid] = th.SP()
 	}
 	maps.Classify(out, maps.Hints{ExePath: im.t.Exe, StackPointers: sps})
 	im.mappings = out

@@ -76,7 +76,7 @@ func TestAttachSampleDetach(t *testing.T) {
 		}
 		for _, r := range recs {
 			kinds[r.Kind]++
-			if r.Kind != "free" && (r.Addr == 0 || r.Size == 0 || len(r.Stack) == 0 || r.PC == 0) {
+			if r.Kind != "free" && (r.Addr == 0 || r.Size == 0 || len(r.Stack) == 0 || r.Regs.PC() == 0) {
 				t.Errorf("record %+v", r)
 				break
 			}
@@ -213,7 +213,7 @@ func TestDlopenWhileProfiled(t *testing.T) {
 	mods := module.NewTable(lt)
 	fromLib := 0
 	for _, r := range recs {
-		if m, ok := mods.Lookup(r.PC); ok && strings.HasSuffix(m.Path, "/libleak") {
+		if m, ok := mods.Lookup(r.Regs.PC()); ok && strings.HasSuffix(m.Path, "/libleak") {
 			fromLib++
 			if r.Size != 8000 {
 				t.Errorf("a record from the library: %+v", r)

@@ -16,15 +16,16 @@ import (
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Core is an opened core file.
 type Core struct {
 	Path    string
-	Pid     int      // from NT_PRPSINFO
-	Command string   // its short name, from NT_PRPSINFO
-	Threads []Thread // in note order: the thread that received the signal first
-	Signal  *Signal  // from NT_SIGINFO; nil when the core has none (gcore)
+	Pid     int             // from NT_PRPSINFO
+	Command string          // its short name, from NT_PRPSINFO
+	Threads []target.Thread // in note order: the thread that received the signal first
+	Signal  *Signal         // from NT_SIGINFO; nil when the core has none (gcore)
 	Auxv    map[uint64]uint64
 	Files   []FileMapping // NT_FILE: which file backs which range
 	// FilesFromLinkMap: the core has no NT_FILE, and Files were found
@@ -34,7 +35,7 @@ type Core struct {
 
 	segs    []segment
 	ownMaps []maps.Mapping    // an arenactl snapshot's own copy of /proc/PID/smaps
-	zeros   []Range           // an arenactl snapshot's memory that reads as zeros
+	zeros   []maps.Range      // an arenactl snapshot's memory that reads as zeros
 	extra   map[uint32][]byte // arenactl notes of other types, by type
 	data    []byte            // the mapped file (or OpenBytes's bytes)
 	mapped  bool              // data is a mapping of file, to unmap

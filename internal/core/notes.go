@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Note types the kernel writes into a core (linux/elf.h).
@@ -64,10 +65,10 @@ func (c *Core) notes(b []byte) error {
 			if len(c.Threads) == maxThreads {
 				return c.bad("more than %d threads (NT_PRSTATUS notes): more than arenactl reads of one process", maxThreads)
 			}
-			if len(desc) < prstatusRegs+27*8 {
+			if len(desc) < prstatusRegs+target.NumRegs*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
-			th := Thread{Tid: int(le32(desc[prstatusPid:]))}
+			th := target.Thread{Tid: int(le32(desc[prstatusPid:]))}
 			for i := range th.Regs {
 				th.Regs[i] = le64(desc[prstatusRegs+8*i:])
 			}
@@ -118,7 +119,7 @@ func (c *Core) arenactlNote(typ uint32, desc []byte) error {
 		c.ownMaps = ms
 	case ntZeros:
 		for i := 0; i+16 <= len(desc); i += 16 {
-			z := Range{Start: le64(desc[i:]), End: le64(desc[i+8:])}
+			z := maps.Range{Start: le64(desc[i:]), End: le64(desc[i+8:])}
 			if z.End <= z.Start || len(c.zeros) > 0 && z.Start < c.zeros[len(c.zeros)-1].End {
 				return c.bad("arenactl's zero ranges are not sorted")
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -96,11 +97,7 @@ func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }
 // Threads are every thread the core holds, the one that got the signal
 // first.
 func (t *Target) Threads() []target.Thread {
-	out := make([]target.Thread, len(t.Core.Threads))
-	for i, th := range t.Core.Threads {
-		out[i] = target.Thread{Tid: th.Tid, PC: th.PC(), SP: th.SP(), FsBase: th.FsBase(), Regs: th.Regs}
-	}
-	return out
+	return slices.Clone(t.Core.Threads)
 }
 
 // OpenFile opens the file behind a mapping where the core's files are.

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // PageSize is the x86_64 page size: every dumped range starts and ends on
@@ -24,9 +23,6 @@ const PageSize = 4096
 type Memory interface {
 	ReadAt(p []byte, addr uint64) (int, error)
 }
-
-// Range is [Start, End) in the process.
-type Range struct{ Start, End uint64 }
 
 // Snapshot is what a Writer puts into a core besides memory: a process's
 // identity, its threads' registers, its auxiliary vector and its mapping
@@ -40,29 +36,13 @@ type Snapshot struct {
 	State                byte   // /proc/PID/stat's state letter ('S', 'T', ...)
 	Command              string // comm: pr_fname, 15 bytes kept
 	Args                 string // the command line, arguments separated by spaces: pr_psargs, 79 bytes kept
-	Threads              []SnapshotThread
-	Auxv                 []byte         // /proc/PID/auxv as read
-	Mappings             []maps.Mapping // every mapping in address order, smaps counters included if read
-}
-
-// SnapshotThread is one thread's registers. The first thread of a Snapshot
-// is the one debuggers select first; put the main thread there.
-type SnapshotThread struct {
-	Tid  int
-	Regs [27]uint64 // user_regs_struct in the kernel's order (see RegsOf)
-	// XState is the thread's NT_X86_XSTATE (an XSAVE area, as
-	// PTRACE_GETREGSET gives it); its first 512 bytes also make NT_PRFPREG.
-	// Empty: neither note is written.
-	XState []byte
-}
-
-// RegsOf converts ptrace's registers to user_regs_struct's word order: r15
-// r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs
-// eflags rsp ss fs_base gs_base ds es fs gs.
-func RegsOf(r *unix.PtraceRegs) [27]uint64 {
-	return [27]uint64{r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10, r.R9, r.R8,
-		r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Orig_rax, r.Rip, r.Cs, r.Eflags, r.Rsp, r.Ss,
-		r.Fs_base, r.Gs_base, r.Ds, r.Es, r.Fs, r.Gs}
+	// Threads are the threads' registers; the first is the one debuggers
+	// select first: put the main thread there. A thread's XState, when
+	// there, is written as NT_X86_XSTATE, its first 512 bytes as
+	// NT_PRFPREG; empty, neither note is.
+	Threads  []target.Thread
+	Auxv     []byte         // /proc/PID/auxv as read
+	Mappings []maps.Mapping // every mapping in address order, smaps counters included if read
 }
 
 // WriteStats says what a Writer wrote.
@@ -121,10 +101,10 @@ var ErrTooManySegments = errors.New("too many memory areas for one core")
 type Writer struct {
 	w      io.WriterAt
 	ms     []maps.Mapping
-	notes  uint64   // bytes of notes, right after the ELF header
-	off    uint64   // where the next dumped byte goes
-	placed []placed // every dumped run of pages with its file offset
-	zeros  []Range  // pages that read as zeros, not written
+	notes  uint64       // bytes of notes, right after the ELF header
+	off    uint64       // where the next dumped byte goes
+	placed []placed     // every dumped run of pages with its file offset
+	zeros  []maps.Range // pages that read as zeros, not written
 	extra  []extraNote
 	st     WriteStats
 }
@@ -136,7 +116,7 @@ type extraNote struct {
 
 // placed is a dumped run of pages and where its bytes are in the file.
 type placed struct {
-	Range
+	maps.Range
 	off uint64
 }
 
@@ -156,7 +136,7 @@ func NewWriter(w io.WriterAt, s *Snapshot) (*Writer, error) {
 // Zeros records ranges that read as zeros without reading them: pages of
 // anonymous memory that were never touched (not resident, not in swap).
 // They must not overlap dumped memory.
-func (w *Writer) Zeros(rs []Range) {
+func (w *Writer) Zeros(rs []maps.Range) {
 	for _, r := range rs {
 		w.zero(r.Start, r.End)
 		w.st.Zeros += r.End - r.Start
@@ -168,7 +148,7 @@ func (w *Writer) Zeros(rs []Range) {
 // page-aligned, sorted, disjoint from each other and from every range dumped
 // before, and inside the mappings. It stops between chunks when ctx is done,
 // returning ctx's error.
-func (w *Writer) Dump(ctx context.Context, mem Memory, rs []Range) error {
+func (w *Writer) Dump(ctx context.Context, mem Memory, rs []maps.Range) error {
 	for i, r := range rs {
 		if r.Start%PageSize != 0 || r.End%PageSize != 0 || r.End <= r.Start {
 			return fmt.Errorf("dump range %#x-%#x is empty or not page-aligned", r.Start, r.End)
@@ -239,7 +219,7 @@ func (w *Writer) place(start, end uint64) {
 	if n := len(w.placed); n > 0 && w.placed[n-1].End == start && w.placed[n-1].off+(start-w.placed[n-1].Start) == w.off {
 		w.placed[n-1].End = end
 	} else {
-		w.placed = append(w.placed, placed{Range{start, end}, w.off})
+		w.placed = append(w.placed, placed{maps.Range{Start: start, End: end}, w.off})
 	}
 	w.off += end - start
 }
@@ -249,10 +229,10 @@ func (w *Writer) zero(start, end uint64) {
 		w.zeros[n-1].End = end
 		return
 	}
-	w.zeros = append(w.zeros, Range{start, end})
+	w.zeros = append(w.zeros, maps.Range{Start: start, End: end})
 }
 
-func totalSize(rs []Range) uint64 {
+func totalSize(rs []maps.Range) uint64 {
 	n := uint64(0)
 	for _, r := range rs {
 		n += r.End - r.Start
@@ -326,7 +306,7 @@ func (w *Writer) Close() (WriteStats, error) {
 }
 
 // zeroNote is the sorted, merged list of zero ranges as (start, end) pairs.
-func zeroNote(zs []Range) []byte {
+func zeroNote(zs []maps.Range) []byte {
 	sort.Slice(zs, func(i, j int) bool { return zs[i].Start < zs[j].Start })
 	d := make([]byte, 0, 16*len(zs))
 	for i, z := range zs {
@@ -341,7 +321,7 @@ func zeroNote(zs []Range) []byte {
 }
 
 // Write writes a whole core: s, and the memory of dump read from mem.
-func Write(ctx context.Context, w io.WriterAt, s *Snapshot, mem Memory, dump []Range) (WriteStats, error) {
+func Write(ctx context.Context, w io.WriterAt, s *Snapshot, mem Memory, dump []maps.Range) (WriteStats, error) {
 	cw, err := NewWriter(w, s)
 	if err != nil {
 		return WriteStats{}, err
@@ -503,7 +483,7 @@ func appendNote(b *bytes.Buffer, name string, typ uint32, desc []byte) {
 	b.Write(make([]byte, align4(uint64(len(desc)))-uint64(len(desc))))
 }
 
-func prstatus(s *Snapshot, th SnapshotThread) []byte {
+func prstatus(s *Snapshot, th target.Thread) []byte {
 	d := make([]byte, prstatusSize)
 	endian.PutUint32(d[prstatusPid:], uint32(th.Tid))
 	endian.PutUint32(d[prstatusPid+4:], uint32(s.PPid))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // fakeMem is a synthetic address space: every readable mapping holds a
@@ -55,7 +56,7 @@ func testSnapshot() *Snapshot {
 	s := &Snapshot{Pid: 100, PPid: 1, Pgrp: 100, Sid: 100, Uid: 1000, Gid: 1000, State: 'S',
 		Command: "prog", Args: "/usr/bin/prog --flag", Mappings: testMaps}
 	for i, tid := range []int{100, 101} {
-		th := SnapshotThread{Tid: tid}
+		th := target.Thread{Tid: tid}
 		for r := range th.Regs {
 			th.Regs[r] = uint64(1000*(i+1) + r)
 		}
@@ -88,12 +89,12 @@ func TestWriteReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Zeros([]Range{{0x1008000, 0x1010000}})
+	w.Zeros([]maps.Range{{Start: 0x1008000, End: 0x1010000}})
 	ctx := context.Background()
-	if err := w.Dump(ctx, mem, []Range{{0x403000, 0x404000}, {0x1000000, 0x1008000}}); err != nil {
+	if err := w.Dump(ctx, mem, []maps.Range{{Start: 0x403000, End: 0x404000}, {Start: 0x1000000, End: 0x1008000}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Dump(ctx, mem, []Range{{0x400000, 0x401000}, {0x7f0000000000, 0x7f0000002000}}); err != nil {
+	if err := w.Dump(ctx, mem, []maps.Range{{Start: 0x400000, End: 0x401000}, {Start: 0x7f0000000000, End: 0x7f0000002000}}); err != nil {
 		t.Fatal(err)
 	}
 	w.AddNote(NoteAllocator, []byte(`{"note_version":1}`))
@@ -193,7 +194,7 @@ func TestWriteRefuses(t *testing.T) {
 	ctx := context.Background()
 	mem := &fakeMem{ms: testMaps}
 	dir := t.TempDir()
-	try := func(name string, dumps ...[]Range) error {
+	try := func(name string, dumps ...[]maps.Range) error {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -211,10 +212,10 @@ func TestWriteRefuses(t *testing.T) {
 		_, err = w.Close()
 		return err
 	}
-	for name, dumps := range map[string][][]Range{
-		"unaligned":    {{{0x400000, 0x400800}}},
-		"out of order": {{{0x401000, 0x402000}, {0x400000, 0x401000}}},
-		"overlap":      {{{0x400000, 0x402000}}, {{0x401000, 0x402000}}},
+	for name, dumps := range map[string][][]maps.Range{
+		"unaligned":    {{{Start: 0x400000, End: 0x400800}}},
+		"out of order": {{{Start: 0x401000, End: 0x402000}, {Start: 0x400000, End: 0x401000}}},
+		"overlap":      {{{Start: 0x400000, End: 0x402000}}, {{Start: 0x401000, End: 0x402000}}},
 	} {
 		if err := try(name, dumps...); err == nil {
 			t.Errorf("%s: no error", name)
@@ -228,7 +229,7 @@ func TestWriteRefuses(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	w, _ := NewWriter(f, testSnapshot())
-	if err := w.Dump(cancelled, mem, []Range{{0x400000, 0x401000}}); !errors.Is(err, context.Canceled) {
+	if err := w.Dump(cancelled, mem, []maps.Range{{Start: 0x400000, End: 0x401000}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled dump: %v", err)
 	}
 }

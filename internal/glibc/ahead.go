@@ -3,6 +3,8 @@ package glibc
 import (
 	"slices"
 	"sync"
+
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // ahead copies the heaps of the next arena of the ring while the walker
@@ -41,7 +43,7 @@ type parallelReader interface {
 // loaded is one arena's heaps, copied.
 type loaded struct {
 	arena uint64
-	rs    []Range
+	rs    []maps.Range
 	spans []window
 	slot  *slot
 }
@@ -97,7 +99,7 @@ func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *
 
 // take returns the copy of arena ar's ranges rs, when the next one the
 // loader made is that.
-func (ah *ahead) take(ar uint64, rs []Range) (loaded, bool) {
+func (ah *ahead) take(ar uint64, rs []maps.Range) (loaded, bool) {
 	l, ok := <-ah.out
 	if !ok {
 		return l, false

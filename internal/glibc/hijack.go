@@ -5,12 +5,16 @@ import (
 	"fmt"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
-// ThreadState is what the hijack policy needs to know of a stopped thread.
+// ThreadState is what the hijack policy needs to know of a stopped thread:
+// its registers (pc and sp are what it reads) and the syscall it is blocked
+// in, which ptrace tells from the registers and /proc/PID/task/TID/syscall
+// from the kernel's own record.
 type ThreadState struct {
 	Tid     int
-	PC, SP  uint64
+	Regs    target.Regs
 	Syscall int64 // syscall the thread is blocked in, or -1 when it runs code
 	Args    [6]uint64
 }
@@ -104,8 +108,8 @@ func (p *HijackPolicy) Check(ts ThreadState, mem Memory) error {
 				return fmt.Errorf("waiting on %s", why)
 			}
 		}
-	} else if s, ok := find(p.ownText, ts.PC); ok {
-		return fmt.Errorf("running code inside %s (pc %#x)", s.name, ts.PC)
+	} else if s, ok := find(p.ownText, ts.Regs.PC()); ok {
+		return fmt.Errorf("running code inside %s (pc %#x)", s.name, ts.Regs.PC())
 	}
 	return p.scanStack(ts, mem)
 }
@@ -132,18 +136,19 @@ func (p *HijackPolicy) allocatorLock(addr uint64) string {
 // was safe; it never makes it accept one that was not, as long as frames
 // keep return addresses on the stack.
 func (p *HijackPolicy) scanStack(ts ThreadState, mem Memory) error {
-	m, ok := maps.Find(p.stackOf, ts.SP)
+	sp := ts.Regs.SP()
+	m, ok := maps.Find(p.stackOf, sp)
 	if !ok {
-		return fmt.Errorf("stack pointer %#x is in no mapping", ts.SP)
+		return fmt.Errorf("stack pointer %#x is in no mapping", sp)
 	}
-	n := m.End - ts.SP
+	n := m.End - sp
 	if n > maxStackScan {
 		n = maxStackScan
 	}
 	buf := make([]byte, n&^7)
-	got, err := mem.ReadAt(buf, ts.SP)
+	got, err := mem.ReadAt(buf, sp)
 	if err != nil && got == 0 {
-		return fmt.Errorf("reading its stack at %#x: %v", ts.SP, err)
+		return fmt.Errorf("reading its stack at %#x: %v", sp, err)
 	}
 	for off := 0; off+8 <= got; off += 8 {
 		w := binary.LittleEndian.Uint64(buf[off:])

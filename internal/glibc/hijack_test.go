@@ -10,6 +10,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -32,7 +33,8 @@ func blockedState(t *testing.T, pid, tid int) ThreadState {
 		t.Fatalf("thread %d is not blocked in a syscall: %q", tid, b)
 	}
 	hex := func(s string) uint64 { v, _ := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64); return v }
-	ts := ThreadState{Tid: tid, SP: hex(f[7]), PC: hex(f[8])}
+	ts := ThreadState{Tid: tid}
+	ts.Regs[target.RegRSP], ts.Regs[target.RegRIP] = hex(f[7]), hex(f[8])
 	ts.Syscall, _ = strconv.ParseInt(f[0], 10, 64)
 	for i := range ts.Args {
 		ts.Args[i] = hex(f[1+i])
@@ -118,7 +120,8 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 		t.Errorf("main with an innocent futex address: %v", err)
 	}
 	// And running code inside libc is never borrowed.
-	ts = ThreadState{Tid: pid, PC: libc.Text[0].Start + 0x100, SP: ts.SP, Syscall: -1}
+	ts = ThreadState{Tid: pid, Regs: ts.Regs, Syscall: -1}
+	ts.Regs[target.RegRIP] = libc.Text[0].Start + 0x100
 	if err := policy.Check(ts, mem); err == nil || !strings.Contains(err.Error(), "running code inside libc") {
 		t.Errorf("pc in libc: %v", err)
 	}

@@ -29,12 +29,12 @@ const LeaveOutMin = 32 << 20
 // What changes between this look and the stop is handled below it: the
 // image routine leaves a mapping in unless it is, when every thread is
 // stopped, exactly the mapping named here.
-func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []Range {
+func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range {
 	rg, ok := readRing(mem, lay, a)
 	if !ok {
 		return nil // a ring we cannot follow: leave nothing out
 	}
-	var out []Range
+	var out []maps.Range
 	for _, m := range ms {
 		if m.Perms != "rw-p" || m.Size() < LeaveOutMin || !(m.Path == "" || strings.HasPrefix(m.Path, "[anon:") && !strings.Contains(m.Path, "glibc")) {
 			continue
@@ -45,7 +45,7 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []Range {
 		if rg.keeps(m) {
 			continue
 		}
-		out = append(out, Range{m.Start, m.End})
+		out = append(out, maps.Range{Start: m.Start, End: m.End})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].End-out[i].Start > out[j].End-out[j].Start })
 	return out

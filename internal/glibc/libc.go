@@ -3,8 +3,6 @@ package glibc
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
 )
 
 // Symbol is a libc symbol as it lies in the target: Value has the load bias
@@ -173,7 +172,7 @@ func loadObject(ms []maps.Mapping, m0 maps.Mapping, kind string, open FileOpener
 		}
 		l.syms = map[string]Symbol{}
 	}
-	l.BuildID = buildID(ef)
+	l.BuildID = module.BuildIDOf(ef)
 	if l.img, err = readImage(ef); err != nil {
 		return fail(err)
 	}
@@ -246,56 +245,6 @@ func defines(s elf.Symbol, types ...elf.SymType) bool {
 		}
 	}
 	return false
-}
-
-// buildID returns the hex NT_GNU_BUILD_ID of ef, or "" when it has none.
-func buildID(ef *elf.File) string {
-	var notes [][]byte
-	if s := ef.Section(".note.gnu.build-id"); s != nil {
-		if b, err := s.Data(); err == nil {
-			notes = append(notes, b)
-		}
-	}
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_NOTE {
-			if b, err := io.ReadAll(io.LimitReader(p.Open(), 1<<16)); err == nil {
-				notes = append(notes, b)
-			}
-		}
-	}
-	for _, b := range notes {
-		if id := findNote(b, ef.ByteOrder, "GNU", 3); id != nil {
-			return hex.EncodeToString(id)
-		}
-	}
-	return ""
-}
-
-// findNote walks ELF notes (namesz, descsz, type, then name and desc, each
-// padded to 4 bytes) and returns the descriptor of the first note with the
-// given name and type.
-func findNote(b []byte, bo binary.ByteOrder, name string, typ uint32) []byte {
-	pad := func(n uint64) uint64 { return (n + 3) &^ 3 }
-	for len(b) >= 12 {
-		namesz, descsz, t := uint64(bo.Uint32(b)), uint64(bo.Uint32(b[4:])), bo.Uint32(b[8:])
-		b = b[12:]
-		if pad(namesz) > uint64(len(b)) {
-			return nil
-		}
-		n := bytes.TrimRight(b[:namesz], "\x00")
-		b = b[pad(namesz):]
-		if descsz > uint64(len(b)) {
-			return nil
-		}
-		if t == typ && string(n) == name {
-			return b[:descsz]
-		}
-		if pad(descsz) >= uint64(len(b)) {
-			return nil
-		}
-		b = b[pad(descsz):]
-	}
-	return nil
 }
 
 var releaseVersion = regexp.MustCompile(`release version ([0-9]+)\.([0-9]+)`)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -279,9 +280,9 @@ func TestFindNoteMalformed(t *testing.T) {
 		{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 3, 0, 0, 0},
 		{4, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0, 0xab, 0xcd},
 	} {
-		id := findNote(b, binary.LittleEndian, "GNU", 3)
+		id := module.FindNote(b, binary.LittleEndian, "GNU", 3)
 		if len(b) == 18 && string(id) != "\xab\xcd" {
-			t.Errorf("findNote(%x) = %x", b, id)
+			t.Errorf("FindNote(%x) = %x", b, id)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
 )
 
 // BuildIDInMemory reads the GNU build-id of the ELF object whose first page
@@ -51,7 +52,7 @@ func BuildIDInMemory(mem Memory, start uint64) (string, error) {
 		if err != nil {
 			continue
 		}
-		if id := findNote(b, bo, "GNU", 3); id != nil {
+		if id := module.FindNote(b, bo, "GNU", 3); id != nil {
 			return hex.EncodeToString(id), nil
 		}
 	}

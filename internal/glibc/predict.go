@@ -1,6 +1,10 @@
 package glibc
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/arenactl/arenactl/internal/maps"
+)
 
 // Residency says how much of a range of the target's memory is in RAM now
 // (the live target reads /proc/PID/pagemap; glibc itself reads no /proc).
@@ -23,8 +27,8 @@ type ArenaTrim struct {
 	Index    int
 	Addr     uint64
 	Main     bool
-	Ranges   []Range // mtrim's madvise ranges, then systrim's top range (main arena)
-	Chunks   int     // free chunks that have at least one whole page to give
+	Ranges   []maps.Range // mtrim's madvise ranges, then systrim's top range (main arena)
+	Chunks   int          // free chunks that have at least one whole page to give
 	Bytes    uint64
 	Top      uint64 // part of Bytes: the main arena's top given back by systrim
 	Resident uint64
@@ -73,16 +77,16 @@ func PredictTrim(w *Walk, pad uint64, res Residency) (*TrimPrediction, error) {
 // systrimRange is what systrim(pad) would sbrk back from the main arena's
 // top (malloc.c@2.36 systrim): nothing for another arena, a non-contiguous
 // main arena, or a top no larger than MINSIZE + 1 + pad.
-func systrimRange(a *ArenaWalk, pad uint64) Range {
+func systrimRange(a *ArenaWalk, pad uint64) maps.Range {
 	const noncontiguous = 2
 	if !a.Main || a.Flags&noncontiguous != 0 || a.TopSize <= minChunk+1 {
-		return Range{}
+		return maps.Range{}
 	}
 	area := a.TopSize - minChunk - 1
 	if area <= pad {
-		return Range{}
+		return maps.Range{}
 	}
 	extra := (area - pad) &^ (pageSz - 1)
 	end := a.Top + a.TopSize
-	return Range{end - extra, end}
+	return maps.Range{Start: end - extra, End: end}
 }

@@ -1,6 +1,10 @@
 package glibc
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/arenactl/arenactl/internal/maps"
+)
 
 // halfResident reports every page resident except those in [hole, hole+n).
 type halfResident struct{ hole, n uint64 }
@@ -16,10 +20,10 @@ func (h halfResident) Resident(start, end uint64) (uint64, error) {
 func TestPredictTrim(t *testing.T) {
 	const top = 0x55550010_0000
 	main := ArenaWalk{Addr: 0x7f00000a0c60, Main: true, Top: top, TopSize: 0x21000,
-		TrimRanges: []Range{{0x55550000_1000, 0x55550000_9000}, // a free chunk's pages
-			{top + 0x1000, top + 0x21000}}} // the walk's systrim range, pad 0
+		TrimRanges: []maps.Range{{Start: 0x55550000_1000, End: 0x55550000_9000}, // a free chunk's pages
+			{Start: top + 0x1000, End: top + 0x21000}}} // the walk's systrim range, pad 0
 	thread := ArenaWalk{Addr: 0x7f0000000030, Top: 0x7f0000200000, TopSize: 0x100000,
-		TrimRanges: []Range{{0x7f0000010000, 0x7f0000030000}}}
+		TrimRanges: []maps.Range{{Start: 0x7f0000010000, End: 0x7f0000030000}}}
 	w := &Walk{Arenas: []ArenaWalk{main, thread}}
 	res := halfResident{hole: 0x7f0000020000, n: 0x8000} // 8 pages of the thread arena's range are not resident
 

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
+
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // prewalk reads every free list of an arena out of the copy of its heaps
@@ -122,7 +124,7 @@ func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
 // advance steps the cursors cs through spans until each one stops. It
 // returns those that stopped at a chunk in later, not in spans: another
 // part of the arena, copied later (see prewalkParts).
-func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []Range) (waiting []cursor) {
+func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []maps.Range) (waiting []cursor) {
 	ws := &windows{spans: spans}
 	// next checks c.p, where its list leads, and readies c.b; false when
 	// the chain stops there (or waits).
@@ -190,7 +192,7 @@ func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []Rang
 }
 
 // in reports whether [p, p+n) lies in one of rs.
-func in(rs []Range, p, n uint64) bool {
+func in(rs []maps.Range, p, n uint64) bool {
 	for _, r := range rs {
 		if p >= r.Start && p+n <= r.End && p+n > p {
 			return true
@@ -213,17 +215,17 @@ const (
 
 // partsOf splits rs into page-aligned parts of windowCap bytes at most, in
 // address order; false when rs cannot be copied at all.
-func partsOf(rs []Range) ([]Range, bool) {
-	var parts []Range
+func partsOf(rs []maps.Range) ([]maps.Range, bool) {
+	var parts []maps.Range
 	for _, r := range rs {
 		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
 			return nil, false
 		}
 		for s := r.Start; s < r.End; s += windowCap {
-			parts = append(parts, Range{s, min(s+windowCap, r.End)})
+			parts = append(parts, maps.Range{Start: s, End: min(s+windowCap, r.End)})
 		}
 	}
-	slices.SortFunc(parts, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortFunc(parts, func(a, b maps.Range) int { return cmp.Compare(a.Start, b.Start) })
 	return parts, len(parts) > 0
 }
 
@@ -246,7 +248,7 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 		clear(waiting)
 		best := 0
 		for _, c := range cs {
-			i, _ := slices.BinarySearchFunc(wk.parts, c.p, func(r Range, p uint64) int {
+			i, _ := slices.BinarySearchFunc(wk.parts, c.p, func(r maps.Range, p uint64) int {
 				if r.End <= p {
 					return -1
 				}
@@ -264,7 +266,7 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 		part := wk.parts[best]
 		var here, rest []cursor
 		for _, c := range cs {
-			if in([]Range{part}, c.p, 24) {
+			if in([]maps.Range{part}, c.p, 24) {
 				here = append(here, c)
 			} else {
 				rest = append(rest, c)
@@ -273,7 +275,7 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 		if len(here) == 0 {
 			break
 		}
-		spans := copyRanges(wk.mem.mem, []Range{part}, wk.mem.win.buf, nil)
+		spans := copyRanges(wk.mem.mem, []maps.Range{part}, wk.mem.win.buf, nil)
 		cs = append(rest, pw.advance(wk.lay, here, spans, wk.parts)...)
 	}
 }

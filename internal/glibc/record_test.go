@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/arenactl/arenactl/internal/module"
 )
 
 // sliceMem is memory holding b at base and nothing else.
@@ -29,7 +31,7 @@ func TestCoreBuildIDInMemory(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	want := buildID(ef)
+	want := module.BuildIDOf(ef)
 	ef.Close()
 	file, err := os.ReadFile(path)
 	if err != nil || want == "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -64,7 +65,7 @@ func TestFingerprintOfSharedLibcs(t *testing.T) {
 func TestAnchorsFromDebugSymbols(t *testing.T) {
 	for name, lf := range libcFiles(t) {
 		t.Run(name, func(t *testing.T) {
-			id := buildID(openELF(t, lf.path))
+			id := module.BuildIDOf(openELF(t, lf.path))
 			if _, ok := debugFile(id, []string{lf.debug}); !ok {
 				t.Skipf("no debug file for build-id %s under %s (libc6-dbg not installed or fetched)", id, lf.debug)
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/arenactl/arenactl/internal/hostfs"
+	"github.com/arenactl/arenactl/internal/module"
 )
 
 // DefaultDebugDirs is where distributions install detached debug files
@@ -93,7 +94,7 @@ func debugAnchors(id string, dirs []string) (*symbolAnchors, error) {
 	}
 	// The path only claims the build-id; a stale file left behind by an
 	// upgrade under a wrong name must not lend its addresses.
-	if got := buildID(ef); got != "" && got != id {
+	if got := module.BuildIDOf(ef); got != "" && got != id {
 		return nil, fmt.Errorf("debug file %s has build-id %s", p, got)
 	}
 	sa, err := symtabAnchors(ef)

@@ -2,18 +2,11 @@ package glibc
 
 import (
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/target"
 
 	"fmt"
 	"sort"
 )
-
-// ThreadTLS is what the tcache locator needs of a thread: its thread
-// pointer (fs_base on x86_64), from registers of a stopped thread or from a
-// core's NT_PRSTATUS.
-type ThreadTLS struct {
-	Tid    int
-	FsBase uint64
-}
 
 // ThreadCache is one thread's tcache and the arena it allocates from.
 type ThreadCache struct {
@@ -39,7 +32,7 @@ type TcacheBin struct {
 // malloc/arena.c, reached through libc's initial-exec TLS). It returns the
 // caches and the set of chunk addresses they hold, for the chunk walk to
 // count as cached.
-func Tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
+func Tcaches(l *Libc, lay Layout, mem Memory, threads []target.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
 	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
 	return caches, cached, dmg
 }
@@ -53,7 +46,7 @@ type TLSSlots struct {
 	HasTcache, HasArena bool
 }
 
-func tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
+func tcaches(l *Libc, lay Layout, mem Memory, threads []target.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
 	var slots TLSSlots
 	if lay.TcacheBins == 0 || len(threads) == 0 {
 		return nil, nil, nil, slots
@@ -72,7 +65,7 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []ThreadTLS, arenas []uint
 	for _, off := range l.tlsOffsets(c) {
 		sv := &slotVals{off: off}
 		for _, th := range threads {
-			v, _ := c.word(th.FsBase + off)
+			v, _ := c.word(th.FsBase() + off)
 			sv.vals = append(sv.vals, v)
 			if isTcache(c, lay, v) {
 				sv.tcache++
@@ -260,12 +253,12 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 }
 
 // WalkAll is the whole read-only walk once the anchors are known: every
-// thread's tcache (when its thread pointer is known: tls is empty for a
-// process read without stopping it), then the heaps, with the chunks the
+// thread's tcache (when its thread pointer is known: threads is empty for
+// a process read without stopping it), then the heaps, with the chunks the
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function.
-func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, tls, false, nil)
+func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, false, nil)
 }
 
 // WalkChunks is WalkAll that also hands visit every chunk it meets, in
@@ -274,8 +267,8 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls 
 // the mmapped chunks. An arena whose chunks cannot be walked to the end
 // (damage, a non-contiguous main arena) gives those met before, and its
 // Walked is false.
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, visit func(Chunk)) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, tls, false, visit)
+func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk)) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, false, visit)
 }
 
 // WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,
@@ -284,12 +277,12 @@ func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, t
 // reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it.
-func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, tls, true, nil)
+func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, true, nil)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, tls []ThreadTLS, noChunks bool, visit func(Chunk)) (*Walk, []ThreadCache, error) {
-	caches, cached, dmg, slots := tcaches(l, lay, mem, tls, ArenaRing(mem, lay, a))
+func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, noChunks bool, visit func(Chunk)) (*Walk, []ThreadCache, error) {
+	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := newBlockMem(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a
 	// snapshot's recorder refuses large reads (it dumps the heaps anyway).

@@ -63,11 +63,8 @@ type ArenaWalk struct {
 	FastChunks, FastBytes     uint64
 	TcacheChunks, TcacheBytes uint64 // chunks of this arena sitting in some thread's tcache
 	LargestFree               uint64 // largest free chunk in a bin
-	TrimRanges                []Range
+	TrimRanges                []maps.Range
 }
-
-// Range is [Start, End) in the target.
-type Range struct{ Start, End uint64 }
 
 // Damage is an inconsistency found in the allocator's state. The walk
 // never follows a pointer it found damaged. Abort says glibc's own code
@@ -179,9 +176,9 @@ type walker struct {
 	fast      *addrSet
 	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
 	tcached   *addrSet
-	path      []uint64 // the chunks met so far in the list being walked
-	pre       prewalk  // the arena's lists as read ahead from the copy of its heaps
-	parts     []Range  // the arena's heaps in parts of windowCap, when too large to copy whole
+	path      []uint64     // the chunks met so far in the list being walked
+	pre       prewalk      // the arena's lists as read ahead from the copy of its heaps
+	parts     []maps.Range // the arena's heaps in parts of windowCap, when too large to copy whole
 	listsOnly bool
 	noChunks  bool         // skip the chunk walk only (the mmapped-chunk scan still runs)
 	visit     func(Chunk)  // given every chunk met, when set (WalkChunks)
@@ -328,7 +325,7 @@ func (wk *walker) rw(addr, n uint64) bool {
 // one found last: the walker checks every pointer it follows, and most fall
 // in the mapping of the one before.
 type rwSpans struct {
-	spans []Range
+	spans []maps.Range
 	last  int
 }
 
@@ -336,7 +333,7 @@ func newRWSpans(ms []maps.Mapping) *rwSpans {
 	s := &rwSpans{}
 	for _, m := range ms {
 		if m.Readable() && m.Writable() {
-			s.spans = append(s.spans, Range{m.Start, m.End})
+			s.spans = append(s.spans, maps.Range{Start: m.Start, End: m.End})
 		}
 	}
 	return s
@@ -494,14 +491,14 @@ func (wk *walker) load(aw *ArenaWalk, st []byte) {
 // sbrk_base, a thread arena's heaps from the top one back through prev,
 // each up to its top chunk's header. Anything odd (the walk proper
 // reports it) ends the list; the rest is read through the block cache.
-func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []Range {
+func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []maps.Range {
 	top, flags := le(st, lay.StateTop), le(st, lay.StateFlags)
 	topEnd := (top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
-	var rs []Range
+	var rs []maps.Range
 	if main {
 		start := p.SbrkBase &^ (pageSz - 1)
 		if flags&2 == 0 && start < top && rw(start, topEnd-start) {
-			rs = append(rs, Range{start, topEnd})
+			rs = append(rs, maps.Range{Start: start, End: topEnd})
 		}
 		return rs
 	}
@@ -520,7 +517,7 @@ func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (
 			}
 			end = min(end, topEnd)
 		}
-		rs = append(rs, Range{h, end})
+		rs = append(rs, maps.Range{Start: h, End: end})
 		h = prev
 	}
 	return rs
@@ -921,7 +918,7 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 			if size > pageSz-1+hdr && !wk.badSize[r] {
 				paligned := (r + hdr + pageSz - 1) &^ (pageSz - 1)
 				if rest := size - (paligned - r); paligned-r < size && rest > pageSz-1 {
-					aw.TrimRanges = append(aw.TrimRanges, Range{paligned, paligned + rest&^(pageSz-1)})
+					aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: paligned, End: paligned + rest&^(pageSz-1)})
 				}
 			}
 			r, _ = wk.mem.word(r + 16)
@@ -932,7 +929,7 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 		extra := (aw.TopSize - minChunk - 1) &^ (pageSz - 1)
 		end := aw.Top + aw.TopSize
 		if extra > 0 {
-			aw.TrimRanges = append(aw.TrimRanges, Range{end - extra, end})
+			aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: end - extra, End: end})
 		}
 	}
 	sort.Slice(aw.TrimRanges, func(i, j int) bool { return aw.TrimRanges[i].Start < aw.TrimRanges[j].Start })

@@ -2,6 +2,8 @@ package glibc
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // windows hold an arena's heaps, copied whole before the arena is walked.
@@ -142,7 +144,7 @@ const loadChunk = 1 << 20
 // exceed windowCap or the memory is already in this process (a core).
 // Whatever could not be read is a hole, which reads go around. When a
 // loader runs ahead, the copy it made of the same ranges is taken instead.
-func (c *blockMem) load(ar uint64, rs []Range) {
+func (c *blockMem) load(ar uint64, rs []maps.Range) {
 	c.win.reset()
 	if c.slicer != nil || c.noWin || !fits(rs) {
 		return
@@ -163,7 +165,7 @@ func (c *blockMem) load(ar uint64, rs []Range) {
 
 // fits reports whether rs can be copied: page-aligned, non-empty, and
 // windowCap bytes at most together.
-func fits(rs []Range) bool {
+func fits(rs []maps.Range) bool {
 	var total uint64
 	for _, r := range rs {
 		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
@@ -180,7 +182,7 @@ func fits(rs []Range) bool {
 // copyRanges copies rs, which fit, into buf, one read per run of pages
 // that hold data (every page, when mem cannot tell), and returns their
 // windows, appended to spans.
-func copyRanges(mem Memory, rs []Range, buf []byte, spans []window) []window {
+func copyRanges(mem Memory, rs []maps.Range, buf []byte, spans []window) []window {
 	dr, _ := mem.(dataRuns)
 	var used uint64
 	for _, r := range rs {
@@ -219,13 +221,13 @@ func unmap(b []byte) { _ = unix.Munmap(b) }
 // loadPart copies the part of parts holding addr into the buffer, in place
 // of what the windows held, and returns its window; nil when no part holds
 // it or there is no buffer.
-func (c *blockMem) loadPart(parts []Range, addr uint64) *window {
+func (c *blockMem) loadPart(parts []maps.Range, addr uint64) *window {
 	for _, r := range parts {
 		if addr >= r.Start && addr < r.End {
 			if !c.win.alloc() {
 				return nil
 			}
-			c.win.spans = copyRanges(c.mem, []Range{r}, c.win.buf, c.win.spans[:0])
+			c.win.spans = copyRanges(c.mem, []maps.Range{r}, c.win.buf, c.win.spans[:0])
 			c.win.last = 0
 			return c.win.get(addr, 1)
 		}

@@ -50,10 +50,7 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var tls []glibc.ThreadTLS
-			for _, th := range c.Threads() {
-				tls = append(tls, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase})
-			}
+			tls := c.Threads()
 			walk := func(mem glibc.Memory) (string, string) {
 				w, caches, err := glibc.WalkAll(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls)
 				if err != nil {

@@ -66,18 +66,14 @@ func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
 	return &Heap{T: t, Libc: l, Layout: lay, Anchors: anchors, SameFormat: true}, nil
 }
 
-// tls is what the tcache walk needs of the target's threads: none when the
-// TLS slots are unknown, or the target has no thread registers (a live
-// process not frozen).
-func (h *Heap) tls() []glibc.ThreadTLS {
+// tls is the threads the tcache walk reads the thread pointers of: none
+// when the TLS slots are unknown, or the target has no thread registers (a
+// live process not frozen).
+func (h *Heap) tls() []target.Thread {
 	if h.TcachesSkipped != "" {
 		return nil
 	}
-	var out []glibc.ThreadTLS
-	for _, th := range h.T.Threads() {
-		out = append(out, glibc.ThreadTLS{Tid: th.Tid, FsBase: th.FsBase})
-	}
-	return out
+	return h.T.Threads()
 }
 
 // Walk is the full read-only walk: every arena's lists and chunks, the
@@ -125,7 +121,7 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 // LeaveOut names the big anonymous mappings of the running target that a
 // walk never reads (glibc.LeaveOut), for a copy-on-write image to be made
 // without them.
-func (h *Heap) LeaveOut() []glibc.Range {
+func (h *Heap) LeaveOut() []maps.Range {
 	return glibc.LeaveOut(h.T, h.Layout, h.Anchors, h.T.Mappings())
 }
 

@@ -113,8 +113,8 @@ func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 // site unwinds a stack and returns the index of its site (one per stack
 // that symbolizes the same; a new one is symbolized once) and where the
 // unwinding stopped; it counts incomplete and truncated stacks.
-func (b *Builder) site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) {
-	tr := b.u.UnwindInto(b.frames, regs, stack)
+func (b *Builder) site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop) {
+	tr := b.u.UnwindInto(b.frames, start, stack)
 	b.frames = tr.Frames
 	if tr.Stop != unwind.StopEnd {
 		b.incomplete++
@@ -140,7 +140,7 @@ func (b *Builder) site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) 
 // allocator never hands out a held address twice): the earlier, by their
 // stamps, is counted freed then.
 func (b *Builder) Add(r Raw) {
-	si, _ := b.site(r.Regs, r.Stack)
+	si, _ := b.site(r.Start, r.Stack)
 	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin, scale: r.Scale}
 	if !s.freed {
 		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)

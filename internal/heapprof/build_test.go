@@ -13,6 +13,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -227,7 +228,7 @@ func TestBuildOddStacks(t *testing.T) {
 	short := with(st.widget, 0x1000, 4096)
 	short.Stack.Data = short.Stack.Data[:24] // the return address into make_widget, little more
 	lost := with(st.widget, 0x2000, 4096)
-	lost.Regs.PC = 0x10 // no module there
+	lost.Start.Regs[target.RegRIP] = 0x10 // no module there
 	p := heapprof.Build([]heapprof.Raw{short, lost, with(st.buffer, 0x3000, 4096)},
 		heapprof.Window{Duration: time.Second, Rate: 512 << 10}, st.u, st.s)
 	if p.Samples != 3 || p.Incomplete != 2 || p.Truncated != 1 || len(p.Sites) != 3 {
@@ -271,8 +272,8 @@ func TestBuildOddStacks(t *testing.T) {
 func TestCallWithoutEntry(t *testing.T) {
 	st := startSites(t)
 	r := heapprof.Raw{Addr: 0x1000, Size: 64, Kind: "new"}
-	r.Regs, r.Stack = st.widgetCall.Unwind()
-	r.Regs.HaveCalleeSaved = false
+	r.Start, r.Stack = st.widgetCall.Unwind()
+	r.Start.HaveCalleeSaved = false
 	p := heapprof.Build([]heapprof.Raw{r}, heapprof.Window{Duration: time.Second}, st.u, st.s)
 	if len(p.Sites) != 1 {
 		t.Fatalf("%d sites", len(p.Sites))

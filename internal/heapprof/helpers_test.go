@@ -15,6 +15,7 @@ import (
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -74,9 +75,9 @@ func startSites(t *testing.T) *sites {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parked := map[int]unwind.Regs{}
+	parked := map[int]unwind.Start{}
 	for _, th := range fr.Threads() {
-		parked[th.Tid] = unwind.FromPtrace(&th.Regs)
+		parked[th.Tid] = unwind.Start{Regs: th.Regs, HaveCalleeSaved: true}
 	}
 	stacks := map[int]unwind.Stack{}
 	for _, tid := range tids {
@@ -85,7 +86,7 @@ func startSites(t *testing.T) *sites {
 			fr.Thaw()
 			t.Fatalf("thread %d not among the frozen ones", tid)
 		}
-		stacks[tid] = copyStack(t, lt, regs.SP, 64<<10)
+		stacks[tid] = copyStack(t, lt, regs.Regs.SP(), 64<<10)
 	}
 	fr.Thaw()
 	st.mods = module.NewTable(lt)
@@ -96,7 +97,7 @@ func startSites(t *testing.T) *sites {
 	return st
 }
 
-func (st *sites) atEntry(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller, lib, symbol, kind string) heapprof.Raw {
+func (st *sites) atEntry(t *testing.T, regs unwind.Start, stack unwind.Stack, caller, lib, symbol, kind string) heapprof.Raw {
 	t.Helper()
 	c := st.call(t, regs, stack, caller)
 	entry, err := st.mods.DynamicSymbol(lib, symbol)
@@ -105,17 +106,17 @@ func (st *sites) atEntry(t *testing.T, regs unwind.Regs, stack unwind.Stack, cal
 	}
 	c.Entry = entry
 	r := heapprof.Raw{Kind: kind}
-	r.Regs, r.Stack = c.Unwind()
+	r.Start, r.Stack = c.Unwind()
 	// What the callee-saved registers held at the call is not known from
 	// the parked thread: only pc and sp are.
-	r.Regs.HaveCalleeSaved = false
+	r.Start.HaveCalleeSaved = false
 	return r
 }
 
 // call is the sampled call the hook would see if caller's call of park
 // were a call of the allocator: its return address and stack from the
 // caller's sp, a copy as long as the sampler's.
-func (st *sites) call(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller string) heapprof.Call {
+func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, caller string) heapprof.Call {
 	t.Helper()
 	tr := st.u.Unwind(regs, stack)
 	for _, f := range tr.Frames {
@@ -123,7 +124,9 @@ func (st *sites) call(t *testing.T, regs unwind.Regs, stack unwind.Stack, caller
 			continue
 		}
 		off := f.SP - stack.Addr
-		return heapprof.Call{Return: f.PC, SP: f.SP, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
+		var r target.Regs
+		r[target.RegRIP], r[target.RegRSP] = f.PC, f.SP
+		return heapprof.Call{Regs: r, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
 	}
 	t.Fatalf("no frame of %s in the parked thread's stack", caller)
 	return heapprof.Call{}

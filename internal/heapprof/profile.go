@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
@@ -35,7 +36,7 @@ type Raw struct {
 	// for beyond themselves: samples a full ring dropped in that drain,
 	// whose sites are unknown, are taken to be like those kept then.
 	Scale float64
-	Regs  unwind.Regs
+	Start unwind.Start
 	Stack unwind.Stack
 }
 
@@ -181,30 +182,31 @@ type Call struct {
 	// malloc, operator new...), so that it shows as the stack's leaf; 0
 	// when unknown: the caller is the leaf then.
 	Entry uint64
-	// Return is the return address; SP the caller's stack pointer once
-	// the call returns (the return address's slot + 8), where Stack, the
-	// copy, starts. StackEnd is the end of the thread's stack mapping, 0
-	// when unknown.
-	Return, SP                   uint64
-	RBX, RBP, R12, R13, R14, R15 uint64
-	Stack                        []byte
-	StackEnd                     uint64
+	// Regs are the caller's registers at the call: pc is the return
+	// address; sp the caller's stack pointer once the call returns (the
+	// return address's slot + 8), where Stack, the copy, starts; and its
+	// callee-saved registers. StackEnd is the end of the thread's stack
+	// mapping, 0 when unknown.
+	Regs     target.Regs
+	Stack    []byte
+	StackEnd uint64
 }
 
 // Unwind is the registers and stack copy the unwinder takes for the call:
 // pc at Entry with the return address pushed back in front of the copy,
 // exactly as at the called function's first instruction; without Entry,
 // pc inside the call instruction, the caller's own frame as the leaf.
-func (c Call) Unwind() (unwind.Regs, unwind.Stack) {
-	regs := unwind.Regs{RBX: c.RBX, RBP: c.RBP, R12: c.R12, R13: c.R13, R14: c.R14, R15: c.R15, HaveCalleeSaved: true}
+func (c Call) Unwind() (unwind.Start, unwind.Stack) {
+	st := unwind.Start{Regs: c.Regs, HaveCalleeSaved: true}
+	ret, sp := c.Regs.PC(), c.Regs.SP()
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
-		regs.PC, regs.SP = c.Return-1, c.SP
-		return regs, unwind.Stack{Addr: c.SP, Data: c.Stack, End: c.StackEnd}
+		st.Regs[target.RegRIP] = ret - 1
+		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}
 	}
 	data := make([]byte, 8+len(c.Stack))
-	binary.LittleEndian.PutUint64(data, c.Return)
+	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], c.Stack)
-	regs.PC, regs.SP, regs.AtEntry = c.Entry, c.SP-8, true
-	return regs, unwind.Stack{Addr: c.SP - 8, Data: data, End: c.StackEnd}
+	st.Regs[target.RegRIP], st.Regs[target.RegRSP], st.AtEntry = c.Entry, sp-8, true
+	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}
 }

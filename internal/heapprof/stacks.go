@@ -31,11 +31,11 @@ func NewStacks(u *unwind.Unwinder, s *symbolize.Symbolizer) *Stacks {
 	return &Stacks{b: NewBuilder(u, s)}
 }
 
-// Site unwinds regs and stack, symbolizes the chain and returns the
+// Site unwinds start and stack, symbolizes the chain and returns the
 // index of its site (the same for every stack that symbolizes the same),
 // and the unwinding's stop.
-func (t *Stacks) Site(regs unwind.Regs, stack unwind.Stack) (int, unwind.Stop) {
-	return t.b.site(regs, stack)
+func (t *Stacks) Site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop) {
+	return t.b.site(start, stack)
 }
 
 // Incomplete is how many stacks did not reach the outermost frame, and

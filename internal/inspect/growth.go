@@ -444,15 +444,14 @@ func (w *growthWatch) drain(ctx context.Context, smps []perf.Sample) {
 
 // site unwinds a sample's stack into its site.
 func (w *growthWatch) site(smp *perf.Sample) int {
-	r := smp.Regs
-	regs := unwind.Regs{PC: r.IP, SP: r.SP, RBP: r.BP, RBX: r.BX, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15, HaveCalleeSaved: true}
-	st := unwind.Stack{Addr: r.SP, Data: smp.Stack}
-	if m, ok := maps.Find(w.cur, r.SP); ok {
+	sp := smp.Regs.SP()
+	st := unwind.Stack{Addr: sp, Data: smp.Stack}
+	if m, ok := maps.Find(w.cur, sp); ok {
 		st.End = m.End
-	} else if m, ok := maps.Find(w.prev, r.SP); ok {
+	} else if m, ok := maps.Find(w.prev, sp); ok {
 		st.End = m.End
 	}
-	si, _ := w.stacks.Site(regs, st)
+	si, _ := w.stacks.Site(unwind.Start{Regs: smp.Regs, HaveCalleeSaved: true}, st)
 	return si
 }
 
@@ -558,7 +557,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 // never seen so).
 func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
 	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
-		m, ok := maps.Find(ms, smp.Regs.SP)
+		m, ok := maps.Find(ms, smp.Regs.SP())
 		if !ok {
 			continue
 		}

@@ -101,7 +101,7 @@ type held struct {
 
 // hold keeps t still as mode says. The caller reads h.mem, then calls
 // release, which says how long the process was stopped.
-func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration, leaveOut ...ptrace.Span) (*held, error) {
+func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration, leaveOut ...maps.Range) (*held, error) {
 	h := &held{mem: t}
 	switch mode {
 	case HoldNone:
@@ -157,15 +157,11 @@ func (h *held) release(ro *report.ReadOnly) error {
 // nothing of the memory the allocator does not own, whose page tables
 // would otherwise make most of the stop (a database's buffer pool); a
 // full snapshot dumps it, so keeps it.
-func leaveOut(h *heap.Heap, mode Hold, full bool) []ptrace.Span {
+func leaveOut(h *heap.Heap, mode Hold, full bool) []maps.Range {
 	if full || mode != HoldAuto && mode != HoldImage {
 		return nil
 	}
-	var out []ptrace.Span
-	for _, r := range h.LeaveOut() {
-		out = append(out, ptrace.Span{Start: r.Start, End: r.End})
-	}
-	return out
+	return h.LeaveOut()
 }
 
 // readHeld holds t as mode says, runs read on h over what is held (the

@@ -223,12 +223,12 @@ func nextDrain(n int, since time.Duration, slots int) time.Duration {
 // function at its entry (the caller's return address on top of its
 // stack), so the caller is symbolized at its call.
 func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heapprof.Raw {
-	c := heapprof.Call{Entry: fn, Return: r.PC, SP: r.SP, RBX: r.RBX, RBP: r.RBP, R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15, Stack: r.Stack}
-	if m, ok := maps.Find(ms, r.SP); ok {
+	c := heapprof.Call{Entry: fn, Regs: r.Regs, Stack: r.Stack}
+	if m, ok := maps.Find(ms, r.Regs.SP()); ok {
 		c.StackEnd = m.End
 	}
-	regs, st := c.Unwind()
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Thin: r.Thin, Regs: regs, Stack: st}
+	start, st := c.Unwind()
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Thin: r.Thin, Start: start, Stack: st}
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

@@ -16,7 +16,6 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/hostfs"
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -93,9 +92,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if hd.image != nil {
 		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Pid, hd.image.FrozenThreads(), hd.image.Refresh
 		src.counters = counted
-		for _, sp := range hd.image.LeftOut {
-			src.leftOut = append(src.leftOut, core.Range{Start: sp.Start, End: sp.End})
-		}
+		src.leftOut = hd.image.LeftOut
 	} else {
 		src.threads = hd.frozen.Threads()
 	}
@@ -147,14 +144,14 @@ func (e *OutputError) Unwrap() error { return e.Err }
 // itself frozen.
 type snapSource struct {
 	mem       target.Target
-	threads   []live.FrozenThread
+	threads   []target.Thread
 	pagemap   int // the process whose pagemap tells resident pages
 	exe, libc string
 	refresh   func() error // re-reads the mappings with their smaps counters
 	// counters, when set, are the process's own mappings with their
 	// smaps counters, which the core records instead of mem's.
 	counters []maps.Mapping
-	leftOut  []core.Range // mappings the image was made without: nothing to dump
+	leftOut  []maps.Range // mappings the image was made without: nothing to dump
 }
 
 // writeHeld decides what to dump and writes the core, from the image or
@@ -176,9 +173,9 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	ths := src.threads
 	rep := &report.Snapshot{Threads: len(ths), Mappings: len(t.Mappings())}
 	whole, resident := dumpCandidates(src.exe, src.libc, t.Mappings(), ths, full) // disjoint
-	gone := mergeRanges(append([]core.Range(nil), src.leftOut...))
+	gone := mergeRanges(append([]maps.Range(nil), src.leftOut...))
 	whole, resident = subtract(whole, gone), subtract(resident, gone)
-	rec := &recorder{mem: t, base: mergeRanges(append(append([]core.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
+	rec := &recorder{mem: t, base: mergeRanges(append(append([]maps.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
 	type walkResult struct {
 		w   *glibc.Walk
 		err error
@@ -200,10 +197,7 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	}
 	snap := &core.Snapshot{
 		Pid: t.Process().Pid, PPid: id.ppid, Pgrp: id.pgrp, Sid: id.sid, Uid: id.uid, Gid: id.gid, State: id.state,
-		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: recorded,
-	}
-	for _, th := range ths {
-		snap.Threads = append(snap.Threads, core.SnapshotThread{Tid: th.Tid, Regs: core.RegsOf(&th.Regs), XState: th.XState})
+		Command: id.comm, Args: id.args, Auxv: id.auxv, Mappings: recorded, Threads: ths,
 	}
 	cw, err := core.NewWriter(w, snap)
 	if err == nil {
@@ -225,7 +219,7 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 		// whose mapping was not told for a heap (the walk then recorded
 		// only the pages it read, and a later walk of the core found a
 		// page missing: seen in CI rehearsals, not understood yet).
-		have := mergeRanges(append(append(append([]core.Range(nil), dump...), untouched...), extra...))
+		have := mergeRanges(append(append(append([]maps.Range(nil), dump...), untouched...), extra...))
 		more, zeros := splitResident(src.pagemap, subtract(subtract(knownHeaps(wr.w, t.Mappings()), have), gone))
 		cw.Zeros(zeros)
 		extra = mergeRanges(append(extra, more...))
@@ -287,13 +281,13 @@ const (
 // debuggers' unwinders), and a window around every thread pointer. With
 // full: all anonymous memory and every private file mapping with written
 // pages too. Never PROT_NONE, file text, [vvar] or [vsyscall].
-func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread, full bool) (whole, resident []core.Range) {
+func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []target.Thread, full bool) (whole, resident []maps.Range) {
 	objs := map[string]bool{trimDeleted(exe): true, trimDeleted(libc): true}
 	for _, m := range glibc.FindLoader(ms) {
 		objs[trimDeleted(m.Path)] = true
 	}
 	for i, m := range ms {
-		r := core.Range{Start: m.Start, End: m.End}
+		r := maps.Range{Start: m.Start, End: m.End}
 		file := strings.HasPrefix(m.Path, "/")
 		switch {
 		case !m.Readable() || m.Path == "[vvar]" || m.Path == "[vvar_vclock]" || m.Path == "[vsyscall]":
@@ -315,13 +309,13 @@ func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread
 		}
 	}
 	for _, th := range ths {
-		fs := th.Regs.Fs_base
+		fs := th.FsBase()
 		m, ok := maps.Find(ms, fs)
 		if !ok || !m.Readable() || strings.HasPrefix(m.Path, "/") {
 			continue
 		}
 		lo, hi := max(m.Start, (fs-min(fs, tlsBelow))&^(core.PageSize-1)), min(m.End, alignPage(fs+tlsAbove))
-		whole = append(whole, core.Range{Start: lo, End: hi})
+		whole = append(whole, maps.Range{Start: lo, End: hi})
 	}
 	whole = mergeRanges(whole)
 	return whole, subtract(mergeRanges(resident), whole)
@@ -329,14 +323,14 @@ func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []live.FrozenThread
 
 // knownHeaps are the thread arenas' heaps the walk found, as far as they
 // lie in readable mappings, page-aligned, sorted and merged.
-func knownHeaps(w *glibc.Walk, ms []maps.Mapping) []core.Range {
-	var out []core.Range
+func knownHeaps(w *glibc.Walk, ms []maps.Mapping) []maps.Range {
+	var out []maps.Range
 	for _, a := range w.Arenas {
 		for _, hp := range a.Heaps {
 			lo, hi := hp.Addr&^(core.PageSize-1), alignPage(hp.Addr+hp.Size)
 			for _, m := range ms {
 				if m.Readable() && m.Start < hi && lo < m.End {
-					out = append(out, core.Range{Start: max(lo, m.Start), End: min(hi, m.End)})
+					out = append(out, maps.Range{Start: max(lo, m.Start), End: min(hi, m.End)})
 				}
 			}
 		}
@@ -345,8 +339,8 @@ func knownHeaps(w *glibc.Walk, ms []maps.Mapping) []core.Range {
 }
 
 // subtract returns the parts of a outside b; both are sorted and merged.
-func subtract(a, b []core.Range) []core.Range {
-	var out []core.Range
+func subtract(a, b []maps.Range) []maps.Range {
+	var out []maps.Range
 	j := 0
 	for _, r := range a {
 		for j < len(b) && b[j].End <= r.Start {
@@ -355,12 +349,12 @@ func subtract(a, b []core.Range) []core.Range {
 		cur := r.Start
 		for k := j; k < len(b) && b[k].Start < r.End; k++ {
 			if b[k].Start > cur {
-				out = append(out, core.Range{Start: cur, End: b[k].Start})
+				out = append(out, maps.Range{Start: cur, End: b[k].Start})
 			}
 			cur = max(cur, b[k].End)
 		}
 		if cur < r.End {
-			out = append(out, core.Range{Start: cur, End: r.End})
+			out = append(out, maps.Range{Start: cur, End: r.End})
 		}
 	}
 	return out
@@ -371,7 +365,7 @@ func trimDeleted(p string) string { return strings.TrimSuffix(p, " (deleted)") }
 func alignPage(x uint64) uint64 { return (x + core.PageSize - 1) &^ (core.PageSize - 1) }
 
 // mergeRanges sorts rs and joins the ones that overlap or touch.
-func mergeRanges(rs []core.Range) []core.Range {
+func mergeRanges(rs []maps.Range) []maps.Range {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
 	out := rs[:0]
 	for _, r := range rs {
@@ -388,14 +382,14 @@ func mergeRanges(rs []core.Range) []core.Range {
 }
 
 // overlaps reports whether the sorted ranges rs meet [start, end).
-func overlaps(rs []core.Range, start, end uint64) bool {
+func overlaps(rs []maps.Range, start, end uint64) bool {
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].End > start })
 	return i < len(rs) && rs[i].Start < end
 }
 
 // covers reports whether [start, end) lies inside one of the sorted,
 // merged ranges rs.
-func covers(rs []core.Range, start, end uint64) bool {
+func covers(rs []maps.Range, start, end uint64) bool {
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].End > start })
 	return i < len(rs) && rs[i].Start <= start && end <= rs[i].End
 }
@@ -404,7 +398,7 @@ func covers(rs []core.Range, start, end uint64) bool {
 // data (in RAM or in swap), and the others: anonymous pages never touched (a
 // heap's tail, what malloc_trim gave back), which read as zeros. Without the
 // pagemap, every page counts as holding data.
-func splitResident(pid int, rs []core.Range) (in, out []core.Range) {
+func splitResident(pid int, rs []maps.Range) (in, out []maps.Range) {
 	pm, err := procfs.OpenPagemap(pid)
 	if err != nil {
 		return rs, nil
@@ -413,9 +407,9 @@ func splitResident(pid int, rs []core.Range) (in, out []core.Range) {
 	for _, r := range rs {
 		err := pm.Runs(r.Start, r.End, func(start, end uint64, data bool) {
 			if data {
-				in = append(in, core.Range{Start: start, End: end})
+				in = append(in, maps.Range{Start: start, End: end})
 			} else {
-				out = append(out, core.Range{Start: start, End: end})
+				out = append(out, maps.Range{Start: start, End: end})
 			}
 		})
 		if err != nil {
@@ -432,7 +426,7 @@ func splitResident(pid int, rs []core.Range) (in, out []core.Range) {
 // word, and only the pages it really uses are noted.
 type recorder struct {
 	mem   glibc.Memory
-	base  []core.Range
+	base  []maps.Range
 	pages map[uint64]bool
 }
 
@@ -457,12 +451,12 @@ func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
 
 // ranges returns the recorded pages, less those of file text (which the
 // file itself gives a reader of the core).
-func (r *recorder) ranges(ms []maps.Mapping) []core.Range {
-	var out []core.Range
+func (r *recorder) ranges(ms []maps.Mapping) []maps.Range {
+	var out []maps.Range
 	for pg := range r.pages {
 		m, ok := maps.Find(ms, pg)
 		if ok && m.Readable() && !(m.Executable() && strings.HasPrefix(m.Path, "/")) {
-			out = append(out, core.Range{Start: pg, End: pg + core.PageSize})
+			out = append(out, maps.Range{Start: pg, End: pg + core.PageSize})
 		}
 	}
 	return mergeRanges(out)

@@ -4,14 +4,14 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 func TestRangeSets(t *testing.T) {
-	r := func(pairs ...uint64) []core.Range {
-		var rs []core.Range
+	r := func(pairs ...uint64) []maps.Range {
+		var rs []maps.Range
 		for i := 0; i < len(pairs); i += 2 {
-			rs = append(rs, core.Range{Start: pairs[i], End: pairs[i+1]})
+			rs = append(rs, maps.Range{Start: pairs[i], End: pairs[i+1]})
 		}
 		return rs
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Frozen is a process with every thread stopped, for reading the allocator
@@ -117,20 +118,14 @@ func (t *Target) refreshMaps(f *Frozen) error {
 	return t.readMappings(false, sps)
 }
 
-// FrozenThread is one stopped thread's full register state, for writing a
-// core.
-type FrozenThread struct {
-	Tid    int
-	Regs   ptrace.Regs
-	XState []byte // NT_X86_XSTATE layout; nil if it could not be read
-}
-
-// Threads lists the stopped threads with their registers, in the order they
-// were stopped: the main thread first.
-func (f *Frozen) Threads() []FrozenThread {
-	out := make([]FrozenThread, 0, len(f.threads))
+// Threads lists the stopped threads with their registers and extended
+// state (XState nil where it could not be read), in the order they were
+// stopped: the main thread first.
+func (f *Frozen) Threads() []target.Thread {
+	out := make([]target.Thread, 0, len(f.threads))
 	for _, th := range f.threads {
-		out = append(out, FrozenThread{Tid: th.Tid, Regs: th.Regs(), XState: th.XState()})
+		r := th.Regs()
+		out = append(out, target.Thread{Tid: th.Tid, Regs: regsOf(&r), XState: th.XState()})
 	}
 	return out
 }

@@ -220,7 +220,7 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 		}
 		return nil, "", err
 	}
-	ts := glibc.ThreadState{Tid: tid, PC: r.Rip, SP: r.Rsp, Syscall: -1}
+	ts := glibc.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
 	if nr, ok := ptrace.InSyscall(&r); ok {
 		ts.Syscall = nr
 		ts.Args = [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}

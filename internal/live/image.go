@@ -46,7 +46,7 @@ type Image struct {
 	site     uint64 // the call site's address, whose copy holds the heartbeat
 	siteSize uint64
 	threads  []target.Thread
-	frozen   []FrozenThread
+	frozen   []target.Thread
 	mappings []maps.Mapping
 	// Stopped is how long every thread of the process was stopped.
 	Stopped time.Duration
@@ -57,7 +57,7 @@ type Image struct {
 	// LeftOut are the mappings the image was made without (marked
 	// MADV_DONTFORK for the clone, see ptrace.CloneImage): reading them
 	// from the image fails.
-	LeftOut []ptrace.Span
+	LeftOut []maps.Range
 	// Notes say which call sites of earlier, killed runs were removed
 	// while the process was stopped, or kept and why.
 	Notes []string
@@ -95,7 +95,7 @@ const imageCallLimit = 10 * time.Minute
 // what /proc and the cgroup show now (nothing is stopped). leaveOut are the
 // mappings the image is to be made without (see Image): their pages are
 // never shared with it, so never copied.
-func (t *Target) CheckImage(leaveOut ...ptrace.Span) (procfs.MemoryRoom, error) {
+func (t *Target) CheckImage(leaveOut ...maps.Range) (procfs.MemoryRoom, error) {
 	unavailable := func(format string, a ...any) (procfs.MemoryRoom, error) {
 		return procfs.MemoryRoom{}, &ImageUnavailableError{Pid: t.Pid, Reason: fmt.Sprintf(format, a...)}
 	}
@@ -138,7 +138,7 @@ func (t *Target) CheckImage(leaveOut ...ptrace.Span) (procfs.MemoryRoom, error) 
 // leftOutResident is how much of the process's RSS lies in the mappings an
 // image would leave out: none where the kernel cannot leave any out (no
 // PROCMAP_QUERY, which the image routine needs) or cannot tell.
-func (t *Target) leftOutResident(leaveOut []ptrace.Span) uint64 {
+func (t *Target) leftOutResident(leaveOut []maps.Range) uint64 {
 	if len(leaveOut) == 0 {
 		return 0
 	}
@@ -152,7 +152,7 @@ func (t *Target) leftOutResident(leaveOut []ptrace.Span) uint64 {
 	defer pm.Close()
 	var n uint64
 	for _, sp := range leaveOut {
-		lo, hi, ok := sp.Middle()
+		lo, hi, ok := ptrace.Middle(sp)
 		if !ok {
 			continue
 		}
@@ -177,7 +177,7 @@ func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // the freeze finds it, exactly one private anonymous read-write mapping
 // that holds no thread's stack pointer or thread pointer, so that the
 // clone copies no page table of it. Im.LeftOut says which were.
-func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...ptrace.Span) (*Image, error) {
+func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...maps.Range) (*Image, error) {
 	// The routine takes so many (the biggest come first); the room check
 	// counts only those.
 	leaveOut = leaveOut[:min(len(leaveOut), ptrace.MaxLeaveOut)]
@@ -216,24 +216,24 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...p
 // thread stopped: whole mappings as the freeze read them, private,
 // anonymous, read-write, holding no thread's stack or TLS (the walk reads
 // the tcache pointer there).
-func (im *Image) leavable(want []ptrace.Span) []ptrace.Span {
+func (im *Image) leavable(want []maps.Range) []maps.Range {
 	if len(want) == 0 {
 		return nil
 	}
-	exact := map[ptrace.Span]bool{}
+	exact := map[maps.Range]bool{}
 	for _, m := range im.mappings {
 		if m.Perms == "rw-p" && (m.Path == "" || strings.HasPrefix(m.Path, "[anon:")) {
-			exact[ptrace.Span{Start: m.Start, End: m.End}] = true
+			exact[maps.Range{Start: m.Start, End: m.End}] = true
 		}
 	}
-	var out []ptrace.Span
+	var out []maps.Range
 next:
 	for _, sp := range want {
 		if !exact[sp] {
 			continue
 		}
 		for _, th := range im.frozen {
-			for _, p := range []uint64{th.Regs.Rsp, th.Regs.Fs_base} {
+			for _, p := range []uint64{th.SP(), th.FsBase()} {
 				if p >= sp.Start && p < sp.End {
 					continue next
 				}
@@ -247,7 +247,7 @@ next:
 // clone runs the image routine in the first thread that can take a call
 // site. It returns the image's pid in the target's namespace and the site's
 // address.
-func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool, leave []ptrace.Span) (int, uint64, uint64, error) {
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool, leave []maps.Range) (int, uint64, uint64, error) {
 	var errs []error
 	// Never abandoned, not even on SIGINT: a thread taken back in the
 	// middle of the routine would keep its mask of every signal blocked
@@ -405,8 +405,8 @@ func (im *Image) Mappings() []maps.Mapping { return im.mappings }
 // Threads are the process's threads with their registers at the freeze.
 func (im *Image) Threads() []target.Thread { return im.threads }
 
-// FrozenThreads are the same with their full register state.
-func (im *Image) FrozenThreads() []FrozenThread { return im.frozen }
+// FrozenThreads are the same with their extended state.
+func (im *Image) FrozenThreads() []target.Thread { return im.frozen }
 
 // OpenFile opens a mapped file through the process.
 func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFile(m) }
@@ -465,7 +465,7 @@ func (im *Image) Refresh() error {
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	sps := map[int]uint64{}
 	for _, th := range im.threads {
-		sps[th.Tid] = th.SP
+		sps[th.Tid] = th.SP()
 	}
 	maps.Classify(out, maps.Hints{ExePath: im.t.Exe, StackPointers: sps})
 	im.mappings = out
@@ -543,7 +543,7 @@ func removeIdleSites(f *Frozen, c *FrozenCaller, own uint64) []string {
 	return notes
 }
 
-func overlapsAny(spans []ptrace.Span, start, end uint64) bool {
+func overlapsAny(spans []maps.Range, start, end uint64) bool {
 	for _, sp := range spans {
 		if sp.Start < end && start < sp.End {
 			return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -193,7 +194,7 @@ func waitEnded(t *testing.T, pid int) {
 func TestImageLeavesOutOnlyExactMappings(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "pool.c", "-O2"), "128")
 	tgt := openLive(t, tg.Pid)
-	var pool, own ptrace.Span
+	var pool, own maps.Range
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
 	if err != nil {
 		t.Fatal(err)
@@ -204,9 +205,9 @@ func TestImageLeavesOutOnlyExactMappings(t *testing.T) {
 		if n, _ := fmt.Sscanf(l, "%x-%x %s", &lo, &hi, &perms); n == 3 && perms == "rw-p" {
 			switch hi - lo {
 			case 128 << 20:
-				pool = ptrace.Span{Start: lo, End: hi}
+				pool = maps.Range{Start: lo, End: hi}
 			case 64 << 20:
-				own = ptrace.Span{Start: lo, End: hi}
+				own = maps.Range{Start: lo, End: hi}
 			}
 		}
 	}
@@ -215,12 +216,12 @@ func TestImageLeavesOutOnlyExactMappings(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		give []ptrace.Span
+		give []maps.Range
 		want int
 	}{
-		{"a page short", []ptrace.Span{{Start: pool.Start, End: pool.End - 4096}}, 0},
-		{"marked by the program", []ptrace.Span{own}, 0},
-		{"exact", []ptrace.Span{pool, own}, 1},
+		{"a page short", []maps.Range{{Start: pool.Start, End: pool.End - 4096}}, 0},
+		{"marked by the program", []maps.Range{own}, 0},
+		{"exact", []maps.Range{pool, own}, 1},
 	} {
 		before, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tg.Pid))
 		im, err := tgt.Image(context.Background(), 3*time.Second, c.give...)

@@ -1,8 +1,8 @@
 package live
 
 import (
-	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/target"
 )
 
@@ -21,12 +21,16 @@ func (t *Target) Threads() []target.Thread {
 	if t.frozen == nil {
 		return nil
 	}
-	out := make([]target.Thread, 0, len(t.frozen.threads))
-	for _, th := range t.frozen.threads {
-		r := th.Regs()
-		out = append(out, target.Thread{Tid: th.Tid, PC: r.Rip, SP: r.Rsp, FsBase: r.Fs_base, Regs: core.RegsOf(&r)})
-	}
-	return out
+	return t.frozen.Threads()
+}
+
+// regsOf puts ptrace's registers in user_regs_struct's word order (r15 r14
+// r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags
+// rsp ss fs_base gs_base ds es fs gs), the order target.Regs keeps.
+func regsOf(r *ptrace.Regs) target.Regs {
+	return target.Regs{r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10, r.R9, r.R8,
+		r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Orig_rax, r.Rip, r.Cs, r.Eflags, r.Rsp, r.Ss,
+		r.Fs_base, r.Gs_base, r.Ds, r.Es, r.Fs, r.Gs}
 }
 
 var _ target.Target = (*Target)(nil)

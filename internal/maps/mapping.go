@@ -30,6 +30,13 @@ func (m Mapping) Readable() bool   { return len(m.Perms) > 0 && m.Perms[0] == 'r
 func (m Mapping) Writable() bool   { return len(m.Perms) > 1 && m.Perms[1] == 'w' }
 func (m Mapping) Executable() bool { return len(m.Perms) > 2 && m.Perms[2] == 'x' }
 
+// Range is an address range of a process, [Start, End): what a mapping
+// spans, without what it is. The code that copies, dumps or leaves out
+// parts of an address space (the heap walk's windows, the snapshot writer,
+// the copy-on-write image) passes these; it is here, the lowest package
+// all of them import, so that they pass the same type.
+type Range struct{ Start, End uint64 }
+
 // Class is what a mapping is used for, as far as the text can tell.
 type Class int
 

@@ -2,7 +2,9 @@
 // file is mapped where, at what load bias, with which build-id, and the
 // opened file itself. The unwinder (internal/unwind) and the symbolizer
 // (internal/symbolize) both look addresses up here, so each object is
-// opened and its headers parsed once however many samples name it.
+// opened and its headers parsed once however many samples name it. Its
+// reader of ELF notes and build-ids is the only one: internal/glibc
+// identifies libc's file, and a core's libc in memory, with it too.
 package module
 
 import (
@@ -210,47 +212,59 @@ func debugLink(ef *elf.File) string {
 	return ""
 }
 
-// BuildIDOf reads the NT_GNU_BUILD_ID note of an ELF file, as hex.
+// BuildIDOf returns the hex NT_GNU_BUILD_ID of ef, or "" when it has none:
+// from its note sections (.note.gnu.build-id), or, in a file without
+// section headers, its PT_NOTE segments.
 func BuildIDOf(ef *elf.File) string {
+	var notes [][]byte
 	for _, s := range ef.Sections {
-		if s.Type != elf.SHT_NOTE {
-			continue
-		}
-		if id := noteBuildID(s.Open()); id != "" {
-			return id
+		if s.Type == elf.SHT_NOTE {
+			if b, err := s.Data(); err == nil {
+				notes = append(notes, b)
+			}
 		}
 	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_NOTE {
-			if id := noteBuildID(p.Open()); id != "" {
-				return id
+			if b, err := io.ReadAll(io.LimitReader(p.Open(), 1<<16)); err == nil {
+				notes = append(notes, b)
 			}
+		}
+	}
+	for _, b := range notes {
+		if id := FindNote(b, ef.ByteOrder, "GNU", 3); id != nil { // NT_GNU_BUILD_ID
+			return hex.EncodeToString(id)
 		}
 	}
 	return ""
 }
 
-func noteBuildID(r interface{ Read([]byte) (int, error) }) string {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r); err != nil && buf.Len() == 0 {
-		return ""
-	}
-	b := buf.Bytes()
+// FindNote walks ELF notes (namesz, descsz, type, then name and desc, each
+// padded to 4 bytes) and returns the descriptor of the first note with the
+// given name and type. It is the one reader of note records, for a file's
+// notes and for those a core's memory holds (glibc.BuildIDInMemory).
+func FindNote(b []byte, bo binary.ByteOrder, name string, typ uint32) []byte {
+	pad := func(n uint64) uint64 { return (n + 3) &^ 3 }
 	for len(b) >= 12 {
-		namesz := binary.LittleEndian.Uint32(b[0:])
-		descsz := binary.LittleEndian.Uint32(b[4:])
-		typ := binary.LittleEndian.Uint32(b[8:])
-		name := uint64(namesz+3) &^ 3
-		desc := uint64(descsz+3) &^ 3
-		if uint64(len(b)) < 12+name+desc {
-			return ""
+		namesz, descsz, t := uint64(bo.Uint32(b)), uint64(bo.Uint32(b[4:])), bo.Uint32(b[8:])
+		b = b[12:]
+		if pad(namesz) > uint64(len(b)) {
+			return nil
 		}
-		if typ == 3 && namesz == 4 && string(b[12:15]) == "GNU" {
-			return hex.EncodeToString(b[12+name : 12+name+uint64(descsz)])
+		n := bytes.TrimRight(b[:namesz], "\x00")
+		b = b[pad(namesz):]
+		if descsz > uint64(len(b)) {
+			return nil
 		}
-		b = b[12+name+desc:]
+		if t == typ && string(n) == name {
+			return b[:descsz]
+		}
+		if pad(descsz) >= uint64(len(b)) {
+			return nil
+		}
+		b = b[pad(descsz):]
 	}
-	return ""
+	return nil
 }
 
 // Table is a target's modules by address. Not safe for concurrent use

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Event is one event to sample.
@@ -57,13 +58,13 @@ const (
 
 // regsMask selects the user registers the unwinder needs, in the kernel's
 // x86 perf_regs numbering: BX 1, BP 6, SP 7, IP 8, R12..R15 20..23. The
-// sample lists them in that order.
+// sample lists them in that order, sampleRegs' order.
 const regsMask = 1<<1 | 1<<6 | 1<<7 | 1<<8 | 1<<20 | 1<<21 | 1<<22 | 1<<23
 
-// Regs are a thread's user registers at a sample.
-type Regs struct {
-	BX, BP, SP, IP, R12, R13, R14, R15 uint64
-}
+// sampleRegs are where the registers regsMask selects go in target.Regs,
+// in the order a sample lists them.
+var sampleRegs = [...]int{target.RegRBX, target.RegRBP, target.RegRSP, target.RegRIP,
+	target.RegR12, target.RegR13, target.RegR14, target.RegR15}
 
 // Sample is one PERF_RECORD_SAMPLE, its data owned by the sample.
 type Sample struct {
@@ -74,9 +75,10 @@ type Sample struct {
 	CPU      int
 	Raw      []byte
 	// HaveRegs: Regs and Stack were taken (the thread was in user mode
-	// or in a syscall from it).
+	// or in a syscall from it). Only the registers regsMask selects are
+	// there; the others are zero.
 	HaveRegs bool
-	Regs     Regs
+	Regs     target.Regs
 	// Stack is the copy of the user stack from Regs.SP, as much as the
 	// kernel could copy (its dyn_size).
 	Stack []byte
@@ -403,13 +405,13 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 			return smp, false
 		}
 		if abi != 0 { // PERF_SAMPLE_REGS_ABI_NONE: no user registers
-			var r [8]uint64
-			for i := range r {
-				if r[i], ok = u64(); !ok {
+			var r target.Regs
+			for _, reg := range sampleRegs {
+				if r[reg], ok = u64(); !ok {
 					return smp, false
 				}
 			}
-			smp.Regs = Regs{BX: r[0], BP: r[1], SP: r[2], IP: r[3], R12: r[4], R13: r[5], R14: r[6], R15: r[7]}
+			smp.Regs = r
 			smp.HaveRegs = true
 		}
 	}

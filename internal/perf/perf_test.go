@@ -102,7 +102,7 @@ func TestSamplesOfEveryThread(t *testing.T) {
 					if smp.Inherited {
 						inherited++
 					}
-					if smp.HaveRegs && len(smp.Stack) > 0 && smp.Regs.SP != 0 {
+					if smp.HaveRegs && len(smp.Stack) > 0 && smp.Regs.SP() != 0 {
 						withStack++
 					}
 				}

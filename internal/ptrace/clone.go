@@ -355,13 +355,10 @@ var ErrNoImage = errors.New("no copy-on-write image was made")
 // its child; the routine made none and changed nothing.
 var ErrSubreaper = errors.New("the process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER): an image would become its child, for it to reap")
 
-// Span is a range of addresses, [Start, End).
-type Span struct{ Start, End uint64 }
-
 // Middle is the part of a mapping sp that the image routine leaves out: from
 // the first 2 MiB boundary at least a page in from its start to the last
 // one at least a page in from its end. ok is false when there is none.
-func (sp Span) Middle() (lo, hi uint64, ok bool) {
+func Middle(sp maps.Range) (lo, hi uint64, ok bool) {
 	if sp.End < sp.Start+2*pageSize {
 		return 0, 0, false
 	}
@@ -377,11 +374,11 @@ func (sp Span) Middle() (lo, hi uint64, ok bool) {
 // numbers it, and which of the mappings leave names (each exactly one
 // mapping, at most MaxLeaveOut) the image left out. The thread is left
 // parked in its call site, as after Call.
-func (th *Thread) CloneImage(lim CallLimits, leave []Span) (int, []Span, error) {
+func (th *Thread) CloneImage(lim CallLimits, leave []maps.Range) (int, []maps.Range, error) {
 	if len(leave) > MaxLeaveOut {
 		leave = leave[:MaxLeaveOut]
 	}
-	var written []Span
+	var written []maps.Range
 	ret, err := th.invoke(lim, func(in *injector) uint64 {
 		written, _ = writeLeaveOut(th.p, in.base, leave)
 		return in.image
@@ -389,7 +386,7 @@ func (th *Thread) CloneImage(lim CallLimits, leave []Span) (int, []Span, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	var left []Span
+	var left []maps.Range
 	if len(written) > 0 {
 		base, _, _ := th.Site()
 		b := make([]byte, len(written)*leaveEntry)
@@ -420,7 +417,7 @@ func (th *Thread) CloneImage(lim CallLimits, leave []Span) (int, []Span, error) 
 // returns the mappings written. Each mapping's middle starts and ends on a
 // 2 MiB boundary at least a page in from its ends; a mapping too small for
 // one is left in.
-func writeLeaveOut(p *Process, base uint64, leave []Span) ([]Span, error) {
+func writeLeaveOut(p *Process, base uint64, leave []maps.Range) ([]maps.Range, error) {
 	le := binary.LittleEndian
 	var word [8]byte
 	if _, err := p.WriteAt(word[:], base+leaveCount); err != nil {
@@ -428,9 +425,9 @@ func writeLeaveOut(p *Process, base uint64, leave []Span) ([]Span, error) {
 	}
 	table := make([]byte, leaveEntries-leaveQuery, 0x1000-leaveQuery)
 	le.PutUint64(table, maps.QuerySize)
-	var written []Span
+	var written []maps.Range
 	for _, sp := range leave {
-		lo, hi, ok := sp.Middle()
+		lo, hi, ok := Middle(sp)
 		if !ok {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -33,16 +34,16 @@ func TestCloneImageLeavesOutOnlyWhatItMarked(t *testing.T) {
 		}
 		return strings.Join(keep, "\n")
 	}
-	var pool, own Span
+	var pool, own maps.Range
 	for _, l := range strings.Split(mapsText(), "\n") {
 		var lo, hi uint64
 		var perms string
 		if n, _ := fmt.Sscanf(l, "%x-%x %s", &lo, &hi, &perms); n == 3 && perms == "rw-p" {
 			switch hi - lo {
 			case 128 << 20:
-				pool = Span{lo, hi}
+				pool = maps.Range{Start: lo, End: hi}
 			case 64 << 20:
-				own = Span{lo, hi}
+				own = maps.Range{Start: lo, End: hi}
 			}
 		}
 	}
@@ -60,12 +61,12 @@ func TestCloneImageLeavesOutOnlyWhatItMarked(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		give []Span
-		want []Span
+		give []maps.Range
+		want []maps.Range
 	}{
-		{"bounds moved", []Span{{pool.Start, pool.End - 4096}, {pool.Start + 4096, pool.End}}, nil},
-		{"marked by the program", []Span{own}, nil},
-		{"exact", []Span{own, pool}, []Span{pool}},
+		{"bounds moved", []maps.Range{{Start: pool.Start, End: pool.End - 4096}, {Start: pool.Start + 4096, End: pool.End}}, nil},
+		{"marked by the program", []maps.Range{own}, nil},
+		{"exact", []maps.Range{own, pool}, []maps.Range{pool}},
 	} {
 		before := mapsText()
 		var ths []*Thread

@@ -119,16 +119,17 @@ func Roots(t target.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 		}
 	}
 	for _, th := range threads {
+		fs, sp := th.FsBase(), th.SP()
 		for _, m := range ms {
-			if th.FsBase != 0 && m.Contains(th.FsBase) && m.Readable() {
-				lo, hi := max(m.Start, th.FsBase-min(th.FsBase, tlsBelow+8)), min(m.End, th.FsBase+tcbAbove)
+			if fs != 0 && m.Contains(fs) && m.Readable() {
+				lo, hi := max(m.Start, fs-min(fs, tlsBelow+8)), min(m.End, fs+tcbAbove)
 				out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: hi})
 				break
 			}
 		}
 		for _, m := range ms {
-			if m.Contains(th.SP) && m.Readable() {
-				out = append(out, Root{Kind: RootStack, Tid: th.Tid, Start: th.SP &^ 7, End: m.End})
+			if m.Contains(sp) && m.Readable() {
+				out = append(out, Root{Kind: RootStack, Tid: th.Tid, Start: sp &^ 7, End: m.End})
 				break
 			}
 		}

@@ -9,10 +9,10 @@ package report
 import (
 	"time"
 
+	"github.com/arenactl/arenactl/internal/detach"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/sampler"
 )
 
 // Report is what `arenactl info` learned about a target. Every renderer
@@ -214,7 +214,7 @@ type Leaks struct {
 	Thinned            uint64
 	Patched            int      // GOT entries pointed at the sampler
 	Skipped            []string // GOT entries left alone, and why
-	Left               sampler.Left
+	Left               detach.Left
 	Stopped            time.Duration // every thread stopped, at attach, rescans and detach
 	// InUseBefore and InUseAfter are the bytes in use (chunks held by the
 	// program, tcaches excluded) from read-only walks before and after

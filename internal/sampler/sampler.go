@@ -28,12 +28,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/detach"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
 //go:generate sh blob/gen.sh .
@@ -121,9 +123,11 @@ type Record struct {
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
-	// The caller's registers at the call and a copy of its stack from SP.
-	PC, SP, RBX, RBP, R12, R13, R14, R15 uint64
-	Stack                                []byte
+	// Regs are the caller's at the call, as many as the hook saves: pc
+	// (the return address), sp, rbx, rbp and r12-r15. Stack is a copy of
+	// its stack from sp.
+	Regs  target.Regs
+	Stack []byte
 }
 
 // A Patch is one GOT entry pointed at a hook.
@@ -527,15 +531,6 @@ func (s *Sampler) markUnloaded() {
 	}
 }
 
-// Left says what Detach left in the process.
-type Left struct {
-	Addr, Size uint64 // the sampler's memory, if kept (0: removed)
-	Why        string
-	Restored   int      // GOT entries put back
-	Changed    []string // GOT entries something else rewrote meanwhile: left as they are
-	Unloaded   []string // GOT entries of objects unloaded meanwhile (dlclose): gone with them
-}
-
 // Detach puts every GOT entry back, stops the slow paths and removes the
 // sampler, unless a thread may still be executing in it: then it stays,
 // inert (nothing points to it, its slow paths only call through), and Left
@@ -543,8 +538,8 @@ type Left struct {
 // are gone); one that is there and cannot be put back is said in Left, and
 // the sampler, which it still points to, stays (its hooks, disabled, only
 // call through to glibc).
-func (s *Sampler) Detach(ctx context.Context) (Left, error) {
-	var left Left
+func (s *Sampler) Detach(ctx context.Context) (detach.Left, error) {
+	var left detach.Left
 	busy := false
 	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
 		// Freeze read the mappings once every thread had stopped (with no
@@ -605,7 +600,7 @@ const detachRetries = 5
 
 // unmapIfIdle removes the sampler if no thread can run in it; otherwise it
 // says in left why it stays, and returns true. Runs frozen.
-func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *Left) bool {
+func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *detach.Left) bool {
 	left.Addr, left.Size, left.Why = 0, 0, ""
 	if why := s.busy(c); why != "" {
 		left.Addr, left.Size, left.Why = s.base, s.size, why
@@ -632,10 +627,10 @@ func busyAt(t *live.Target, c *live.FrozenCaller, base uint64) string {
 	}
 	code := base + dataOff
 	for _, th := range c.Threads() {
-		if th.Regs.Rip >= base && th.Regs.Rip < code {
+		if th.PC() >= base && th.PC() < code {
 			return fmt.Sprintf("thread %d was executing it", th.Tid)
 		}
-		sp := th.Regs.Rsp
+		sp := th.SP()
 		m, ok := findMapping(t, sp)
 		if !ok {
 			continue
@@ -673,10 +668,12 @@ func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-		Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), PC: le.Uint64(rec[recPC:]), SP: le.Uint64(rec[recSP:])}
-	regs := []*uint64{&r.RBX, &r.RBP, &r.R12, &r.R13, &r.R14, &r.R15}
-	for i, p := range regs {
-		*p = le.Uint64(rec[recRegs+8*i:])
+		Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
+	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
+	// The ring's order of the callee-saved registers, which the hooks'
+	// code writes.
+	for i, reg := range [...]int{target.RegRBX, target.RegRBP, target.RegR12, target.RegR13, target.RegR14, target.RegR15} {
+		r.Regs[reg] = le.Uint64(rec[recRegs+8*i:])
 	}
 	if n := min(le.Uint64(rec[recStackLen:]), StackCopy); n > 0 {
 		r.Stack = append([]byte(nil), rec[recStack:recStack+n]...)

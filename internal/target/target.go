@@ -1,8 +1,11 @@
 // Package target owns the one view every analysis has of what it inspects:
 // a live process, a core file or an arenactl snapshot. A Target gives its
-// memory, its mappings (already classified), its threads, the files it
-// mapped and who it is; nothing here knows glibc's heap (internal/heap is the
-// layer above, as golang.org/x/debug's gocore is above internal/core).
+// memory, its mappings (already classified), its threads with their
+// registers, the files it mapped and who it is. Regs, the x86_64 register
+// set, is the one every layer above passes registers in (the unwinder,
+// perf samples, the heap sampler's records, glibc's hijack policy).
+// Nothing here knows glibc's heap (internal/heap is the layer above, as
+// golang.org/x/debug's gocore is above internal/core).
 //
 // internal/live and internal/core implement Target. What only a live process
 // can do (stop every thread, borrow one, run code in it) is not part of
@@ -42,13 +45,16 @@ type Process struct {
 	Command string // its short name (comm); "" when unknown
 }
 
-// Thread is one thread's identity and registers.
+// Thread is one thread's identity and registers, the same whether a core's
+// NT_PRSTATUS or a stopped live thread gave them (as golang.org/x/debug's
+// internal/core keeps one Thread with every register): a conservative scan
+// of the heap's roots reads each register as a possible pointer, the tcache
+// locator the thread pointer, a core writer all of them.
 type Thread struct {
-	Tid    int
-	PC, SP uint64
-	FsBase uint64 // the thread pointer: glibc's TLS (tcache, thread_arena) hangs off it
-	// Regs is every general-purpose register, user_regs_struct in the
-	// kernel's order (x86_64, as NT_PRSTATUS holds it): a conservative scan
-	// of the heap's roots reads each as a possible pointer.
-	Regs [27]uint64
+	Tid int
+	Regs
+	// XState is the thread's NT_X86_XSTATE (an XSAVE area, as
+	// PTRACE_GETREGSET gives it), kept for writing it into a core; empty
+	// when not read (a core's threads).
+	XState []byte
 }

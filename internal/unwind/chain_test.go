@@ -15,6 +15,7 @@ import (
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -255,7 +256,7 @@ func TestUnwindAtEntry(t *testing.T) {
 		noCFI                      bool
 	}{
 		{"malloc", "libc.so", "malloc", "malloc", false},
-		// As if libc had no CFI for malloc: Regs.AtEntry decides.
+		// As if libc had no CFI for malloc: Start.AtEntry decides.
 		{"malloc-no-cfi", "libc.so", "malloc", "malloc", true},
 		{"vdso", module.VDSO, "__vdso_clock_gettime", "clock_gettime", false},
 	} {
@@ -265,11 +266,11 @@ func TestUnwindAtEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			regs.PC, regs.SP, regs.AtEntry = entry, sp-8, true
+			regs.Regs[target.RegRIP], regs.Regs[target.RegRSP], regs.AtEntry = entry, sp-8, true
 			u := unwind.New(mods)
 			want := unwind.MethodCFI
 			if c.noCFI {
-				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.PC })
+				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.Regs.PC() })
 				want = unwind.MethodEntry
 			}
 			tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
@@ -363,7 +364,7 @@ func TestUnwindAtPLTEntry(t *testing.T) {
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], smp.stack.Data[off:])
 	regs := smp.regs
-	regs.PC, regs.SP = plt, sp-8
+	regs.Regs[target.RegRIP], regs.Regs[target.RegRSP] = plt, sp-8
 	for _, fallback := range []bool{false, true} {
 		name := map[bool]string{false: "cfi", true: "fallback"}[fallback]
 		t.Run(name, func(t *testing.T) {

@@ -28,26 +28,23 @@ func TestUnwindCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctg.Close()
-	var regs unwind.Regs
+	var regs unwind.Start
 	for _, th := range ctg.Core.Threads {
 		if th.Tid == ct.chainTid {
-			// user_regs_struct: r15 r14 r13 r12 rbp rbx ... rip(16) ... rsp(19)
-			r := th.Regs
-			regs = unwind.Regs{PC: r[16], SP: r[19], RBP: r[4], RBX: r[5],
-				R12: r[3], R13: r[2], R14: r[1], R15: r[0], HaveCalleeSaved: true}
+			regs = unwind.Start{Regs: th.Regs, HaveCalleeSaved: true}
 		}
 	}
-	if regs.PC == 0 {
+	if regs.Regs.PC() == 0 {
 		t.Fatalf("thread %d not in the core", ct.chainTid)
 	}
 	buf := make([]byte, 16<<10)
-	n, _ := ctg.ReadAt(buf, regs.SP)
+	n, _ := ctg.ReadAt(buf, regs.Regs.SP())
 	if n == 0 {
 		t.Fatal("the core holds nothing at the chain thread's sp")
 	}
 	mods := module.NewTable(ctg, b.debugDir)
 	defer mods.Close()
-	tr := unwind.New(mods).Unwind(regs, unwind.Stack{Addr: regs.SP, Data: buf[:n]})
+	tr := unwind.New(mods).Unwind(regs, unwind.Stack{Addr: regs.Regs.SP(), Data: buf[:n]})
 	fs := symbolizeTrace(symbolize.New(mods), tr)
 	ctx := dump(fs, tr)
 	t.Logf("\n%s", ctx)

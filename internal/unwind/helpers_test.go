@@ -141,7 +141,7 @@ func startChainCmd(t testing.TB, cmd *exec.Cmd) *chainTarget {
 // up, at most max bytes and no further than its stack mapping's end: what
 // the profiler's sampled call will hand the unwinder.
 type sample struct {
-	regs  unwind.Regs
+	regs  unwind.Start
 	stack unwind.Stack
 }
 
@@ -163,8 +163,8 @@ func freezeSample(t testing.TB, pid, tid, max int) (*live.Target, sample) {
 		if th.Tid != tid {
 			continue
 		}
-		regs := unwind.FromPtrace(&th.Regs)
-		return lt, sample{regs: regs, stack: copyStack(t, lt, regs.SP, max)}
+		regs := unwind.Start{Regs: th.Regs, HaveCalleeSaved: true}
+		return lt, sample{regs: regs, stack: copyStack(t, lt, th.SP(), max)}
 	}
 	t.Fatalf("thread %d not among the frozen ones", tid)
 	return nil, sample{}

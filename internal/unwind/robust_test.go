@@ -7,6 +7,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
+	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
@@ -106,10 +107,12 @@ func TestUnwindGarbage(t *testing.T) {
 		for i := 0; i+8 <= len(data); i += 8 {
 			binary.LittleEndian.PutUint64(data[i:], pick())
 		}
-		regs := unwind.Regs{PC: pick(), SP: base + rng.Uint64N(64)*8, RBP: pick(), RBX: pick(),
-			R12: pick(), R13: pick(), R14: pick(), R15: pick(), HaveCalleeSaved: rng.IntN(2) == 0}
+		var r target.Regs
+		r[target.RegRIP], r[target.RegRSP], r[target.RegRBP], r[target.RegRBX] = pick(), base+rng.Uint64N(64)*8, pick(), pick()
+		r[target.RegR12], r[target.RegR13], r[target.RegR14], r[target.RegR15] = pick(), pick(), pick(), pick()
+		regs := unwind.Start{Regs: r, HaveCalleeSaved: rng.IntN(2) == 0}
 		if it%3 == 0 { // a real return address in the parked chain, then garbage
-			regs.PC = smp.regs.PC
+			regs.Regs[target.RegRIP] = smp.regs.Regs.PC()
 		}
 		stack := unwind.Stack{Addr: base, Data: data}
 		if it%2 == 0 {

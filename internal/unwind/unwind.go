@@ -12,7 +12,7 @@
 // the interrupted registers read from the kernel's rt_sigframe; otherwise
 // rbp is followed as a frame pointer if it plausibly chains (points into
 // the copy, above sp, aligned), and the walk stops if not; a leaf the
-// caller says is at a function's entry (Regs.AtEntry) has its return
+// caller says is at a function's entry (Start.AtEntry) has its return
 // address at sp.
 package unwind
 
@@ -21,29 +21,24 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/target"
 )
 
-// Regs is a thread's registers at the sampled point: pc and sp always;
-// the callee-saved ones (which the caller frames' CFI may say are still
-// live in registers) when known. HaveCalleeSaved false means only pc and
-// sp are known: frames whose CFA depends on rbp then cannot be unwound.
-type Regs struct {
-	PC, SP                       uint64
-	RBP, RBX, R12, R13, R14, R15 uint64
-	HaveCalleeSaved              bool
-	// AtEntry: PC is the first instruction of a function (the profiler
-	// samples at malloc's entry), so the return address is at SP. Used
+// Start is where an unwind begins: the thread's registers at the sampled
+// point, and what is known of them.
+type Start struct {
+	// Regs: pc and sp always; the callee-saved ones (rbx, rbp, r12-r15,
+	// which the caller frames' CFI may say are still live in registers)
+	// when HaveCalleeSaved. The others are not read.
+	Regs target.Regs
+	// HaveCalleeSaved false means only pc and sp are known: frames whose
+	// CFA depends on rbp then cannot be unwound.
+	HaveCalleeSaved bool
+	// AtEntry: pc is the first instruction of a function (the profiler
+	// samples at malloc's entry), so the return address is at sp. Used
 	// only if the leaf's module has no CFI there; CFI says the same.
 	AtEntry bool
-}
-
-// FromPtrace takes the registers of a stopped thread.
-func FromPtrace(r *unix.PtraceRegs) Regs {
-	return Regs{PC: r.Rip, SP: r.Rsp, RBP: r.Rbp, RBX: r.Rbx,
-		R12: r.R12, R13: r.R13, R14: r.R14, R15: r.R15, HaveCalleeSaved: true}
 }
 
 // Stack is a copy of the target's memory from Addr upward (normally from
@@ -72,7 +67,7 @@ const (
 	MethodSignal                     // a signal trampoline: the caller's registers from the kernel's sigframe
 	MethodPLT                        // a PLT stub without CFI: return address at rsp (+8 after its push)
 	MethodFramePointer               // no CFI: rbp followed as a frame pointer
-	MethodEntry                      // no CFI, but the leaf is at a function's entry (Regs.AtEntry): return address at sp
+	MethodEntry                      // no CFI, but the leaf is at a function's entry (Start.AtEntry): return address at sp
 )
 
 func (m Method) String() string {
@@ -241,28 +236,29 @@ func (s *Stack) read(addr uint64) (uint64, error) {
 	return binary.LittleEndian.Uint64(s.Data[off:]), nil
 }
 
-// Unwind walks from regs up through the stack copy.
-func (u *Unwinder) Unwind(regs Regs, stack Stack) Trace {
-	return u.UnwindInto(nil, regs, stack)
+// Unwind walks from start up through the stack copy.
+func (u *Unwinder) Unwind(start Start, stack Stack) Trace {
+	return u.UnwindInto(nil, start, stack)
 }
 
 // UnwindInto is Unwind appending into frames[:0], for a caller that reuses
 // one slice across samples.
-func (u *Unwinder) UnwindInto(frames []Frame, regs Regs, stack Stack) Trace {
+func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 	max := u.MaxFrames
 	if max <= 0 {
 		max = DefaultMaxFrames
 	}
 	var cur regSet
-	cur.set(regRA, regs.PC)
-	cur.set(regRSP, regs.SP)
-	if regs.HaveCalleeSaved {
-		cur.set(regRBP, regs.RBP)
-		cur.set(regRBX, regs.RBX)
-		cur.set(12, regs.R12)
-		cur.set(13, regs.R13)
-		cur.set(14, regs.R14)
-		cur.set(15, regs.R15)
+	regs := &start.Regs
+	cur.set(regRA, regs.PC())
+	cur.set(regRSP, regs.SP())
+	if start.HaveCalleeSaved {
+		cur.set(regRBP, regs[target.RegRBP])
+		cur.set(regRBX, regs[target.RegRBX])
+		cur.set(12, regs[target.RegR12])
+		cur.set(13, regs[target.RegR13])
+		cur.set(14, regs[target.RegR14])
+		cur.set(15, regs[target.RegR15])
 	}
 	tr := Trace{Frames: frames[:0]}
 	exact := true
@@ -282,7 +278,7 @@ func (u *Unwinder) UnwindInto(frames []Frame, regs Regs, stack Stack) Trace {
 			tr.Stop = StopEnd
 			return tr
 		}
-		next, method, stop := u.step(&cur, mod, lookup, regs.AtEntry && len(tr.Frames) == 1, &stack)
+		next, method, stop := u.step(&cur, mod, lookup, start.AtEntry && len(tr.Frames) == 1, &stack)
 		if method == MethodNone {
 			tr.Stop = stop
 			tr.Truncated = stop == StopTruncated

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,50 @@ func TestHeapNamesStrippedVtables(t *testing.T) {
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Fatalf("target: %q %d", line, code)
 	}
+}
+
+// The shapes that cost a scan most stay within one sweep of the heap per
+// pass: a million 16-byte nodes linked in shuffled order, reachable only
+// through the list (each next node anywhere: reading a node behind the
+// sweep at the next sweep made this a sweep per node, and the command did
+// not finish in ten minutes), a table of pointers to 200,000 other nodes
+// allocated after them, and a lost cycle linked in shuffled order. Every
+// node is classed: the list's and the table's static, the cycle's leaked
+// only from leaked. The count of sweeps, not a time, is the bound checked.
+func TestHeapBoundedOnHostileShapes(t *testing.T) {
+	bin := testutil.BuildC(t, "heapshapes.c", "-O2")
+	tg := testutil.Start(t, bin)
+	var nodes, table, cycle uint64
+	if _, err := fmt.Sscanf(tg.Ready(), "ready %d %d %d", &nodes, &table, &cycle); err != nil {
+		t.Fatalf("heapshapes said %q: %v", tg.Ready(), err)
+	}
+	var doc struct {
+		Chunks  uint64 `json:"chunks"`
+		Classes []struct {
+			Class string `json:"class"`
+			Count uint64 `json:"count"`
+		} `json:"classes"`
+		Scan struct {
+			Sweeps int `json:"sweeps"`
+		} `json:"scan"`
+	}
+	out := mustRun(t, "heap", "--json", fmt.Sprint(tg.Pid)).stdout
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, c := range doc.Classes {
+		got[c.Class] = c.Count
+	}
+	// The nodes, the table, and a few chunks of stdio's.
+	if got["static"] < nodes+table+1 || got["static"] > nodes+table+16 {
+		t.Errorf("%d chunks static, want the %d nodes, the table and a few of stdio's", got["static"], nodes+table)
+	}
+	if got["leaked (only from leaked)"] != cycle || got["leaked"] != 0 {
+		t.Errorf("leaked %d, leaked only from leaked %d; want the cycle's %d nodes, each referenced by another", got["leaked"], got["leaked (only from leaked)"], cycle)
+	}
+	if doc.Scan.Sweeps > 2 {
+		t.Errorf("the scan went over the heap %d times; one a pass (static, stack) at most", doc.Scan.Sweeps)
+	}
+	tg.Quit()
 }

@@ -166,6 +166,9 @@ type Result struct {
 	Count, Bytes [Leaked + 1]uint64
 	// Scanned is how many bytes of roots and of chunks were read.
 	RootBytes, ChunkBytes uint64
+	// Sweeps is how many times the scan went over the heap in address
+	// order: one per pass (static, stack) while nothing waits past maxWork.
+	Sweeps int
 }
 
 // Class is what the scan found c (an allocated chunk of the index) to be.
@@ -230,6 +233,7 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.C
 			r.RootBytes += s.scan(root.Start, root.End, pass.mark, 0)
 		}
 		r.ChunkBytes += s.propagate(pass.mark)
+		r.Sweeps = s.sweeps
 	}
 	// What is left is leaked. Each unreached chunk is read for the chunks
 	// it points to: those are reached only from leaked memory.
@@ -253,9 +257,13 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.C
 // are followed by sweeps over the heap, each reading the chunks reached
 // but not read yet as it passes them, so that the target is read in
 // blocks, front to back, not a chunk at a time wherever pointers lead. A
-// chunk reached behind the sweep is read at once while its block is still
-// in the cache (a list built by prepending points backwards, one node at
-// a time), else by the next sweep.
+// chunk reached behind the sweep is read at once: from its block while that
+// is still in the cache (a list built by prepending points backwards, one
+// node at a time), else on its own. Leaving it to the next sweep made a
+// list linked in no order of address (a shuffled list, a hash chain) cost a
+// sweep of the whole heap per node: a million nodes did not finish in ten
+// minutes. Only when more than maxWork such chunks wait does the rest wait
+// for the next sweep.
 type scanner struct {
 	t       target.Target
 	ix      *chunks.Index
@@ -268,6 +276,34 @@ type scanner struct {
 	sweeps  int
 	visit   func(chunks.Chunk, bool, []byte)
 	head    [HeadSize]byte
+	own     []byte // a chunk read on its own
+}
+
+const (
+	// maxWork bounds the chunks waiting to be read at once (32 bytes
+	// each): past it they wait for the next sweep.
+	maxWork = 1 << 16
+	// maxOwn is the largest chunk read on its own rather than through
+	// its blocks: a small read costs a system call, a block read 64 KiB.
+	maxOwn = 4 << 10
+)
+
+// alone reads c on its own when it lies behind the sweep in no block at
+// hand and is small: its bytes, or false to read it through the blocks
+// (larger, cached, or not readable in one piece).
+func (s *scanner) alone(c chunks.Chunk) ([]byte, bool) {
+	start, end := c.User(), c.UserEnd()
+	if c.Addr >= s.cursor || end-start > maxOwn || s.cache.has(start) || s.cache.has(end-1) {
+		return nil, false
+	}
+	if cap(s.own) < maxOwn {
+		s.own = make([]byte, maxOwn)
+	}
+	b := s.own[:end-start]
+	if n, err := s.t.ReadAt(b, start); err != nil || n != len(b) {
+		return nil, false
+	}
+	return b, true
 }
 
 // told hands c to the visitor, with its first bytes.
@@ -299,7 +335,7 @@ func (s *scanner) ref(v uint64, mark uint8, from uint64) {
 	}
 	s.marks.Set(c, markPending)
 	s.pending++
-	if c.Addr < s.cursor && s.cache.has(c.User()) {
+	if c.Addr < s.cursor && (len(s.work) < maxWork || s.cache.has(c.User())) {
 		s.work = append(s.work, c)
 	}
 }
@@ -314,6 +350,16 @@ func (s *scanner) propagate(mark uint8) uint64 {
 		}
 		s.marks.Set(c, mark)
 		s.pending--
+		if b, ok := s.alone(c); ok {
+			if s.visit != nil {
+				s.visit(c, false, b[:min(HeadSize, len(b))])
+			}
+			for off := 0; off+8 <= len(b); off += 8 {
+				s.ref(binary.LittleEndian.Uint64(b[off:]), mark, c.Addr)
+			}
+			n += uint64(len(b))
+			return
+		}
 		s.told(c, false)
 		n += s.scan(c.User(), c.UserEnd(), mark, c.Addr)
 	}

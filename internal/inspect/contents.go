@@ -154,7 +154,7 @@ func contentsOf(h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*
 	rep := &report.Contents{
 		Chunks: ix.Count, Bytes: ix.Bytes, FreeChunks: ix.FreeCount, FreeBytes: ix.FreeBytes,
 		RootBytes: res.RootBytes, ChunkBytes: res.ChunkBytes, Vtables: types.Len(),
-		IndexBits: ix.Bits() + res.Bits(), InteriorPointers: true,
+		IndexBits: ix.Bits() + res.Bits(), Sweeps: res.Sweeps, InteriorPointers: true,
 	}
 	for _, cl := range reach.Classes {
 		rep.Classes = append(rep.Classes, report.ClassCount{Class: cl.String(), Count: res.Count[cl], Bytes: res.Bytes[cl]})

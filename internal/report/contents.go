@@ -30,6 +30,7 @@ type Contents struct {
 	Vtables          int    // vtable symbols known
 	Scan             time.Duration
 	IndexBits        uint64 // the chunk index's and the marks' size, in bits
+	Sweeps           int    // the scan's passes over the heap in address order
 	InteriorPointers bool   // a pointer into a chunk's middle references it
 	// Lookups answer the addresses asked about (--addr), in their order.
 	Lookups []Lookup

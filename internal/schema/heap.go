@@ -111,13 +111,14 @@ type HeapLookup struct {
 }
 
 // HeapScanFigure is what the scan read and kept: root bytes read and those
-// that could not be (not in the file), chunk bytes read, and the bits the
-// index and marks kept.
+// that could not be (not in the file), chunk bytes read, the bits the
+// index and marks kept, and the passes the scan made over the heap.
 type HeapScanFigure struct {
 	RootBytes   uint64 `json:"root_bytes"`
 	UnreadBytes uint64 `json:"unread_root_bytes"`
 	ChunkBytes  uint64 `json:"chunk_bytes"`
 	IndexBits   uint64 `json:"index_bits"`
+	Sweeps      int    `json:"sweeps"`
 	Vtables     int    `json:"vtables"`
 }
 
@@ -127,7 +128,7 @@ func NewHeap(r *report.Contents) HeapContents {
 		Hold: r.Hold, FrozenUs: r.Frozen.Microseconds(),
 		Chunks: r.Chunks, Bytes: r.Bytes, FreeChunks: r.FreeChunks, FreeBytes: r.FreeBytes, InteriorPointers: r.InteriorPointers,
 		Classes: []HeapClass{}, Types: []HeapType{}, Leaks: []HeapLeak{}, Arenas: []HeapArena{}, Roots: []HeapRoot{}, Lookups: []HeapLookup{},
-		Scan: HeapScanFigure{RootBytes: r.RootBytes, UnreadBytes: r.Unread, ChunkBytes: r.ChunkBytes, IndexBits: r.IndexBits, Vtables: r.Vtables},
+		Scan: HeapScanFigure{RootBytes: r.RootBytes, UnreadBytes: r.Unread, ChunkBytes: r.ChunkBytes, IndexBits: r.IndexBits, Sweeps: r.Sweeps, Vtables: r.Vtables},
 	}
 	if c := r.Core; c != nil {
 		j.Core = &Core{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, LibcNotes: c.LibcNotes}

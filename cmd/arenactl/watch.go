@@ -1,22 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/inspect"
-	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/render"
-	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/schema"
 )
 
@@ -65,18 +59,17 @@ exits, watch says so and exits 10.`,
 				return &usageError{msg: "--thread goes with --inject: a read-only sample borrows no thread"}
 			}
 			pid := parsePid(args)
-			collect := func(ctx context.Context) (*report.Report, error) {
-				if wf.inject {
-					return inspect.Info(ctx, pid, f.options())
-				}
-				mode := wf.hold.h
-				if wf.noFreeze {
-					mode = inspect.HoldNone
-				}
-				return inspect.ReadOnly(ctx, pid, f.options(), mode)
+			o := inspect.WatchOptions{Options: f.options(), Interval: wf.interval, Count: wf.count, Inject: wf.inject, Hold: wf.hold.h,
+				Failed: func(at time.Time, err error) {
+					fmt.Fprintf(os.Stderr, "arenactl: sample at %s failed: %v (watching on)\n", at.Format("15:04:05"), err)
+				}}
+			if wf.noFreeze {
+				o.Hold = inspect.HoldNone
 			}
-			w := &watcher{out: os.Stdout, pid: pid, json: f.json, flags: wf}
-			return w.run(c.Context(), collect)
+			w := &watcher{out: os.Stdout, json: f.json, flags: wf}
+			seen, err := inspect.Watch(c.Context(), pid, o, w.add)
+			w.summary(seen)
+			return err
 		},
 	}
 	// Ctrl-C is how a watch without --count ends: the summary is out and
@@ -93,107 +86,19 @@ exits, watch says so and exits 10.`,
 	return c
 }
 
-// watcher takes and prints the samples of one watch.
+// watcher prints the samples of one watch.
 type watcher struct {
 	out   io.Writer
-	pid   int
 	json  bool
 	flags watchFlags
-
-	first, prev *report.Summary
-	n           int      // samples taken
-	rss         []uint64 // every sample's RSS, for the trend
 }
 
-// maxFailures is how many samples in a row may fail (other than by the
-// process's exit) before watch gives up.
-const maxFailures = 3
-
-// run samples until --count, an interruption (nil error, the context
-// cancelled), the process's exit or maxFailures failures in a row. The
-// summary is printed in every case once a sample was taken.
-func (w *watcher) run(ctx context.Context, collect func(context.Context) (*report.Report, error)) error {
-	born, _ := procfs.IdentityOf(w.pid)
-	var failed int
-	next := time.Now()
-	for w.flags.count == 0 || w.n < w.flags.count {
-		if !sleepUntil(ctx, next) {
-			break
-		}
-		at := time.Now()
-		next = at.Add(w.flags.interval)
-		if w.n > 0 && !born.Alive() {
-			return w.gone()
-		}
-		rep, err := collect(ctx)
-		if ctx.Err() != nil && err != nil {
-			break // interrupted during the sample, which restored everything
-		}
-		if err != nil {
-			if w.n == 0 {
-				return err
-			}
-			if !born.Alive() {
-				return w.gone()
-			}
-			if failed++; failed == maxFailures {
-				w.summary()
-				return fmt.Errorf("%d samples in a row failed, the last with: %w", failed, err)
-			}
-			fmt.Fprintf(os.Stderr, "arenactl: sample at %s failed: %v (watching on)\n", at.Format("15:04:05"), err)
-			continue
-		}
-		failed = 0
-		if born.Start == 0 { // it had not started, or exited and came back
-			born, _ = procfs.IdentityOf(w.pid)
-		}
-		if err := w.add(at, rep); err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	w.summary()
-	return nil
-}
-
-// sleepUntil waits for t; false if the context was cancelled first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	if d := time.Until(t); d > 0 {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-	}
-	return ctx.Err() == nil
-}
-
-func (w *watcher) gone() error {
-	w.summary()
-	return fmt.Errorf("process %d exited after %s: %w", w.pid, render.Plural(w.n, "1 sample", "%d samples"), ptrace.ErrGone)
-}
-
-// add records and prints one sample.
-func (w *watcher) add(at time.Time, rep *report.Report) error {
-	findings := diagnose.Diagnose(rep, diagnoseEnv(strconv.Itoa(w.pid)))
-	s := report.Summarize(rep, diagnose.Summaries(findings))
-	// Without the monotonic reading: the summary's span is the one the
-	// printed times show.
-	// Numbered from 1, as people count them ("1 sample", the summary's
-	// "of 3 samples"): --json numbered them from 0.
-	w.n++
-	s.Sample = &report.Sample{Index: w.n, Time: at.Round(0)}
-	w.rss = append(w.rss, s.Rollup.Rss)
-	prev := w.prev
-	if w.first == nil {
-		w.first = s
-	}
-	w.prev = s
+// add prints one sample: with --json, its line; else its line with the
+// arenas and findings that changed since the one before, under a header
+// before the first.
+func (w *watcher) add(s *inspect.WatchSample) error {
 	if w.json {
-		b, err := json.Marshal(schema.NewWatchSample(s.Sample.Index, at, rep, findings))
+		b, err := json.Marshal(schema.NewWatchSample(s.Summary.Sample.Index, s.At, s.Report, s.Findings))
 		if err != nil {
 			return err
 		}
@@ -201,12 +106,11 @@ func (w *watcher) add(at time.Time, rep *report.Report) error {
 		return err
 	}
 	clock := render.WatchClock(w.flags.interval)
-	if prev == nil {
-		render.WatchHeader(w.out, s, w.how()+", "+w.howLong(), clock)
+	if s.Changes == nil {
+		render.WatchHeader(w.out, s.Summary, w.how()+", "+w.howLong(), clock)
 	}
-	render.WatchSample(w.out, at, clock, rep, s)
-	if prev != nil {
-		d := report.Compare(prev, s)
+	render.WatchSample(w.out, s.At, clock, s.Report, s.Summary)
+	if d := s.Changes; d != nil {
 		render.ArenaChanges(w.out, d, w.flags.minChange)
 		render.FindingChanges(w.out, d, "  ")
 	}
@@ -233,10 +137,11 @@ func (w *watcher) howLong() string {
 }
 
 // summary prints what changed from the first sample to the last, after a
-// trend of RSS. Nothing with --json: its lines are the whole output.
-func (w *watcher) summary() {
-	if w.json || w.n == 0 {
+// trend of RSS, once a sample was taken, however the watch ended. Nothing
+// with --json: its lines are the whole output.
+func (w *watcher) summary(seen *inspect.Watched) {
+	if w.json || seen.Samples == 0 {
 		return
 	}
-	render.WatchSummary(w.out, w.n, w.first, w.prev, w.rss, render.WatchClock(w.flags.interval))
+	render.WatchSummary(w.out, seen.Samples, seen.First, seen.Last, seen.Rss, render.WatchClock(w.flags.interval))
 }

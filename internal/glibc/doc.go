@@ -2,7 +2,8 @@
 // target's libc and its version, the symbols it exports, the layouts of its
 // structures from 2.17 to 2.43 as data, the read-only walk, deciding which
 // thread may run allocator code safely and the calls injected into it (with
-// the journal through which a later run removes what they left), and
+// the journal through which a later run removes what they made; the call
+// sites themselves are arenactl's memory, internal/implant's), and
 // the malloc_info XML in every format (parsed and rendered). The per-run
 // report is internal/report's; opening a target's heap once is
 // internal/heap's.

@@ -32,9 +32,12 @@ type LeftoverSite struct {
 }
 
 // LeftoverFinder is implemented by a Caller that can look for leftovers.
-// Notes say what was found but kept, and why.
+// Notes say what was found but kept, and why. RemoveSite unmaps a site
+// once what its calls made is gone: the site is not glibc's but the
+// memory arenactl placed (internal/implant), removed by a raw syscall.
 type LeftoverFinder interface {
 	Leftovers() (removable []LeftoverSite, notes []string, err error)
+	RemoveSite(s LeftoverSite) error
 }
 
 // Noter receives what the user should be told about leftovers.
@@ -147,8 +150,9 @@ func planLeftover(s LeftoverSite) leftoverPlan {
 	return p
 }
 
-// removeLeftovers removes what earlier runs left, through calls on this
-// run's thread, and tells the Noter what it did.
+// removeLeftovers removes what earlier runs' calls made (a FILE, a
+// buffer), through calls on this run's thread, then has the finder remove
+// each site left empty, and tells the Noter what it did.
 func (in *injection) removeLeftovers(l *Libc) {
 	f, ok := in.c.(LeftoverFinder)
 	if !ok {
@@ -216,12 +220,11 @@ func (in *injection) removeLeftovers(l *Libc) {
 			note(fmt.Sprintf("kept the %d-byte buffer at %#x and the call site at %#x that arenactl (pid %d) left: %s", p.size, p.buf, s.Addr, s.Creator, keep))
 			continue
 		}
-		if rc, err := in.c.Call(fns["munmap"], s.Addr, s.Size); err != nil {
+		if err := f.RemoveSite(s); err != nil {
 			note(fmt.Sprintf("unmapping the call site at %#x that arenactl (pid %d) left: %v", s.Addr, s.Creator, err))
 			return
-		} else if rc == 0 {
-			done = append(done, fmt.Sprintf("its %d-byte call site at %#x", s.Size, s.Addr))
 		}
+		done = append(done, fmt.Sprintf("its %d-byte call site at %#x", s.Size, s.Addr))
 		note(fmt.Sprintf("removed what an earlier arenactl (pid %d) left in the target: %s", s.Creator, strings.Join(done, ", ")))
 	}
 }

@@ -1,6 +1,8 @@
 // Package inspect owns arenactl's use cases, each one flow from a target to
 // a report: info by an injected malloc_info, info by a read-only walk (live,
-// frozen or not), info of a core, trim and its dry run, a snapshot, and the
+// frozen or not), info of a core, trim and its dry run, a snapshot, a watch
+// (those reports sampled over time, each diagnosed and compared with the one
+// before, until the process exits or is no longer the same), and the
 // pre-flight checks every injection makes. cmd/arenactl parses flags, calls
 // one function here and renders what it returns; another front end (an
 // exporter, a profiler) calls the same functions.

@@ -5,5 +5,6 @@
 // needs both worlds: which thread to borrow for an injected call, found by
 // asking glibc's HijackPolicy about threads that ptrace stopped one at a time.
 // For internal/implant it issues raw syscalls in a stopped thread
-// (FrozenCaller) and says which thread runs in a leftover call site.
+// (FrozenCaller, Session), says which thread runs in a leftover call site,
+// and unmaps the leftover sites glibc's injected calls emptied.
 package live

@@ -51,6 +51,23 @@ func (s *Session) Leftovers() ([]glibc.LeftoverSite, []string, error) {
 	return out, notes, nil
 }
 
+// RemoveSite unmaps a leftover site that glibc's calls emptied, by a raw
+// munmap in the borrowed thread: the site is arenactl's memory, not the
+// program's, so no code of the program's runs to remove it.
+func (s *Session) RemoveSite(ls glibc.LeftoverSite) error {
+	return implant.Unmap(s, ls.Addr, ls.Size)
+}
+
+// RawSyscall issues syscall nr in the borrowed thread (an
+// implant.Syscaller).
+func (s *Session) RawSyscall(nr uint64, args ...uint64) (uint64, error) {
+	return s.th.RawSyscall(s.lim, nr, args...)
+}
+
+// glibc finds the leftovers through its Caller by a type assertion: a
+// Session that stopped being a LeftoverFinder would leave them silently.
+var _ glibc.LeftoverFinder = (*Session)(nil)
+
 // runsIn stops the site's thread for a moment to see where it is. The
 // routine marks the thread restored two instructions before it leaves.
 func (s *Session) runsIn(si *ptrace.SiteInfo) (bool, error) {

@@ -182,27 +182,19 @@ func loadObject(ms []maps.Mapping, m0 maps.Mapping, kind string, open FileOpener
 	return l, nil
 }
 
-// loadBias computes the load bias of the ELF file mapped at m, from the
-// PT_LOAD segment whose start m holds, and returns it with the end of the
-// object's image (bias + highest segment end) in the target.
+// loadBias is the load bias of the ELF file mapped at m (module.LoadBias),
+// with the end of the object's image (bias + highest segment end) in the
+// target.
 func loadBias(ef *elf.File, m maps.Mapping) (bias, end uint64, err error) {
-	var maxEnd uint64
-	found := false
-	for _, p := range ef.Progs {
-		if p.Type != elf.PT_LOAD {
-			continue
-		}
-		maxEnd = max(maxEnd, p.Vaddr+p.Memsz)
-		// The kernel maps a segment from its file offset rounded down to a
-		// page, so the mapping's offset is at or just below p.Off, and the
-		// segment's first byte lies at m.Start + (p.Off - m.Offset).
-		if !found && m.Offset <= p.Off && p.Off-m.Offset < m.Size() {
-			bias = m.Start + (p.Off - m.Offset) - p.Vaddr
-			found = true
-		}
+	bias, ok := module.LoadBias(ef, m)
+	if !ok {
+		return 0, 0, fmt.Errorf("no PT_LOAD segment is mapped at %#x (file offset %#x)", m.Start, m.Offset)
 	}
-	if !found {
-		return 0, 0, fmt.Errorf("no PT_LOAD segment starts in the mapping at %#x (file offset %#x)", m.Start, m.Offset)
+	var maxEnd uint64
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			maxEnd = max(maxEnd, p.Vaddr+p.Memsz)
+		}
 	}
 	return bias, bias + maxEnd, nil
 }

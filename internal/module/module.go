@@ -367,14 +367,8 @@ func biasFor(mod *Module, m maps.Mapping) uint64 {
 	if err != nil {
 		return m.Start - m.Offset // the usual layout, for want of headers
 	}
-	for _, p := range ef.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
-			continue
-		}
-		pageOff := p.Off &^ 0xfff
-		if m.Offset >= pageOff && m.Offset < p.Off+p.Filesz {
-			return m.Start - m.Offset - (p.Vaddr - p.Off)
-		}
+	if bias, ok := LoadBias(ef, m); ok {
+		return bias
 	}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD {
@@ -382,6 +376,30 @@ func biasFor(mod *Module, m maps.Mapping) uint64 {
 		}
 	}
 	return m.Start - m.Offset
+}
+
+// LoadBias is the load bias of the ELF file mapped at m (a segment's
+// address in the process less its p_vaddr), from the PT_LOAD segment m
+// maps: the one whose file pages m starts in. The loader maps a segment
+// from its file offset rounded down to a page (elf/dl-map-segments.h,
+// _dl_map_segments), so a mapping starts on its segment's first page, or
+// inside it where mprotect split it later (RELRO); where two segments
+// share a page, the mapping that starts there is the later one's.
+func LoadBias(ef *elf.File, m maps.Mapping) (uint64, bool) {
+	var seg *elf.Prog
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		first := p.Off &^ 0xfff
+		if first <= m.Offset && (m.Offset < p.Off+p.Filesz || m.Offset == first) && (seg == nil || first >= seg.Off&^0xfff) {
+			seg = p
+		}
+	}
+	if seg == nil {
+		return 0, false
+	}
+	return m.Start - m.Offset + seg.Off - seg.Vaddr, true
 }
 
 // Lookup finds the module whose executable mapping holds addr.

@@ -1,9 +1,12 @@
 // Package heap owns a target's glibc heap as one opened thing: which libc
 // the target runs, the layout of its allocator's structures and where they
 // are (main_arena, mp_), found once, from the target's files, debug files or
-// memory alone. Every walk, the pre-flight checks, the trim prediction and a
-// snapshot's record of the walk are methods of Heap, so no caller strings
-// the lower steps of internal/glibc together itself.
+// memory alone. Everything read through the layout and those anchors is a
+// method of Heap (every walk, the arena ring, the memory a walk needs and
+// the rest that an image may leave out, a snapshot's record of a walk), so
+// no caller strings the lower steps of internal/glibc together itself. What
+// is judged from a walk's result once it is made (the trim prediction, the
+// pre-flight's lock check) is internal/glibc's, over glibc.Walk.
 //
 // A Heap reads through a target.Target and never knows whether it is a live
 // process or a core; only opening differs: a live process's libc is the
@@ -124,6 +127,10 @@ func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
 func (h *Heap) LeaveOut() []maps.Range {
 	return glibc.LeaveOut(h.T, h.Layout, h.Anchors, h.T.Mappings())
 }
+
+// ArenaRing lists the arenas in ring order from main_arena
+// (glibc.ArenaRing).
+func (h *Heap) ArenaRing() []uint64 { return glibc.ArenaRing(h.T, h.Layout, h.Anchors) }
 
 // Unclaim corrects the class of mappings the classifier took for a thread
 // arena's heap by their place alone but that hold none (glibc.Unclaim).

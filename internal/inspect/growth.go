@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
@@ -873,7 +872,7 @@ func (w *growthWatch) arenaNumbers() map[uint64]int {
 	if w.h == nil {
 		return nums
 	}
-	for i, a := range glibc.ArenaRing(w.t, w.h.Layout, w.h.Anchors) {
+	for i, a := range w.h.ArenaRing() {
 		nums[a] = i
 	}
 	return nums

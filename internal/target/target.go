@@ -5,7 +5,10 @@
 // set, is the one every layer above passes registers in (the unwinder,
 // perf samples, the heap sampler's records, glibc's hijack policy).
 // Nothing here knows glibc's heap (internal/heap is the layer above, as
-// golang.org/x/debug's gocore is above internal/core).
+// golang.org/x/debug's gocore is above internal/core). An implementation
+// may know more than the interface says: *live.Target finds the process's
+// libc and allocator as it opens (internal/glibc's detection), so that a
+// process that is not glibc's is refused before anything is stopped.
 //
 // internal/live and internal/core implement Target. What only a live process
 // can do (stop every thread, borrow one, run code in it) is not part of

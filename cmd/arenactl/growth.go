@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,25 +56,11 @@ refused).`,
 			case gf.folded && f.json:
 				return &usageError{msg: "--folded and --json are mutually exclusive"}
 			}
-			var out *hostfs.Output
-			if gf.out != "" {
-				var err error
-				if out, err = hostfs.CreateOutput(gf.out); err != nil {
-					return leaksOutputErr(gf.out, err)
-				}
-				defer out.Discard()
+			po, err := openProfileOutputs(gf.out, gf.http)
+			if err != nil {
+				return err
 			}
-			var web *heapprof.Web
-			if gf.http != "" {
-				var err error
-				if web, err = heapprof.Listen(gf.http); err != nil {
-					return &usageError{msg: fmt.Sprintf("--http %s: %v", gf.http, err)}
-				}
-				defer web.Close()
-				if !web.Loopback() {
-					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", gf.http)
-				}
-			}
+			defer po.close()
 			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period,
 				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack)}
 			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
@@ -84,18 +68,10 @@ refused).`,
 			if err != nil {
 				return err
 			}
-			if err := writeGrowth(g, &f, &gf, out); err != nil {
+			if err := writeGrowth(g, &f, &gf, po.out); err != nil {
 				return err
 			}
-			if web != nil {
-				// As leaks --http: served until the next Ctrl-C, at a URL
-				// holding the secret path.
-				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-				defer stop()
-				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", web.URL())
-				return web.ServeValued(ctx, g.Profile)
-			}
-			return nil
+			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.ServeValued(ctx, g.Profile) })
 		},
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}

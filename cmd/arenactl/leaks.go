@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -68,30 +67,12 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 				return &usageError{msg: "--folded and --json are mutually exclusive"}
 			}
 			// -o is created (under its partial name) before anything is
-			// placed in the process: a path that cannot be written is
-			// refused at once, not after the whole window, with the
-			// profile lost.
-			var out *hostfs.Output
-			if lf.out != "" {
-				var err error
-				if out, err = hostfs.CreateOutput(lf.out); err != nil {
-					return leaksOutputErr(lf.out, err)
-				}
-				defer out.Discard()
+			// placed in the process.
+			po, err := openProfileOutputs(lf.out, lf.http)
+			if err != nil {
+				return err
 			}
-			var web *heapprof.Web
-			if lf.http != "" {
-				var err error
-				if web, err = heapprof.Listen(lf.http); err != nil {
-					return &usageError{msg: fmt.Sprintf("--http %s: %v", lf.http, err)}
-				}
-				defer web.Close()
-				if !web.Loopback() {
-					// Said before the window, so that it can be ended
-					// before anything is placed in the process.
-					fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", lf.http)
-				}
-			}
+			defer po.close()
 			o := inspect.LeaksOptions{Options: f.options(), Duration: lf.duration, Rate: uint64(lf.rate), MinAge: lf.minAge, NoScan: lf.noScan}
 			rep, err := inspect.Leaks(c.Context(), parsePid(args), o)
 			if err != nil {
@@ -103,20 +84,10 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if n := len(rep.Left.Unloaded); n > 0 {
 				fmt.Fprintf(os.Stderr, "arenactl: %d GOT entries were in objects unloaded during the window (dlclose): nothing to put back there\n", n)
 			}
-			if err := writeLeaks(rep, &f, &lf, out); err != nil {
+			if err := writeLeaks(rep, &f, &lf, po.out); err != nil {
 				return err
 			}
-			if web != nil {
-				// The window is over; the page is served until the next
-				// Ctrl-C (the one that ended an interrupted window is
-				// spent). The URL holds the secret path (heapprof.Web):
-				// without it every request is refused.
-				ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
-				defer stop()
-				fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", web.URL())
-				return web.Serve(ctx, rep.Profile)
-			}
-			return nil
+			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.Serve(ctx, rep.Profile) })
 		},
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}

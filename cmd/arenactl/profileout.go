@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+
+	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/hostfs"
+)
+
+// profileOutputs are -o and --http of the commands that take a profile
+// over a window (leaks, growth), opened before the window: a path that
+// cannot be written, or an address that cannot be listened on, is refused
+// at once, not after the whole window, with the profile lost.
+type profileOutputs struct {
+	out *hostfs.Output // nil without -o
+	web *heapprof.Web  // nil without --http
+}
+
+func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
+	p := &profileOutputs{}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if path != "" {
+		if p.out, err = hostfs.CreateOutput(path); err != nil {
+			return nil, leaksOutputErr(path, err)
+		}
+	}
+	if addr != "" {
+		if p.web, err = heapprof.Listen(addr); err != nil {
+			return nil, &usageError{msg: fmt.Sprintf("--http %s: %v", addr, err)}
+		}
+		if !p.web.Loopback() {
+			// Said before the window, so that it can be ended before
+			// anything is done to the process.
+			fmt.Fprintf(os.Stderr, "arenactl: WARNING: --http %s is reachable from other machines: anyone who can reach it and learns the URL printed at the end sees the profile (function and file names of the process); use 127.0.0.1:PORT and an SSH tunnel instead\n", addr)
+		}
+	}
+	return p, nil
+}
+
+// close drops a -o file not committed and stops listening.
+func (p *profileOutputs) close() {
+	if p.out != nil {
+		p.out.Discard()
+	}
+	if p.web != nil {
+		p.web.Close()
+	}
+}
+
+// serve serves the profile with --http once the window is over, until the
+// next interrupt (the one that ended an interrupted window is spent). The
+// URL holds the secret path (heapprof.Web): without it every request is
+// refused.
+func (p *profileOutputs) serve(serve func(context.Context, *heapprof.Web) error) error {
+	if p.web == nil {
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
+	defer stop()
+	fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", p.web.URL())
+	return serve(ctx, p.web)
+}

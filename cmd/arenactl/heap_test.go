@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,4 +208,44 @@ func TestHeapBoundedOnHostileShapes(t *testing.T) {
 		t.Errorf("the scan went over the heap %d times; one a pass (static, stack) at most", doc.Scan.Sweeps)
 	}
 	tg.Quit()
+}
+
+// heap --folded is every type's bytes, split into reachable and leaked: on
+// a committed core its lines add up to the heap's allocated bytes and its
+// leaked bytes as --json counts them.
+func TestHeapFoldedAddsUp(t *testing.T) {
+	core := filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-kernel.core.zst")
+	var doc struct {
+		Bytes   uint64 `json:"bytes"`
+		Classes []struct {
+			Class string `json:"class"`
+			Bytes uint64 `json:"bytes"`
+		} `json:"classes"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", core).stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var leaked uint64
+	for _, c := range doc.Classes {
+		if strings.HasPrefix(c.Class, "leaked") {
+			leaked += c.Bytes
+		}
+	}
+	sums := map[string]uint64{}
+	for _, l := range strings.Split(strings.TrimSpace(mustRun(t, "heap", "--folded", core).stdout), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		stack, v := l[:i], l[i+1:]
+		n, err := strconv.ParseUint(v, 10, 64)
+		frames := strings.Split(stack, ";")
+		if err != nil || len(frames) != 2 || (frames[0] != "reachable" && frames[0] != "leaked") {
+			t.Fatalf("not a folded line of heap's: %q", l)
+		}
+		sums[frames[0]] += n
+	}
+	if sums["reachable"]+sums["leaked"] != doc.Bytes || sums["leaked"] != leaked {
+		t.Errorf("folded: %d reachable, %d leaked; --json: %d bytes, %d leaked", sums["reachable"], sums["leaked"], doc.Bytes, leaked)
+	}
+	if r := run(t, "heap", "--folded", "--json", core); r.code != exitUsage {
+		t.Errorf("--folded --json: exit %d, want %d", r.code, exitUsage)
+	}
 }

@@ -22,7 +22,7 @@ func newHeapCmd() *cobra.Command {
 	var debugDirs []string
 	var top int
 	var addrs []string
-	var asJSON bool
+	var asJSON, folded bool
 	// The scan takes seconds on a large heap: a process is never stopped
 	// that long unless asked (--freeze walk, or auto, which may fall back
 	// to it).
@@ -56,6 +56,9 @@ root (see the README).`,
 			if top < 1 {
 				return &usageError{msg: fmt.Sprintf("--top %d: give 1 or more", top)}
 			}
+			if folded && asJSON {
+				return &usageError{msg: "--folded and --json are mutually exclusive"}
+			}
 			if hold.h == inspect.HoldNone {
 				return &usageError{msg: "a scan of a heap that changes under it means nothing: --freeze is image, walk or auto"}
 			}
@@ -81,12 +84,16 @@ root (see the README).`,
 			if asJSON {
 				return writeJSON(os.Stdout, schema.NewHeap(r))
 			}
+			if folded {
+				return render.ContentsFolded(os.Stdout, r)
+			}
 			return render.Contents(os.Stdout, r, top)
 		},
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop while the image is made")
 	c.Flags().IntVar(&top, "top", 20, "how many types to list")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (see README for the schema): every type, not only --top")
+	c.Flags().BoolVar(&folded, "folded", false, "print FlameGraph's folded stacks instead of the table: reachable or leaked, then the type, then its bytes; every type")
 	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
 	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
 	registerFreeze(c.Flags(), &hold, false)

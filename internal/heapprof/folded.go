@@ -29,6 +29,13 @@ func WriteFolded(w io.Writer, p *Profile) error {
 		}
 		sums[strings.Join(names, ";")] += v
 	}
+	return WriteFoldedSums(w, sums)
+}
+
+// WriteFoldedSums writes folded lines, each stack (names already made safe
+// by FoldedName and joined by ';') and its value, sorted as
+// stackcollapse's output is.
+func WriteFoldedSums(w io.Writer, sums map[string]int64) error {
 	stacks := make([]string, 0, len(sums))
 	for k := range sums {
 		stacks = append(stacks, k)
@@ -50,3 +57,6 @@ func WriteFolded(w io.Writer, p *Profile) error {
 var foldedReplacer = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")
 
 func foldedName(s string) string { return foldedReplacer.Replace(s) }
+
+// FoldedName is a name made safe for a folded line.
+func FoldedName(s string) string { return foldedName(s) }

@@ -1,12 +1,8 @@
 package heapprof
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -159,16 +155,7 @@ func WriteValuedFolded(w io.Writer, v *Valued, typ int, leaf string) error {
 		}
 		sums[strings.Join(names, ";")] += x
 	}
-	stacks := make([]string, 0, len(sums))
-	for k := range sums {
-		stacks = append(stacks, k)
-	}
-	sort.Strings(stacks)
-	bw := bufio.NewWriter(w)
-	for _, k := range stacks {
-		fmt.Fprintf(bw, "%s %s\n", k, strconv.FormatInt(sums[k], 10))
-	}
-	return bw.Flush()
+	return WriteFoldedSums(w, sums)
 }
 
 // ServeValued is Serve for a profile with a value per kind: pprof's web

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
@@ -125,4 +126,22 @@ func preview(b []byte) string {
 		}
 	}
 	return hex.String() + "  |" + asc.String() + "|"
+}
+
+// ContentsFolded prints what the heap holds in FlameGraph's folded format,
+// for a flame graph of the heap by type: a line per type and whether it is
+// reachable or leaked ("reachable;Session 4096", "leaked;size 48 512"),
+// with its bytes (chunk sizes). Every type, not only the top ones.
+func ContentsFolded(w io.Writer, r *report.Contents) error {
+	sums := map[string]int64{}
+	for _, t := range r.Types {
+		name := heapprof.FoldedName(t.Type)
+		if held := t.Bytes - t.LeakedBytes; held > 0 {
+			sums["reachable;"+name] += int64(held)
+		}
+		if t.LeakedBytes > 0 {
+			sums["leaked;"+name] += int64(t.LeakedBytes)
+		}
+	}
+	return heapprof.WriteFoldedSums(w, sums)
 }

@@ -88,7 +88,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	}
 	var ro report.ReadOnly
 	defer hd.release(&ro) // on a panic; release is idempotent
-	src := snapSource{mem: t, pagemap: t.Pid, exe: t.Exe, libc: t.Libc.Path, refresh: t.Refresh}
+	src := snapSource{mem: t, pagemap: t.Pid, refresh: t.Refresh}
 	if hd.image != nil {
 		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Pid, hd.image.FrozenThreads(), hd.image.Refresh
 		src.counters = counted
@@ -143,11 +143,10 @@ func (e *OutputError) Unwrap() error { return e.Err }
 // snapSource is the process held still for a snapshot: its image, or
 // itself frozen.
 type snapSource struct {
-	mem       target.Target
-	threads   []target.Thread
-	pagemap   int // the process whose pagemap tells resident pages
-	exe, libc string
-	refresh   func() error // re-reads the mappings with their smaps counters
+	mem     target.Target
+	threads []target.Thread
+	pagemap int          // the process whose pagemap tells resident pages
+	refresh func() error // re-reads the mappings with their smaps counters
 	// counters, when set, are the process's own mappings with their
 	// smaps counters, which the core records instead of mem's.
 	counters []maps.Mapping
@@ -172,7 +171,7 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
 	ths := src.threads
 	rep := &report.Snapshot{Threads: len(ths), Mappings: len(t.Mappings())}
-	whole, resident := dumpCandidates(src.exe, src.libc, t.Mappings(), ths, full) // disjoint
+	whole, resident := dumpCandidates(t.Mappings(), ths, full) // disjoint
 	gone := mergeRanges(append([]maps.Range(nil), src.leftOut...))
 	whole, resident = subtract(whole, gone), subtract(resident, gone)
 	rec := &recorder{mem: t, base: mergeRanges(append(append([]maps.Range(nil), whole...), resident...)), pages: map[uint64]bool{}}
@@ -276,17 +275,17 @@ const (
 // from them) ranges of which only the resident or swapped pages are worth
 // writing.
 //
-// By default: the heaps (resident pages), the writable data of libc, ld.so
-// and the program with the bss after each (resident pages), the vDSO (for
-// debuggers' unwinders), and a window around every thread pointer. With
-// full: all anonymous memory and every private file mapping with written
-// pages too. Never PROT_NONE, file text, [vvar] or [vsyscall].
-func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []target.Thread, full bool) (whole, resident []maps.Range) {
-	objs := map[string]bool{trimDeleted(exe): true, trimDeleted(libc): true}
-	for _, m := range glibc.FindLoader(ms) {
-		objs[trimDeleted(m.Path)] = true
-	}
-	for i, m := range ms {
+// By default: the heaps and every root of a heap scan (internal/reach): the
+// written data of every loaded object, and the resident pages of all
+// private writable anonymous memory (each object's bss, thread stacks and
+// their TLS, memory the program mapped itself), the vDSO (for debuggers'
+// unwinders), and a window around every thread pointer. What the image
+// left out (big anonymous mappings that hold no heap: a buffer pool) is not
+// in it. With full: shared and read-only anonymous memory too, and the
+// image leaves nothing out. Never PROT_NONE, file text, [vvar] or
+// [vsyscall].
+func dumpCandidates(ms []maps.Mapping, ths []target.Thread, full bool) (whole, resident []maps.Range) {
+	for _, m := range ms {
 		r := maps.Range{Start: m.Start, End: m.End}
 		file := strings.HasPrefix(m.Path, "/")
 		switch {
@@ -297,15 +296,13 @@ func dumpCandidates(exe, libc string, ms []maps.Mapping, ths []target.Thread, fu
 			whole = append(whole, r)
 		case file:
 			written := m.Writable() || m.Anonymous > 0 // .data, .bss, or RELRO (GOT) after relocation
-			if !m.Executable() && strings.HasSuffix(m.Perms, "p") && written && (full || objs[trimDeleted(m.Path)]) {
+			if !m.Executable() && strings.HasSuffix(m.Perms, "p") && written {
 				whole = append(whole, r)
 			}
 		case full && m.Perms[3] == 's':
 			whole = append(whole, r) // shared: untouched pages may hold data elsewhere
-		case full:
+		case full, m.Writable() && m.Perms[3] == 'p':
 			resident = append(resident, r)
-		case i > 0 && m.Path == "" && m.Writable() && ms[i-1].End == m.Start && ms[i-1].Writable() && objs[trimDeleted(ms[i-1].Path)]:
-			resident = append(resident, r) // the bss past the file's last page
 		}
 	}
 	for _, th := range ths {
@@ -359,8 +356,6 @@ func subtract(a, b []maps.Range) []maps.Range {
 	}
 	return out
 }
-
-func trimDeleted(p string) string { return strings.TrimSuffix(p, " (deleted)") }
 
 func alignPage(x uint64) uint64 { return (x + core.PageSize - 1) &^ (core.PageSize - 1) }
 

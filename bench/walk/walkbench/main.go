@@ -2,11 +2,13 @@
 // free-list walk (glibc.WalkLists, what the injection preflight reads) and
 // the full walk (glibc.WalkAll: every thread's tcache, then every chunk of
 // every heap, as `arenactl info --read-only` does), with every thread of the
-// process stopped for the whole run; with -scan, also the chunk index and
-// the reachability scan of `arenactl heap` (chunks.Build, reach.Scan). See
+// process stopped for the whole run (with -image, read from a copy-on-write
+// image instead, as `arenactl heap` and `info --read-only` read it, with
+// the process running); with -scan, also the chunk index and the
+// reachability scan of `arenactl heap` (chunks.Build, reach.Scan). See
 // README.md in this directory.
 //
-//	go run ./bench/walk/walkbench -pid PID [-n 5] [-scan] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./bench/walk/walkbench -pid PID [-n 5] [-scan] [-image] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -36,12 +38,13 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the walks to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the walks to this file")
 	scan := flag.Bool("scan", false, "also time the chunk index and the reachability scan (arenactl heap)")
+	image := flag.Bool("image", false, "read a copy-on-write image of the process instead of stopping it")
 	flag.Parse()
 	if *pid <= 0 || *n <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: walk -pid PID [-n N] [-cpuprofile FILE] [-memprofile FILE]")
 		os.Exit(2)
 	}
-	if err := run(*pid, *n, *scan, *cpuprofile, *memprofile); err != nil {
+	if err := run(*pid, *n, *scan, *image, *cpuprofile, *memprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "walk:", err)
 		os.Exit(1)
 	}
@@ -76,7 +79,7 @@ func cpuTime() time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func run(pid, n int, scan bool, cpuprofile, memprofile string) error {
+func run(pid, n int, scan, image bool, cpuprofile, memprofile string) error {
 	t, err := live.OpenReadOnly(pid)
 	if err != nil {
 		return err
@@ -89,12 +92,26 @@ func run(pid, n int, scan bool, cpuprofile, memprofile string) error {
 	mods := module.NewTable(t, glibc.DefaultDebugDirs...)
 	defer mods.Close()
 	tls := reach.StaticTLS(mods)
-	frozen, err := t.Freeze(context.Background(), 3*time.Second)
-	if err != nil {
-		return err
-	}
-	defer frozen.Thaw()
 	threads := len(t.Threads())
+	thaw := func() (time.Duration, error) { return 0, nil }
+	if image {
+		im, err := t.Image(context.Background(), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer im.Close()
+		threads = len(im.Threads())
+		hh := *h
+		hh.T = im
+		h = &hh
+	} else {
+		frozen, err := t.Freeze(context.Background(), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer frozen.Thaw()
+		thaw = frozen.Thaw
+	}
 
 	if cpuprofile != "" {
 		f, err := os.Create(cpuprofile)
@@ -198,7 +215,7 @@ func run(pid, n int, scan bool, cpuprofile, memprofile string) error {
 				ix.Count, float64(res.ChunkBytes)/(1<<30), float64(res.RootBytes)/(1<<30))
 		}
 	}
-	held, err := frozen.Thaw()
+	held, err := thaw()
 	if err != nil {
 		return err
 	}
@@ -212,8 +229,12 @@ func run(pid, n int, scan bool, cpuprofile, memprofile string) error {
 			return err
 		}
 	}
-	fmt.Printf("process %d (%s), glibc %s, %d threads; %d walks of each kind, every thread stopped for %.2f s in all\n",
-		pid, t.Exe, t.Libc.Version, threads, n, held.Seconds())
+	how := fmt.Sprintf("every thread stopped for %.2f s in all", held.Seconds())
+	if image {
+		how = "read from a copy-on-write image, the process running"
+	}
+	fmt.Printf("process %d (%s), glibc %s, %d threads; %d walks of each kind, %s\n",
+		pid, t.Exe, t.Libc.Version, threads, n, how)
 	lists.print()
 	full.print()
 	if scan {

@@ -24,6 +24,7 @@
 package reach
 
 import (
+	"context"
 	"encoding/binary"
 
 	"github.com/arenactl/arenactl/internal/chunks"
@@ -210,8 +211,11 @@ const HeadSize = 32
 // chunk once, and hands visit (when not nil) every chunk as it reads it,
 // with whether it is leaked and its first bytes (up to HeadSize): what a
 // census needs, without reading the heap again.
-func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
-	s := &scanner{t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit}
+//
+// The scan ends early, with ctx's error, once ctx is done: a scan of a
+// large heap takes seconds, and Ctrl-C must end it.
+func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
 	// Static roots first, so that what they reach is Static even where a
@@ -234,6 +238,9 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.C
 		}
 		r.ChunkBytes += s.propagate(pass.mark)
 		r.Sweeps = s.sweeps
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	// What is left is leaked. Each unreached chunk is read for the chunks
 	// it points to: those are reached only from leaked memory.
@@ -242,8 +249,11 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.C
 			s.told(c, true)
 			r.ChunkBytes += s.scan(c.User(), c.UserEnd(), markInner, c.Addr)
 		}
-		return true
+		return !s.done()
 	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	ix.ForEach(func(c chunks.Chunk) bool {
 		cl := r.Class(c)
 		r.Count[cl]++
@@ -265,6 +275,8 @@ func Scan(t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.C
 // minutes. Only when more than maxWork such chunks wait does the rest wait
 // for the next sweep.
 type scanner struct {
+	ctx     context.Context
+	polls   int // chunks read since ctx was last asked
 	t       target.Target
 	ix      *chunks.Index
 	marks   *chunks.Marks
@@ -304,6 +316,15 @@ func (s *scanner) alone(c chunks.Chunk) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// done says whether the scan must stop: ctx is asked every 4096 chunks.
+func (s *scanner) done() bool {
+	if s.polls++; s.polls < 4096 {
+		return false
+	}
+	s.polls = 0
+	return s.ctx.Err() != nil
 }
 
 // told hands c to the visitor, with its first bytes.
@@ -368,13 +389,16 @@ func (s *scanner) propagate(mark uint8) uint64 {
 		s.ix.ForEach(func(c chunks.Chunk) bool {
 			s.cursor = c.Addr
 			visit(c)
-			for len(s.work) > 0 {
+			for len(s.work) > 0 && !s.done() {
 				w := s.work[len(s.work)-1]
 				s.work = s.work[:len(s.work)-1]
 				visit(w)
 			}
-			return s.pending > 0
+			return s.pending > 0 && !s.done()
 		})
+		if s.ctx.Err() != nil {
+			return n
+		}
 		s.cursor = 0
 	}
 	return n

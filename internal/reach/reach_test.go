@@ -1,6 +1,7 @@
 package reach
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func TestScanAgreesWithAPlainMarking(t *testing.T) {
 			}
 			roots := Roots(h.T, ix, 0)
 			visited := map[uint64]bool{}
-			res, err := Scan(h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
+			res, err := Scan(context.Background(), h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
 				if visited[c.Addr] {
 					t.Errorf("chunk %#x handed to the visitor twice", c.Addr)
 				}

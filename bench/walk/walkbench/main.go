@@ -202,7 +202,7 @@ func run(pid, n int, scan, image bool, cpuprofile, memprofile string) error {
 		index.chunks, index.bytes = full.chunks, full.bytes
 		runtime.GC()
 		start, cpu0 = time.Now(), cpuTime()
-		res, err := reach.Scan(h.T, ix, reach.Roots(h.T, ix, tls), nil)
+		res, err := reach.Scan(context.Background(), h.T, ix, reach.Roots(h.T, ix, tls), nil)
 		if err != nil {
 			return err
 		}

@@ -883,6 +883,14 @@ func (w *growthWatch) arenaNumbers() map[uint64]int {
 // with IS_MMAPPED, a page multiple, one after the other (the kernel
 // merges neighbouring mappings). Pages that hold nothing are never read,
 // which would map the zero page into the process.
+//
+// Where no header is found the search goes on at the next page: the
+// kernel merges neighbouring anonymous mappings, so a mapping of chunks
+// may begin with memory that is not malloc's (another mapping of the
+// program's, a stack) or with the newest chunk before malloc has written
+// its header. Stopping there lost every chunk above it: a CI run charged
+// 7 of 16 fresh 1 MiB chunks to anonymous memory. The list is kept until
+// the next drain, which reads the mappings again.
 func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	key := [2]uint64{m.Start, m.End}
 	if cs, ok := w.chunkCache[key]; ok {
@@ -890,12 +898,14 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	}
 	var cs [][2]uint64
 	if w.h != nil && m.Writable() {
+		page := uint64(os.Getpagesize())
 		for cur, n := m.Start, 0; cur < m.End && n < 4096; n++ {
 			ps, ok1 := w.word(cur)
 			sz, ok2 := w.word(cur + 8)
 			size := sz &^ 7
-			if !ok1 || !ok2 || ps != 0 || sz&2 == 0 || size == 0 || size%uint64(os.Getpagesize()) != 0 || cur+size > m.End {
-				break
+			if !ok1 || !ok2 || ps != 0 || sz&2 == 0 || size == 0 || size%page != 0 || cur+size > m.End {
+				cur += page
+				continue
 			}
 			cs = append(cs, [2]uint64{cur, cur + size})
 			cur += size

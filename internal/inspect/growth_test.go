@@ -36,8 +36,11 @@ func TestGrowthSites(t *testing.T) {
 	const period = 16
 	// Records are lost only when arenactl's reader gets no CPU for the
 	// tens of milliseconds its rings take to fill (the two arena
-	// threads make 600 MB/s of them): on a loaded machine, the window is
-	// run again.
+	// threads make 600 MB/s of them), and the kernel throttles an event
+	// that samples more than perf_event_max_sample_rate allows in a tick
+	// (it drops the rest of the tick's samples: a CI run lost 7 of the
+	// 16 big blocks' mmaps so, with no record lost): on a loaded
+	// machine, the window is run again.
 	var g *report.Growth
 	var tg *testutil.Target
 	var mapped, big, fileSize, freed float64
@@ -45,7 +48,7 @@ func TestGrowthSites(t *testing.T) {
 	for try := 1; ; try++ {
 		tg = testutil.Start(t, bin)
 		g, mapped, big, small, fileSize, freed = growthWindow(t, tg, file, period)
-		if g.Lost == 0 {
+		if g.Lost == 0 && g.Throttled == 0 {
 			break
 		}
 		if try == 5 {
@@ -54,9 +57,9 @@ func TestGrowthSites(t *testing.T) {
 			// times running says nothing of arenactl's (CI runs the
 			// packages' tests side by side on 2 CPUs).
 			tg.Quit()
-			t.Skipf("%d records lost in each of 5 windows: the machine is too loaded to check the sites", g.Lost)
+			t.Skipf("records lost or throttled in each of 5 windows (%d lost, %d throttled): the machine is too loaded to check the sites", g.Lost, g.Throttled)
 		}
-		t.Logf("%d records lost: again", g.Lost)
+		t.Logf("%d records lost, sampling throttled %d times: again", g.Lost, g.Throttled)
 		tg.Quit()
 	}
 	// sum adds one value over the sites of a class (and arena, when

@@ -95,7 +95,7 @@ const (
 // is given every chunk the walk meets, in its order, free ones included.
 func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	ix := &Index{mem: h.T}
-	var all []uint64 // arena chunks, |1 when allocated, until the heaps are known
+	var all starts // arena chunks, |1 when allocated, until the heaps are known
 	// The first heap the walk meets in an arena is the top's (the main
 	// arena's only run; a thread arena's heaps from the top one back):
 	// it ends where a chunk does not follow its predecessor.
@@ -133,11 +133,11 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 			ix.Count++
 			ix.Bytes += c.Size
 		case c.State == glibc.ChunkInUse:
-			all = append(all, c.Addr|1)
+			all.add(c.Addr | 1)
 			ix.Count++
 			ix.Bytes += c.Size
 		default:
-			all = append(all, c.Addr)
+			all.add(c.Addr)
 			ix.FreeCount++
 			ix.FreeBytes += c.Size
 		}
@@ -172,7 +172,7 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	}
 	ix.heaps = clip(ix.heaps, h.T.Mappings())
 	sort.Slice(ix.heaps, func(i, j int) bool { return ix.heaps[i][0] < ix.heaps[j][0] })
-	ix.index(all)
+	ix.index(&all)
 	for i := range ix.Arenas {
 		if i < len(runs) && ix.Arenas[i].Top.Size != 0 {
 			ix.Arenas[i].HighestUsed, ix.Arenas[i].FreeBelow = runs[i].highest, runs[i].used
@@ -201,29 +201,25 @@ func clip(heaps [][2]uint64, ms []maps.Mapping) [][2]uint64 {
 }
 
 // index lays a span over each heap and sets the bits of the chunks in it.
-// The list of chunk addresses is the walk's only transient cost: 8 bytes a
-// chunk, dropped once the bits are set.
-func (ix *Index) index(all []uint64) {
-	slices.Sort(all)
-	i := 0
+// The list of starts is the walk's only transient cost (a byte or two a
+// chunk), dropped once the bits are set.
+func (ix *Index) index(all *starts) {
+	next := all.sorted()
+	a, ok := next()
 	for _, h := range ix.heaps {
-		for i < len(all) && all[i] < h[0] {
-			i++ // outside every heap: not the walk's, cannot be
+		for ok && a&^1 < h[0] {
+			a, ok = next() // outside every heap: not the walk's, cannot be
 		}
-		j := i
-		for j < len(all) && all[j] < h[1] {
-			j++
-		}
-		if j == i {
+		if !ok || a&^1 >= h[1] {
 			continue
 		}
 		sp := newSpan(h[0]&^15, h[1])
-		for _, a := range all[i:j] {
+		for ok && a&^1 < h[1] {
 			sp.add(a&^1, a&1 != 0)
+			a, ok = next()
 		}
 		sp.rank()
 		ix.spans = append(ix.spans, sp)
-		i = j
 	}
 }
 

@@ -2,6 +2,7 @@ package chunks
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -36,7 +37,7 @@ func TestSpanAgreesWithAList(t *testing.T) {
 			}
 			all = append(all, v)
 		}
-		ix.index(all)
+		ix.index(startsOf(all))
 		find := func(addr uint64) (Chunk, bool) {
 			for _, c := range list {
 				if c.alloc && addr >= c.addr+16 && addr < c.addr+c.size {
@@ -90,9 +91,52 @@ func TestSpanAgreesWithAList(t *testing.T) {
 func TestSpanDropsAShortChunk(t *testing.T) {
 	lo := uint64(0x10000)
 	ix := &Index{heaps: [][2]uint64{{lo, lo + 0x100}}}
-	ix.index([]uint64{lo | 1, (lo + 16) | 1, (lo + 64) | 1})
+	ix.index(startsOf([]uint64{lo | 1, (lo + 16) | 1, (lo + 64) | 1}))
 	c, ok := ix.Find(lo + 40)
 	if !ok || c.Addr != lo || c.Size != 64 {
 		t.Fatalf("Find = %#x+%#x %v, want the first chunk, 64 bytes", c.Addr, c.Size, ok)
+	}
+}
+
+// startsOf is the list of starts of a slice, in address order.
+func startsOf(all []uint64) *starts {
+	s := &starts{}
+	for _, a := range slices.Sorted(slices.Values(all)) {
+		s.add(a)
+	}
+	return s
+}
+
+// The walk's starts come in runs that overlap in address (arenas one after
+// another, a thread arena's heaps from the newest back) and with steps of
+// any size: they come out in address order, allocated bits kept.
+func TestStartsMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	s := &starts{}
+	var want []uint64
+	for run := 0; run < 50; run++ {
+		a := uint64(0x10000+r.IntN(1<<20)) * 16
+		for i := 0; i < r.IntN(200); i++ {
+			v := a | uint64(r.IntN(2))
+			if !slices.ContainsFunc(want, func(w uint64) bool { return w&^1 == a }) {
+				s.add(v)
+				want = append(want, v)
+			}
+			a += 16 * uint64(2+r.IntN(1<<r.IntN(20)))
+		}
+	}
+	slices.SortFunc(want, func(a, b uint64) int { return int(int64(a&^1) - int64(b&^1)) })
+	next := s.sorted()
+	for i, w := range want {
+		got, ok := next()
+		if !ok || got != w {
+			t.Fatalf("start %d: %#x %v, want %#x", i, got, ok, w)
+		}
+	}
+	if _, ok := next(); ok {
+		t.Fatal("more starts than added")
+	}
+	if s.n != len(want) || len(s.buf) > 4*len(want) {
+		t.Errorf("%d starts in %d bytes of steps", s.n, len(s.buf))
 	}
 }

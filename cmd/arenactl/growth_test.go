@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,4 +241,73 @@ func TestGrowthOtherPidNamespace(t *testing.T) {
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Errorf("target at exit: %q, status %d", line, code)
 	}
+}
+
+// growth only watches from outside (the kernel samples the process), so
+// it takes what info and leaks refuse: a process that allocates with
+// another malloc (jemalloc, preloaded), whose heaps it then does not tell
+// apart by arena and says why, and one a debugger holds. Each one's own
+// mapping is charged to its site, as for any process.
+func TestGrowthAnyAllocatorAndTraced(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	window := func(t *testing.T, tg *testutil.Target) string {
+		cmd := exec.Command(arenactl, "growth", "--duration", "2s", "--json", strconv.Itoa(tg.Pid))
+		var stdout, stderr growthBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+		if ans := tg.Send("map 8"); ans != "ok 8388608" {
+			t.Fatalf("target: %q", ans)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
+		}
+		var doc schema.Growth
+		if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, stdout.String())
+		}
+		var mapped uint64
+		for _, s := range doc.Sites {
+			if slices.ContainsFunc(s.Frames, func(f schema.LeakFrame) bool { return f.Function == "map_pages" }) {
+				mapped += s.Mapped
+			}
+		}
+		if mapped != 8<<20 {
+			t.Errorf("map_pages mapped %d bytes, want 8 MiB", mapped)
+		}
+		return stdout.String()
+	}
+	t.Run("jemalloc", func(t *testing.T) {
+		lib := "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+		if !fileExists(lib) {
+			t.Skip("no libjemalloc2")
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+		tg := testutil.StartCmd(t, cmd)
+		expectRefusal(t, run(t, "info", strconv.Itoa(tg.Pid)), exitNotGlibc, "allocates with jemalloc")
+		window(t, tg)
+		tg.Quit()
+	})
+	t.Run("traced", func(t *testing.T) {
+		gdb, err := exec.LookPath("gdb")
+		if err != nil {
+			t.Skip("gdb is not installed")
+		}
+		tg := testutil.Start(t, bin)
+		g := exec.Command(gdb, "-q", "-nx", "-batch", "-p", strconv.Itoa(tg.Pid), "-ex", "continue")
+		g.Stdout, g.Stderr = io.Discard, io.Discard
+		if err := g.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { g.Process.Signal(syscall.SIGTERM); g.Wait() }()
+		testutil.WaitUntil(t, "gdb to attach", func() bool { return testutil.Traced(tg.Pid) })
+		expectRefusal(t, run(t, "info", strconv.Itoa(tg.Pid)), exitTraced, "already traced by process")
+		window(t, tg)
+	})
 }

@@ -85,18 +85,28 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	if o.Period == 0 {
 		o.Period = DefaultFaultPeriod
 	}
-	t, done, err := openLive(pid, true)
+	// Nothing is stopped in or placed in the process: the kernel samples
+	// it. So any allocator will do (its heaps are then not told apart by
+	// arena) and so will a process another tracer holds.
+	t, err := live.OpenObserved(pid)
 	if err != nil {
 		return nil, err
 	}
-	defer done(&err)
+	defer func() {
+		err = t.Explain(err)
+		t.Close()
+	}()
 	pid = t.Pid
-	g := &report.Growth{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), Period: o.Period, PageSize: uint64(os.Getpagesize())}
+	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
 	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, acc: map[accKey]int{}}
-	if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
+	if t.Libc == nil {
+		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
+	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
+		g.Libc = report.LibcOf(t.Libc)
 		w.h = h
 	} else {
+		g.Libc = report.LibcOf(t.Libc)
 		g.NoArenas = err.Error()
 	}
 	mods := module.NewTable(t, o.DebugDirs...)

@@ -66,21 +66,40 @@ func (e *NotGlibcError) Error() string {
 // Open reads the process's mappings, checks it runs glibc's allocator, and
 // finds its libc. It refuses zombies, kernel threads and traced processes,
 // and static executables: there is no libc.so.6 to call into.
-func Open(pid int) (*Target, error) { return open(pid, false) }
+func Open(pid int) (*Target, error) { return open(pid, allowGlibc) }
 
 // OpenReadOnly is Open for reading the allocator from memory only: it also
 // accepts a static executable, whose own copy of glibc's malloc stands in
 // for libc (glibc.FindStaticImage). Nothing may be injected into such a
 // target.
-func OpenReadOnly(pid int) (*Target, error) { return open(pid, true) }
+func OpenReadOnly(pid int) (*Target, error) { return open(pid, allowStatic) }
 
-func open(pid int, allowStatic bool) (*Target, error) {
-	proc, err := ptrace.Open(pid)
+// OpenObserved is for watching a process from outside only (perf events,
+// its memory read): any allocator is accepted, Libc is nil where it is not
+// glibc's, and another tracer holding it does not matter. Nothing may be
+// stopped in, injected into or imaged from such a target.
+func OpenObserved(pid int) (*Target, error) { return open(pid, allowAny) }
+
+// What open accepts: glibc's malloc in libc.so.6; also a static copy or
+// libc_malloc_debug.so's (read only); any allocator and a traced process
+// (observed only).
+const (
+	allowGlibc = iota
+	allowStatic
+	allowAny
+)
+
+func open(pid int, allow int) (*Target, error) {
+	openProc := ptrace.Open
+	if allow == allowAny {
+		openProc = ptrace.Observe
+	}
+	proc, err := openProc(pid)
 	if err != nil {
 		return nil, err
 	}
 	t := &Target{Pid: proc.Pid, proc: proc}
-	if err := t.load(allowStatic); err != nil {
+	if err := t.load(allow); err != nil {
 		err = proc.Explain(err)
 		proc.Close()
 		return nil, err
@@ -88,7 +107,8 @@ func open(pid int, allowStatic bool) (*Target, error) {
 	return t, nil
 }
 
-func (t *Target) load(allowStatic bool) error {
+func (t *Target) load(allow int) error {
+	readOnly := allow >= allowStatic
 	exe, err := os.Readlink(t.proc.Dir() + "/exe")
 	if err != nil {
 		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
@@ -108,19 +128,22 @@ func (t *Target) load(allowStatic bool) error {
 	if err := t.awaitLibc(); err != nil {
 		return err
 	}
-	if t.Allocator.Kind == glibc.AllocStatic && allowStatic {
+	if t.Allocator.Kind == glibc.AllocStatic && readOnly {
 		if t.Libc, err = glibc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil
 	}
-	if t.Allocator.MallocDebug && allowStatic {
+	if t.Allocator.MallocDebug && readOnly {
 		if t.Libc, err = glibc.FindMallocDebugImage(t.mappings, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil
 	}
 	if t.Allocator.Kind != glibc.AllocGlibc {
+		if allow == allowAny {
+			return nil
+		}
 		return &NotGlibcError{Pid: t.Pid, Allocator: t.Allocator}
 	}
 	t.Libc, err = glibc.FindLibc(t.mappings, t.OpenFile)

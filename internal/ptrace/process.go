@@ -37,13 +37,20 @@ type Process struct {
 // pid may be the id of any of the process's threads; Process.Pid is the
 // process's own id. A process whose main thread has exited while others run
 // is worked on through one of those.
-func Open(pid int) (*Process, error) {
+func Open(pid int) (*Process, error) { return openAs(pid, false) }
+
+// Observe is Open for a process that will only be read and watched (perf
+// events, /proc), never attached to: another tracer (a debugger) holding
+// it does not matter then. Nothing that attaches may be asked of it.
+func Observe(pid int) (*Process, error) { return openAs(pid, true) }
+
+func openAs(pid int, observe bool) (*Process, error) {
 	// A process between two programs hides its main thread for a moment
 	// (a zombie, then missing) while the exec'ing thread takes over its id:
 	// that is retried for a moment, as long as the process is there.
 	deadline := time.Now().Add(explainPatience)
 	for {
-		p, err := open(pid)
+		p, err := open(pid, observe)
 		if err == nil || time.Now().After(deadline) {
 			return p, err
 		}
@@ -58,7 +65,7 @@ func Open(pid int) (*Process, error) {
 	}
 }
 
-func open(pid int) (*Process, error) {
+func open(pid int, observe bool) (*Process, error) {
 	st, err := ReadStatus(pid, pid)
 	if err != nil {
 		return nil, err
@@ -73,7 +80,7 @@ func open(pid int) (*Process, error) {
 	if st.Kernel {
 		return nil, &StateError{Pid: pid, What: "is a kernel thread (it has no user memory)"}
 	}
-	if st.TracerPid != 0 {
+	if st.TracerPid != 0 && !observe {
 		return nil, tracedError(pid, st.TracerPid)
 	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/task/%d/mem", pid, tid), os.O_RDWR, 0)

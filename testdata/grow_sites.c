@@ -3,6 +3,8 @@
  * touched for the first time (or, for trim, gave back by its own count).
  *
  *   map N      map_pages: a direct anonymous mmap of N MiB, touched page by page
+ *   mapk N     map_pages too, of N KiB (under 2 MiB the kernel places it right
+ *              below the last mapping, where it merges with a neighbour)
  *   big N      big_blocks: N mallocs of 1 MiB (mmapped chunks), each touched
  *   small N    small_blocks in the main thread and in two threads created
  *              now (each with an arena of its own): N MiB each, in 4000-byte
@@ -33,8 +35,7 @@ static void *smalls[MAXSMALL];
 static int nsmall;
 static volatile char sink;
 
-__attribute__((noinline)) static size_t map_pages(long mib) {
-	size_t n = (size_t)mib << 20;
+__attribute__((noinline)) static size_t map_pages(size_t n) {
 	char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) return 0;
 	for (size_t i = 0; i < n; i += 4096) p[i] = 1;
@@ -112,7 +113,9 @@ int main(void) {
 	printf("ready %d\n", getpid());
 	while (fgets(line, sizeof line, stdin)) {
 		if (sscanf(line, "map %ld", &n) == 1) {
-			printf("ok %zu\n", map_pages(n));
+			printf("ok %zu\n", map_pages((size_t)n << 20));
+		} else if (sscanf(line, "mapk %ld", &n) == 1) {
+			printf("ok %zu\n", map_pages((size_t)n << 10));
 		} else if (sscanf(line, "big %ld", &n) == 1) {
 			printf("ok %zu\n", big_blocks(n));
 		} else if (sscanf(line, "small %ld", &n) == 1) {

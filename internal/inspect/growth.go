@@ -99,7 +99,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	pid = t.Pid
 	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
 	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
-		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, acc: map[accKey]int{}}
+		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{}}
 	if t.Libc == nil {
 		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
 	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
@@ -272,6 +272,9 @@ type growthWatch struct {
 	// chunkCache: an anonymous mapping's mmapped chunks, by its extent,
 	// read once per drain.
 	chunkCache map[[2]uint64][][2]uint64
+	// noChunks: anonymous mappings, by extent, found to hold no mmapped
+	// chunk; kept across drains.
+	noChunks map[[2]uint64]bool
 
 	pending map[int]pendingCall   // by thread: an entry whose exit has not come
 	exits   map[int][]perf.Sample // by thread: exits that came before their entry
@@ -894,35 +897,66 @@ func (w *growthWatch) arenaNumbers() map[uint64]int {
 // merges neighbouring mappings). Pages that hold nothing are never read,
 // which would map the zero page into the process.
 //
-// Where no header is found the search goes on at the next page: the
-// kernel merges neighbouring anonymous mappings, so a mapping of chunks
-// may begin with memory that is not malloc's (another mapping of the
-// program's, a stack) or with the newest chunk before malloc has written
-// its header. Stopping there lost every chunk above it: a CI run charged
-// 7 of 16 fresh 1 MiB chunks to anonymous memory. The list is kept until
-// the next drain, which reads the mappings again.
+// Where no header is found the search goes on at the next page that holds
+// data: the kernel merges neighbouring anonymous mappings and places a new
+// one under 2 MiB right below the last, so a mapping of chunks may begin
+// with memory that is not malloc's (any small mapping the program made
+// after them) or with the newest chunk before malloc has written its
+// header. Stopping there lost
+// every chunk above it: a CI run charged 7 of 16 fresh 1 MiB chunks to
+// anonymous memory. At most maxHeaderTries headers are read per mapping
+// and drain, and a mapping found to hold no chunk is not read again while
+// its extent stays (a database's buffer pool is read once, not every
+// drain); the list found is kept until the next drain, which reads the
+// mappings again.
 func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	key := [2]uint64{m.Start, m.End}
 	if cs, ok := w.chunkCache[key]; ok {
 		return cs
 	}
+	if w.noChunks[key] {
+		return nil
+	}
 	var cs [][2]uint64
 	if w.h != nil && m.Writable() {
 		page := uint64(os.Getpagesize())
-		for cur, n := m.Start, 0; cur < m.End && n < 4096; n++ {
+		for cur, n := m.Start, 0; cur < m.End && n < maxHeaderTries; n++ {
 			ps, ok1 := w.word(cur)
 			sz, ok2 := w.word(cur + 8)
 			size := sz &^ 7
-			if !ok1 || !ok2 || ps != 0 || sz&2 == 0 || size == 0 || size%page != 0 || cur+size > m.End {
-				cur += page
+			if ok1 && ok2 && ps == 0 && sz&2 != 0 && size != 0 && size%page == 0 && cur+size <= m.End {
+				cs = append(cs, [2]uint64{cur, cur + size})
+				cur += size
 				continue
 			}
-			cs = append(cs, [2]uint64{cur, cur + size})
-			cur += size
+			cur = w.nextData(cur+page, m.End)
 		}
 	}
 	w.chunkCache[key] = cs
+	if len(cs) == 0 {
+		w.noChunks[key] = true
+	}
 	return cs
+}
+
+// maxHeaderTries bounds the chunk headers read in one mapping per drain.
+const maxHeaderTries = 4096
+
+// nextData is the first page at or after addr that holds data, looking at
+// most 1 MiB ahead (the end of that window when none): pages that read as
+// zeros hold no header. Each look reads 2 KiB of pagemap at most.
+func (w *growthWatch) nextData(addr, end uint64) uint64 {
+	if w.pm == nil || addr >= end {
+		return addr
+	}
+	end = min(end, addr+1<<20)
+	next := end
+	w.pm.Runs(addr, end, func(s, _ uint64, data bool) {
+		if data && s < next {
+			next = s
+		}
+	})
+	return next
 }
 
 // word reads 8 bytes of the process, only where its page holds data.

@@ -205,3 +205,65 @@ func stackNames(fs []heapprof.Frame) string {
 	}
 	return strings.Join(names, " < ")
 }
+
+// Mmapped chunks the kernel merged with memory that is not malloc's below
+// them (a small mapping the program makes right after them lands there)
+// are still told for mmapped chunks: the header search read only from the
+// mapping's start, and every chunk above 64 KiB of the program's own was
+// charged to anonymous memory.
+func TestGrowthChunksBehindForeignMemory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root (perf_event_paranoid 2)")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	for try := 1; ; try++ {
+		tg := testutil.Start(t, bin)
+		ctx, cancel := context.WithCancel(context.Background())
+		open := make(chan struct{})
+		type result struct {
+			g   *report.Growth
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			g, err := Growth(ctx, tg.Pid, GrowthOptions{Options: Options{Note: func(string) { close(open) }}})
+			done <- result{g, err}
+		}()
+		<-open
+		// The chunks, then 64 KiB mapped and touched right below them:
+		// the kernel merges the two into one mapping.
+		if a := tg.Send("big 8"); a != "ok 8388608" {
+			t.Fatalf("big: %q", a)
+		}
+		if a := tg.Send("mapk 64"); a != "ok 65536" {
+			t.Fatalf("mapk: %q", a)
+		}
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+		r := <-done
+		tg.Quit()
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if (r.g.Lost != 0 || r.g.Throttled != 0) && try < 5 {
+			continue
+		}
+		var chunks, anon float64
+		for _, s := range r.g.Profile.Sites {
+			if !slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "big_blocks" }) {
+				continue
+			}
+			switch s.Labels[report.LabelClass] {
+			case "mmapped-chunk":
+				chunks += s.Values[report.GrowthMapped]
+			case "anon":
+				anon += s.Values[report.GrowthMapped]
+			}
+		}
+		page := float64(os.Getpagesize())
+		if chunks != 8*((1<<20)+page) || anon != 0 {
+			t.Errorf("big_blocks mapped %.0f bytes of mmapped chunks and %.0f of anonymous memory; want 8 chunks of 1 MiB and a page", chunks, anon)
+		}
+		return
+	}
+}

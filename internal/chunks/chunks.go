@@ -206,7 +206,15 @@ func clip(heaps [][2]uint64, ms []maps.Mapping) [][2]uint64 {
 func (ix *Index) index(all *starts) {
 	next := all.sorted()
 	a, ok := next()
+	var prevHi uint64
 	for _, h := range ix.heaps {
+		// Spans never overlap, so that an address has one span and a
+		// chunk one set of bits: heaps overlap only where a damaged or
+		// hostile core says a heap is larger than it is.
+		h[0] = max(h[0], (prevHi+15)&^15)
+		if h[0] >= h[1] {
+			continue
+		}
 		for ok && a&^1 < h[0] {
 			a, ok = next() // outside every heap: not the walk's, cannot be
 		}
@@ -220,6 +228,7 @@ func (ix *Index) index(all *starts) {
 		}
 		sp.rank()
 		ix.spans = append(ix.spans, sp)
+		prevHi = sp.hi
 	}
 }
 
@@ -313,17 +322,23 @@ func (s *span) last(i uint64) (uint64, bool) {
 	j-- // the words before i's
 	w := prevBit(s.sum1, j)
 	if w < 0 {
+		// No start in the sum1 word that holds j: the nearest earlier
+		// sum1 word that has one, through the sum2 words before it
+		// (each covers 8 MiB of heap: a chunk that starts further back
+		// is found too).
 		k := j / 64
-		if k == 0 {
-			return 0, false
-		}
-		k2 := prevBit(s.sum2, k-1)
-		if k2 < 0 {
-			return 0, false
-		}
-		w = prevBit(s.sum1, uint64(k2)*64+63)
-		if w < 0 {
-			return 0, false
+		for w < 0 {
+			if k == 0 {
+				return 0, false
+			}
+			if k2 := prevBit(s.sum2, k-1); k2 >= 0 {
+				w = prevBit(s.sum1, uint64(k2)*64+63)
+				if w < 0 {
+					return 0, false
+				}
+				break
+			}
+			k = (k - 1) &^ 63 // the sum2 word before k-1's
 		}
 	}
 	b := prevBit(s.slots, uint64(w)*64+63)

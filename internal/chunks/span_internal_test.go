@@ -140,3 +140,36 @@ func TestStartsMerge(t *testing.T) {
 		t.Errorf("%d starts in %d bytes of steps", s.n, len(s.buf))
 	}
 }
+
+// A pointer far into a large chunk finds it however many summary words lie
+// between: arena chunks of tens of MiB are normal (the mmap threshold
+// grows to 32 MiB), and each word of the second summary covers 8 MiB.
+// Heaps that overlap (a hostile heap size) get disjoint spans, so that a
+// chunk's marks are one chunk's.
+func TestSpanFindsAChunkMegabytesBack(t *testing.T) {
+	lo := uint64(0x7f0000000000)
+	big := uint64(20 << 20)
+	ix := &Index{heaps: [][2]uint64{{lo, lo + big + 4096}, {lo + big, lo + big + 8192}}}
+	ix.index(startsOf([]uint64{lo | 1, (lo + big) | 1, lo + big + 4096}))
+	for _, off := range []uint64{16, 1 << 20, 7 << 20, 9 << 20, 17 << 20, big - 16} {
+		c, ok := ix.Find(lo + off)
+		if !ok || c.Addr != lo || c.Size != big {
+			t.Errorf("Find(+%#x) = %#x+%#x %v, want the %d-byte chunk at %#x", off, c.Addr, c.Size, ok, big, lo)
+		}
+	}
+	if c, ok := ix.Find(lo + big + 100); !ok || c.Addr != lo+big || c.Size != 4096 {
+		t.Errorf("the chunk after: %#x+%#x %v", c.Addr, c.Size, ok)
+	}
+	for i := 1; i < len(ix.spans); i++ {
+		if ix.spans[i].lo < ix.spans[i-1].hi {
+			t.Errorf("spans %d and %d overlap: [%#x, %#x) and [%#x, %#x)", i-1, i, ix.spans[i-1].lo, ix.spans[i-1].hi, ix.spans[i].lo, ix.spans[i].hi)
+		}
+	}
+	m := ix.NewMarks()
+	a, b := Chunk{Addr: lo, Size: big}, Chunk{Addr: lo + big, Size: 4096}
+	m.Set(b, 2)
+	m.Set(a, 1)
+	if m.Get(a) != 1 || m.Get(b) != 2 {
+		t.Errorf("marks %d and %d, set 1 and 2", m.Get(a), m.Get(b))
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"encoding/binary"
 
 	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
@@ -276,7 +277,8 @@ func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, 
 // for the next sweep.
 type scanner struct {
 	ctx     context.Context
-	polls   int // chunks read since ctx was last asked
+	polls   int  // chunks read since ctx was last asked
+	stopped bool // ctx was found done
 	t       target.Target
 	ix      *chunks.Index
 	marks   *chunks.Marks
@@ -285,6 +287,7 @@ type scanner struct {
 	work    []chunks.Chunk
 	pending int    // chunks marked pending
 	cursor  uint64 // where the sweep is; 0 outside a sweep
+	mmapped bool   // the sweep is past the arenas, among the mmapped chunks
 	sweeps  int
 	visit   func(chunks.Chunk, bool, []byte)
 	head    [HeadSize]byte
@@ -300,12 +303,24 @@ const (
 	maxOwn = 4 << 10
 )
 
+// behind says whether the sweep has passed c: a sweep goes over the arenas'
+// chunks by address, then over the mmapped ones by address.
+func (s *scanner) behind(c chunks.Chunk) bool {
+	switch {
+	case s.cursor == 0:
+		return false
+	case c.State == glibc.ChunkMmapped:
+		return s.mmapped && c.Addr < s.cursor
+	}
+	return s.mmapped || c.Addr < s.cursor
+}
+
 // alone reads c on its own when it lies behind the sweep in no block at
 // hand and is small: its bytes, or false to read it through the blocks
 // (larger, cached, or not readable in one piece).
 func (s *scanner) alone(c chunks.Chunk) ([]byte, bool) {
 	start, end := c.User(), c.UserEnd()
-	if c.Addr >= s.cursor || end-start > maxOwn || s.cache.has(start) || s.cache.has(end-1) {
+	if !s.behind(c) || end-start > maxOwn || s.cache.has(start) || s.cache.has(end-1) {
 		return nil, false
 	}
 	if cap(s.own) < maxOwn {
@@ -318,13 +333,18 @@ func (s *scanner) alone(c chunks.Chunk) ([]byte, bool) {
 	return b, true
 }
 
-// done says whether the scan must stop: ctx is asked every 4096 chunks.
+// done says whether the scan must stop: ctx is asked every 4096 chunks,
+// and once it is done the answer stays.
 func (s *scanner) done() bool {
+	if s.stopped {
+		return true
+	}
 	if s.polls++; s.polls < 4096 {
 		return false
 	}
 	s.polls = 0
-	return s.ctx.Err() != nil
+	s.stopped = s.ctx.Err() != nil
+	return s.stopped
 }
 
 // told hands c to the visitor, with its first bytes.
@@ -356,7 +376,7 @@ func (s *scanner) ref(v uint64, mark uint8, from uint64) {
 	}
 	s.marks.Set(c, markPending)
 	s.pending++
-	if c.Addr < s.cursor && (len(s.work) < maxWork || s.cache.has(c.User())) {
+	if s.behind(c) && (len(s.work) < maxWork || s.cache.has(c.User())) {
 		s.work = append(s.work, c)
 	}
 }
@@ -387,7 +407,7 @@ func (s *scanner) propagate(mark uint8) uint64 {
 	for s.pending > 0 {
 		s.sweeps++
 		s.ix.ForEach(func(c chunks.Chunk) bool {
-			s.cursor = c.Addr
+			s.cursor, s.mmapped = c.Addr, c.State == glibc.ChunkMmapped
 			visit(c)
 			for len(s.work) > 0 && !s.done() {
 				w := s.work[len(s.work)-1]
@@ -399,7 +419,7 @@ func (s *scanner) propagate(mark uint8) uint64 {
 		if s.ctx.Err() != nil {
 			return n
 		}
-		s.cursor = 0
+		s.cursor, s.mmapped = 0, false
 	}
 	return n
 }

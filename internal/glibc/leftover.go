@@ -221,8 +221,15 @@ func (in *injection) removeLeftovers(l *Libc) {
 			continue
 		}
 		if err := f.RemoveSite(s); err != nil {
-			note(fmt.Sprintf("unmapping the call site at %#x that arenactl (pid %d) left: %v", s.Addr, s.Creator, err))
-			return
+			// What was removed of it is said, and the next site is tried:
+			// a kernel that refused this munmap may take the next one,
+			// and a thread that is lost fails the next call at once.
+			left := fmt.Sprintf("unmapping the call site at %#x that arenactl (pid %d) left: %v", s.Addr, s.Creator, err)
+			if len(done) > 0 {
+				left += "; removed " + strings.Join(done, ", ")
+			}
+			note(left)
+			continue
 		}
 		done = append(done, fmt.Sprintf("its %d-byte call site at %#x", s.Size, s.Addr))
 		note(fmt.Sprintf("removed what an earlier arenactl (pid %d) left in the target: %s", s.Creator, strings.Join(done, ", ")))

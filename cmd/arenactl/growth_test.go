@@ -31,23 +31,11 @@ func TestGrowthJSONAndPprof(t *testing.T) {
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
 	tg := testutil.Start(t, bin)
 	out := filepath.Join(t.TempDir(), "growth.pb.gz")
-	cmd := exec.Command(arenactl, "growth", "--duration", "3s", "--json", "-o", out, "--period", "4", strconv.Itoa(tg.Pid))
-	var stdout, stderr growthBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
-	if ans := tg.Send("map 8"); ans != "ok 8388608" {
-		t.Fatalf("target: %q", ans)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
-	}
-	testutil.ValidateJSON(t, "growth", []byte(stdout.String()))
+	js := growthMapping8(t, tg, "--duration", "3s", "--json", "-o", out, "--period", "4")
+	testutil.ValidateJSON(t, "growth", []byte(js))
 	var doc schema.Growth
-	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
-		t.Fatalf("%v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, js)
 	}
 	var touched, mapped uint64
 	for _, s := range doc.Sites {
@@ -254,22 +242,10 @@ func TestGrowthAnyAllocatorAndTraced(t *testing.T) {
 	}
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
 	window := func(t *testing.T, tg *testutil.Target) string {
-		cmd := exec.Command(arenactl, "growth", "--duration", "2s", "--json", strconv.Itoa(tg.Pid))
-		var stdout, stderr growthBuffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
-		if ans := tg.Send("map 8"); ans != "ok 8388608" {
-			t.Fatalf("target: %q", ans)
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
-		}
+		js := growthMapping8(t, tg, "--duration", "2s", "--json")
 		var doc schema.Growth
-		if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
-			t.Fatalf("%v\n%s", err, stdout.String())
+		if err := json.Unmarshal([]byte(js), &doc); err != nil {
+			t.Fatalf("%v\n%s", err, js)
 		}
 		var mapped uint64
 		for _, s := range doc.Sites {
@@ -280,7 +256,7 @@ func TestGrowthAnyAllocatorAndTraced(t *testing.T) {
 		if mapped != 8<<20 {
 			t.Errorf("map_pages mapped %d bytes, want 8 MiB", mapped)
 		}
-		return stdout.String()
+		return js
 	}
 	t.Run("jemalloc", func(t *testing.T) {
 		lib := "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -310,4 +286,24 @@ func TestGrowthAnyAllocatorAndTraced(t *testing.T) {
 		expectRefusal(t, run(t, "info", strconv.Itoa(tg.Pid)), exitTraced, "already traced by process")
 		window(t, tg)
 	})
+}
+
+// growthMapping8 runs arenactl growth with args on grow_sites, which maps
+// and touches 8 MiB once the window is open, and returns its stdout.
+func growthMapping8(t *testing.T, tg *testutil.Target, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(arenactl, append(append([]string{"growth"}, args...), strconv.Itoa(tg.Pid))...)
+	var stdout, stderr growthBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+	if ans := tg.Send("map 8"); ans != "ok 8388608" {
+		t.Fatalf("target: %q", ans)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("arenactl growth: %v\n%s", err, stderr.String())
+	}
+	return stdout.String()
 }

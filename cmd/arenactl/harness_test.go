@@ -64,9 +64,22 @@ func run(t testing.TB, args ...string) result {
 
 func runCmd(t testing.TB, cmd *exec.Cmd) result {
 	t.Helper()
+	return runCmdStarted(t, cmd, nil)
+}
+
+// runCmdStarted is runCmd, calling started (when not nil) once the
+// command runs.
+func runCmdStarted(t testing.TB, cmd *exec.Cmd, started func()) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if started != nil {
+			started()
+		}
+		err = cmd.Wait()
+	}
 	r := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {

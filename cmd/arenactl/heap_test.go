@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -277,43 +275,31 @@ func TestHeapFoldedAddsUp(t *testing.T) {
 // into the child's maxrss.
 func runCmdHWM(t *testing.T, cmd *exec.Cmd) (result, uint64) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("running arenactl: %v", err)
-	}
 	var hwm uint64
 	done := make(chan struct{})
 	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-		for {
-			if b, err := os.ReadFile(status); err == nil {
-				for _, l := range strings.Split(string(b), "\n") {
-					var v uint64
-					if _, err := fmt.Sscanf(l, "VmHWM: %d kB", &v); err == nil && v > hwm {
-						hwm = v
+	r := runCmdStarted(t, cmd, func() {
+		go func() {
+			defer close(polled)
+			status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+			for {
+				if b, err := os.ReadFile(status); err == nil {
+					for _, l := range strings.Split(string(b), "\n") {
+						var v uint64
+						if _, err := fmt.Sscanf(l, "VmHWM: %d kB", &v); err == nil && v > hwm {
+							hwm = v
+						}
 					}
 				}
+				select {
+				case <-done:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
 			}
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	err := cmd.Wait()
+		}()
+	})
 	close(done)
 	<-polled
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running arenactl: %v", err)
-	}
 	return r, hwm
 }

@@ -150,23 +150,6 @@ func TestGrowthSites(t *testing.T) {
 // two threads, the file's size, the bytes trim freed.
 func growthWindow(t *testing.T, tg *testutil.Target, file string, period uint64) (_ *report.Growth, mapped, big float64, small []float64, fileSize, freed float64) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	open := make(chan struct{})
-	type result struct {
-		g   *report.Growth
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		g, err := Growth(ctx, tg.Pid, GrowthOptions{Period: period, Options: Options{Note: func(string) { close(open) }}})
-		done <- result{g, err}
-	}()
-	select {
-	case <-open:
-	case r := <-done:
-		t.Fatalf("growth ended before the window opened: %v", r.err)
-	}
 	counts := func(cmd string) []float64 {
 		f := strings.Fields(tg.Send(cmd))
 		if len(f) < 2 || f[0] != "ok" {
@@ -182,19 +165,47 @@ func growthWindow(t *testing.T, tg *testutil.Target, file string, period uint64)
 		}
 		return out
 	}
-	mapped = counts("map 32")[0]
-	big = counts("big 16")[0]
-	small = counts("small 16")
-	fileSize = counts("file " + file)[0]
-	counts("threads 3")
-	freed = counts("trim")[0]
+	g := growthWhile(t, tg, GrowthOptions{Period: period}, func() {
+		mapped = counts("map 32")[0]
+		big = counts("big 16")[0]
+		small = counts("small 16")
+		fileSize = counts("file " + file)[0]
+		counts("threads 3")
+		freed = counts("trim")[0]
+	})
+	return g, mapped, big, small, fileSize, freed
+}
+
+// growthWhile runs Growth on tg over a window that opens, runs during, and
+// closes once the last samples have reached the rings.
+func growthWhile(t *testing.T, tg *testutil.Target, o GrowthOptions, during func()) *report.Growth {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := make(chan struct{})
+	type result struct {
+		g   *report.Growth
+		err error
+	}
+	done := make(chan result, 1)
+	o.Note = func(string) { close(open) }
+	go func() {
+		g, err := Growth(ctx, tg.Pid, o)
+		done <- result{g, err}
+	}()
+	select {
+	case <-open:
+	case r := <-done:
+		t.Fatalf("growth ended before the window opened: %v", r.err)
+	}
+	during()
 	time.Sleep(200 * time.Millisecond) // the last samples reach the rings
 	cancel()
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	return r.g, mapped, big, small, fileSize, freed
+	return r.g
 
 }
 
@@ -218,38 +229,22 @@ func TestGrowthChunksBehindForeignMemory(t *testing.T) {
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
 	for try := 1; ; try++ {
 		tg := testutil.Start(t, bin)
-		ctx, cancel := context.WithCancel(context.Background())
-		open := make(chan struct{})
-		type result struct {
-			g   *report.Growth
-			err error
-		}
-		done := make(chan result, 1)
-		go func() {
-			g, err := Growth(ctx, tg.Pid, GrowthOptions{Options: Options{Note: func(string) { close(open) }}})
-			done <- result{g, err}
-		}()
-		<-open
-		// The chunks, then 64 KiB mapped and touched right below them:
-		// the kernel merges the two into one mapping.
-		if a := tg.Send("big 8"); a != "ok 8388608" {
-			t.Fatalf("big: %q", a)
-		}
-		if a := tg.Send("mapk 64"); a != "ok 65536" {
-			t.Fatalf("mapk: %q", a)
-		}
-		time.Sleep(200 * time.Millisecond)
-		cancel()
-		r := <-done
+		g := growthWhile(t, tg, GrowthOptions{}, func() {
+			// The chunks, then 64 KiB mapped and touched right below
+			// them: the kernel merges the two into one mapping.
+			if a := tg.Send("big 8"); a != "ok 8388608" {
+				t.Fatalf("big: %q", a)
+			}
+			if a := tg.Send("mapk 64"); a != "ok 65536" {
+				t.Fatalf("mapk: %q", a)
+			}
+		})
 		tg.Quit()
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if (r.g.Lost != 0 || r.g.Throttled != 0) && try < 5 {
+		if (g.Lost != 0 || g.Throttled != 0) && try < 5 {
 			continue
 		}
 		var chunks, anon float64
-		for _, s := range r.g.Profile.Sites {
+		for _, s := range g.Profile.Sites {
 			if !slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "big_blocks" }) {
 				continue
 			}

@@ -78,7 +78,11 @@ if grep -q INTERP <<<"$headers"; then
 	die "$stage/arenactl is dynamically linked"
 fi
 if [ "$(uname -m)" = x86_64 ]; then
-	first=$("$stage/arenactl" version | head -n1)
+	# Not through head: it exits after a line, and a later line's write
+	# then ends arenactl by SIGPIPE, which pipefail made this script's
+	# exit (141, once in CI).
+	first=$("$stage/arenactl" version)
+	first=${first%%$'\n'*}
 	[ "$first" = "arenactl $version" ] || die "the built binary says '$first', not 'arenactl $version'"
 fi
 

@@ -171,10 +171,12 @@ func (d *diag) arenas() {
 }
 
 // arenaMaxSetting says how to limit the arenas to two on the target's
-// glibc: the environment variable always works, the tunable from 2.25 on
-// (ptmalloc_init in malloc/arena.c; elf/dl-tunables.list from 2.25).
+// glibc: the environment variable always works, the tunable from 2.26 on
+// (ptmalloc_init in malloc/arena.c). 2.25 lists it (elf/dl-tunables.list)
+// but builds without tunables unless configured --enable-tunables
+// (configure.ac@2.25: default no; 2.26: default yes).
 func (d *diag) arenaMaxSetting() string {
-	if !d.r.Libc.Version.IsZero() && d.r.Libc.Version.Less(2, 25) {
+	if !d.r.Libc.Version.IsZero() && d.r.Libc.Version.Less(2, 26) {
 		return "MALLOC_ARENA_MAX=2 (glibc " + d.r.Libc.Version.String() + " has no GLIBC_TUNABLES)"
 	}
 	return "MALLOC_ARENA_MAX=2 (or GLIBC_TUNABLES=glibc.malloc.arena_max=2)"

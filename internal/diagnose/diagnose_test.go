@@ -157,11 +157,14 @@ func TestArenasOutliveThreads(t *testing.T) {
 		t.Errorf("core: %s %+v", ids(fs), fs)
 	}
 
-	// glibc before 2.25 has no tunables: only the variable is offered.
-	old := spentArenasReport(1)
-	old.Libc.Version = glibc.Version{Major: 2, Minor: 24}
-	if fs := Diagnose(old, env); len(fs) != 1 || strings.Contains(fs[0].Fix, "GLIBC_TUNABLES=") {
-		t.Errorf("2.24: %+v", fs)
+	// glibc before 2.26 has no tunables by default (2.25 only when built
+	// --enable-tunables): only the variable is offered.
+	for _, minor := range []int{24, 25} {
+		old := spentArenasReport(1)
+		old.Libc.Version = glibc.Version{Major: 2, Minor: minor}
+		if fs := Diagnose(old, env); len(fs) != 1 || strings.Contains(fs[0].Fix, "GLIBC_TUNABLES=") {
+			t.Errorf("2.%d: %+v", minor, fs)
+		}
 	}
 
 	// Once freed memory piles up in them, it is arena bloat, not this.

@@ -157,7 +157,7 @@ func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags, out *hostfs.O
 		return heapprof.WriteFolded(w, rep.Profile)
 	}
 	fmt.Fprintf(w, "process %d (%s), glibc %s: %d GOT entries pointed at the sampler, every thread stopped %s in all\n",
-		rep.Pid, rep.Exe, rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
+		rep.Pid, render.Text(rep.Exe), rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
 	var x *heapprof.Explanation
 	if rep.Measured {
 		e := rep.Profile.Explains(rep.Growth())

@@ -38,6 +38,11 @@ func TestTargetStringsAreQuoted(t *testing.T) {
 		}
 	}
 	raw("info --read-only", mustRun(t, "info", "--read-only", fmt.Sprint(tg.Pid)).stdout)
+	raw("heap", mustRun(t, "heap", fmt.Sprint(tg.Pid)).stdout)
+	raw("leaks", mustRun(t, "leaks", "--duration", "500ms", fmt.Sprint(tg.Pid)).stdout)
+	if os.Geteuid() == 0 {
+		raw("growth", mustRun(t, "growth", "--duration", "500ms", fmt.Sprint(tg.Pid)).stdout)
+	}
 	core := filepath.Join(t.TempDir(), "x\x1b]0;title\x07.core")
 	raw("snapshot", mustRun(t, "snapshot", fmt.Sprint(tg.Pid), "-o", core).stdout)
 	raw("info CORE", mustRun(t, "info", core).stdout)

@@ -18,7 +18,7 @@ const DefaultGrowthTop = 10
 // mapped, then returned.
 func Growth(w io.Writer, g *report.Growth, n int) error {
 	fmt.Fprintf(w, "process %d (%s): perf events on %s (and the threads they created) for %s\n",
-		g.Pid, Line(g.Exe), Plural(g.Threads, "1 thread", "%d threads"), Duration(g.Duration))
+		g.Pid, Text(g.Exe), Plural(g.Threads, "1 thread", "%d threads"), Duration(g.Duration))
 	touched := g.Total(report.GrowthTouched)
 	fmt.Fprintf(w, "page faults: one sample per %d: %s, %s first touched; memory syscalls: %d\n",
 		g.Period, Plural(g.FaultSamples, "1 sample", "%d samples"), Human(whole(touched)), g.Calls)

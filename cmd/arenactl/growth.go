@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/heapprof"
-	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
@@ -68,7 +67,7 @@ refused).`,
 			if err != nil {
 				return err
 			}
-			if err := writeGrowth(g, &f, &gf, po.out); err != nil {
+			if err := writeGrowth(g, &f, &gf, po); err != nil {
 				return err
 			}
 			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.ServeValued(ctx, g.Profile) })
@@ -90,33 +89,16 @@ refused).`,
 }
 
 // writeGrowth prints the run as the flags ask, and writes the profile to
-// out (-o; nil: none).
-func writeGrowth(g *report.Growth, f *injectFlags, gf *growthFlags, out *hostfs.Output) (err error) {
-	if out != nil {
-		if err := heapprof.WriteValuedPprof(out.File, g.Profile); err != nil {
-			return leaksOutputErr(gf.out, err)
+// -o's file.
+func writeGrowth(g *report.Growth, f *injectFlags, gf *growthFlags, po *profileOutputs) error {
+	save := func(w io.Writer) error { return heapprof.WriteValuedPprof(w, g.Profile) }
+	return po.print(save, func(w io.Writer) error {
+		switch {
+		case f.json:
+			return writeJSON(w, schema.NewGrowth(g))
+		case gf.folded:
+			return heapprof.WriteValuedFolded(w, g.Profile, report.GrowthTouched, report.LabelClass)
 		}
-		if err := out.Commit(); err != nil {
-			return leaksOutputErr(gf.out, err)
-		}
-	}
-	w := bufio.NewWriter(os.Stdout)
-	defer func() {
-		if ferr := w.Flush(); err == nil {
-			err = ferr
-		}
-	}()
-	switch {
-	case f.json:
-		return writeJSON(w, schema.NewGrowth(g))
-	case gf.folded:
-		return heapprof.WriteValuedFolded(w, g.Profile, report.GrowthTouched, report.LabelClass)
-	}
-	if err := render.Growth(w, g, gf.top); err != nil {
-		return err
-	}
-	if gf.out != "" {
-		fmt.Fprintf(w, "profile written to %s (go tool pprof %s)\n", gf.out, gf.out)
-	}
-	return nil
+		return render.Growth(w, g, gf.top)
+	}, !f.json && !gf.folded)
 }

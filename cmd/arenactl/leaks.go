@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -84,7 +84,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if n := len(rep.Left.Unloaded); n > 0 {
 				fmt.Fprintf(os.Stderr, "arenactl: %d GOT entries were in objects unloaded during the window (dlclose): nothing to put back there\n", n)
 			}
-			if err := writeLeaks(rep, &f, &lf, po.out); err != nil {
+			if err := writeLeaks(rep, &f, &lf, po); err != nil {
 				return err
 			}
 			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.Serve(ctx, rep.Profile) })
@@ -131,46 +131,30 @@ func leaksOutputErr(path string, err error) error {
 	return err
 }
 
-// writeLeaks prints the profile as the flags ask, and writes it to out
-// (-o; nil: none).
-func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags, out *hostfs.Output) (err error) {
-	if out != nil {
-		if err := heapprof.WritePprof(out.File, rep.Profile); err != nil {
-			return leaksOutputErr(lf.out, err)
+// writeLeaks prints the profile as the flags ask, and writes it to -o's
+// file.
+func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags, po *profileOutputs) error {
+	save := func(w io.Writer) error { return heapprof.WritePprof(w, rep.Profile) }
+	return po.print(save, func(w io.Writer) error {
+		switch {
+		case f.json:
+			return writeJSON(w, schema.NewLeaksReport(rep))
+		case lf.folded:
+			return heapprof.WriteFolded(w, rep.Profile)
 		}
-		if err := out.Commit(); err != nil {
-			return leaksOutputErr(lf.out, err)
+		fmt.Fprintf(w, "process %d (%s), glibc %s: %d GOT entries pointed at the sampler, every thread stopped %s in all\n",
+			rep.Pid, render.Text(rep.Exe), rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
+		var x *heapprof.Explanation
+		if rep.Measured {
+			e := rep.Profile.Explains(rep.Growth())
+			x = &e
 		}
-	}
-	w := bufio.NewWriter(os.Stdout)
-	defer func() {
-		// A failed write (EPIPE: the reader went away) is the
-		// command's error: main tells it by it.
-		if ferr := w.Flush(); err == nil {
-			err = ferr
+		if err := render.LeaksTop(w, rep.Profile, x, lf.top); err != nil {
+			return err
 		}
-	}()
-	switch {
-	case f.json:
-		return writeJSON(w, schema.NewLeaksReport(rep))
-	case lf.folded:
-		return heapprof.WriteFolded(w, rep.Profile)
-	}
-	fmt.Fprintf(w, "process %d (%s), glibc %s: %d GOT entries pointed at the sampler, every thread stopped %s in all\n",
-		rep.Pid, render.Text(rep.Exe), rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
-	var x *heapprof.Explanation
-	if rep.Measured {
-		e := rep.Profile.Explains(rep.Growth())
-		x = &e
-	}
-	if err := render.LeaksTop(w, rep.Profile, x, lf.top); err != nil {
-		return err
-	}
-	if rep.Untracked > 0 {
-		fmt.Fprintf(w, "note: %d sampled blocks could not be watched for their free and count as held\n", rep.Untracked)
-	}
-	if lf.out != "" {
-		fmt.Fprintf(w, "profile written to %s (go tool pprof %s)\n", lf.out, lf.out)
-	}
-	return nil
+		if rep.Untracked > 0 {
+			fmt.Fprintf(w, "note: %d sampled blocks could not be watched for their free and count as held\n", rep.Untracked)
+		}
+		return nil
+	}, !f.json && !lf.folded)
 }

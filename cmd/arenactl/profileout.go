@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 
@@ -15,12 +17,13 @@ import (
 // cannot be written, or an address that cannot be listened on, is refused
 // at once, not after the whole window, with the profile lost.
 type profileOutputs struct {
-	out *hostfs.Output // nil without -o
-	web *heapprof.Web  // nil without --http
+	path string         // -o's
+	out  *hostfs.Output // nil without -o
+	web  *heapprof.Web  // nil without --http
 }
 
 func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
-	p := &profileOutputs{}
+	p := &profileOutputs{path: path}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -42,6 +45,32 @@ func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
 		}
 	}
 	return p, nil
+}
+
+// print writes the profile to -o's file (save) and commits it, then prints
+// the run to stdout (show, buffered); a table (not JSON or folded stacks)
+// ends with where the profile went. A failed write to stdout (EPIPE: the
+// reader went away) is the command's error: main tells it by it.
+func (p *profileOutputs) print(save, show func(io.Writer) error, table bool) (err error) {
+	if p.out != nil {
+		if err := save(p.out.File); err != nil {
+			return leaksOutputErr(p.path, err)
+		}
+		if err := p.out.Commit(); err != nil {
+			return leaksOutputErr(p.path, err)
+		}
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer func() {
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+	}()
+	if err := show(w); err != nil || !table || p.path == "" {
+		return err
+	}
+	fmt.Fprintf(w, "profile written to %s (go tool pprof %s)\n", p.path, p.path)
+	return nil
 }
 
 // close drops a -o file not committed and stops listening.

@@ -360,16 +360,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		if accs[i].counts.Alloc == 0 {
 			continue
 		}
-		frames := make([]Frame, len(st.frames))
-		for k, f := range st.frames {
-			if f.MappingID != 0 {
-				f.MappingID = ids[f.MappingID-1]
-				if f.File != "" {
-					p.Mappings[f.MappingID-1].HasLines = true
-				}
-			}
-			frames[k] = f
-		}
+		frames := renumbered(st.frames, ids, p.Mappings)
 		var kinds []string
 		for k := range accs[i].kinds {
 			kinds = append(kinds, k)
@@ -467,4 +458,21 @@ func fileOffset(m *module.Module, addr uint64) uint64 {
 		}
 	}
 	return 0
+}
+
+// renumbered is a copy of frames with their mappings numbered as ids says
+// (the profile's order, main executable first), marking in ms the mappings
+// a frame has a file:line of.
+func renumbered(frames []Frame, ids []int, ms []Mapping) []Frame {
+	out := make([]Frame, len(frames))
+	for i, f := range frames {
+		if f.MappingID != 0 {
+			f.MappingID = ids[f.MappingID-1]
+			if f.File != "" {
+				ms[f.MappingID-1].HasLines = true
+			}
+		}
+		out[i] = f
+	}
+	return out
 }

@@ -75,17 +75,7 @@ func (t *Stacks) Finish(v *Valued, sites []ValuedSite, index []int) {
 	v.Mappings = p.Mappings
 	for k, s := range sites {
 		st := t.b.sites[index[k]]
-		frames := make([]Frame, len(st.frames))
-		for i, f := range st.frames {
-			if f.MappingID != 0 {
-				f.MappingID = ids[f.MappingID-1]
-				if f.File != "" {
-					v.Mappings[f.MappingID-1].HasLines = true
-				}
-			}
-			frames[i] = f
-		}
-		s.Frames, s.Stop = frames, st.stop
+		s.Frames, s.Stop = renumbered(st.frames, ids, v.Mappings), st.stop
 		v.Sites = append(v.Sites, s)
 	}
 }

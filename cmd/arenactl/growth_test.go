@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -50,15 +48,7 @@ func TestGrowthJSONAndPprof(t *testing.T) {
 	if doc.RSSAfter == nil || *doc.RSSAfter < doc.RSSBefore+7<<20 {
 		t.Errorf("RSS before %d, after %v: no growth seen", doc.RSSBefore, doc.RSSAfter)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parsePprof(t, out)
 	var types []string
 	for _, st := range p.SampleType {
 		types = append(types, st.Type)

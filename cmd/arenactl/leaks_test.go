@@ -200,15 +200,7 @@ func TestLeaksOutputs(t *testing.T) {
 	pid := fmt.Sprint(tg.Pid)
 	file := filepath.Join(t.TempDir(), "heap.pb.gz")
 	folded := mustRun(t, "leaks", "--duration", "2s", "--rate", "256K", "-o", file, "--folded", pid).stdout
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parsePprof(t, file)
 	var types []string
 	for _, st := range p.SampleType {
 		types = append(types, st.Type+"/"+st.Unit)
@@ -317,4 +309,19 @@ func TestLeaksRefusesSecondProfiler(t *testing.T) {
 	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
 		t.Fatalf("target: %q (second run said %s)", a, first)
 	}
+}
+
+// parsePprof reads a pprof file arenactl wrote.
+func parsePprof(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

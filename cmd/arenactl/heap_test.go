@@ -263,9 +263,7 @@ func TestHeapFoldedAddsUp(t *testing.T) {
 	if sums["reachable"]+sums["leaked"] != doc.Bytes || sums["leaked"] != leaked {
 		t.Errorf("folded: %d reachable, %d leaked; --json: %d bytes, %d leaked", sums["reachable"], sums["leaked"], doc.Bytes, leaked)
 	}
-	if r := run(t, "heap", "--folded", "--json", core); r.code != exitUsage {
-		t.Errorf("--folded --json: exit %d, want %d", r.code, exitUsage)
-	}
+	expectRefusal(t, run(t, "heap", "--folded", "--json", core), exitUsage, "--folded and --json are mutually exclusive")
 }
 
 // runCmdHWM is runCmd, with the command's peak RSS as its /proc status says

@@ -3,6 +3,7 @@ package reach
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -159,4 +160,28 @@ func plainMarking(mem target.Target, ix *chunks.Index, roots []Root) map[uint64]
 		}
 	}
 	return class
+}
+
+// A scan whose context is done ends with its error, not a result: Ctrl-C
+// or SIGTERM ends arenactl heap (cmd maps context.Canceled to exit 130).
+func TestScanEndsWithItsContext(t *testing.T) {
+	path := filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-kernel.core.zst")
+	c, err := core.OpenTarget(path, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := heap.OpenCore(c, heap.Options{NoLibcFile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := chunks.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res, err := Scan(ctx, h.T, ix, Roots(h.T, ix, 0), nil); !errors.Is(err, context.Canceled) || res != nil {
+		t.Errorf("Scan with its context done: %v, %v", res, err)
+	}
 }

@@ -31,9 +31,8 @@ import (
 //     (confirm). Its lists are then those glibc's own call would walk: it
 //     walks them under the same lock, and fastbins, pushed without it, only
 //     grow at their head. Damage found there refuses the injection. Damage
-//     to the ring of arenas itself is read again with nothing held: no
-//     arena lock guards the ring, and an arena, once linked, is never
-//     unlinked (malloc/arena.c, _int_new_arena).
+//     to the ring of arenas itself is read again in step 1, before any
+//     thread is borrowed (recheckRing): no arena lock guards the ring.
 //
 // The other threads wait only where glibc's call would make them wait: on
 // an arena's lock while that arena is read. A walk that cannot be made at
@@ -73,7 +72,49 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 		return pf, nil
 	}
 	pf.walk, pf.walks = w, 1
+	if err := pf.recheckRing(t); err != nil {
+		return nil, err
+	}
 	return pf, nil
+}
+
+// recheckRing reads the arena ring again, before any thread is stopped,
+// when the first walk found it damaged: no arena lock guards the ring, and
+// an arena, once linked, is never unlinked (malloc/arena.c,
+// _int_new_arena), so nothing a borrowed thread could hold makes a second
+// read surer. The maps are read again first: a thread that starts under
+// load gets a new arena in a heap mapped after they were read
+// (TestSoakMariaDB once refused a healthy mariadbd so: "next arena pointer
+// ... is not in writable memory"). An arena can be linked between the two
+// reads again, so a few tries; a damaged pointer stays damaged, and
+// refuses the injection here.
+func (pf *preflight) recheckRing(t *live.Target) error {
+	for try := 0; try < ringTries && ringDamage(pf.walk) != nil; try++ {
+		if err := t.RefreshRanges(); err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		w, err := pf.heap.WalkLists()
+		if err != nil {
+			return fmt.Errorf("process %d: %w", t.Pid, err)
+		}
+		pf.walk = w
+		pf.walks++
+	}
+	if fatal := ringDamage(pf.walk); fatal != nil {
+		return fmt.Errorf("process %d: %w", t.Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
+	}
+	return nil
+}
+
+// ringDamage is the damage a walk found to the arena ring itself.
+func ringDamage(w *glibc.Walk) []glibc.Damage {
+	var out []glibc.Damage
+	for _, d := range w.FatalDamage() {
+		if d.Ring {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // confirm is the second step of the check, made in the borrowed thread:
@@ -91,12 +132,11 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 	// of a large arena would hold its lock far longer than glibc's own
 	// call does. Damage the walk could not place in a list has every list
 	// walked again (nil).
-	suspect, ring := map[uint64][]int{}, false
+	suspect := map[uint64][]int{}
 	all := map[uint64]bool{}
 	for _, d := range pf.walk.FatalDamage() {
 		switch {
-		case d.Ring:
-			ring = true
+		case d.Ring: // read again before the thread was borrowed (recheckRing)
 		case d.List == 0:
 			all[d.Arena] = true
 			suspect[d.Arena] = nil
@@ -110,29 +150,6 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 		}
 	}
 	var fatal []glibc.Damage
-	// A ring that points outside the memory the maps showed is read again
-	// with the maps read again first: a thread that starts under load gets
-	// a new arena in a heap mapped after they were read (TestSoakMariaDB
-	// once refused a healthy mariadbd so: "next arena pointer ... is not in
-	// writable memory"). An arena can be linked between the two reads
-	// again, so a few tries; a damaged pointer stays damaged.
-	for try := 0; ring && try < ringTries; try++ {
-		if err := t.RefreshRanges(); err != nil {
-			return fmt.Errorf("process %d: %w", t.Pid, err)
-		}
-		w, err := pf.heap.WalkLists()
-		if err != nil {
-			return fmt.Errorf("process %d: %w", t.Pid, err)
-		}
-		pf.walks++
-		fatal = fatal[:0]
-		for _, d := range w.FatalDamage() {
-			if d.Ring {
-				fatal = append(fatal, d)
-			}
-		}
-		ring = len(fatal) > 0
-	}
 	for i, a := range pf.walk.Arenas {
 		lists, ok := suspect[a.Addr]
 		if !ok {

@@ -10,12 +10,15 @@
  *                1 KiB to 1 MiB (in place and moving in turn, then a new
  *                block), malloc(4096), malloc(208), calloc(64, 32),
  *                posix_memalign(64, 1024)
- *   SLOTS        the ring's slots (a power of two)
- *   DRAIN_EVERY  the ring is read after every this many calls
+ *   SLOTS        the ring's slots (a power of two); the short ring has
+ *                64 times as many
+ *   DRAIN_EVERY  the rings are read after every this many calls
  * Prints "T SITE BYTES" (the truth: bytes each site allocated), then
- * "S SITE SIZE THIN COUNT" for the records read (THIN as the record's
- * flags say), then "D DROPPED THINNED". Sites: 0 realloc, 1 malloc 4096,
- * 2 malloc 208, 3 calloc, 4 posix_memalign. */
+ * "S SITE SIZE SHORT COUNT WEIGHT VAR" for the records read (SHORT 1 for
+ * those of the short ring; WEIGHT the sum of 2^k over whole records, k as
+ * their flags say, and VAR of 4^k - 2^k, the variance it estimates),
+ * then "D DROPPED SHORTENED". Sites: 0 realloc, 1 malloc
+ * 4096, 2 malloc 208, 3 calloc, 4 posix_memalign. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +48,8 @@ static void f_free(void *p) { (void)p; }
 
 enum { NSITES = 5, MAXSIZES = 256 };
 static struct {
-	u64 size, thin, count;
+	u64 size, shortened, count;
+	double weight, var;
 	int site;
 } seen[NSITES * MAXSIZES];
 static int nseen;
@@ -60,28 +64,36 @@ static int site_of(const struct record *r) {
 	}
 }
 
-static void drain(void) {
-	for (u64 i = cfg.tail; i < cfg.head; i++) {
-		struct record *r = &cfg.ring[i & (cfg.ring_slots - 1)];
-		if (r->seq != i + 1) {
-			fprintf(stderr, "record %lu not written\n", i);
+static void seen_one(const struct record *r, u64 i, u64 shortened) {
+	if (r->seq != i + 1) {
+		fprintf(stderr, "record %lu not written\n", i);
+		exit(1);
+	}
+	int s = site_of(r), j;
+	for (j = 0; j < nseen; j++)
+		if (seen[j].site == s && seen[j].size == r->size && seen[j].shortened == shortened) break;
+	if (j == nseen) {
+		if (nseen == NSITES * MAXSIZES) {
+			fprintf(stderr, "too many sizes\n");
 			exit(1);
 		}
-		int s = site_of(r), j;
-		u64 thin = (r->flags >> 8) & 0xff;
-		for (j = 0; j < nseen; j++)
-			if (seen[j].site == s && seen[j].size == r->size && seen[j].thin == thin) break;
-		if (j == nseen) {
-			if (nseen == NSITES * MAXSIZES) {
-				fprintf(stderr, "too many sizes\n");
-				exit(1);
-			}
-			seen[nseen].site = s, seen[nseen].size = r->size, seen[nseen].thin = thin;
-			nseen++;
-		}
-		seen[j].count++;
+		seen[nseen].site = s, seen[nseen].size = r->size, seen[nseen].shortened = shortened;
+		nseen++;
 	}
+	seen[j].count++;
+	if (!shortened) {
+		double w = (double)(1ull << ((r->flags >> 8) & 0x3f));
+		seen[j].weight += w;
+		seen[j].var += w * w - w;
+	}
+}
+
+static void drain(void) {
+	for (u64 i = cfg.tail; i < cfg.head; i++) seen_one(&cfg.ring[i & (cfg.ring_slots - 1)], i, 0);
+	for (u64 i = cfg.stail; i < cfg.shead; i++)
+		seen_one((struct record *)((unsigned char *)cfg.shorts + (i & (cfg.short_slots - 1)) * SHORT_SIZE), i, 1);
 	cfg.tail = cfg.head;
+	cfg.stail = cfg.shead;
 	cfg.ftail = cfg.fhead;
 }
 
@@ -101,6 +113,8 @@ int main(int argc, char **argv) {
 	cfg.ring_slots = strtoull(argv[4], 0, 0);
 	long every = atol(argv[5]);
 	cfg.ring = calloc(cfg.ring_slots, sizeof(struct record));
+	cfg.short_slots = 64 * cfg.ring_slots;
+	cfg.shorts = calloc(cfg.short_slots, SHORT_SIZE);
 	cfg.frees = calloc(FREE_SLOTS, sizeof(struct freerec));
 	cfg.enabled = 1;
 	r_malloc = (void *)f_malloc;
@@ -138,7 +152,7 @@ int main(int argc, char **argv) {
 	}
 	drain();
 	for (int s = 0; s < NSITES; s++) printf("T %d %lu\n", s, truth[s]);
-	for (int j = 0; j < nseen; j++) printf("S %d %lu %lu %lu\n", seen[j].site, seen[j].size, seen[j].thin, seen[j].count);
-	printf("D %lu %lu\n", cfg.dropped, cfg.thinned);
+	for (int j = 0; j < nseen; j++) printf("S %d %lu %lu %lu %.0f %.0f\n", seen[j].site, seen[j].size, seen[j].shortened, seen[j].count, seen[j].weight, seen[j].var);
+	printf("D %lu %lu\n", cfg.dropped, cfg.shortened);
 	return 0;
 }

@@ -52,6 +52,7 @@ type Builder struct {
 
 	incomplete, truncated int
 	classified            bool // Classify ran
+	short                 shortStacks
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -79,9 +80,9 @@ type sample struct {
 	kind    string
 	freed   bool
 	freedAt time.Duration
-	thin    int
 	scale   float64
-	leaked  bool // held at the window's end, and reachable from nothing (Classify)
+	leaked  bool  // held at the window's end, and reachable from nothing (Classify)
+	partial int32 // 1 + the index of its short stack, to be completed (complete.go)
 }
 
 // Classify marks each block still held whose address leaked says is
@@ -114,14 +115,26 @@ func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 // that symbolizes the same; a new one is symbolized once) and where the
 // unwinding stopped; it counts incomplete and truncated stacks.
 func (b *Builder) site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop) {
-	tr := b.u.UnwindInto(b.frames, start, stack)
-	b.frames = tr.Frames
+	si, tr := b.trace(start, stack)
+	b.count(tr)
+	return si, tr.Stop
+}
+
+// count counts an incomplete or truncated stack.
+func (b *Builder) count(tr unwind.Trace) {
 	if tr.Stop != unwind.StopEnd {
 		b.incomplete++
 	}
 	if tr.Truncated {
 		b.truncated++
 	}
+}
+
+// trace unwinds a stack and finds its site; b.pcKey holds its PCs (leaf
+// first) and stop after it.
+func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Trace) {
+	tr := b.u.UnwindInto(b.frames, start, stack)
+	b.frames = tr.Frames
 	b.pcKey = b.pcKey[:0]
 	for _, f := range tr.Frames {
 		b.pcKey = binary.LittleEndian.AppendUint64(b.pcKey, f.LookupPC())
@@ -132,7 +145,7 @@ func (b *Builder) site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
-	return si, tr.Stop
+	return si, tr
 }
 
 // Add unwinds, symbolizes and records one sample. A sample at the address
@@ -140,8 +153,18 @@ func (b *Builder) site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop
 // allocator never hands out a held address twice): the earlier, by their
 // stamps, is counted freed then.
 func (b *Builder) Add(r Raw) {
-	si, _ := b.site(r.Start, r.Stack)
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, thin: r.Thin, scale: r.Scale}
+	si, tr := b.trace(r.Start, r.Stack)
+	pcs := b.pcKey[:len(b.pcKey)-1]
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale}
+	switch {
+	case r.Short && tr.Truncated:
+		s.partial = b.short.partial(pcs)
+	case r.Short:
+		b.count(tr) // whole though short: nothing to complete
+	default:
+		b.count(tr)
+		b.short.full(pcs, si, math.Ldexp(1, r.Thin)-1)
+	}
 	if !s.freed {
 		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)
 	}
@@ -292,11 +315,10 @@ func weight(size, rate uint64) float64 {
 }
 
 // Weight is what one sample stands for: the blocks (1/p) and bytes
-// (size/p) of its kind, p the chance it was sampled and kept (thin as
-// Raw.Thin), and what it adds to the variance of a bytes estimate,
-// size²(1-p)/p².
-func Weight(size, rate uint64, thin int) (objects, bytes, variance float64) {
-	w := weight(size, rate) * math.Ldexp(1, thin)
+// (size/p) of its kind, p the chance it was sampled, and what it adds to
+// the variance of a bytes estimate, size²(1-p)/p².
+func Weight(size, rate uint64) (objects, bytes, variance float64) {
+	w := weight(size, rate)
 	b := w * float64(size)
 	return w, b, b * b * (1 - 1/w)
 }
@@ -321,43 +343,72 @@ func (b *Builder) Profile(w Window) *Profile {
 	}
 	accs := make([]acc, len(b.sites))
 	chunks := 0.0
+	shares := b.short.resolve()
+	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, Classified: b.classified}
+	own := []share{{frac: 1}}
 	for _, smp := range b.samples {
-		a := &accs[smp.site]
-		wt, bytes, v := Weight(smp.size, w.Rate, smp.thin)
+		wt, bytes, v := Weight(smp.size, w.Rate)
 		if smp.scale > 1 {
 			wt, bytes = wt*smp.scale, bytes*smp.scale
 			v = bytes * bytes * (1 - 1/wt)
 		}
-		a.counts.Alloc++
-		a.counts.AllocBytes += smp.size
-		a.est.AllocObjects += wt
-		a.est.AllocBytes += bytes
-		a.est.AllocBytesVar += v
-		if !smp.freed && (b.MinAge <= 0 || w.Duration-smp.at >= b.MinAge) {
-			a.counts.InUse++
-			a.counts.InUseBytes += smp.size
-			a.est.InUseObjects += wt
-			a.est.InUseBytes += bytes
-			a.est.InUseBytesVar += v
+		held := !smp.freed && (b.MinAge <= 0 || w.Duration-smp.at >= b.MinAge)
+		if held {
 			chunks += wt * float64(chunkSize(smp.size))
-			if smp.leaked {
-				a.counts.Leaked++
-				a.est.LeakedObjects += wt
-				a.est.LeakedBytes += bytes
+		}
+		// A completed short stack's estimates are shared out among the
+		// full stacks it may be, its sampled counts go to the likeliest.
+		to := own
+		own[0].site = smp.site
+		if smp.partial > 0 {
+			if sh := shares[smp.partial-1]; sh != nil {
+				to = sh
+				p.Completed++
+			} else {
+				p.Incomplete++
+				p.Truncated++
+				p.ShortLeft++
 			}
 		}
-		if smp.kind != "" {
-			if a.kinds == nil {
-				a.kinds = map[string]bool{}
+		for i, sh := range to {
+			a := &accs[sh.site]
+			f := sh.frac
+			if i == 0 {
+				a.counts.Alloc++
+				a.counts.AllocBytes += smp.size
+				if held {
+					a.counts.InUse++
+					a.counts.InUseBytes += smp.size
+					if smp.leaked {
+						a.counts.Leaked++
+					}
+				}
 			}
-			a.kinds[smp.kind] = true
+			a.est.AllocObjects += f * wt
+			a.est.AllocBytes += f * bytes
+			a.est.AllocBytesVar += f * f * v
+			if held {
+				a.est.InUseObjects += f * wt
+				a.est.InUseBytes += f * bytes
+				a.est.InUseBytesVar += f * f * v
+				if smp.leaked {
+					a.est.LeakedObjects += f * wt
+					a.est.LeakedBytes += f * bytes
+				}
+			}
+			if smp.kind != "" {
+				if a.kinds == nil {
+					a.kinds = map[string]bool{}
+				}
+				a.kinds[smp.kind] = true
+			}
 		}
 	}
-	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, InUseChunkBytes: chunks, Classified: b.classified}
+	p.InUseChunkBytes = chunks
 	ids := b.mappings(p)
 	keys := make([]string, 0, len(b.sites))
 	for i, st := range b.sites {
-		if accs[i].counts.Alloc == 0 {
+		if accs[i].counts.Alloc == 0 && accs[i].est.AllocObjects == 0 {
 			continue
 		}
 		frames := renumbered(st.frames, ids, p.Mappings)

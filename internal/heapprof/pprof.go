@@ -31,8 +31,8 @@ func (p *Profile) Proto() *profile.Profile {
 		Period:            int64(p.Window.Rate),
 		TimeNanos:         p.Window.Start.UnixNano(),
 		DurationNanos:     p.Window.Duration.Nanoseconds(),
-		Comments: []string{fmt.Sprintf("arenactl leaks: %d samples, one per %d bytes allocated on average; %d dropped; %d thinned (the samples kept stand for them)",
-			p.Samples, p.Window.Rate, p.Window.Dropped, p.Window.Thinned)},
+		Comments: []string{fmt.Sprintf("arenactl leaks: %d samples, one per %d bytes allocated on average; %d dropped; %d with a short stack copy, %d of them completed from whole stacks",
+			p.Samples, p.Window.Rate, p.Window.Dropped, p.Window.Shortened, p.Completed)},
 	}
 	if p.Window.Start.IsZero() {
 		pp.TimeNanos = 0

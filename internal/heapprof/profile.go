@@ -28,10 +28,14 @@ type Raw struct {
 	// Kind is the entry point called: "malloc", "calloc", "realloc",
 	// "new", "new[]", "posix_memalign", ...
 	Kind string
-	// Thin: the sample was kept with chance 2^-Thin, others like it let
-	// go at random (the sampler thins a ring more than half full); it
-	// stands for 2^Thin as many.
-	Thin int
+	// Short: the stack copy is only the top of the stack (the sampler's
+	// ring had no room for a full one). Where it unwinds to fewer frames
+	// than the stack has, the Builder completes it from the full stacks
+	// that begin with the same frames (complete.go). Thin: a whole stack
+	// that was copied whole with chance 2^-Thin (the sampler's ring was
+	// more than half full): it stands for 2^Thin calls in that sharing.
+	Short bool
+	Thin  int
 	// Scale (0: 1) is what the samples kept in this sample's drain stand
 	// for beyond themselves: samples a full ring dropped in that drain,
 	// whose sites are unknown, are taken to be like those kept then.
@@ -48,14 +52,12 @@ type Window struct {
 	// process over the bytes allocated); 0 means every allocation was
 	// recorded.
 	Rate uint64
-	// Dropped counts the samples a full ring had no room for: the ones
+	// Dropped counts the samples the sampler had no room for: the ones
 	// kept in the same drains stand for them (Raw.Scale).
 	Dropped uint64
-	// Thinned counts the samples let go at random while the ring was
-	// more than half full; those kept stand for them (Raw.Thin), so the
-	// estimates stay unbiased, with the larger error Estimate's
-	// variances carry.
-	Thinned uint64
+	// Shortened counts the samples taken with a short stack copy
+	// (Raw.Short).
+	Shortened uint64
 }
 
 // Profile is a sampled heap profile: one Site per distinct symbolized
@@ -73,8 +75,11 @@ type Profile struct {
 	Classified bool
 	// Samples is the number of samples built from; Incomplete of them had
 	// stacks that stopped before the outermost frame (Site.Stop), of which
-	// Truncated because the stack copy was too short.
-	Samples, Incomplete, Truncated int
+	// Truncated because the stack copy was too short. Completed short
+	// stacks (Raw.Short) were shared out among the full stacks that
+	// begin with the same frames; ShortLeft, those that none began with,
+	// are among Truncated.
+	Samples, Incomplete, Truncated, Completed, ShortLeft int
 }
 
 // Site is one call stack that allocated, with what was sampled there and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -96,7 +95,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	left, derr := s.Detach(context.WithoutCancel(ctx))
 	// The window ends where the last drain began: what came after was
 	// never read (and is not counted), frees included.
-	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Thinned: rep.Thinned}
+	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened}
 	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
 	if runErr == nil {
 		runErr = derr
@@ -159,21 +158,26 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if err != nil {
 			return b, last, t.Explain(err)
 		}
-		rep.Dropped, rep.Thinned, rep.Untracked = st.Dropped, st.Thinned, st.Untracked
+		rep.Dropped, rep.Shortened, rep.Untracked = st.Dropped, st.Shortened, st.Untracked
 		at := time.Since(start)
 		ms := t.Mappings()
 
-		// Samples a full ring dropped since the last drain have no
-		// stack: the ones this drain kept stand for them too, as many
-		// more as were dropped (what the process allocates is taken to
-		// be alike over the few milliseconds between two drains); drops
-		// with nothing kept wait for the next drain's.
+		// Samples dropped since the last drain (both rings were full,
+		// which takes a process allocating faster than the short ring
+		// is read) have no record: the ones this drain kept stand for
+		// them too, as many more as were dropped (what the process
+		// allocates is taken to be alike over the few milliseconds
+		// between two drains); drops with nothing kept wait for the
+		// next drain's.
 		owed += float64(st.Dropped - seenDropped)
 		seenDropped = st.Dropped
-		kept := 0.0
+		kept, short := 0.0, 0
 		for i := range recs {
 			if recs[i].Kind != "free" {
-				kept += math.Ldexp(1, recs[i].Thin)
+				kept++
+				if recs[i].Short {
+					short++
+				}
 			}
 		}
 		scale := 0.0
@@ -196,7 +200,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)
 		}
-		timer.Reset(nextDrain(allocs, last-prev, s.RingSlots()))
+		timer.Reset(min(nextDrain(allocs-short, last-prev, s.RingSlots()), nextDrain(short, last-prev, s.ShortSlots())))
 		prev = last
 		if stop {
 			return b, last, nil
@@ -204,13 +208,14 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 	}
 }
 
-// nextDrain is when to read the ring again, given that the last read took
-// n samples that came in over since: about when it will be an eighth
-// full, at the rate they came, between drainEvery/50 and drainEvery. A
-// ring found more than half full is thinned (the estimates stay
-// unbiased but lose precision): at 3 GB/s of allocation (5,900 samples
-// a second at the default rate), a fixed 100 ms, or 10 ms only after a
-// drain that found it a quarter full, let 25 % of the samples go.
+// nextDrain is when to read a ring of slots records again, given that
+// the last read took n samples from it that came in over since: about
+// when it will be an eighth full, at the rate they came, between
+// drainEvery/50 and drainEvery. A ring found more than half full passes
+// samples on to the short ring (their stacks are then completed from
+// others, less surely): at 3 GB/s of allocation (5,900 samples a second
+// at the default rate), a fixed 100 ms, or 10 ms only after a drain that
+// found it a quarter full, gave 25 % of the samples short stacks.
 func nextDrain(n int, since time.Duration, slots int) time.Duration {
 	if n == 0 || since <= 0 {
 		return drainEvery
@@ -228,7 +233,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heap
 		c.StackEnd = m.End
 	}
 	start, st := c.Unwind()
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Thin: r.Thin, Start: start, Stack: st}
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

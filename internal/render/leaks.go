@@ -43,17 +43,19 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 		fmt.Fprintf(w, "of what is held, %s in %s objects is leaked: nothing the program can reach points to it (a scan of the heap at the window's end; the rest is held, reachable)\n",
 			Human(whole(tot.LeakedBytes)), objects(tot.LeakedObjects))
 	}
-	if win.Thinned > 0 {
-		// The samples kept stand for the ones let go: as many kept of
-		// more taken, the standard errors grow by about the root of
-		// the ratio.
-		taken := float64(uint64(p.Samples) + win.Thinned)
-		fmt.Fprintf(w, "note: arenactl read the ring slower than it filled: %d of %.0f samples were let go at random and the ones kept stand for them; the estimates stay unbiased, their errors about %.2f× a lossless run's\n",
-			win.Thinned, taken, math.Sqrt(taken/float64(max(p.Samples, 1))))
+	if win.Shortened > 0 {
+		// Sizes and addresses are exact; only where the stacks came
+		// from is estimated.
+		fmt.Fprintf(w, "note: arenactl read the ring slower than it filled: %d of %d samples kept only the top of their stack (%d of those stacks were whole all the same); %d were completed from the whole stacks that begin with the same calls, shared out by how often each was seen",
+			win.Shortened, p.Samples, max(int(win.Shortened)-p.Completed-p.ShortLeft, 0), p.Completed)
+		if p.ShortLeft > 0 {
+			fmt.Fprintf(w, "; %d matched no whole stack and stay cut short", p.ShortLeft)
+		}
+		fmt.Fprintln(w)
 	}
 	if win.Dropped > 0 {
-		fmt.Fprintf(w, "warning: %d samples (%.0f%%) found the ring full and were dropped: the ones kept in the same drains stand for them, which holds if what the process allocates is alike over a few milliseconds\n",
-			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Thinned+win.Dropped))
+		fmt.Fprintf(w, "warning: %d samples (%.0f%%) found both rings full and were dropped: the ones kept in the same drains stand for them, which holds if what the process allocates is alike over a few milliseconds\n",
+			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Dropped))
 	}
 	if p.Incomplete > 0 {
 		how := ""

@@ -206,12 +206,12 @@ type Leaks struct {
 	Window  heapprof.Window
 	Profile *heapprof.Profile
 	Samples int
-	// Dropped: samples the ring had no room for; Untracked: sampled blocks
-	// whose free could not be watched (counted as held); Thinned: samples
-	// a ring more than half full let go at random, which the ones kept
-	// stand for (the estimates stay unbiased, less precise).
+	// Dropped: samples the sampler had no room for; Untracked: sampled
+	// blocks whose free could not be watched (counted as held);
+	// Shortened: samples taken with only the top of their stack
+	// (heapprof.Raw.Short).
 	Dropped, Untracked uint64
-	Thinned            uint64
+	Shortened          uint64
 	Patched            int      // GOT entries pointed at the sampler
 	Skipped            []string // GOT entries left alone, and why
 	Left               detach.Left

@@ -66,7 +66,11 @@ const (
 	cfgFHead     = cfgClock + 16
 	cfgFTail     = cfgClock + 24
 	cfgFDropped  = cfgClock + 32
-	cfgThinned   = cfgClock + 40
+	cfgShortened = cfgClock + 40
+	cfgShorts    = cfgClock + 48
+	cfgShortN    = cfgClock + 56
+	cfgSHead     = cfgClock + 64
+	cfgSTail     = cfgClock + 72
 	freeSlots    = 1 << 17
 	freeRecSize  = 24 // seq, addr, stamp
 	magic        = "ARSAMPLR"
@@ -85,6 +89,9 @@ const (
 	recStack    = 136
 	StackCopy   = 8192
 	recordSize  = recStack + StackCopy
+	// ShortCopy is the stack a short record holds: its top.
+	ShortCopy = 376
+	shortSize = recStack + ShortCopy
 
 	pageSize = 4096
 )
@@ -99,9 +106,12 @@ type Options struct {
 	// Poisson process over bytes, as jemalloc, tcmalloc and Go sample).
 	Rate uint64
 	// RingSlots is how many sampled allocations the ring holds between
-	// two drains (a power of two, 1024 by default); each is 8.3 KiB. Frees have a ring of
-	// their own (3 MiB), which cannot fill.
-	RingSlots int
+	// two drains (a power of two, 1024 by default); each is 8.3 KiB.
+	// ShortSlots is the ring of short records, which takes the samples
+	// the first has no room for (a power of two, 8192 by default, 512
+	// bytes each). Frees have a ring of their own (3 MiB), which cannot
+	// fill.
+	RingSlots, ShortSlots int
 	// Timeout bounds stopping every thread at attach and detach.
 	Timeout time.Duration
 }
@@ -117,9 +127,12 @@ type Record struct {
 	Old       uint64 // realloc: the block it replaced
 	Tid       int
 	Untracked bool // the address set was full: this block's free goes unseen
-	// Thin: the ring was more than half full and the record was kept
-	// with chance 2^-Thin (the others were let go): it stands for 2^Thin.
-	Thin int
+	// Short: the record came from the short ring, its Stack only the top
+	// ShortCopy bytes of the caller's (the full ring had no room). Thin:
+	// a whole record that a ring more than half full took with chance
+	// 2^-Thin (the others went short).
+	Short bool
+	Thin  int
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
@@ -142,22 +155,25 @@ type Patch struct {
 
 // Sampler is the sampler in one process.
 type Sampler struct {
-	t       *live.Target
-	o       Options
-	tramp   uint64
-	base    uint64 // the image
-	size    uint64
-	ring    uint64
-	slots   uint64
-	tail    uint64
-	frees   uint64 // the free ring
-	ftail   uint64
-	real    map[string]uint64
-	done    map[uint64]bool // GOT entries looked at
-	parsed  map[*module.Module]bool
-	mods    *module.Table
-	Patches []Patch
-	readBuf []byte
+	t          *live.Target
+	o          Options
+	tramp      uint64
+	base       uint64 // the image
+	size       uint64
+	ring       uint64
+	slots      uint64
+	tail       uint64
+	frees      uint64 // the free ring
+	ftail      uint64
+	shorts     uint64 // the ring of short records
+	stail      uint64
+	shortSlots uint64
+	real       map[string]uint64
+	done       map[uint64]bool // GOT entries looked at
+	parsed     map[*module.Module]bool
+	mods       *module.Table
+	Patches    []Patch
+	readBuf    []byte
 	// Skipped are GOT entries left alone: they held neither the real
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
@@ -189,8 +205,11 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 	if o.RingSlots == 0 {
 		o.RingSlots = 1024
 	}
-	if o.RingSlots&(o.RingSlots-1) != 0 {
-		return nil, errors.New("sampler: RingSlots must be a power of two")
+	if o.ShortSlots == 0 {
+		o.ShortSlots = 8192
+	}
+	if o.RingSlots&(o.RingSlots-1) != 0 || o.ShortSlots&(o.ShortSlots-1) != 0 {
+		return nil, errors.New("sampler: RingSlots and ShortSlots must be powers of two")
 	}
 	st, err := procfs.ReadTaskStatus(t.Pid, t.Pid)
 	if err != nil {
@@ -287,19 +306,23 @@ func (s *Sampler) newSlots() ([]slot, error) {
 func (s *Sampler) install(c *live.FrozenCaller) error {
 	imgSize := alignUp(uint64(bssOff+bssSize), pageSize)
 	ringSize := alignUp(uint64(s.o.RingSlots)*recordSize, pageSize)
-	s.size = imgSize + ringSize + alignUp(freeSlots*freeRecSize, pageSize)
+	freesSize := alignUp(freeSlots*freeRecSize, pageSize)
+	s.size = imgSize + ringSize + freesSize + alignUp(uint64(s.o.ShortSlots)*shortSize, pageSize)
 	base, err := implant.Map(c, s.size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		return fmt.Errorf("process %d: mapping %d bytes for the sampler: %w", s.t.Pid, s.size, err)
 	}
 	s.base, s.ring, s.slots = base, base+imgSize, uint64(s.o.RingSlots)
 	s.frees = s.ring + ringSize
+	s.shorts, s.shortSlots = s.frees+freesSize, uint64(s.o.ShortSlots)
 	img := append([]byte(nil), image...)
 	le := binary.LittleEndian
 	le.PutUint64(img[symCfg+cfgEnabled:], 1)
 	le.PutUint64(img[symCfg+cfgRingSlots:], s.slots)
 	le.PutUint64(img[symCfg+cfgRing:], s.ring)
 	le.PutUint64(img[symCfg+cfgFrees:], s.frees)
+	le.PutUint64(img[symCfg+cfgShorts:], s.shorts)
+	le.PutUint64(img[symCfg+cfgShortN:], s.shortSlots)
 	self := procfs.Self()
 	le.PutUint64(img[symCfg+cfgCreator:], uint64(self.Pid))
 	le.PutUint64(img[symCfg+cfgCreator+8:], self.Start)
@@ -425,13 +448,12 @@ func (s *Sampler) Rescan(ctx context.Context) error {
 
 // Stats are the sampler's counters.
 type Stats struct {
-	// Dropped: sampled allocations a full ring had no room for. The
+	// Dropped: sampled allocations neither ring had room for. The
 	// estimates are low by about their share.
 	Dropped uint64
-	// Thinned: sampled allocations let go at random by a ring more than
-	// half full; the ones kept stand for them (Record.Thin), so the
-	// estimates stay unbiased, less precise.
-	Thinned   uint64
+	// Shortened: sampled allocations written to the short ring
+	// (Record.Short).
+	Shortened uint64
 	Untracked uint64 // sampled blocks whose free cannot be seen (FreesDropped included)
 	// FreesDropped: frees of sampled blocks the free ring had no room for
 	// (never, unless its bound is wrong): their blocks look held.
@@ -445,7 +467,7 @@ type Stats struct {
 // sampler's bound on the frees it may have to hold assumes it.
 func (s *Sampler) Drain() ([]Record, Stats, error) {
 	le := binary.LittleEndian
-	var fh [48]byte
+	var fh [80]byte
 	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
 		return nil, Stats{}, err
 	}
@@ -481,35 +503,48 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	head := le.Uint64(hdr[cfgHead:])
 	// A lost free (which the ring's size rules out) leaves its block
 	// looking held, as an untracked one does.
-	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Thinned: le.Uint64(fh[cfgThinned-cfgClock:]),
+	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Shortened: le.Uint64(fh[cfgShortened-cfgClock:]),
 		Untracked:    le.Uint64(hdr[cfgUntracked:]) + le.Uint64(fh[cfgFDropped-cfgClock:]),
 		FreesDropped: le.Uint64(fh[cfgFDropped-cfgClock:])}
-	// The records written are read in one go (two where the ring wraps):
-	// reading them one by one made the drain slower than a busy
-	// process's samples come.
-	for s.tail < head {
-		first := s.tail & (s.slots - 1)
-		n := min(head-s.tail, s.slots-first)
-		buf := s.buf(n * recordSize)
-		if _, err := s.t.ReadAt(buf, s.ring+first*recordSize); err != nil {
-			return out, st, err
-		}
-		for i := uint64(0); i < n; i++ {
-			rec := buf[i*recordSize : (i+1)*recordSize]
-			if le.Uint64(rec) != s.tail+1 {
-				head = s.tail // reserved, not written yet: the rest next time
-				break
-			}
-			out = append(out, parseRecord(rec))
-			s.tail++
-		}
+	out, err := s.drainRing(out, head, &s.tail, s.ring, s.slots, recordSize, cfgTail)
+	if err != nil {
+		return out, st, err
 	}
-	le.PutUint64(w[:], s.tail)
-	if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgTail); err != nil {
+	out, err = s.drainRing(out, le.Uint64(fh[cfgSHead-cfgClock:]), &s.stail, s.shorts, s.shortSlots, shortSize, cfgSTail)
+	if err != nil {
 		return out, st, err
 	}
 	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(a.Stamp, b.Stamp) })
 	return out, st, nil
+}
+
+// drainRing reads the records of one ring from *tail up to head, which
+// it then gives back (the tail at cfg offset tailOff). The records
+// written are read in one go (two where the ring wraps): reading them one
+// by one made the drain slower than a busy process's samples come.
+func (s *Sampler) drainRing(out []Record, head uint64, tail *uint64, ring, slots, size uint64, tailOff uint64) ([]Record, error) {
+	le := binary.LittleEndian
+	for *tail < head {
+		first := *tail & (slots - 1)
+		n := min(head-*tail, slots-first)
+		buf := s.buf(n * size)
+		if _, err := s.t.ReadAt(buf, ring+first*size); err != nil {
+			return out, err
+		}
+		for i := uint64(0); i < n; i++ {
+			rec := buf[i*size : (i+1)*size]
+			if le.Uint64(rec) != *tail+1 {
+				head = *tail // reserved, not written yet: the rest next time
+				break
+			}
+			out = append(out, parseRecord(rec))
+			*tail++
+		}
+	}
+	var w [8]byte
+	le.PutUint64(w[:], *tail)
+	_, err := s.t.WriteAt(w[:], s.base+symCfg+tailOff)
+	return out, err
 }
 
 // markUnloaded marks the patches whose GOT entry is no longer in its
@@ -668,14 +703,14 @@ func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-		Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
+		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
 	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
 	// The ring's order of the callee-saved registers, which the hooks'
 	// code writes.
 	for i, reg := range [...]int{target.RegRBX, target.RegRBP, target.RegR12, target.RegR13, target.RegR14, target.RegR15} {
 		r.Regs[reg] = le.Uint64(rec[recRegs+8*i:])
 	}
-	if n := min(le.Uint64(rec[recStackLen:]), StackCopy); n > 0 {
+	if n := min(le.Uint64(rec[recStackLen:]), uint64(len(rec)-recStack)); n > 0 {
 		r.Stack = append([]byte(nil), rec[recStack:recStack+n]...)
 	}
 	return r
@@ -683,6 +718,9 @@ func parseRecord(rec []byte) Record {
 
 // RingSlots is how many records the ring holds.
 func (s *Sampler) RingSlots() int { return int(s.slots) }
+
+// ShortSlots is how many records the ring of short records holds.
+func (s *Sampler) ShortSlots() int { return int(s.shortSlots) }
 
 // hookEnds are the hooks' offsets in order, so that each hook's code is
 // known to end where the next one (or the text) starts.

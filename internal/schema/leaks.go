@@ -21,17 +21,21 @@ type Leaks struct {
 	// when every allocation was recorded.
 	Rate    uint64 `json:"rate"`
 	Samples int    `json:"samples"`
-	// Dropped samples found the ring full: the ones kept in the same
-	// drains stand for them.
+	// Dropped samples found no room in the sampler: the ones kept in
+	// the same drains stand for them.
 	Dropped uint64 `json:"dropped"`
-	// Thinned samples were let go at random while the ring was more than
-	// half full; the ones kept stand for them (the estimates stay
-	// unbiased, with larger errors).
+	// Thinned is always 0: samples are no longer let go when the ring
+	// fills (ShortStacks); the field stays for readers of version 1.
 	Thinned uint64 `json:"thinned"`
 	// Samples whose stack did not reach the outermost frame, and of them
 	// those whose stack copy was too short.
 	IncompleteStacks int `json:"incomplete_stacks"`
 	TruncatedStacks  int `json:"truncated_stacks"`
+	// ShortStacks samples were taken with only the top of their stack
+	// (the ring of whole ones had no room); CompletedStacks of them were
+	// shared out among the whole stacks that begin with the same frames.
+	ShortStacks     uint64 `json:"short_stacks"`
+	CompletedStacks int    `json:"completed_stacks"`
 	LeakEstimate
 	// GrowthPerSecond is inuse_space spread over the window, in bytes per
 	// second.
@@ -188,7 +192,7 @@ func leakFrame(f heapprof.Frame) LeakFrame {
 func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leaks {
 	_, tot := p.Total()
 	out := Leaks{SchemaVersion: Version, Pid: pid, DurationUs: p.Window.Duration.Microseconds(), Rate: p.Window.Rate,
-		Samples: p.Samples, Dropped: p.Window.Dropped, Thinned: p.Window.Thinned, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
+		Samples: p.Samples, Dropped: p.Window.Dropped, ShortStacks: p.Window.Shortened, CompletedStacks: p.Completed, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,
 		LeakEstimate: estimate(tot, p.Classified), GrowthPerSecond: uint64(math.Round(p.TotalGrowth())), Sites: []LeakSite{}}
 	if !p.Window.Start.IsZero() {
 		out.Start = p.Window.Start.Format(time.RFC3339Nano)

@@ -18,8 +18,13 @@
  * thread, the caller's registers, a copy of the top of its stack made with
  * process_vm_readv on itself, which returns short instead of faulting past
  * the stack's end) is written into a ring that arenactl drains. A ring
- * more than half full is thinned at random (emit), a full one drops the
- * record; both are counted. Nothing ever waits for arenactl.
+ * more than half full takes a record only with a chance that falls as it
+ * fills (emit); the others, and all of a full ring's, go to a second ring
+ * of short records, whose stack copy is only its top (SHORT_COPY): every
+ * sample is kept with its size, address and caller, and arenactl
+ * completes a short stack from the full ones of the same calls. Only
+ * when both are full is a sample dropped, and counted. Nothing ever
+ * waits for arenactl.
  *
  * The free of a sampled block goes to a ring of its own, of small records,
  * which cannot fill: a lost free would show a freed block as held, a leak
@@ -47,6 +52,7 @@ typedef __SIZE_TYPE__ size_t;
 #define WAYS 4
 #define NDRAWS 4096
 #define STACK_COPY 8192
+#define SHORT_COPY 376 /* a short record is 512 bytes */
 #define MAXPATCHES 2048
 #define FREE_SLOTS (1 << 17)
 
@@ -63,8 +69,8 @@ struct record {
 	u64 seq;
 	u32 kind;
 	u32 flags; /* 1: no room in the address set, its free will not be seen;
-		    * bits 8-15: k, the record was kept with chance 2^-k (a
-		    * ring more than half full is thinned) */
+		    * bits 8-15: k, a ring more than half full took this
+		    * record with chance 2^-k (the others went short) */
 	u64 addr, size;
 	u64 tid;
 	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
@@ -110,11 +116,16 @@ struct config {
 	struct freerec *frees; /* FREE_SLOTS records */
 	volatile u64 fhead, ftail;
 	volatile u64 fdropped; /* never, unless the bound above is wrong */
-	/* Samples let go on purpose by thinning a ring more than half full:
-	 * the ones kept carry the chance they had, so the estimates stay
-	 * unbiased (dropped, above, are those a full ring lost). */
-	volatile u64 thinned;
+	/* Samples written to the short ring (a ring more than half full
+	 * passed them on; dropped, above, are those both rings lost). */
+	volatile u64 shortened;
+	struct record *shorts; /* short_slots records of shortsize bytes */
+	u64 short_slots;       /* a power of two */
+	volatile u64 shead, stail;
 };
+
+/* A short record is a record's header and SHORT_COPY bytes of stack. */
+#define SHORT_SIZE (__builtin_offsetof(struct record, stack) + SHORT_COPY)
 
 /* The real functions, one hidden global each so the hooks reach them
  * rip-relative. */
@@ -248,45 +259,63 @@ struct iovec {
 static inline u64 tick(void) { return __atomic_add_fetch(&cfg.clock, 1, __ATOMIC_RELAXED); }
 
 /* thinning is k for a ring with `used` of its slots taken: 0 up to half
- * full, then one more for every halving of the room left. A full ring
- * is not thinned but counts a drop (emit): thinned, its records were let
- * go as if the ones kept stood for them, and none was kept. */
+ * full, then j(j+1)/2 once the room left has halved j times. The chance
+ * of a whole record falls fast enough that the ring all but never fills
+ * (with 16 slots, it takes about a thousand samples between two drains):
+ * a sample a full ring turns away had no chance of a whole record, so
+ * the whole ones could not stand for it when short stacks are completed
+ * from them. Before (one more for every halving, and a drop when full),
+ * a ring of 16 filled after 48 samples. */
 static inline u32 thinning(u64 used) {
-	if (used >= cfg.ring_slots) return 0;
+	if (used >= cfg.ring_slots) return 64; /* no room: a short record */
 	u64 room = cfg.ring_slots - used;
-	u32 k = 0;
-	while (room <= (cfg.ring_slots >> (k + 1))) k++;
-	return k;
+	u32 j = 0;
+	while (room <= (cfg.ring_slots >> (j + 1))) j++;
+	u32 k = j * (j + 1) / 2;
+	return k < 63 ? k : 63;
+}
+
+/* reserve takes a slot of a ring whose head and tail are given, if it
+ * has room: an index taken and never written would stop arenactl's
+ * reading there for good. */
+static inline int reserve(volatile u64 *head, volatile u64 *tail, u64 slots, u64 *out) {
+	u64 i = __atomic_load_n(head, __ATOMIC_RELAXED);
+	do {
+		if (i - *tail >= slots) return 0;
+	} while (!__atomic_compare_exchange_n(head, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	*out = i;
+	return 1;
 }
 
 /* emit writes one record. It never waits. A ring more than half full
- * keeps a record with chance 2^-k (thinning, k marked in it): a random
- * choice, independent of the call, so that the records kept, weighted
- * by 2^k, still estimate everything without bias when the process
- * allocates faster than arenactl drains; before, the ring filled and
- * every sample after that point was lost, and the estimates were low by
- * that share. A ring full all the same counts a drop. A failed call (no
- * block) is not recorded. */
+ * takes a record with chance 2^-k (thinning, k marked in it), a random
+ * choice; the others go to the short ring, with the top SHORT_COPY bytes
+ * of their stack. Where samples come in bursts the chance differs from
+ * call to call, so each whole record stands for 2^k calls when arenactl
+ * shares a short stack out among whole ones. Before, the ones not taken were
+ * let go and the ones taken weighted by 2^k, and a full ring dropped
+ * samples, which the records kept in the same drain were scaled to stand
+ * for: a site whose calls come in bursts (short-lived threads) was then
+ * under-counted (issue 18). A sample is dropped only when both rings are
+ * full. A failed call (no block) is not recorded. */
 static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 	if (!addr) return;
 	u64 stamp = tick();
 	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
-	if (k && (rnd64() & ((1ull << k) - 1))) {
-		__atomic_fetch_add(&cfg.thinned, 1, __ATOMIC_RELAXED);
+	struct record *rec;
+	u64 i, copy = STACK_COPY;
+	if (k < 64 && !(k && (rnd64() & ((1ull << k) - 1))) && reserve(&cfg.head, &cfg.tail, cfg.ring_slots, &i)) {
+		rec = &cfg.ring[i & (cfg.ring_slots - 1)];
+	} else if (reserve(&cfg.shead, &cfg.stail, cfg.short_slots, &i)) {
+		rec = (struct record *)((unsigned char *)cfg.shorts + (i & (cfg.short_slots - 1)) * SHORT_SIZE);
+		copy = SHORT_COPY;
+		__atomic_fetch_add(&cfg.shortened, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	/* A slot is taken only when there is room: an index taken and never
-	 * written would stop arenactl's reading there for good. */
-	u64 i = __atomic_load_n(&cfg.head, __ATOMIC_RELAXED);
-	do {
-		if (i - cfg.tail >= cfg.ring_slots) {
-			__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
-			return;
-		}
-	} while (!__atomic_compare_exchange_n(&cfg.head, &i, i + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-	struct record *rec = &cfg.ring[i & (cfg.ring_slots - 1)];
 	rec->kind = kind;
-	rec->flags = k << 8;
+	rec->flags = copy == STACK_COPY ? k << 8 : 0;
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
@@ -302,24 +331,24 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 	rec->r15 = r->r15;
 	rec->stack_len = 0;
 	{
-		struct iovec local = {rec->stack, STACK_COPY};
+		struct iovec local = {rec->stack, copy};
 		/* Partial transfers stop at an iovec: one per page, so a copy
 		 * that would run past the stack's end stops there. */
 		struct iovec remote[STACK_COPY / 4096 + 1];
-		u64 from = r->sp + 8, left = STACK_COPY;
-		int k = 0;
-		while (left && k < STACK_COPY / 4096 + 1) {
-			u64 n = 4096 - (from & 4095);
-			if (n > left) n = left;
-			remote[k].base = (void *)from;
-			remote[k].len = n;
-			from += n;
-			left -= n;
-			k++;
+		u64 from = r->sp + 8, left = copy;
+		int n = 0;
+		while (left && n < STACK_COPY / 4096 + 1) {
+			u64 m = 4096 - (from & 4095);
+			if (m > left) m = left;
+			remote[n].base = (void *)from;
+			remote[n].len = m;
+			from += m;
+			left -= m;
+			n++;
 		}
 		long pid = sys6(39 /* getpid: a forked child reads itself */, 0, 0, 0, 0, 0, 0);
-		long n = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, k, 0);
-		if (n > 0) rec->stack_len = (u64)n;
+		long got = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, n, 0);
+		if (got > 0) rec->stack_len = (u64)got;
 	}
 	if (addr && !track(addr)) rec->flags |= 1;
 	__atomic_store_n(&rec->seq, i + 1, __ATOMIC_RELEASE);
@@ -546,6 +575,9 @@ _Static_assert(__builtin_offsetof(struct config, frees) == 88 + 8 * NDRAWS + 32 
 _Static_assert(__builtin_offsetof(struct config, fhead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 16, "cfg.fhead");
 _Static_assert(__builtin_offsetof(struct config, ftail) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 24, "cfg.ftail");
 _Static_assert(__builtin_offsetof(struct config, fdropped) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 32, "cfg.fdropped");
-_Static_assert(__builtin_offsetof(struct config, thinned) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 40, "cfg.thinned");
+_Static_assert(__builtin_offsetof(struct config, shortened) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 40, "cfg.shortened");
+_Static_assert(__builtin_offsetof(struct config, shorts) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 48, "cfg.shorts");
+_Static_assert(__builtin_offsetof(struct config, shead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 64, "cfg.shead");
+_Static_assert(SHORT_SIZE == 512, "short record size");
 _Static_assert(sizeof(struct freerec) == 24 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

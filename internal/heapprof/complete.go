@@ -1,0 +1,124 @@
+package heapprof
+
+import (
+	"sort"
+	"strings"
+)
+
+// This file completes short stacks. A sampler that cannot keep up copies
+// only the top of some stacks (Raw.Short), chosen at random, not by what
+// they are: each then unwinds to its innermost frames only. Among the
+// samples whose stacks were copied whole, those that begin with the same
+// frames say which whole stacks such a call may have had, and how often
+// each: the short sample's estimates are shared out among them in those
+// proportions. A short stack that no whole one begins with stays as it
+// is, counted truncated.
+//
+// The choice of a short copy is random, with a chance that depends on how
+// full the sampler's ring was, not on the call; but a site whose calls
+// come in runs meets a fuller ring and gets more short copies. Each whole
+// sample was kept whole with a known chance p = 2^-Raw.Thin, so it stands
+// for (1-p)/p = 2^Thin - 1 samples that went short in its place: summed
+// per stack, those estimate without bias (Horvitz and Thompson) how many
+// short samples each stack had, and the shares are their proportions.
+// Shared by the whole samples' plain counts instead, a site whose calls
+// come in runs got too little (TestShortStacksShareOut). A sample the
+// ring turned away while full had no chance of a whole copy and nothing
+// stands for it; the sampler's thinning makes that rare. Where the whole
+// samples under a short stack all had chance 1, their plain counts share
+// it. Where no whole stack begins with a short one's frames, nothing says
+// where its calls came from.
+
+// shortStacks keeps the PCs (leaf first, 8 bytes each) of the short
+// stacks to complete and of the whole stacks to complete them from.
+type shortStacks struct {
+	partials []string       // by index
+	index    map[string]int // partials' index
+	whole    map[string]*wholeStack
+}
+
+type wholeStack struct {
+	site int
+	w    float64 // the short samples its samples stand for
+	n    float64 // its samples
+}
+
+// share is the part of a sample given to a site.
+type share struct {
+	site int
+	frac float64
+}
+
+// partial notes a short stack's PCs and returns 1 + its index.
+func (c *shortStacks) partial(pcs []byte) int32 {
+	if c.index == nil {
+		c.index = map[string]int{}
+	}
+	i, ok := c.index[string(pcs)]
+	if !ok {
+		i = len(c.partials)
+		c.partials = append(c.partials, string(pcs))
+		c.index[c.partials[i]] = i
+	}
+	return int32(i + 1)
+}
+
+// full notes one sample of a whole stack with these PCs, at site, that
+// stands for w short ones (2^Raw.Thin - 1).
+func (c *shortStacks) full(pcs []byte, site int, w float64) {
+	if c.whole == nil {
+		c.whole = map[string]*wholeStack{}
+	}
+	ws := c.whole[string(pcs)]
+	if ws == nil {
+		ws = &wholeStack{site: site}
+		c.whole[string(pcs)] = ws
+	}
+	ws.w += w
+	ws.n++
+}
+
+// resolve gives, for each short stack by index, the sites of the whole
+// stacks that begin with its PCs and each one's part, largest first; nil
+// where none does.
+func (c *shortStacks) resolve() [][]share {
+	if len(c.partials) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(c.whole))
+	for k := range c.whole {
+		keys = append(keys, k)
+	}
+	// Every stack beginning with a prefix sorts into one run after it.
+	sort.Strings(keys)
+	out := make([][]share, len(c.partials))
+	for i, p := range c.partials {
+		bySite, byCount := map[int]float64{}, map[int]float64{}
+		total, count := 0.0, 0.0
+		for j := sort.SearchStrings(keys, p); j < len(keys) && strings.HasPrefix(keys[j], p); j++ {
+			w := c.whole[keys[j]]
+			bySite[w.site] += w.w
+			byCount[w.site] += w.n
+			total += w.w
+			count += w.n
+		}
+		if count == 0 {
+			continue
+		}
+		if total == 0 {
+			bySite, total = byCount, count
+		}
+		sh := make([]share, 0, len(bySite))
+		for site, n := range bySite {
+			sh = append(sh, share{site, n / total})
+		}
+		sort.Slice(sh, func(a, b int) bool {
+			if sh[a].frac != sh[b].frac {
+				return sh[a].frac > sh[b].frac
+			}
+			return sh[a].site < sh[b].site
+		})
+		out[i] = sh
+	}
+	return out
+}

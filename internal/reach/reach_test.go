@@ -17,6 +17,26 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
+// openIndexed opens a committed core's heap, with no libc file, and
+// indexes its chunks; the core is closed when the test ends.
+func openIndexed(t *testing.T, path string) (*heap.Heap, *chunks.Index) {
+	t.Helper()
+	c, err := core.OpenTarget(path, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	h, err := heap.OpenCore(c, heap.Options{NoLibcFile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := chunks.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, ix
+}
+
 // The sweeps in address order against the plainest marking there is: a
 // work list from each root kind, every word of every chunk reached looked
 // up, then every unreached chunk's words. Over the committed cores (no
@@ -30,19 +50,7 @@ func TestScanAgreesWithAPlainMarking(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			c, err := core.OpenTarget(path, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			h, err := heap.OpenCore(c, heap.Options{NoLibcFile: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ix, err := chunks.Build(h, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h, ix := openIndexed(t, path)
 			roots := Roots(h.T, ix, 0)
 			visited := map[uint64]bool{}
 			res, err := Scan(context.Background(), h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
@@ -165,20 +173,7 @@ func plainMarking(mem target.Target, ix *chunks.Index, roots []Root) map[uint64]
 // A scan whose context is done ends with its error, not a result: Ctrl-C
 // or SIGTERM ends arenactl heap (cmd maps context.Canceled to exit 130).
 func TestScanEndsWithItsContext(t *testing.T) {
-	path := filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-kernel.core.zst")
-	c, err := core.OpenTarget(path, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	h, err := heap.OpenCore(c, heap.Options{NoLibcFile: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := chunks.Build(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ix := openIndexed(t, filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-kernel.core.zst"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if res, err := Scan(ctx, h.T, ix, Roots(h.T, ix, 0), nil); !errors.Is(err, context.Canceled) || res != nil {

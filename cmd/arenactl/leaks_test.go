@@ -143,7 +143,7 @@ func TestLeaksSitesWithinSamplingError(t *testing.T) {
 	}
 	for _, site := range []string{"app::leak_new", "app::leak_malloc", "app::leak_calloc", "app::grow_realloc", "app::leak_memalign"} {
 		truth := after[site] - before[site]
-		got := held[site] // samples a full ring dropped are stood for already
+		got := held[site] // samples dropped with both rings full are stood for already
 		// The estimate's standard deviation is about sqrt(rate × bytes)
 		// for blocks much smaller than the rate; realloc's growing
 		// blocks are up to 256 KiB, so its allowance is wider.

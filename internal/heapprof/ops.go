@@ -181,7 +181,7 @@ func (x Explanation) String() string {
 			"(blocks older than the window were freed or realloc'd meanwhile, which the profile does not see: it counts what the window allocated; or blocks whose free could not be watched)"
 	case -1:
 		out += ": the walk saw more grow than the profile holds, beyond its sampling error " +
-			"(memory the sampler does not see: calls that bypass the PLT, samples a full ring dropped, blocks younger than --min-age)"
+			"(memory the sampler does not see: calls that bypass the PLT, samples the sampler dropped with both its rings full, blocks younger than --min-age)"
 	}
 	return out
 }

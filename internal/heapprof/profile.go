@@ -33,11 +33,12 @@ type Raw struct {
 	// than the stack has, the Builder completes it from the full stacks
 	// that begin with the same frames (complete.go). Thin: a whole stack
 	// that was copied whole with chance 2^-Thin (the sampler's ring was
-	// more than half full): it stands for 2^Thin calls in that sharing.
+	// more than half full): it stands for the 2^Thin - 1 short ones it
+	// was chosen over in that sharing.
 	Short bool
 	Thin  int
 	// Scale (0: 1) is what the samples kept in this sample's drain stand
-	// for beyond themselves: samples a full ring dropped in that drain,
+	// for beyond themselves: samples dropped in that drain (both rings full),
 	// whose sites are unknown, are taken to be like those kept then.
 	Scale float64
 	Start unwind.Start

@@ -9,10 +9,11 @@
 package perf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -85,6 +86,9 @@ type Sample struct {
 	// Inherited: the event that took it was inherited by a thread
 	// created after the session opened.
 	Inherited bool
+	// Call is the syscall a Calls program recorded (Event -1); Nr 0
+	// for a perf event's sample.
+	Call Syscall
 }
 
 // Session is a set of events on every thread of a process, with a ring
@@ -114,7 +118,16 @@ type Session struct {
 	// Dropped counts samples read from the rings and let go for want of
 	// room to keep them (a Stream's bound).
 	Dropped uint64
+	// calls, when set, are read with the rings (AddCalls).
+	calls *Calls
+	// read and keys are ReadInto's room, reused.
+	read []Sample
+	keys []sortKey
 }
+
+// AddCalls has Read return the calls c records too, among the samples
+// (Event -1). The session does not own c.
+func (s *Session) AddCalls(c *Calls) { s.calls = c }
 
 type eventOwner struct {
 	event int
@@ -303,8 +316,12 @@ func (s *Session) Wait(ms int) error {
 // Read takes every record from every ring and returns the samples sorted
 // by time (a thread may move between CPUs, so a syscall's entry and exit
 // can be in two rings).
-func (s *Session) Read() []Sample {
-	var out []Sample
+func (s *Session) Read() []Sample { return s.ReadInto(nil) }
+
+// ReadInto is Read appending to out[:0] (its room reused).
+func (s *Session) ReadInto(out []Sample) []Sample {
+	in := s.read[:0]
+	defer func() { s.read = in[:0] }()
 	for _, r := range s.rings {
 		if r == nil {
 			continue
@@ -313,7 +330,7 @@ func (s *Session) Read() []Sample {
 			switch typ {
 			case unix.PERF_RECORD_SAMPLE:
 				if smp, ok := s.parse(rec); ok {
-					out = append(out, smp)
+					in = append(in, smp)
 				}
 			case unix.PERF_RECORD_LOST:
 				if len(rec) >= 16 {
@@ -324,13 +341,24 @@ func (s *Session) Read() []Sample {
 			}
 		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time < out[j].Time })
+	if s.calls != nil {
+		s.calls.Read(func(smp Sample) {
+			var ok bool
+			if smp.Stack, ok = s.keep(smp.Stack); !ok {
+				s.Dropped++
+				return
+			}
+			in = append(in, smp)
+		})
+	}
+	s.read = in
+	out = s.byTime(out[:0])
 	// A thread opened for late that inherited events as well is sampled
 	// twice: its own events' samples are dropped once an inherited one is
 	// seen.
 	kept := out[:0]
 	for _, smp := range out {
-		if s.late[smp.Tid] {
+		if s.late[smp.Tid] && smp.Event >= 0 {
 			if smp.Inherited {
 				s.seen[smp.Tid] = true
 			} else if s.seen[smp.Tid] {
@@ -340,6 +368,33 @@ func (s *Session) Read() []Sample {
 		kept = append(kept, smp)
 	}
 	return kept
+}
+
+// byTime appends the samples read (s.read) to out sorted by time, equal
+// times in the order read. The samples are large (their registers) and
+// come in runs already sorted (one per ring): a stable sort that moved
+// them spent more than the reading, so their times are sorted and each
+// sample moved once.
+func (s *Session) byTime(out []Sample) []Sample {
+	in := s.read
+	if slices.IsSortedFunc(in, func(a, b Sample) int { return cmp.Compare(a.Time, b.Time) }) {
+		return append(out, in...)
+	}
+	keys := s.keys[:0]
+	for i := range in {
+		keys = append(keys, sortKey{in[i].Time, i})
+	}
+	slices.SortStableFunc(keys, func(a, b sortKey) int { return cmp.Compare(a.t, b.t) })
+	for _, k := range keys {
+		out = append(out, in[k.i])
+	}
+	s.keys = keys
+	return out
+}
+
+type sortKey struct {
+	t uint64
+	i int
 }
 
 // parse reads one sample record (after its 8-byte header).

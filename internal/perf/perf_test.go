@@ -145,3 +145,56 @@ func TestGoneProcess(t *testing.T) {
 		t.Fatalf("got %v (kind %d)", err, perf.KindOf(err))
 	}
 }
+
+// TestCallsRecordEveryCall: the eBPF program records each mmap of the
+// process, in the main thread and in a thread created after it was
+// attached, with its arguments, result and user registers, and no call of
+// another process; a rare call's stack is copied whole.
+func TestCallsRecordEveryCall(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	other := testutil.Start(t, bin)
+	c, err := perf.OpenCalls(tg.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, where := range []string{"main", "thread"} {
+		other.Send("main 1")
+		ans := strings.Fields(tg.Send(where + " 3"))
+		start, err := strconv.ParseUint(strings.TrimPrefix(ans[0], "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(ans)
+		}
+		var found []perf.Sample
+		c.Read(func(smp perf.Sample) {
+			if smp.Pid != tg.Pid {
+				t.Errorf("a call of process %d", smp.Pid)
+			}
+			if smp.Call.Nr == unix.SYS_MMAP && smp.Call.Args[1] == 3<<20 {
+				smp.Stack = append([]byte(nil), smp.Stack...)
+				found = append(found, smp)
+			}
+		})
+		if len(found) != 1 {
+			t.Fatalf("%s: %d records of the 3 MiB mmap, want 1", where, len(found))
+		}
+		smp := found[0]
+		if uint64(smp.Call.Ret) != start || smp.Call.Args[2] != unix.PROT_READ|unix.PROT_WRITE {
+			t.Errorf("%s: mmap recorded as returning %#x with prot %d, want %#x, 3", where, smp.Call.Ret, smp.Call.Args[2], start)
+		}
+		if (where == "main") != (smp.Tid == tg.Pid) {
+			t.Errorf("%s: recorded in thread %d of %d", where, smp.Tid, tg.Pid)
+		}
+		// Alone in the ring: nothing thins it.
+		if smp.Call.Short || smp.Call.Thin != 0 || len(smp.Stack) < 1024 || smp.Regs.SP() == 0 || smp.Regs.PC() == 0 {
+			t.Errorf("%s: short %v thin %d, %d bytes of stack, sp %#x pc %#x", where, smp.Call.Short, smp.Call.Thin, len(smp.Stack), smp.Regs.SP(), smp.Regs.PC())
+		}
+	}
+	if n := c.Lost(); n != 0 {
+		t.Errorf("%d calls lost", n)
+	}
+}

@@ -3,6 +3,7 @@ package perf
 import (
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,19 +16,28 @@ type Stream struct {
 	s        *Session
 	maxBytes int
 	mu       sync.Mutex
-	queue    []Sample
-	stop     chan struct{}
-	done     chan struct{}
+	// queue are the batches read, one per read of the rings, in order:
+	// at hundreds of thousands of samples a second, appending them to
+	// one slice copied them again and again as it grew, and the reader
+	// fell a hundred milliseconds behind the kernel. lent are those
+	// Take returned, reused (free) once recycled.
+	queue, lent, freeBatches [][]Sample
 	// reading: the slabs of the Read under way; queued: those of the
 	// samples queued; taken: those of the samples Take returned since
 	// the last Recycle; free: the ones to reuse.
 	reading, queued, taken, free [][]byte
 	slabBytes                    int // made, in all
+	batchBytes                   int // of the batches queued or lent
+	stop                         chan struct{}
+	done                         chan struct{}
 }
 
-// Stream starts reading s; the queue holds at most maxBytes of samples'
-// data (more are counted in Dropped). Only the stream touches s until
-// Stop returns.
+// sampleSize is what a sample takes in a batch.
+const sampleSize = int(unsafe.Sizeof(Sample{}))
+
+// Stream starts reading s; the queue holds at most maxBytes of samples
+// and their data (more are counted in Dropped). Only the stream touches s
+// until Stop returns.
 func (s *Session) Stream(maxBytes int) *Stream {
 	st := &Stream{s: s, maxBytes: maxBytes, stop: make(chan struct{}), done: make(chan struct{})}
 	s.newSlab = st.newSlab
@@ -50,9 +60,10 @@ func (st *Stream) newSlab(n int) ([]byte, bool) {
 		}
 	}
 	if b == nil {
-		// Slabs are made while those in use stay within the bound;
-		// past it the samples are let go (the unwinder is behind).
-		if st.slabBytes+max(slabSize, n) > st.maxBytes {
+		// Slabs are made while those in use, and the batches, stay
+		// within the bound; past it the samples are let go (the
+		// unwinder is behind).
+		if st.slabBytes+st.batchBytes+max(slabSize, n) > st.maxBytes {
 			return nil, false
 		}
 		b = make([]byte, 0, max(slabSize, n))
@@ -69,6 +80,11 @@ func (st *Stream) Recycle() {
 	defer st.mu.Unlock()
 	st.free = append(st.free, st.taken...)
 	st.taken = nil
+	for _, b := range st.lent {
+		st.batchBytes -= cap(b) * sampleSize
+		st.freeBatches = append(st.freeBatches, b[:0])
+	}
+	st.lent = nil
 }
 
 func (st *Stream) run() {
@@ -99,10 +115,16 @@ func (st *Stream) run() {
 	}
 }
 
-// read reads the rings into slabs of its own.
+// read reads the rings into slabs and a batch of their own.
 func (st *Stream) read() []Sample {
 	st.s.slab = nil
-	return st.s.Read()
+	st.mu.Lock()
+	var b []Sample
+	if n := len(st.freeBatches); n > 0 {
+		b, st.freeBatches = st.freeBatches[n-1], st.freeBatches[:n-1]
+	}
+	st.mu.Unlock()
+	return st.s.ReadInto(b)
 }
 
 func (st *Stream) push(smps []Sample) {
@@ -110,16 +132,22 @@ func (st *Stream) push(smps []Sample) {
 	defer st.mu.Unlock()
 	st.queued = append(st.queued, st.reading...)
 	st.reading = nil
-	st.queue = append(st.queue, smps...)
+	if len(smps) == 0 {
+		st.freeBatches = append(st.freeBatches, smps)
+		return
+	}
+	st.batchBytes += cap(smps) * sampleSize
+	st.queue = append(st.queue, smps)
 }
 
-// Take returns the samples queued so far, in the order read (sorted by
-// time within each read of the rings).
-func (st *Stream) Take() []Sample {
+// Take returns the samples queued so far: a batch per read of the rings,
+// in the order read, each sorted by time.
+func (st *Stream) Take() [][]Sample {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	q := st.queue
 	st.queue = nil
+	st.lent = append(st.lent, q...)
 	st.taken = append(st.taken, st.queued...)
 	st.queued = nil
 	return q

@@ -1,0 +1,296 @@
+package perf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/bpf"
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// This file records system calls with an eBPF program instead of the
+// syscall tracepoints' perf samples. A perf sample per call cost a
+// process that maps and unmaps in a loop 1.5x its pace even with a 64-byte
+// stack copy (README, "growth"): the sample's own machinery, not the copy.
+// The program (below) runs at every syscall's exit (the raw tracepoint
+// sys_exit, whose first argument is the user registers saved at entry),
+// keeps the calls of one process whose numbers it is given, and writes
+// one record per call to a ring buffer: the registers (the arguments are
+// still in them at exit, the result in rax), the time, and a copy of the
+// top of the stack: a whole copy for every call the caller wants whole
+// (a large size, brk) and, at random, for others with a chance that falls
+// as the ring fills between two reads (CallOptions.ThinStep); a short copy
+// for the rest, completed from the whole ones that begin as it does
+// (heapprof's completion). Nothing waits: a full
+// ring counts the call as lost. Nothing is written into the process.
+
+// Syscall is a recorded call: its number, arguments, result, and how its
+// stack was copied.
+type Syscall struct {
+	Nr   int // 0: the sample is no call's
+	Args [6]uint64
+	Ret  int64
+	// Short: only the top of the stack was copied. A whole copy was
+	// taken with chance 2^-Thin (Thin 0: always, for what it was).
+	Short bool
+	Thin  int
+}
+
+// CallOptions say which calls and how much of their stacks.
+type CallOptions struct {
+	// Nrs are the syscall numbers to record.
+	Nrs []int
+	// WholeNrs are always copied whole (brk: rare, and the main heap's
+	// growth).
+	WholeNrs []int
+	// WholeFrom: a call whose second argument (a length) is this or more
+	// is copied whole (0: 1 MiB).
+	WholeFrom uint64
+	// ThinStep: the others are copied whole with chance 2^-k, k the
+	// bytes of the ring not read yet over ThinStep (at most maxThin; 0:
+	// DefaultThinStep). A process that calls rarely has every call's
+	// stack whole; one that calls in a loop fills the ring between two
+	// reads and has most of them short, at a cost that stays low.
+	ThinStep uint32
+	// RingBytes is the ring buffer's size, a power of two (0:
+	// DefaultCallRing).
+	RingBytes uint32
+}
+
+const (
+	DefaultThinStep = 32 << 10
+	maxThin         = 8
+	DefaultCallRing = 32 << 20
+	// CallShortStack and CallWholeStack are the stack copies, the
+	// largest that could be read: a short copy of 256 bytes unwinds
+	// most calls past the syscall's wrapper and its caller.
+	CallShortStack = 256
+	CallWholeStack = DefaultStackSize
+)
+
+// A record: time, pid_tgid, the stack bytes copied, flags (bit 0 whole,
+// bits 8-15 thin), the 21 words of struct pt_regs (user_regs_struct's
+// first 21, target.Regs' order), then the stack.
+const (
+	recTime  = 0
+	recPid   = 8
+	recDyn   = 16
+	recFlags = 20
+	recRegs  = 24
+	nPtRegs  = 21
+	recStack = recRegs + 8*nPtRegs
+)
+
+// struct pt_regs offsets (arch/x86/include/asm/ptrace.h), in the order
+// of target.Regs.
+const (
+	ptRegsSize = 8 * nPtRegs
+	ptOrigAX   = 8 * target.RegOrigRAX
+	ptSI       = 8 * target.RegRSI
+	ptSP       = 8 * target.RegRSP
+)
+
+// Calls is a program recording one process's calls, attached.
+type Calls struct {
+	ring *bpf.Ring
+	lost *bpf.Map
+	prog *bpf.Prog
+	link int
+	pid  int
+}
+
+// OpenCalls loads and attaches the program for pid's calls (pid as the
+// host sees it).
+func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
+	if o.WholeFrom == 0 {
+		o.WholeFrom = 1 << 20
+	}
+	if o.ThinStep == 0 {
+		o.ThinStep = DefaultThinStep
+	}
+	if o.RingBytes == 0 {
+		o.RingBytes = DefaultCallRing
+	}
+	c := &Calls{link: -1, pid: pid}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.ring, err = bpf.NewRing(o.RingBytes, "arenactl_calls"); err != nil {
+		return nil, err
+	}
+	if c.lost, err = bpf.NewMap(bpf.MapArray, 4, 8, 1, "arenactl_lost"); err != nil {
+		return nil, err
+	}
+	insns, err := callsProgram(pid, o, c.ring.Map().FD, c.lost.FD)
+	if err != nil {
+		return nil, err
+	}
+	if c.prog, err = bpf.LoadRawTracepoint(insns, "arenactl_calls"); err != nil {
+		return nil, err
+	}
+	if c.link, err = c.prog.AttachRawTracepoint("sys_exit"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// callsProgram writes the program. R6 the context, R7 the user
+// registers, R8 the record, R9 pid_tgid.
+func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error) {
+	const regs = -ptRegsSize // where a few registers are read to, on the stack
+	const key = regs - 8     // the lost counter's key
+	var a bpf.Asm
+	a.Emit(bpf.MovReg(bpf.R6, bpf.R1), bpf.Call(bpf.FnGetPidTgid), bpf.MovReg(bpf.R9, bpf.R0), bpf.AluImm(bpf.Rsh, bpf.R0, 32))
+	a.If(bpf.JNe, bpf.R0, int32(pid), "out")
+	// The raw tracepoint's first argument: the user registers. Their
+	// number, and the length a whole copy depends on, first: the rest
+	// only for a call kept, into its record.
+	a.Emit(bpf.Load(bpf.DW, bpf.R7, bpf.R6, 0),
+		bpf.MovReg(bpf.R1, bpf.R10), bpf.AluImm(bpf.Add, bpf.R1, regs+ptSI), bpf.MovImm(bpf.R2, ptOrigAX+8-ptSI),
+		bpf.MovReg(bpf.R3, bpf.R7), bpf.AluImm(bpf.Add, bpf.R3, ptSI), bpf.Call(bpf.FnProbeReadKern))
+	a.If(bpf.JNe, bpf.R0, 0, "out")
+	a.Emit(bpf.Load(bpf.DW, bpf.R1, bpf.R10, regs+ptOrigAX))
+	for _, nr := range o.Nrs {
+		a.If(bpf.JEq, bpf.R1, int32(nr), "traced")
+	}
+	a.Goto("out")
+	a.Label("traced")
+	for _, nr := range o.WholeNrs {
+		a.If(bpf.JEq, bpf.R1, int32(nr), "forced")
+	}
+	a.Emit(bpf.Load(bpf.DW, bpf.R2, bpf.R10, regs+ptSI))
+	if o.WholeFrom > 1<<30 {
+		return nil, fmt.Errorf("perf: whole stacks from %d bytes: too large", o.WholeFrom)
+	}
+	a.If(bpf.JGe, bpf.R2, int32(o.WholeFrom), "forced")
+	// The thinning: k = the ring's unread bytes / ThinStep, at most
+	// maxThin; a whole copy with chance 2^-k. R6 (the context no more)
+	// holds k.
+	a.Emit(bpf.LoadMap(bpf.R1, ringFD)...)
+	a.Emit(bpf.MovImm(bpf.R2, 0 /* BPF_RB_AVAIL_DATA */), bpf.Call(bpf.FnRingbufQuery),
+		bpf.AluImm(bpf.Div, bpf.R0, int32(o.ThinStep)), bpf.MovReg(bpf.R6, bpf.R0))
+	a.If(bpf.JLe, bpf.R6, maxThin, "thin")
+	a.Emit(bpf.MovImm(bpf.R6, maxThin))
+	a.Label("thin")
+	a.If(bpf.JEq, bpf.R6, 0, "whole")
+	a.Emit(bpf.Call(bpf.FnGetPrandomU32), bpf.MovImm(bpf.R1, 1), bpf.AluReg(bpf.Lsh, bpf.R1, bpf.R6),
+		bpf.AluImm(bpf.Sub, bpf.R1, 1), bpf.AluReg(bpf.And, bpf.R0, bpf.R1))
+	a.If(bpf.JEq, bpf.R0, 0, "whole")
+	a.Goto("short")
+	a.Label("forced")
+	a.Emit(bpf.MovImm(bpf.R6, 0))
+	a.Goto("whole")
+	body := func(label string, stack []int32, whole bool) {
+		a.Label(label)
+		a.Emit(bpf.LoadMap(bpf.R1, ringFD)...)
+		a.Emit(bpf.MovImm(bpf.R2, recStack+stack[0]), bpf.MovImm(bpf.R3, 0), bpf.Call(bpf.FnRingbufReserve))
+		a.If(bpf.JEq, bpf.R0, 0, "lost")
+		a.Emit(bpf.MovReg(bpf.R8, bpf.R0), bpf.Store(bpf.DW, bpf.R8, bpf.R9, recPid))
+		if whole {
+			a.Emit(bpf.MovReg(bpf.R1, bpf.R6), bpf.AluImm(bpf.Lsh, bpf.R1, 8), bpf.AluImm(bpf.Or, bpf.R1, 1),
+				bpf.Store(bpf.W, bpf.R8, bpf.R1, recFlags))
+		} else {
+			a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recFlags, 0))
+		}
+		a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.AluImm(bpf.Add, bpf.R1, recRegs), bpf.MovImm(bpf.R2, ptRegsSize),
+			bpf.MovReg(bpf.R3, bpf.R7), bpf.Call(bpf.FnProbeReadKern))
+		a.Emit(bpf.Call(bpf.FnKtimeGetNs), bpf.Store(bpf.DW, bpf.R8, bpf.R0, recTime))
+		// The largest copy that reads: a stack whose top is nearer
+		// than the copy's size to its mapping's end fails whole.
+		for _, n := range stack {
+			a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.AluImm(bpf.Add, bpf.R1, recStack), bpf.MovImm(bpf.R2, n),
+				bpf.Load(bpf.DW, bpf.R3, bpf.R8, recRegs+ptSP), bpf.Call(bpf.FnProbeReadUser))
+			a.If(bpf.JEq, bpf.R0, 0, label+"got"+strconv.Itoa(int(n)))
+		}
+		a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recDyn, 0))
+		a.Goto(label + "submit")
+		for _, n := range stack {
+			a.Label(label + "got" + strconv.Itoa(int(n)))
+			a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recDyn, n))
+			a.Goto(label + "submit")
+		}
+		a.Label(label + "submit")
+		// No wakeup: the reader polls.
+		a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.MovImm(bpf.R2, 1 /* BPF_RB_NO_WAKEUP */), bpf.Call(bpf.FnRingbufSubmit))
+		a.Goto("out")
+	}
+	body("short", []int32{CallShortStack, 64}, false)
+	body("whole", []int32{CallWholeStack, 2048, 512, 128}, true)
+	a.Label("lost")
+	a.Emit(bpf.StoreImm(bpf.W, bpf.R10, key, 0))
+	a.Emit(bpf.LoadMap(bpf.R1, lostFD)...)
+	a.Emit(bpf.MovReg(bpf.R2, bpf.R10), bpf.AluImm(bpf.Add, bpf.R2, key), bpf.Call(bpf.FnMapLookupElem))
+	a.If(bpf.JEq, bpf.R0, 0, "out")
+	a.Emit(bpf.MovImm(bpf.R1, 1), bpf.AtomicAdd(bpf.DW, bpf.R0, bpf.R1, 0))
+	a.Label("out")
+	a.Emit(bpf.MovImm(bpf.R0, 0), bpf.Exit())
+	return a.Insns()
+}
+
+// Read hands every recorded call to f as a sample (Call set, Event -1),
+// its stack valid during the call only.
+func (c *Calls) Read(f func(Sample)) {
+	c.ring.Read(func(rec []byte) {
+		if len(rec) < recStack {
+			return
+		}
+		var s Sample
+		s.Event = -1
+		s.Time = binary.LittleEndian.Uint64(rec[recTime:])
+		pt := binary.LittleEndian.Uint64(rec[recPid:])
+		s.Pid, s.Tid = int(pt>>32), int(uint32(pt))
+		dyn := int(binary.LittleEndian.Uint32(rec[recDyn:]))
+		flags := binary.LittleEndian.Uint32(rec[recFlags:])
+		for i := 0; i < nPtRegs; i++ {
+			s.Regs[i] = binary.LittleEndian.Uint64(rec[recRegs+8*i:])
+		}
+		s.HaveRegs = true
+		if recStack+dyn <= len(rec) {
+			s.Stack = rec[recStack : recStack+dyn]
+		}
+		r := &s.Regs
+		s.Call = Syscall{Nr: int(r[target.RegOrigRAX]), Ret: int64(r[target.RegRAX]),
+			Args:  [6]uint64{r[target.RegRDI], r[target.RegRSI], r[target.RegRDX], r[target.RegR10], r[target.RegR8], r[target.RegR9]},
+			Short: flags&1 == 0, Thin: int(flags >> 8 & 0xff)}
+		f(s)
+	})
+}
+
+// Lost is how many calls found the ring full.
+func (c *Calls) Lost() uint64 {
+	if c.lost == nil {
+		return 0
+	}
+	v, err := c.lost.Lookup(0)
+	if err != nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(v)
+}
+
+// Close detaches the program and frees the ring.
+func (c *Calls) Close() {
+	if c.link >= 0 {
+		closeFD(c.link)
+		c.link = -1
+	}
+	if c.prog != nil {
+		c.prog.Close()
+		c.prog = nil
+	}
+	if c.ring != nil {
+		c.ring.Close()
+		c.ring = nil
+	}
+	if c.lost != nil {
+		c.lost.Close()
+		c.lost = nil
+	}
+}
+
+func closeFD(fd int) { unix.Close(fd) }

@@ -345,7 +345,7 @@ func (b *Builder) Profile(w Window) *Profile {
 	chunks := 0.0
 	shares := b.short.resolve()
 	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, Classified: b.classified}
-	own := []share{{frac: 1}}
+	own := []Share{{Frac: 1}}
 	for _, smp := range b.samples {
 		wt, bytes, v := Weight(smp.size, w.Rate)
 		if smp.scale > 1 {
@@ -359,7 +359,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		// A completed short stack's estimates are shared out among the
 		// full stacks it may be, its sampled counts go to the likeliest.
 		to := own
-		own[0].site = smp.site
+		own[0].Site = smp.site
 		if smp.partial > 0 {
 			if sh := shares[smp.partial-1]; sh != nil {
 				to = sh
@@ -371,8 +371,8 @@ func (b *Builder) Profile(w Window) *Profile {
 			}
 		}
 		for i, sh := range to {
-			a := &accs[sh.site]
-			f := sh.frac
+			a := &accs[sh.Site]
+			f := sh.Frac
 			if i == 0 {
 				a.counts.Alloc++
 				a.counts.AllocBytes += smp.size

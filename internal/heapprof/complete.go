@@ -1,6 +1,7 @@
 package heapprof
 
 import (
+	"math"
 	"sort"
 	"strings"
 )
@@ -43,10 +44,10 @@ type wholeStack struct {
 	n    float64 // its samples
 }
 
-// share is the part of a sample given to a site.
-type share struct {
-	site int
-	frac float64
+// Share is the part of a short sample given to a site.
+type Share struct {
+	Site int
+	Frac float64
 }
 
 // partial notes a short stack's PCs and returns 1 + its index.
@@ -81,7 +82,7 @@ func (c *shortStacks) full(pcs []byte, site int, w float64) {
 // resolve gives, for each short stack by index, the sites of the whole
 // stacks that begin with its PCs and each one's part, largest first; nil
 // where none does.
-func (c *shortStacks) resolve() [][]share {
+func (c *shortStacks) resolve() [][]Share {
 	if len(c.partials) == 0 {
 		return nil
 	}
@@ -91,7 +92,7 @@ func (c *shortStacks) resolve() [][]share {
 	}
 	// Every stack beginning with a prefix sorts into one run after it.
 	sort.Strings(keys)
-	out := make([][]share, len(c.partials))
+	out := make([][]Share, len(c.partials))
 	for i, p := range c.partials {
 		bySite, byCount := map[int]float64{}, map[int]float64{}
 		total, count := 0.0, 0.0
@@ -108,17 +109,109 @@ func (c *shortStacks) resolve() [][]share {
 		if total == 0 {
 			bySite, total = byCount, count
 		}
-		sh := make([]share, 0, len(bySite))
+		sh := make([]Share, 0, len(bySite))
 		for site, n := range bySite {
-			sh = append(sh, share{site, n / total})
+			sh = append(sh, Share{site, n / total})
 		}
 		sort.Slice(sh, func(a, b int) bool {
-			if sh[a].frac != sh[b].frac {
-				return sh[a].frac > sh[b].frac
+			if sh[a].Frac != sh[b].Frac {
+				return sh[a].Frac > sh[b].Frac
 			}
-			return sh[a].site < sh[b].site
+			return sh[a].Site < sh[b].Site
 		})
 		out[i] = sh
+	}
+	return out
+}
+
+// Completion completes the short stacks of samples that carry a value per
+// type (growth's calls: bytes mapped, unmapped, calls...), each whole
+// sample with its values. A short sample's values are shared per type:
+// a site's part of bytes mapped is the whole samples' bytes mapped there,
+// each standing for the short ones it was chosen over, over all of them
+// (a ratio estimator per type). Shared by counts, a site whose calls map
+// more bytes than another's under the same short stack got too little.
+type Completion struct {
+	whole map[string]*valuedWhole
+}
+
+type valuedWhole struct {
+	site   int
+	w, raw []float64 // the values weighted by what each sample stands for, and as they are
+	n      float64
+}
+
+// Whole notes a whole sample (Stacks.Whole's key) at site that stands for
+// w short ones, with its values by type.
+func (c *Completion) Whole(key string, site int, w float64, values []float64) {
+	if c.whole == nil {
+		c.whole = map[string]*valuedWhole{}
+	}
+	vw := c.whole[key]
+	if vw == nil {
+		vw = &valuedWhole{site: site, w: make([]float64, len(values)), raw: make([]float64, len(values))}
+		c.whole[key] = vw
+	}
+	for i, v := range values {
+		vw.w[i] += w * v
+		vw.raw[i] += v
+	}
+	vw.n++
+}
+
+// Shares gives, for each short stack key, the sites its values go to and
+// each one's part, per type: shares[i][typ]; nil where no whole stack
+// begins with keys[i]'s PCs. Where the weighted values of a type are all
+// zero (the whole samples had chance 1, or none had that type), the plain
+// values share it, then the whole samples' counts.
+func (c *Completion) Shares(keys []string, types int) [][][]Share {
+	wk := make([]string, 0, len(c.whole))
+	for k := range c.whole {
+		wk = append(wk, k)
+	}
+	sort.Strings(wk)
+	out := make([][][]Share, len(keys))
+	for i, p := range keys {
+		var under []*valuedWhole
+		for j := sort.SearchStrings(wk, p); j < len(wk) && strings.HasPrefix(wk[j], p); j++ {
+			under = append(under, c.whole[wk[j]])
+		}
+		if len(under) == 0 {
+			continue
+		}
+		out[i] = make([][]Share, types)
+		for typ := 0; typ < types; typ++ {
+			weigh := []func(*valuedWhole) float64{
+				// Net values are negative (given back): their size.
+				func(v *valuedWhole) float64 { return math.Abs(v.w[typ]) },
+				func(v *valuedWhole) float64 { return math.Abs(v.raw[typ]) },
+				func(v *valuedWhole) float64 { return v.n },
+			}
+			for _, f := range weigh {
+				bySite, total := map[int]float64{}, 0.0
+				for _, v := range under {
+					bySite[v.site] += f(v)
+					total += f(v)
+				}
+				if total <= 0 {
+					continue
+				}
+				sh := make([]Share, 0, len(bySite))
+				for site, x := range bySite {
+					if x > 0 {
+						sh = append(sh, Share{site, x / total})
+					}
+				}
+				sort.Slice(sh, func(a, b int) bool {
+					if sh[a].Frac != sh[b].Frac {
+						return sh[a].Frac > sh[b].Frac
+					}
+					return sh[a].Site < sh[b].Site
+				})
+				out[i][typ] = sh
+				break
+			}
+		}
 	}
 	return out
 }

@@ -34,6 +34,28 @@ func (t *Stacks) Site(start unwind.Start, stack unwind.Stack) (int, unwind.Stop)
 	return t.b.site(start, stack)
 }
 
+// Whole is Site for a stack copied whole, with its key for a
+// Completion: its PCs.
+func (t *Stacks) Whole(start unwind.Start, stack unwind.Stack) (site int, key string) {
+	b := t.b
+	si, tr := b.trace(start, stack)
+	b.count(tr)
+	return si, string(b.pcKey[:len(b.pcKey)-1])
+}
+
+// Short is Site for a stack of which only the top was copied: its site,
+// and, when the copy ended the unwinding, the key (its PCs) of the short
+// stack to complete, else "" (it is counted as a stack then).
+func (t *Stacks) Short(start unwind.Start, stack unwind.Stack) (site int, key string) {
+	b := t.b
+	si, tr := b.trace(start, stack)
+	if !tr.Truncated {
+		b.count(tr)
+		return si, ""
+	}
+	return si, string(b.pcKey[:len(b.pcKey)-1])
+}
+
 // Incomplete is how many stacks did not reach the outermost frame, and
 // Truncated how many of them because the copy was too short.
 func (t *Stacks) Incomplete() (incomplete, truncated int) { return t.b.incomplete, t.b.truncated }

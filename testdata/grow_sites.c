@@ -12,6 +12,13 @@
  *              each thread's: "ok MAIN T1 T2"
  *   file PATH  read_file: maps PATH read-only and reads a byte of every page
  *   threads K  K threads created and joined (their stacks)
+ *   churn N    N maps, touches of a page and unmaps, at once, by two sites
+ *              through one helper:
+ *              churn_a maps 64 KiB, churn_b 192 KiB, a in 3 turns of 4 at
+ *              random; answers the bytes each mapped: "ok A B". The helper's
+ *              frame is larger than a short stack copy, so both sites'
+ *              short stacks end in it alike: only whole stacks tell them
+ *              apart, and by count they split 3:1 where by bytes 1:1.
  *   trim       frees the main thread's small blocks (a fence keeps them from
  *              the top) and calls malloc_trim(0): "ok FREED"
  *   quit       exits, saying "bye"
@@ -65,6 +72,41 @@ __attribute__((noinline)) static size_t small_blocks(long mib, int keep) {
 		if (keep && nsmall < MAXSMALL) smalls[nsmall++] = p;
 	}
 	return n;
+}
+
+/* map_via maps and unmaps n bytes; its frame (buf) is larger than the
+ * short stack copy of arenactl's eBPF program (256 bytes). */
+__attribute__((noinline)) static size_t map_via(size_t n) {
+	volatile char buf[1024];
+	buf[0] = 1;
+	char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return 0;
+	p[0] = 1;
+	munmap(p, n);
+	return n + buf[0] - 1;
+}
+
+/* The empty asm after each call keeps it from being a tail call: the
+ * sites' frames stay on the stack. */
+__attribute__((noinline)) static size_t churn_a(void) {
+	size_t r = map_via(64 << 10);
+	__asm__ volatile("" : "+r"(r));
+	return r;
+}
+__attribute__((noinline)) static size_t churn_b(void) {
+	size_t r = map_via(192 << 10);
+	__asm__ volatile("" : "+r"(r));
+	return r;
+}
+
+static void churn(long n, size_t *a, size_t *b) {
+	unsigned long x = 88172645463325252UL;
+	*a = *b = 0;
+	for (long i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		if (x % 4) *a += churn_a();
+		else *b += churn_b();
+	}
 }
 
 static pthread_barrier_t both;
@@ -140,6 +182,10 @@ int main(void) {
 				pthread_join(t, 0);
 			}
 			printf("ok 0\n");
+		} else if (sscanf(line, "churn %ld", &n) == 1) {
+			size_t a, b;
+			churn(n, &a, &b);
+			printf("ok %zu %zu\n", a, b);
 		} else if (strncmp(line, "trim", 4) == 0) {
 			printf("ok %zu\n", trim());
 		} else {

@@ -25,6 +25,7 @@ type growthFlags struct {
 	top      int
 	stack    sizeValue
 	sysStack sizeValue
+	tps      bool
 }
 
 func newGrowthCmd() *cobra.Command {
@@ -35,10 +36,17 @@ func newGrowthCmd() *cobra.Command {
 		Short: "Which code makes RSS grow: page faults and mmap/munmap/brk/madvise by call stack and memory class, from perf events",
 		Long: `growth opens the kernel's perf events on every thread of the process (and the
 threads they create) for --duration (or until Ctrl-C): its page faults,
-one sampled in --period, and every mmap, munmap, mremap, brk, madvise and
-mprotect, each with the user registers and a copy of the stack top, which
-arenactl unwinds with the program's CFI and symbolizes. Nothing is placed
-in or written to the process. It prints, per memory class (main heap, each
+one sampled in --period, each with the user registers and a copy of the
+stack top, which arenactl unwinds with the program's CFI and symbolizes.
+Every mmap, munmap, mremap, brk, madvise and mprotect is recorded by an
+eBPF program at the syscall's exit, with its arguments and result: the
+stack is copied whole for rare calls and large ones, and, as the calls
+come faster, for fewer of the rest, chosen at random; the others' short
+copies are completed from the whole stacks that begin as theirs do.
+Where eBPF is refused (or with --tracepoints), perf's syscall
+tracepoints record every call with a whole copy, at a higher cost to a
+process that maps in a loop. Nothing is placed in or written to the
+process. It prints, per memory class (main heap, each
 arena's heaps, mmapped chunks, other anonymous memory, stacks, files) and
 per call stack, the bytes first touched, mapped, unmapped and given back,
 and how much of the RSS growth smaps_rollup saw over the window they
@@ -61,7 +69,7 @@ refused).`,
 			}
 			defer po.close()
 			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period,
-				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack)}
+				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack), Tracepoints: gf.tps}
 			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
 			g, err := inspect.Growth(c.Context(), parsePid(args), o)
 			if err != nil {
@@ -83,7 +91,8 @@ refused).`,
 	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
 	fl.StringVar(&gf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")
 	fl.Var(&gf.stack, "stack", "bytes of stack copied with each fault sample, for the unwinding (at most 64K; a deep stack cut short shows its innermost frames)")
-	fl.Var(&gf.sysStack, "syscall-stack", "bytes of stack copied with each memory syscall (every one is recorded: the copy is most of what a process that maps in a loop pays)")
+	fl.Var(&gf.sysStack, "syscall-stack", "with --tracepoints, bytes of stack copied with each memory syscall (every one is recorded: the copy is most of what a process that maps in a loop pays)")
+	fl.BoolVar(&gf.tps, "tracepoints", false, "record the memory syscalls with perf's tracepoints, a whole stack copy each, instead of eBPF (the way taken where eBPF is refused)")
 	fl.IntVar(&gf.top, "top", render.DefaultGrowthTop, "how many sites the table shows (0: all)")
 	return c
 }

@@ -168,7 +168,8 @@ func TestGrowthFoldedAndSIGKILL(t *testing.T) {
 }
 
 // TestGrowthOtherPidNamespace: a process in a pid namespace of its own is
-// watched by its host PID.
+// watched by its host PID, its faults by perf and its calls by the eBPF
+// program, which knows processes by their host PIDs.
 func TestGrowthOtherPidNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("perf events on another process need root")
@@ -207,14 +208,18 @@ func TestGrowthOtherPidNamespace(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout.String()), &doc); err != nil {
 		t.Fatal(err)
 	}
-	var touched uint64
+	var touched, mapped uint64
 	for _, s := range doc.Sites {
 		if slices.ContainsFunc(s.Frames, func(f schema.LeakFrame) bool { return f.Function == "map_pages" }) {
 			touched += s.Touched
+			mapped += s.Mapped
 		}
 	}
 	if touched < 3<<20 || touched > 5<<20 {
 		t.Errorf("map_pages touched %d bytes, want 4 MiB", touched)
+	}
+	if mapped != 4<<20 || doc.SyscallsBy != "eBPF" {
+		t.Errorf("map_pages mapped %d bytes (calls by %q), want 4 MiB by eBPF", mapped, doc.SyscallsBy)
 	}
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Errorf("target at exit: %q, status %d", line, code)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -38,10 +39,15 @@ type GrowthOptions struct {
 	StackSize uint32
 	// RingPages per CPU (perf.DefaultRingPages when 0).
 	RingPages int
-	// SyscallStackSize is the stack copied per memory syscall (StackSize
-	// when 0): every call is recorded, so its copy is most of the cost
-	// to a process that maps in a loop.
+	// SyscallStackSize is the stack copied per memory syscall recorded
+	// by perf's tracepoints (StackSize when 0): every call is recorded,
+	// so its copy is most of the cost to a process that maps in a loop.
 	SyscallStackSize uint32
+	// Tracepoints records the memory syscalls with perf's syscall
+	// tracepoints, a perf sample and a whole stack copy each, instead of
+	// the eBPF program (perf.Calls); it is the way taken where the
+	// kernel refuses eBPF.
+	Tracepoints bool
 }
 
 // DefaultFaultPeriod is one fault sample in 16: about 64 KiB of memory
@@ -66,6 +72,31 @@ const stopPatience = 2 * time.Second
 var growthSyscalls = []string{"mmap", "munmap", "mremap", "brk", "madvise", "mprotect"}
 
 var withExit = map[string]bool{"mmap": true, "mremap": true, "brk": true}
+
+// syscallNrs are the traced syscalls' numbers on x86_64, for the eBPF
+// program, which sees numbers.
+var syscallNrs = map[string]int{"mmap": unix.SYS_MMAP, "munmap": unix.SYS_MUNMAP, "mremap": unix.SYS_MREMAP,
+	"brk": unix.SYS_BRK, "madvise": unix.SYS_MADVISE, "mprotect": unix.SYS_MPROTECT}
+
+// syscallArgs name each traced syscall's arguments in order, as its
+// sys_enter tracepoint's fields.
+var syscallArgs = map[string][]string{
+	"mmap":     {"addr", "len", "prot", "flags", "fd", "off"},
+	"munmap":   {"addr", "len"},
+	"mremap":   {"addr", "old_len", "new_len", "flags", "new_addr"},
+	"brk":      {"brk"},
+	"madvise":  {"start", "len_in", "behavior"},
+	"mprotect": {"start", "len", "prot"},
+}
+
+// tpArgs reads a syscall's arguments from its sys_enter tracepoint's raw
+// record.
+func tpArgs(tp *perf.Tracepoint, name string, raw []byte) (args [6]uint64) {
+	for i, f := range syscallArgs[name] {
+		args[i] = tp.Uint(raw, f)
+	}
+	return args
+}
 
 // Linux's values, the same on every architecture arenactl supports.
 const (
@@ -99,7 +130,8 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	pid = t.Pid
 	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
 	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
-		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{}}
+		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
+		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes))}
 	if t.Libc == nil {
 		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
 	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
@@ -119,25 +151,48 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	if err := perf.Probe(pid); err != nil {
 		return nil, err
 	}
-	names := []string{}
-	for _, sc := range growthSyscalls {
-		names = append(names, "syscalls/sys_enter_"+sc)
-		if withExit[sc] {
-			names = append(names, "syscalls/sys_exit_"+sc)
-		}
-	}
-	tps, err := perf.Tracepoints(names...)
-	if err != nil {
-		return nil, err
-	}
 	events := []perf.Event{{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS,
 		Period: o.Period, Stack: true, Addr: true}}
-	for i := range tps {
-		tp := &tps[i]
-		enter := tp.Name[:len("sys_enter")] == "sys_enter"
-		events = append(events, perf.Event{Name: tp.Group + ":" + tp.Name, Type: unix.PERF_TYPE_TRACEPOINT, Config: tp.ID,
-			Period: 1, Stack: enter, Raw: true, StackSize: o.SyscallStackSize})
-		w.tps = append(w.tps, tp)
+	// The memory syscalls: by the eBPF program, a short stack copy for
+	// most calls; else by perf's tracepoints, a whole copy each.
+	var calls *perf.Calls
+	if !o.Tracepoints {
+		var nrs []int
+		for _, sc := range growthSyscalls {
+			nrs = append(nrs, syscallNrs[sc])
+		}
+		calls, err = perf.OpenCalls(pid, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
+		if err != nil {
+			g.NoBPF = err.Error()
+			if o.Note != nil {
+				o.Note("eBPF refused (" + err.Error() + "): memory syscalls are recorded by perf's tracepoints, which costs a process that maps in a loop more")
+			}
+			calls = nil
+		} else {
+			defer calls.Close()
+			g.CallsBy = "eBPF"
+		}
+	}
+	if calls == nil {
+		g.CallsBy = "tracepoints"
+		names := []string{}
+		for _, sc := range growthSyscalls {
+			names = append(names, "syscalls/sys_enter_"+sc)
+			if withExit[sc] {
+				names = append(names, "syscalls/sys_exit_"+sc)
+			}
+		}
+		tps, err := perf.Tracepoints(names...)
+		if err != nil {
+			return nil, err
+		}
+		for i := range tps {
+			tp := &tps[i]
+			enter := tp.Name[:len("sys_enter")] == "sys_enter"
+			events = append(events, perf.Event{Name: tp.Group + ":" + tp.Name, Type: unix.PERF_TYPE_TRACEPOINT, Config: tp.ID,
+				Period: 1, Stack: enter, Raw: true, StackSize: o.SyscallStackSize})
+			w.tps = append(w.tps, tp)
+		}
 	}
 	if ru, err := maps.ReadRollup(pid); err == nil {
 		g.RSSBefore = ru.Rss
@@ -159,6 +214,9 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		return nil, err
 	}
 	defer s.Close()
+	if calls != nil {
+		s.AddCalls(calls)
+	}
 	// The mappings and the break as they are once the events are open:
 	// every brk after is seen (one between is in both, and changes
 	// nothing).
@@ -219,11 +277,17 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	g.Duration = time.Since(g.Start)
 	g.Interrupted = ctx.Err() != nil
 	g.Lost, g.Throttled = s.Lost+stream.Dropped()+w.skipped, s.Throttled
-	g.Incomplete, g.Truncated = w.stacks.Incomplete()
+	if calls != nil {
+		g.Lost += calls.Lost()
+	}
 	if ru, err := maps.ReadRollup(pid); err == nil {
 		g.RSSAfter, g.Measured = ru.Rss, true
 	}
 	w.resolve(true)
+	w.completeShort()
+	g.Incomplete, g.Truncated = w.stacks.Incomplete()
+	g.Incomplete += g.ShortLeft
+	g.Truncated += g.ShortLeft
 	g.Profile = w.profile()
 	return g, nil
 }
@@ -281,6 +345,14 @@ type growthWatch struct {
 
 	acc   map[accKey]int
 	sites []accSite
+	// partials are the short stacks of calls to complete, by index
+	// (accKey.site -1 - index), and by key; completion has the whole ones,
+	// with what each call was charged (tap, while tapping).
+	partials   []partialStack
+	partialIdx map[string]int
+	completion heapprof.Completion
+	tap        []float64
+	tapping    bool
 }
 
 type mapsSnap struct {
@@ -418,13 +490,24 @@ type accSite struct {
 // drain handles one read of the rings: the mappings are read again (those
 // read before stay, for calls that unmapped what the new ones lack), then
 // every sample is charged.
-func (w *growthWatch) drain(ctx context.Context, smps []perf.Sample) {
-	if len(smps) == 0 {
+func (w *growthWatch) drain(ctx context.Context, batches [][]perf.Sample) {
+	if len(batches) == 0 {
 		return
 	}
 	// Read after the samples were taken: every one has a read after it.
 	w.snap()
 	clear(w.chunkCache)
+	for _, smps := range batches {
+		if w.drainBatch(ctx, smps) {
+			break
+		}
+	}
+	w.resolve(false)
+}
+
+// drainBatch charges one read's samples; true once the window's end or
+// Ctrl-C has waited long enough for the rest, which is counted skipped.
+func (w *growthWatch) drainBatch(ctx context.Context, smps []perf.Sample) bool {
 	for i := range smps {
 		// Ctrl-C is answered within a bounded time however far the
 		// unwinding is behind: what is left then is counted as lost.
@@ -434,12 +517,16 @@ func (w *growthWatch) drain(ctx context.Context, smps []perf.Sample) {
 			}
 			if time.Now().After(w.stopBy) {
 				w.skipped += uint64(len(smps) - i)
-				break
+				return true
 			}
 		}
 		smp := &smps[i]
 		w.at(smp.Time)
 		w.now = smp.Time
+		if smp.Event < 0 {
+			w.call(smp)
+			continue
+		}
 		if smp.Event == 0 {
 			w.fault(smp)
 			continue
@@ -451,7 +538,7 @@ func (w *growthWatch) drain(ctx context.Context, smps []perf.Sample) {
 		}
 		w.enter(tp, smp)
 	}
-	w.resolve(false)
+	return false
 }
 
 // site unwinds a sample's stack into its site.
@@ -468,6 +555,9 @@ func (w *growthWatch) site(smp *perf.Sample) int {
 }
 
 func (w *growthWatch) add(site int, class, arena string, typ int, v float64) {
+	if w.tapping {
+		w.tap[typ] += v
+	}
 	k := accKey{site, class, arena}
 	i, ok := w.acc[k]
 	if !ok {
@@ -525,16 +615,129 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 		w.pending[smp.Tid] = pendingCall{kept(smp), si}
 		return
 	}
+	w.charge(name, tpArgs(tp, name, smp.Raw), 0, si, smp, smp.Time)
+}
+
+// call charges a call the eBPF program recorded: whole calls to their
+// stack's site, short ones to their short stack, completed at the end
+// (completeShort).
+func (w *growthWatch) call(smp *perf.Sample) {
+	name := syscallName(smp.Call.Nr)
+	if name == "" || !smp.HaveRegs {
+		return
+	}
+	sp := smp.Regs.SP()
+	st := unwind.Stack{Addr: sp, Data: smp.Stack}
+	if m, ok := maps.Find(w.cur, sp); ok {
+		st.End = m.End
+	} else if m, ok := maps.Find(w.prev, sp); ok {
+		st.End = m.End
+	}
+	start := unwind.Start{Regs: smp.Regs, HaveCalleeSaved: true}
+	if smp.Call.Short {
+		si, key := w.stacks.Short(start, st)
+		if key != "" {
+			w.g.ShortCalls++
+			i, ok := w.partialIdx[key]
+			if !ok {
+				i = len(w.partials)
+				w.partialIdx[key] = i
+				w.partials = append(w.partials, partialStack{site: si, key: key})
+			}
+			w.partials[i].calls++
+			si = -1 - i
+		}
+		w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
+		return
+	}
+	si, key := w.stacks.Whole(start, st)
+	// What the call is charged, by type, for the shares of the short
+	// calls under its stack.
+	clear(w.tap)
+	w.tapping = true
+	w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
+	w.tapping = false
+	w.completion.Whole(key, si, math.Ldexp(1, smp.Call.Thin)-1, w.tap)
+}
+
+func syscallName(nr int) string {
+	for name, n := range syscallNrs {
+		if n == nr {
+			return name
+		}
+	}
+	return ""
+}
+
+// partialStack is a short stack: its key, its own site and its calls.
+type partialStack struct {
+	key         string
+	site, calls int
+}
+
+// completeShort shares each short stack's values out among the whole
+// stacks that begin as it does (heapprof's Completion); a short stack
+// none begins as keeps them, at its own truncated site.
+func (w *growthWatch) completeShort() {
+	if len(w.partials) == 0 {
+		return
+	}
+	keys := make([]string, len(w.partials))
+	for i, p := range w.partials {
+		keys[i] = p.key
+	}
+	shares := w.completion.Shares(keys, len(report.GrowthTypes))
+	var short []accSite
+	kept := w.sites[:0]
+	for _, s := range w.sites {
+		if s.key.site < 0 {
+			short = append(short, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	w.sites = kept
+	clear(w.acc)
+	for i, s := range w.sites {
+		w.acc[s.key] = i
+	}
+	for i, p := range w.partials {
+		if shares[i] != nil {
+			w.g.Completed += p.calls
+		} else {
+			w.g.ShortLeft += p.calls
+		}
+	}
+	for _, s := range short {
+		i := -1 - s.key.site
+		for typ, v := range s.values {
+			if v == 0 {
+				continue
+			}
+			to := []heapprof.Share{{Site: w.partials[i].site, Frac: 1}}
+			if shares[i] != nil && shares[i][typ] != nil {
+				to = shares[i][typ]
+			}
+			for _, sh := range to {
+				w.add(sh.Site, s.key.class, s.key.arena, typ, v*sh.Frac)
+			}
+		}
+	}
+}
+
+// charge charges one memory syscall, its arguments and result known, to
+// site si; done is when it returned.
+func (w *growthWatch) charge(name string, args [6]uint64, ret int64, si int, smp *perf.Sample, done uint64) {
 	w.g.Calls++
-	raw := smp.Raw
+	failed := ret < 0 && ret > -4096
 	switch name {
 	case "munmap":
-		addr, n := tp.Uint(raw, "addr"), pageUp(tp.Uint(raw, "len"))
+		addr, n := args[0], pageUp(args[1])
 		w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
 		w.add(si, w.classOf(addr, w.prev, w.recentMaps(), w.cur), "", report.GrowthCalls, 1)
 		w.forget(addr, n)
 	case "madvise":
-		addr, n, adv := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len_in")), tp.Int(raw, "behavior")
+		addr, n, adv := args[0], pageUp(args[1]), int64(args[2])
 		class, arena := w.classify(addr, w.prev, w.recentMaps(), w.cur)
 		if w.ownStack(smp, addr) {
 			class = maps.ClassThreadStack.String()
@@ -550,7 +753,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 		}
 		w.add(si, class, arena, report.GrowthCalls, 1)
 	case "mprotect":
-		addr, n, prot := tp.Uint(raw, "start"), pageUp(tp.Uint(raw, "len")), tp.Uint(raw, "prot")
+		addr, n, prot := args[0], pageUp(args[1]), args[2]
 		if prot != 0 {
 			// Only what was inaccessible before (a heap's reservation);
 			// a mapping made since the last read was, all of it.
@@ -560,6 +763,69 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 		}
 		class, arena := w.classify(addr, w.cur, w.prev)
 		w.add(si, class, arena, report.GrowthCalls, 1)
+	case "mmap":
+		n, prot, flags := pageUp(args[1]), args[2], args[3]
+		addr := uint64(ret)
+		class, arena := w.classify(addr, w.cur, w.prev)
+		if class == "gone" {
+			// Unmapped before the next read: its flags tell.
+			switch {
+			case flags&mapStack != 0:
+				class = maps.ClassThreadStack.String()
+			case flags&mapAnonymous != 0:
+				class = maps.ClassAnon.String()
+			default:
+				class = maps.ClassFile.String()
+			}
+		}
+		w.add(si, class, arena, report.GrowthCalls, 1)
+		switch {
+		case failed:
+		case prot != 0:
+			w.add(si, class, arena, report.GrowthMapped, float64(n))
+		case flags&mapFixed != 0:
+			// PROT_NONE over memory in use: glibc shrinking a heap.
+			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
+		}
+		if !failed {
+			// glibc maps a thread's stack with MAP_STACK.
+			mclass := maps.ClassAnon
+			if flags&mapStack != 0 {
+				mclass = maps.ClassThreadStack
+			}
+			perms := "---p"
+			if prot != 0 {
+				perms = "rw-p"
+			}
+			w.remember(done, maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: mclass})
+		}
+	case "mremap":
+		oldN, newN := pageUp(args[1]), pageUp(args[2])
+		addr := uint64(ret)
+		if failed {
+			addr = args[0]
+		}
+		class, arena := w.classify(addr, w.cur, w.prev)
+		w.add(si, class, arena, report.GrowthCalls, 1)
+		switch {
+		case failed:
+		case newN > oldN:
+			w.add(si, class, arena, report.GrowthMapped, float64(newN-oldN))
+		case oldN > newN:
+			w.add(si, class, arena, report.GrowthUnmapped, float64(oldN-newN))
+			w.add(si, class, arena, report.GrowthNet, -float64(oldN-newN))
+		}
+	case "brk":
+		nb := uint64(ret)
+		class := maps.ClassMainHeap.String()
+		w.add(si, class, mainArena, report.GrowthCalls, 1)
+		if w.brk != 0 && nb > w.brk {
+			w.add(si, class, mainArena, report.GrowthMapped, float64(nb-w.brk))
+		} else if w.brk != 0 && nb < w.brk {
+			w.add(si, class, mainArena, report.GrowthUnmapped, float64(w.brk-nb))
+			w.add(si, class, mainArena, report.GrowthNet, -w.takeRange(nb, w.brk-nb, w.prev, w.recentMaps(), w.cur))
+		}
+		w.brk = nb
 	}
 }
 
@@ -635,75 +901,7 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 	if enterTP == nil {
 		return
 	}
-	w.g.Calls++
-	raw, ret := p.smp.Raw, exitTP.Int(exit.Raw, "ret")
-	si := p.site
-	failed := ret < 0 && ret > -4096
-	switch name {
-	case "mmap":
-		n, prot, flags := pageUp(enterTP.Uint(raw, "len")), enterTP.Uint(raw, "prot"), enterTP.Uint(raw, "flags")
-		addr := uint64(ret)
-		class, arena := w.classify(addr, w.cur, w.prev)
-		if class == "gone" {
-			// Unmapped before the next read: its flags tell.
-			switch {
-			case flags&mapStack != 0:
-				class = maps.ClassThreadStack.String()
-			case flags&mapAnonymous != 0:
-				class = maps.ClassAnon.String()
-			default:
-				class = maps.ClassFile.String()
-			}
-		}
-		w.add(si, class, arena, report.GrowthCalls, 1)
-		switch {
-		case failed:
-		case prot != 0:
-			w.add(si, class, arena, report.GrowthMapped, float64(n))
-		case flags&mapFixed != 0:
-			// PROT_NONE over memory in use: glibc shrinking a heap.
-			w.chargeRange(si, addr, n, report.GrowthUnmapped, true, w.prev, w.recentMaps())
-		}
-		if !failed {
-			// glibc maps a thread's stack with MAP_STACK.
-			mclass := maps.ClassAnon
-			if flags&mapStack != 0 {
-				mclass = maps.ClassThreadStack
-			}
-			perms := "---p"
-			if prot != 0 {
-				perms = "rw-p"
-			}
-			w.remember(exit.Time, maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: mclass})
-		}
-	case "mremap":
-		oldN, newN := pageUp(enterTP.Uint(raw, "old_len")), pageUp(enterTP.Uint(raw, "new_len"))
-		addr := uint64(ret)
-		if failed {
-			addr = enterTP.Uint(raw, "addr")
-		}
-		class, arena := w.classify(addr, w.cur, w.prev)
-		w.add(si, class, arena, report.GrowthCalls, 1)
-		switch {
-		case failed:
-		case newN > oldN:
-			w.add(si, class, arena, report.GrowthMapped, float64(newN-oldN))
-		case oldN > newN:
-			w.add(si, class, arena, report.GrowthUnmapped, float64(oldN-newN))
-			w.add(si, class, arena, report.GrowthNet, -float64(oldN-newN))
-		}
-	case "brk":
-		nb := uint64(ret)
-		class := maps.ClassMainHeap.String()
-		w.add(si, class, mainArena, report.GrowthCalls, 1)
-		if w.brk != 0 && nb > w.brk {
-			w.add(si, class, mainArena, report.GrowthMapped, float64(nb-w.brk))
-		} else if w.brk != 0 && nb < w.brk {
-			w.add(si, class, mainArena, report.GrowthUnmapped, float64(w.brk-nb))
-			w.add(si, class, mainArena, report.GrowthNet, -w.takeRange(nb, w.brk-nb, w.prev, w.recentMaps(), w.cur))
-		}
-		w.brk = nb
-	}
+	w.charge(name, tpArgs(enterTP, name, p.smp.Raw), exitTP.Int(exit.Raw, "ret"), p.site, &p.smp, exit.Time)
 }
 
 // chargeRange charges the bytes of [addr, addr+n) that were accessible
@@ -802,13 +1000,7 @@ type unresolvedCall struct {
 func (w *growthWatch) resolve(final bool) {
 	kept := w.unresolved[:0]
 	for _, u := range w.unresolved {
-		var made []maps.Mapping
-		for _, r := range w.mmapLog {
-			if r.at <= u.at && r.m.Start < u.addr+u.n && r.m.End > u.addr {
-				made = append(made, r.m)
-			}
-		}
-		sort.SliceStable(made, func(i, j int) bool { return made[i].Start < made[j].Start })
+		made := w.madeBefore(u.at, u.addr, u.addr+u.n)
 		if w.chargeIn(u.site, u.addr, u.n, u.typ, u.accessible, made) {
 			continue
 		}
@@ -821,6 +1013,40 @@ func (w *growthWatch) resolve(final bool) {
 		w.add(u.site, class, arena, u.typ, float64(u.n))
 	}
 	w.unresolved = kept
+}
+
+// madeBefore are the mappings the last mmaps made before t left over
+// [lo, hi), sorted: a process that maps and unmaps in a loop gets the same
+// address again and again, and only the latest mapping there counts (each
+// counted once: charging every one charged a munmap many times over).
+func (w *growthWatch) madeBefore(t, lo, hi uint64) []maps.Mapping {
+	var made []maps.Mapping
+	covered := uint64(0)
+	for i := len(w.mmapLog) - 1; i >= 0 && covered < hi-lo; i-- {
+		r := w.mmapLog[i]
+		if r.at > t || r.m.Start >= hi || r.m.End <= lo {
+			continue
+		}
+		m := r.m
+		for _, o := range made {
+			// The later one wins where they overlap; what is left of
+			// an older one around it is dropped, a bound it keeps.
+			if m.Start < o.End && m.End > o.Start {
+				if m.Start < o.Start {
+					m.End = o.Start
+				} else {
+					m.Start = o.End
+				}
+			}
+		}
+		if m.Start >= m.End {
+			continue
+		}
+		made = append(made, m)
+		covered += min(m.End, hi) - max(m.Start, lo)
+	}
+	sort.Slice(made, func(i, j int) bool { return made[i].Start < made[j].Start })
+	return made
 }
 
 func (w *growthWatch) classOf(addr uint64, tables ...[]maps.Mapping) string {

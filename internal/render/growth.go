@@ -43,6 +43,13 @@ func Growth(w io.Writer, g *report.Growth, n int) error {
 	if g.NoArenas != "" {
 		fmt.Fprintf(w, "note: heaps are not told apart by arena: %s\n", Line(g.NoArenas))
 	}
+	if g.ShortCalls > 0 {
+		fmt.Fprintf(w, "note: %d memory syscalls had a short stack copy that ended their unwinding: %d shared out among the whole stacks that begin as theirs do, %d left cut short\n",
+			g.ShortCalls, g.Completed, g.ShortLeft)
+	}
+	if g.NoBPF != "" {
+		fmt.Fprintf(w, "note: memory syscalls were recorded by perf's tracepoints, a whole stack copy each, as eBPF was refused: %s\n", Line(g.NoBPF))
+	}
 	fmt.Fprintln(w)
 	classes := g.Classes()
 	if len(classes) == 0 {

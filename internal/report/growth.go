@@ -69,6 +69,14 @@ type Growth struct {
 	Interrupted         bool
 	// NoArenas says why faults in heaps are not told apart by arena ("" when they are).
 	NoArenas string
+	// CallsBy is what recorded the memory syscalls: "eBPF" (a short
+	// stack copy for most calls, completed from the whole ones) or
+	// "tracepoints" (perf's, a whole copy each); NoBPF why not eBPF.
+	CallsBy, NoBPF string
+	// ShortCalls are the calls whose short stack copy ended their
+	// unwinding; Completed of them were shared out among whole stacks
+	// that begin as theirs do, ShortLeft stay cut short.
+	ShortCalls, Completed, ShortLeft int
 }
 
 // RSSGrowth is the growth smaps_rollup saw.

@@ -30,6 +30,12 @@ type Growth struct {
 	IncompleteStacks int  `json:"incomplete_stacks"`
 	TruncatedStacks  int  `json:"truncated_stacks"`
 	Interrupted      bool `json:"interrupted"`
+	// SyscallsBy: "eBPF" or "tracepoints". ShortStacks are the calls
+	// whose short stack copy ended their unwinding, CompletedStacks of
+	// them shared out among whole stacks that begin as theirs do.
+	SyscallsBy      string `json:"syscalls_by"`
+	ShortStacks     int    `json:"short_stacks"`
+	CompletedStacks int    `json:"completed_stacks"`
 	// RSS from smaps_rollup before and after (after absent when it could
 	// not be read).
 	RSSBefore uint64  `json:"rss_before"`
@@ -84,6 +90,7 @@ func NewGrowth(g *report.Growth) Growth {
 		DurationUs: g.Duration.Microseconds(), Period: g.Period, PageSize: g.PageSize, Threads: g.Threads,
 		FaultSamples: g.FaultSamples, Calls: g.Calls, Lost: g.Lost, Throttled: g.Throttled,
 		IncompleteStacks: g.Incomplete, TruncatedStacks: g.Truncated, Interrupted: g.Interrupted,
+		SyscallsBy: g.CallsBy, ShortStacks: g.ShortCalls, CompletedStacks: g.Completed,
 		RSSBefore: g.RSSBefore, Explained: int64(math.Round(g.Total(report.GrowthNet))),
 		ExplainedSigma: uint64(math.Round(g.TouchedSigma(g.Total(report.GrowthSamples)))),
 		Classes:        []GrowthClass{}, Sites: []GrowthSite{}}

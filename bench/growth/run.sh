@@ -20,7 +20,7 @@ tool() { # tool MODE PID: runs for WINDOW seconds
 	case $1 in
 	none) sleep "$WINDOW" ;;
 	arenactl) "$D/arenactl" growth --duration "${WINDOW}s" "$2" >/dev/null 2>&1 ;;
-	arenactl-1k) "$D/arenactl" growth --syscall-stack 1024 --duration "${WINDOW}s" "$2" >/dev/null 2>&1 ;;
+	arenactl-tracepoints) "$D/arenactl" growth --tracepoints --duration "${WINDOW}s" "$2" >/dev/null 2>&1 ;;
 	perf-page-faults) timeout -s INT "$WINDOW" perf record -q -o "$D/perf.data" -e page-faults -c 16 --call-graph dwarf -p "$2" >/dev/null 2>&1 || true ;;
 	perf-mmap) timeout -s INT "$WINDOW" perf record -q -o "$D/perf.data" -e syscalls:sys_enter_mmap -e syscalls:sys_enter_munmap --call-graph dwarf -p "$2" >/dev/null 2>&1 || true ;;
 	strace) timeout -s INT "$WINDOW" strace -k -f -qq -e trace=%memory -o "$D/strace.out" -p "$2" >/dev/null 2>&1 || true ;;
@@ -33,7 +33,7 @@ if [ ! -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/
 printf '| target | tool | pace before | pace with the tool | slowdown |\n|---|---|---|---|---|\n'
 for target in touch mmap; do
 	tools="none arenactl strace"
-	if [ $target = touch ]; then tools="$tools perf-page-faults"; else tools="$tools arenactl-1k perf-mmap"; fi
+	if [ $target = touch ]; then tools="$tools perf-page-faults"; else tools="$tools arenactl-tracepoints perf-mmap"; fi
 	for t in $tools; do
 		rs=""
 		for r in $(seq "$ROUNDS"); do

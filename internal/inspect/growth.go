@@ -543,6 +543,13 @@ func (w *growthWatch) drainBatch(ctx context.Context, smps []perf.Sample) bool {
 
 // site unwinds a sample's stack into its site.
 func (w *growthWatch) site(smp *perf.Sample) int {
+	si, _ := w.stacks.Site(w.stackOf(smp))
+	return si
+}
+
+// stackOf is where a sample's unwinding starts and the stack it reads,
+// bounded by the mapping that holds it.
+func (w *growthWatch) stackOf(smp *perf.Sample) (unwind.Start, unwind.Stack) {
 	sp := smp.Regs.SP()
 	st := unwind.Stack{Addr: sp, Data: smp.Stack}
 	if m, ok := maps.Find(w.cur, sp); ok {
@@ -550,8 +557,7 @@ func (w *growthWatch) site(smp *perf.Sample) int {
 	} else if m, ok := maps.Find(w.prev, sp); ok {
 		st.End = m.End
 	}
-	si, _ := w.stacks.Site(unwind.Start{Regs: smp.Regs, HaveCalleeSaved: true}, st)
-	return si
+	return unwind.Start{Regs: smp.Regs, HaveCalleeSaved: true}, st
 }
 
 func (w *growthWatch) add(site int, class, arena string, typ int, v float64) {
@@ -626,14 +632,7 @@ func (w *growthWatch) call(smp *perf.Sample) {
 	if name == "" || !smp.HaveRegs {
 		return
 	}
-	sp := smp.Regs.SP()
-	st := unwind.Stack{Addr: sp, Data: smp.Stack}
-	if m, ok := maps.Find(w.cur, sp); ok {
-		st.End = m.End
-	} else if m, ok := maps.Find(w.prev, sp); ok {
-		st.End = m.End
-	}
-	start := unwind.Start{Regs: smp.Regs, HaveCalleeSaved: true}
+	start, st := w.stackOf(smp)
 	if smp.Call.Short {
 		si, key := w.stacks.Short(start, st)
 		if key != "" {

@@ -3,7 +3,6 @@ package bpf
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"unsafe"
 
@@ -106,6 +105,14 @@ func NewMap(typ, keySize, valueSize, max uint32, name string) (*Map, error) {
 	attr.typ, attr.keySize, attr.valueSize, attr.max = typ, keySize, valueSize, max
 	copy(attr.name[:15], name)
 	fd, err := sysBPF(cmdMapCreate, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	if errors.Is(err, unix.EPERM) {
+		// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK, 8 MiB by
+		// default: root may lift it (later kernels charge the cgroup).
+		lim := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+		if unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {
+			fd, err = sysBPF(cmdMapCreate, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+		}
+	}
 	if err != nil {
 		return nil, wrap("creating eBPF map "+name, err)
 	}
@@ -116,16 +123,17 @@ func NewMap(typ, keySize, valueSize, max uint32, name string) (*Map, error) {
 // Lookup copies the value at a 4-byte key.
 func (m *Map) Lookup(key uint32) ([]byte, error) {
 	v := make([]byte, m.ValueSize)
+	// The attributes' pointers are unsafe.Pointers, not integers: Go
+	// moves a stack that grows and updates only the pointers in it.
 	var attr struct {
 		fd    uint32
 		_     uint32
-		key   uint64
-		value uint64
+		key   unsafe.Pointer
+		value unsafe.Pointer
 		flags uint64
 	}
-	attr.fd, attr.key, attr.value = uint32(m.FD), uint64(uintptr(unsafe.Pointer(&key))), uint64(uintptr(unsafe.Pointer(&v[0])))
+	attr.fd, attr.key, attr.value = uint32(m.FD), unsafe.Pointer(&key), unsafe.Pointer(&v[0])
 	_, err := sysBPF(cmdMapLookupElem, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
-	runtime.KeepAlive(&key)
 	if err != nil {
 		return nil, wrap("reading eBPF map", err)
 	}
@@ -150,31 +158,28 @@ func LoadRawTracepoint(insns []Insn, name string) (*Prog, error) {
 	log := make([]byte, 1<<20)
 	var attr struct {
 		typ, cnt        uint32
-		insns, license  uint64
+		insns, license  unsafe.Pointer
 		logLevel, logSz uint32
-		logBuf          uint64
+		logBuf          unsafe.Pointer
 		kernVersion     uint32
 		flags           uint32
 		name            [16]byte
 		ifindex, attach uint32
 	}
 	attr.typ, attr.cnt = progRawTracepoint, uint32(len(insns))
-	attr.insns = uint64(uintptr(unsafe.Pointer(&code[0])))
-	attr.license = uint64(uintptr(unsafe.Pointer(&lic[0])))
+	attr.insns, attr.license = unsafe.Pointer(&code[0]), unsafe.Pointer(&lic[0])
 	copy(attr.name[:15], name)
 	fd, err := sysBPF(cmdProgLoad, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
 	if err != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL)) {
 		// Load again with the verifier's log, to say why.
-		attr.logLevel, attr.logSz, attr.logBuf = 1, uint32(len(log)), uint64(uintptr(unsafe.Pointer(&log[0])))
-		if _, err2 := sysBPF(cmdProgLoad, unsafe.Pointer(&attr), unsafe.Sizeof(attr)); err2 != nil {
-			if s := lastLines(log, 3); s != "" {
-				err = fmt.Errorf("%w (verifier: %s)", err, s)
-			}
+		attr.logLevel, attr.logSz, attr.logBuf = 1, uint32(len(log)), unsafe.Pointer(&log[0])
+		fd2, err2 := sysBPF(cmdProgLoad, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+		if err2 == nil {
+			unix.Close(fd2) // refused once: the refusal stands
+		} else if s := lastLines(log, 3); s != "" {
+			err = fmt.Errorf("%w (verifier: %s)", err, s)
 		}
 	}
-	runtime.KeepAlive(code)
-	runtime.KeepAlive(lic)
-	runtime.KeepAlive(log)
 	if err != nil {
 		return nil, wrap("loading eBPF program "+name, err)
 	}
@@ -200,13 +205,12 @@ func lastLines(log []byte, n int) string {
 func (p *Prog) AttachRawTracepoint(name string) (int, error) {
 	n := []byte(name + "\x00")
 	var attr struct {
-		name uint64
+		name unsafe.Pointer
 		prog uint32
 		_    uint32
 	}
-	attr.name, attr.prog = uint64(uintptr(unsafe.Pointer(&n[0]))), uint32(p.FD)
+	attr.name, attr.prog = unsafe.Pointer(&n[0]), uint32(p.FD)
 	fd, err := sysBPF(cmdRawTPOpen, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
-	runtime.KeepAlive(n)
 	if err != nil {
 		return -1, wrap("attaching eBPF program to raw tracepoint "+name, err)
 	}

@@ -2,12 +2,14 @@ package perf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/bpf"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/target"
 )
 
@@ -34,9 +36,10 @@ type Syscall struct {
 	Args [6]uint64
 	Ret  int64
 	// Short: only the top of the stack was copied. A whole copy was
-	// taken with chance 2^-Thin (Thin 0: always, for what it was).
-	Short bool
-	Thin  int
+	// taken with chance 2^-Thin, or always for what the call was
+	// (Forced: brk, a large size): such a call never goes short.
+	Short, Forced bool
+	Thin          int
 }
 
 // CallOptions say which calls and how much of their stacks.
@@ -72,7 +75,7 @@ const (
 )
 
 // A record: time, pid_tgid, the stack bytes copied, flags (bit 0 whole,
-// bits 8-15 thin), the 21 words of struct pt_regs (user_regs_struct's
+// bit 1 forced whole, bits 8-15 thin), the 21 words of struct pt_regs (user_regs_struct's
 // first 21, target.Regs' order), then the stack.
 const (
 	recTime  = 0
@@ -91,6 +94,9 @@ const (
 	ptOrigAX   = 8 * target.RegOrigRAX
 	ptSI       = 8 * target.RegRSI
 	ptSP       = 8 * target.RegRSP
+	// userCS64 is __USER_CS, the code segment of 64-bit user code
+	// (arch/x86/include/asm/segment.h).
+	userCS64 = 0x33
 )
 
 // Calls is a program recording one process's calls, attached.
@@ -102,8 +108,8 @@ type Calls struct {
 	pid  int
 }
 
-// OpenCalls loads and attaches the program for pid's calls (pid as the
-// host sees it).
+// OpenCalls loads the program for pid's calls (pid as the host sees it),
+// to be attached (Attach).
 func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 	if o.WholeFrom == 0 {
 		o.WholeFrom = 1 << 20
@@ -113,6 +119,12 @@ func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 	}
 	if o.RingBytes == 0 {
 		o.RingBytes = DefaultCallRing
+	}
+	// The program knows processes by their host PIDs: in a pid
+	// namespace of its own, arenactl's PID for the process is another.
+	if host, err := procfs.InHostPidNamespace(); err != nil || !host {
+		return nil, &bpf.Error{Kind: bpf.KindUnsupported, Op: "recording calls with eBPF",
+			Err: errors.New("arenactl is not in the host's pid namespace, by whose PIDs eBPF knows processes")}
 	}
 	c := &Calls{link: -1, pid: pid}
 	defer func() {
@@ -133,10 +145,26 @@ func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 	if c.prog, err = bpf.LoadRawTracepoint(insns, "arenactl_calls"); err != nil {
 		return nil, err
 	}
-	if c.link, err = c.prog.AttachRawTracepoint("sys_exit"); err != nil {
-		return nil, err
-	}
 	return c, nil
+}
+
+// Attach starts recording: the program runs at every syscall's exit from
+// now on, until Detach or Close.
+func (c *Calls) Attach() error {
+	if c.link >= 0 {
+		return nil
+	}
+	var err error
+	c.link, err = c.prog.AttachRawTracepoint("sys_exit")
+	return err
+}
+
+// Detach stops recording; what was recorded can still be read.
+func (c *Calls) Detach() {
+	if c.link >= 0 {
+		closeFD(c.link)
+		c.link = -1
+	}
 }
 
 // callsProgram writes the program. R6 the context, R7 the user
@@ -183,7 +211,7 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 	a.If(bpf.JEq, bpf.R0, 0, "whole")
 	a.Goto("short")
 	a.Label("forced")
-	a.Emit(bpf.MovImm(bpf.R6, 0))
+	a.Emit(bpf.MovImm(bpf.R6, -1)) // flags 2|1 below: forced, k 0
 	a.Goto("whole")
 	body := func(label string, stack []int32, whole bool) {
 		a.Label(label)
@@ -192,8 +220,11 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 		a.If(bpf.JEq, bpf.R0, 0, "lost")
 		a.Emit(bpf.MovReg(bpf.R8, bpf.R0), bpf.Store(bpf.DW, bpf.R8, bpf.R9, recPid))
 		if whole {
-			a.Emit(bpf.MovReg(bpf.R1, bpf.R6), bpf.AluImm(bpf.Lsh, bpf.R1, 8), bpf.AluImm(bpf.Or, bpf.R1, 1),
-				bpf.Store(bpf.W, bpf.R8, bpf.R1, recFlags))
+			a.Emit(bpf.MovImm(bpf.R1, 3))
+			a.If(bpf.JEq, bpf.R6, -1, label+"flags")
+			a.Emit(bpf.MovReg(bpf.R1, bpf.R6), bpf.AluImm(bpf.Lsh, bpf.R1, 8), bpf.AluImm(bpf.Or, bpf.R1, 1))
+			a.Label(label + "flags")
+			a.Emit(bpf.Store(bpf.W, bpf.R8, bpf.R1, recFlags))
 		} else {
 			a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recFlags, 0))
 		}
@@ -254,9 +285,14 @@ func (c *Calls) Read(f func(Sample)) {
 			s.Stack = rec[recStack : recStack+dyn]
 		}
 		r := &s.Regs
+		// A 32-bit process's calls (ia32 numbers, where 9 is link) are
+		// not the 64-bit ones: only the 64-bit code segment's count.
+		if r[target.RegCS] != userCS64 {
+			return
+		}
 		s.Call = Syscall{Nr: int(r[target.RegOrigRAX]), Ret: int64(r[target.RegRAX]),
 			Args:  [6]uint64{r[target.RegRDI], r[target.RegRSI], r[target.RegRDX], r[target.RegR10], r[target.RegR8], r[target.RegR9]},
-			Short: flags&1 == 0, Thin: int(flags >> 8 & 0xff)}
+			Short: flags&1 == 0, Forced: flags&2 != 0, Thin: int(flags >> 8 & 0xff)}
 		f(s)
 	})
 }
@@ -275,10 +311,7 @@ func (c *Calls) Lost() uint64 {
 
 // Close detaches the program and frees the ring.
 func (c *Calls) Close() {
-	if c.link >= 0 {
-		closeFD(c.link)
-		c.link = -1
-	}
+	c.Detach()
 	if c.prog != nil {
 		c.prog.Close()
 		c.prog = nil

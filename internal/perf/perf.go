@@ -126,7 +126,7 @@ type Session struct {
 }
 
 // AddCalls has Read return the calls c records too, among the samples
-// (Event -1). The session does not own c.
+// (Event -1), and Disable detach it. The session does not own c.
 func (s *Session) AddCalls(c *Calls) { s.calls = c }
 
 type eventOwner struct {
@@ -287,10 +287,14 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// Disable stops every event (the rings can still be read).
+// Disable stops every event, and the calls' program (the rings can still
+// be read).
 func (s *Session) Disable() {
 	for _, fd := range s.fds {
 		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+	if s.calls != nil {
+		s.calls.Detach()
 	}
 }
 

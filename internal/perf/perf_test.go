@@ -162,6 +162,9 @@ func TestCallsRecordEveryCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
 	for _, where := range []string{"main", "thread"} {
 		other.Send("main 1")
 		ans := strings.Fields(tg.Send(where + " 3"))

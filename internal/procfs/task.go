@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Tasks lists the thread ids of pid from /proc/PID/task, the main thread
@@ -169,4 +170,20 @@ func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
 func kB(v string) uint64 {
 	n, _ := strconv.ParseUint(strings.TrimSuffix(v, " kB"), 10, 64)
 	return n << 10
+}
+
+// initPidNSIno is the inode of the host's (the initial) pid namespace,
+// PROC_PID_INIT_INO in the kernel's include/linux/proc_ns.h.
+const initPidNSIno = 0xEFFFFFFC
+
+// InHostPidNamespace says whether this process is in the host's pid
+// namespace: the kernel's own tools (eBPF's bpf_get_current_pid_tgid)
+// number processes as the host does, and only then as arenactl does.
+func InHostPidNamespace() (bool, error) {
+	fi, err := os.Stat("/proc/self/ns/pid")
+	if err != nil {
+		return false, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Ino == initPidNSIno, nil
 }

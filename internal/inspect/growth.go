@@ -215,7 +215,12 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	}
 	defer s.Close()
 	if calls != nil {
+		// Attached once the events are open, as they are: a call
+		// before is in RSSBefore and in the first read of the mappings.
 		s.AddCalls(calls)
+		if err := calls.Attach(); err != nil {
+			return nil, err
+		}
 	}
 	// The mappings and the break as they are once the events are open:
 	// every brk after is seen (one between is in both, and changes
@@ -497,8 +502,11 @@ func (w *growthWatch) drain(ctx context.Context, batches [][]perf.Sample) {
 	// Read after the samples were taken: every one has a read after it.
 	w.snap()
 	clear(w.chunkCache)
-	for _, smps := range batches {
+	for i, smps := range batches {
 		if w.drainBatch(ctx, smps) {
+			for _, rest := range batches[i+1:] {
+				w.skipped += uint64(len(rest))
+			}
 			break
 		}
 	}
@@ -656,7 +664,11 @@ func (w *growthWatch) call(smp *perf.Sample) {
 	w.tapping = true
 	w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
 	w.tapping = false
-	w.completion.Whole(key, si, math.Ldexp(1, smp.Call.Thin)-1, w.tap)
+	// A call copied whole for what it was (brk, a large size) never
+	// goes short: no short stack may come from its.
+	if !smp.Call.Forced {
+		w.completion.Whole(key, si, math.Ldexp(1, smp.Call.Thin)-1, w.tap)
+	}
 }
 
 func syscallName(nr int) string {
@@ -1018,6 +1030,8 @@ func (w *growthWatch) resolve(final bool) {
 // [lo, hi), sorted: a process that maps and unmaps in a loop gets the same
 // address again and again, and only the latest mapping there counts (each
 // counted once: charging every one charged a munmap many times over).
+// Where a later one covers part of an earlier one, the parts of the
+// earlier one around it stay.
 func (w *growthWatch) madeBefore(t, lo, hi uint64) []maps.Mapping {
 	var made []maps.Mapping
 	covered := uint64(0)
@@ -1026,23 +1040,33 @@ func (w *growthWatch) madeBefore(t, lo, hi uint64) []maps.Mapping {
 		if r.at > t || r.m.Start >= hi || r.m.End <= lo {
 			continue
 		}
-		m := r.m
+		pieces := []maps.Mapping{r.m}
 		for _, o := range made {
-			// The later one wins where they overlap; what is left of
-			// an older one around it is dropped, a bound it keeps.
-			if m.Start < o.End && m.End > o.Start {
-				if m.Start < o.Start {
-					m.End = o.Start
-				} else {
-					m.Start = o.End
+			var left []maps.Mapping
+			for _, p := range pieces {
+				if p.End <= o.Start || p.Start >= o.End {
+					left = append(left, p)
+					continue
+				}
+				if p.Start < o.Start {
+					q := p
+					q.End = o.Start
+					left = append(left, q)
+				}
+				if p.End > o.End {
+					q := p
+					q.Start = o.End
+					left = append(left, q)
 				}
 			}
+			pieces = left
 		}
-		if m.Start >= m.End {
-			continue
+		for _, p := range pieces {
+			if p.Start < hi && p.End > lo {
+				made = append(made, p)
+				covered += min(p.End, hi) - max(p.Start, lo)
+			}
 		}
-		made = append(made, m)
-		covered += min(m.End, hi) - max(m.Start, lo)
 	}
 	sort.Slice(made, func(i, j int) bool { return made[i].Start < made[j].Start })
 	return made

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -397,4 +398,44 @@ func meanSD(xs []float64) (mean, sd float64) {
 		sd = math.Sqrt(sd / float64(len(xs)-1))
 	}
 	return mean, sd
+}
+
+// madeBefore takes, over a range, the latest mapping made before a time
+// at each address: once each where a loop maps the same address again,
+// and the parts of an earlier one a later one leaves uncovered.
+func TestMadeBefore(t *testing.T) {
+	w := &growthWatch{}
+	log := func(at, start, end uint64) {
+		w.mmapLog = append(w.mmapLog, recentMapping{at: at, m: maps.Mapping{Start: start, End: end}})
+	}
+	for at := uint64(1); at <= 5; at++ {
+		log(at, 0x100000, 0x110000)
+	}
+	got := w.madeBefore(5, 0x100000, 0x110000)
+	if len(got) != 1 || got[0].Start != 0x100000 || got[0].End != 0x110000 {
+		t.Errorf("a loop's mapping: %+v", got)
+	}
+	w.mmapLog = nil
+	log(1, 0x8000, 0x9000)
+	log(2, 0xa000, 0x80000)
+	log(3, 0x9000, 0x40000)
+	log(4, 0x8000, 0x10000) // after the time asked for
+	got = w.madeBefore(3, 0x8000, 0x10000)
+	want := [][2]uint64{{0x8000, 0x9000}, {0x9000, 0x40000}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %x", got, want)
+	}
+	for i, m := range got {
+		if m.Start != want[i][0] || m.End != want[i][1] {
+			t.Errorf("piece %d: %#x-%#x, want %x", i, m.Start, m.End, want[i])
+		}
+	}
+	// A later mapping inside an earlier one leaves both sides of it.
+	w.mmapLog = nil
+	log(1, 0x0, 0x10000)
+	log(2, 0x4000, 0x8000)
+	got = w.madeBefore(2, 0x0, 0x10000)
+	if len(got) != 3 || got[0].End != 0x4000 || got[1].Start != 0x4000 || got[2].Start != 0x8000 || got[2].End != 0x10000 {
+		t.Errorf("straddled: %+v", got)
+	}
 }

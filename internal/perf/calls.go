@@ -49,8 +49,8 @@ type CallOptions struct {
 	// WholeNrs are always copied whole (brk: rare, and the main heap's
 	// growth).
 	WholeNrs []int
-	// WholeFrom: a call whose second argument (a length) is this or more
-	// is copied whole (0: 1 MiB).
+	// WholeFrom: a call whose second argument (a length), or mremap's
+	// third (its new length), is this or more is copied whole (0: 1 MiB).
 	WholeFrom uint64
 	// ThinStep: the others are copied whole with chance 2^-k, k the
 	// bytes of the ring not read yet over ThinStep (at most maxThin; 0:
@@ -93,6 +93,7 @@ const (
 	ptRegsSize = 8 * nPtRegs
 	ptOrigAX   = 8 * target.RegOrigRAX
 	ptSI       = 8 * target.RegRSI
+	ptDX       = 8 * target.RegRDX
 	ptSP       = 8 * target.RegRSP
 	// userCS64 is __USER_CS, the code segment of 64-bit user code
 	// (arch/x86/include/asm/segment.h).
@@ -179,8 +180,8 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 	// number, and the length a whole copy depends on, first: the rest
 	// only for a call kept, into its record.
 	a.Emit(bpf.Load(bpf.DW, bpf.R7, bpf.R6, 0),
-		bpf.MovReg(bpf.R1, bpf.R10), bpf.AluImm(bpf.Add, bpf.R1, regs+ptSI), bpf.MovImm(bpf.R2, ptOrigAX+8-ptSI),
-		bpf.MovReg(bpf.R3, bpf.R7), bpf.AluImm(bpf.Add, bpf.R3, ptSI), bpf.Call(bpf.FnProbeReadKern))
+		bpf.MovReg(bpf.R1, bpf.R10), bpf.AluImm(bpf.Add, bpf.R1, regs+ptDX), bpf.MovImm(bpf.R2, ptOrigAX+8-ptDX),
+		bpf.MovReg(bpf.R3, bpf.R7), bpf.AluImm(bpf.Add, bpf.R3, ptDX), bpf.Call(bpf.FnProbeReadKern))
 	a.If(bpf.JNe, bpf.R0, 0, "out")
 	a.Emit(bpf.Load(bpf.DW, bpf.R1, bpf.R10, regs+ptOrigAX))
 	for _, nr := range o.Nrs {
@@ -191,11 +192,16 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 	for _, nr := range o.WholeNrs {
 		a.If(bpf.JEq, bpf.R1, int32(nr), "forced")
 	}
-	a.Emit(bpf.Load(bpf.DW, bpf.R2, bpf.R10, regs+ptSI))
 	if o.WholeFrom > 1<<30 {
 		return nil, fmt.Errorf("perf: whole stacks from %d bytes: too large", o.WholeFrom)
 	}
+	a.Emit(bpf.Load(bpf.DW, bpf.R2, bpf.R10, regs+ptSI))
 	a.If(bpf.JGe, bpf.R2, int32(o.WholeFrom), "forced")
+	// mremap's new length is its third argument.
+	a.If(bpf.JNe, bpf.R1, unix.SYS_MREMAP, "sized")
+	a.Emit(bpf.Load(bpf.DW, bpf.R2, bpf.R10, regs+ptDX))
+	a.If(bpf.JGe, bpf.R2, int32(o.WholeFrom), "forced")
+	a.Label("sized")
 	// The thinning: k = the ring's unread bytes / ThinStep, at most
 	// maxThin; a whole copy with chance 2^-k. R6 (the context no more)
 	// holds k.
@@ -217,7 +223,14 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 		a.Label(label)
 		a.Emit(bpf.LoadMap(bpf.R1, ringFD)...)
 		a.Emit(bpf.MovImm(bpf.R2, recStack+stack[0]), bpf.MovImm(bpf.R3, 0), bpf.Call(bpf.FnRingbufReserve))
-		a.If(bpf.JEq, bpf.R0, 0, "lost")
+		if whole {
+			// No room for a whole copy: a short one still records the
+			// call (its chance of a whole copy was a little less than
+			// 2^-k then, near a full ring only).
+			a.If(bpf.JEq, bpf.R0, 0, "short")
+		} else {
+			a.If(bpf.JEq, bpf.R0, 0, "lost")
+		}
 		a.Emit(bpf.MovReg(bpf.R8, bpf.R0), bpf.Store(bpf.DW, bpf.R8, bpf.R9, recPid))
 		if whole {
 			a.Emit(bpf.MovImm(bpf.R1, 3))

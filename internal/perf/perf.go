@@ -120,9 +120,10 @@ type Session struct {
 	Dropped uint64
 	// calls, when set, are read with the rings (AddCalls).
 	calls *Calls
-	// read and keys are ReadInto's room, reused.
-	read []Sample
-	keys []sortKey
+	// read and keys are ReadInto's room, reused; held the samples it
+	// held back for the next read.
+	read, held []Sample
+	keys       []sortKey
 }
 
 // AddCalls has Read return the calls c records too, among the samples
@@ -320,11 +321,30 @@ func (s *Session) Wait(ms int) error {
 // Read takes every record from every ring and returns the samples sorted
 // by time (a thread may move between CPUs, so a syscall's entry and exit
 // can be in two rings).
-func (s *Session) Read() []Sample { return s.ReadInto(nil) }
+func (s *Session) Read() []Sample { return s.ReadInto(nil, true) }
 
 // ReadInto is Read appending to out[:0] (its room reused).
-func (s *Session) ReadInto(out []Sample) []Sample {
+//
+// Unless all, the samples taken after the read began are held back for
+// the next one: the rings are read one after the other, so a sample taken
+// meanwhile in a ring read first comes in the next read, after a later one
+// from a ring read last (a fault after the munmap that followed it).
+func (s *Session) ReadInto(out []Sample, all bool) []Sample {
+	cut := Now()
 	in := s.read[:0]
+	for _, smp := range s.held {
+		var ok bool
+		if smp.Stack, ok = s.keep(smp.Stack); !ok {
+			s.Dropped++
+			continue
+		}
+		if smp.Raw, ok = s.keep(smp.Raw); !ok {
+			s.Dropped++
+			continue
+		}
+		in = append(in, smp)
+	}
+	s.held = s.held[:0]
 	defer func() { s.read = in[:0] }()
 	for _, r := range s.rings {
 		if r == nil {
@@ -357,6 +377,20 @@ func (s *Session) ReadInto(out []Sample) []Sample {
 	}
 	s.read = in
 	out = s.byTime(out[:0])
+	if !all {
+		// Held with copies of their data: this read's slabs go with
+		// its batch.
+		n := len(out)
+		for n > 0 && out[n-1].Time > cut {
+			n--
+		}
+		for _, smp := range out[n:] {
+			smp.Stack = append([]byte(nil), smp.Stack...)
+			smp.Raw = append([]byte(nil), smp.Raw...)
+			s.held = append(s.held, smp)
+		}
+		out = out[:n]
+	}
 	// A thread opened for late that inherited events as well is sampled
 	// twice: its own events' samples are dropped once an inherited one is
 	// seen.

@@ -106,17 +106,18 @@ func (st *Stream) run() {
 		select {
 		case <-st.stop:
 			st.s.Disable()
-			st.push(st.read())
+			st.push(st.read(true))
 			return
 		default:
 		}
 		st.s.Wait(10)
-		st.push(st.read())
+		st.push(st.read(false))
 	}
 }
 
-// read reads the rings into slabs and a batch of their own.
-func (st *Stream) read() []Sample {
+// read reads the rings into slabs and a batch of their own (all: the
+// last read, which holds nothing back).
+func (st *Stream) read(all bool) []Sample {
 	st.s.slab = nil
 	st.mu.Lock()
 	var b []Sample
@@ -124,7 +125,7 @@ func (st *Stream) read() []Sample {
 		b, st.freeBatches = st.freeBatches[n-1], st.freeBatches[:n-1]
 	}
 	st.mu.Unlock()
-	return st.s.ReadInto(b)
+	return st.s.ReadInto(b, all)
 }
 
 func (st *Stream) push(smps []Sample) {

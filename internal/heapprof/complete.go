@@ -159,6 +159,19 @@ func (c *Completion) Whole(key string, site int, w float64, values []float64) {
 	vw.n++
 }
 
+// Also adds values charged late to a whole sample noted before (Whole),
+// each standing for w short ones too.
+func (c *Completion) Also(key string, w float64, values []float64) {
+	vw := c.whole[key]
+	if vw == nil {
+		return
+	}
+	for i, v := range values {
+		vw.w[i] += w * v
+		vw.raw[i] += v
+	}
+}
+
 // Shares gives, for each short stack key, the sites its values go to and
 // each one's part, per type: shares[i][typ]; nil where no whole stack
 // begins with keys[i]'s PCs. Where the weighted values of a type are all

@@ -358,6 +358,7 @@ type growthWatch struct {
 	completion heapprof.Completion
 	tap        []float64
 	tapping    bool
+	whole      *wholeCall // the whole call being charged
 }
 
 type mapsSnap struct {
@@ -658,17 +659,21 @@ func (w *growthWatch) call(smp *perf.Sample) {
 		return
 	}
 	si, key := w.stacks.Whole(start, st)
-	// What the call is charged, by type, for the shares of the short
-	// calls under its stack.
-	clear(w.tap)
-	w.tapping = true
-	w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
-	w.tapping = false
 	// A call copied whole for what it was (brk, a large size) never
 	// goes short: no short stack may come from its.
-	if !smp.Call.Forced {
-		w.completion.Whole(key, si, math.Ldexp(1, smp.Call.Thin)-1, w.tap)
+	if smp.Call.Forced {
+		w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
+		return
 	}
+	// What the call is charged, by type, for the shares of the short
+	// calls under its stack (and what it is charged late, by resolve).
+	clear(w.tap)
+	w.tapping = true
+	w.whole = &wholeCall{key: key, w: math.Ldexp(1, smp.Call.Thin) - 1}
+	w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
+	w.tapping = false
+	w.completion.Whole(key, si, w.whole.w, w.tap)
+	w.whole = nil
 }
 
 func syscallName(nr int) string {
@@ -922,7 +927,8 @@ func (w *growthWatch) complete(name string, p pendingCall, exitTP *perf.Tracepoi
 // later (its entry on another CPU's ring).
 func (w *growthWatch) chargeRange(site int, addr, n uint64, typ int, accessible bool, tables ...[]maps.Mapping) {
 	if !w.chargeIn(site, addr, n, typ, accessible, tables...) {
-		w.unresolved = append(w.unresolved, unresolvedCall{site: site, addr: addr, n: n, typ: typ, accessible: accessible, at: w.now})
+		w.unresolved = append(w.unresolved, unresolvedCall{site: site, addr: addr, n: n, typ: typ, accessible: accessible, at: w.now,
+			whole: w.whole})
 	}
 }
 
@@ -997,6 +1003,9 @@ func (w *growthWatch) takeRange(addr, n uint64, tables ...[]maps.Mapping) float6
 }
 
 type unresolvedCall struct {
+	// whole: the call's stack was copied whole and completes short ones:
+	// what it is charged late counts in its share too.
+	whole      *wholeCall
 	site, typ  int
 	addr, n    uint64
 	accessible bool
@@ -1011,19 +1020,42 @@ type unresolvedCall struct {
 func (w *growthWatch) resolve(final bool) {
 	kept := w.unresolved[:0]
 	for _, u := range w.unresolved {
-		made := w.madeBefore(u.at, u.addr, u.addr+u.n)
-		if w.chargeIn(u.site, u.addr, u.n, u.typ, u.accessible, made) {
-			continue
+		if u.whole != nil {
+			clear(w.tap)
+			w.tapping = true
 		}
-		if u.tries++; u.tries < 2 && !final {
+		charged := w.resolveOne(&u, final)
+		if u.whole != nil {
+			w.tapping = false
+			w.completion.Also(u.whole.key, u.whole.w, w.tap)
+		}
+		if !charged {
 			kept = append(kept, u)
-			continue
 		}
-		// Memory no read showed: nothing known of it was resident.
-		class, arena := w.classify(u.addr, w.cur, w.prev)
-		w.add(u.site, class, arena, u.typ, float64(u.n))
 	}
 	w.unresolved = kept
+}
+
+// resolveOne charges an unresolved call if it can, or at the end.
+func (w *growthWatch) resolveOne(u *unresolvedCall, final bool) bool {
+	made := w.madeBefore(u.at, u.addr, u.addr+u.n)
+	if w.chargeIn(u.site, u.addr, u.n, u.typ, u.accessible, made) {
+		return true
+	}
+	if u.tries++; u.tries < 2 && !final {
+		return false
+	}
+	// Memory no read showed: nothing known of it was resident.
+	class, arena := w.classify(u.addr, w.cur, w.prev)
+	w.add(u.site, class, arena, u.typ, float64(u.n))
+	return true
+}
+
+// wholeCall is a call copied whole that completes short ones: its
+// completion key and the short calls it stands for.
+type wholeCall struct {
+	key string
+	w   float64
 }
 
 // madeBefore are the mappings the last mmaps made before t left over

@@ -31,17 +31,12 @@ import (
 // where its calls came from.
 
 // shortStacks keeps the PCs (leaf first, 8 bytes each) of the short
-// stacks to complete and of the whole stacks to complete them from.
+// stacks to complete, and the whole stacks to complete them from: a
+// Completion whose one value is the sample itself.
 type shortStacks struct {
 	partials []string       // by index
 	index    map[string]int // partials' index
-	whole    map[string]*wholeStack
-}
-
-type wholeStack struct {
-	site int
-	w    float64 // the short samples its samples stand for
-	n    float64 // its samples
+	whole    Completion
 }
 
 // Share is the part of a short sample given to a site.
@@ -64,19 +59,13 @@ func (c *shortStacks) partial(pcs []byte) int32 {
 	return int32(i + 1)
 }
 
+// one is a sample's only value, for Completion.
+var one = []float64{1}
+
 // full notes one sample of a whole stack with these PCs, at site, that
 // stands for w short ones (2^Raw.Thin - 1).
 func (c *shortStacks) full(pcs []byte, site int, w float64) {
-	if c.whole == nil {
-		c.whole = map[string]*wholeStack{}
-	}
-	ws := c.whole[string(pcs)]
-	if ws == nil {
-		ws = &wholeStack{site: site}
-		c.whole[string(pcs)] = ws
-	}
-	ws.w += w
-	ws.n++
+	c.whole.Whole(string(pcs), site, w, one)
 }
 
 // resolve gives, for each short stack by index, the sites of the whole
@@ -86,40 +75,11 @@ func (c *shortStacks) resolve() [][]Share {
 	if len(c.partials) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(c.whole))
-	for k := range c.whole {
-		keys = append(keys, k)
-	}
-	// Every stack beginning with a prefix sorts into one run after it.
-	sort.Strings(keys)
 	out := make([][]Share, len(c.partials))
-	for i, p := range c.partials {
-		bySite, byCount := map[int]float64{}, map[int]float64{}
-		total, count := 0.0, 0.0
-		for j := sort.SearchStrings(keys, p); j < len(keys) && strings.HasPrefix(keys[j], p); j++ {
-			w := c.whole[keys[j]]
-			bySite[w.site] += w.w
-			byCount[w.site] += w.n
-			total += w.w
-			count += w.n
+	for i, sh := range c.whole.Shares(c.partials, 1) {
+		if sh != nil {
+			out[i] = sh[0]
 		}
-		if count == 0 {
-			continue
-		}
-		if total == 0 {
-			bySite, total = byCount, count
-		}
-		sh := make([]Share, 0, len(bySite))
-		for site, n := range bySite {
-			sh = append(sh, Share{site, n / total})
-		}
-		sort.Slice(sh, func(a, b int) bool {
-			if sh[a].Frac != sh[b].Frac {
-				return sh[a].Frac > sh[b].Frac
-			}
-			return sh[a].Site < sh[b].Site
-		})
-		out[i] = sh
 	}
 	return out
 }

@@ -74,9 +74,18 @@ var growthSyscalls = []string{"mmap", "munmap", "mremap", "brk", "madvise", "mpr
 var withExit = map[string]bool{"mmap": true, "mremap": true, "brk": true}
 
 // syscallNrs are the traced syscalls' numbers on x86_64, for the eBPF
-// program, which sees numbers.
-var syscallNrs = map[string]int{"mmap": unix.SYS_MMAP, "munmap": unix.SYS_MUNMAP, "mremap": unix.SYS_MREMAP,
-	"brk": unix.SYS_BRK, "madvise": unix.SYS_MADVISE, "mprotect": unix.SYS_MPROTECT}
+// program, which sees numbers; syscallNames the other way.
+var (
+	syscallNrs = map[string]int{"mmap": unix.SYS_MMAP, "munmap": unix.SYS_MUNMAP, "mremap": unix.SYS_MREMAP,
+		"brk": unix.SYS_BRK, "madvise": unix.SYS_MADVISE, "mprotect": unix.SYS_MPROTECT}
+	syscallNames = func() map[int]string {
+		m := map[int]string{}
+		for name, nr := range syscallNrs {
+			m[nr] = name
+		}
+		return m
+	}()
+)
 
 // syscallArgs name each traced syscall's arguments in order, as its
 // sys_enter tracepoint's fields.
@@ -167,7 +176,6 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 			if o.Note != nil {
 				o.Note("eBPF refused (" + err.Error() + "): memory syscalls are recorded by perf's tracepoints, which costs a process that maps in a loop more")
 			}
-			calls = nil
 		} else {
 			defer calls.Close()
 			g.CallsBy = "eBPF"
@@ -352,13 +360,13 @@ type growthWatch struct {
 	sites []accSite
 	// partials are the short stacks of calls to complete, by index
 	// (accKey.site -1 - index), and by key; completion has the whole ones,
-	// with what each call was charged (tap, while tapping).
+	// with what each call was charged: tap, while whole is the call being
+	// charged.
 	partials   []partialStack
 	partialIdx map[string]int
 	completion heapprof.Completion
 	tap        []float64
-	tapping    bool
-	whole      *wholeCall // the whole call being charged
+	whole      *wholeCall
 }
 
 type mapsSnap struct {
@@ -570,7 +578,7 @@ func (w *growthWatch) stackOf(smp *perf.Sample) (unwind.Start, unwind.Stack) {
 }
 
 func (w *growthWatch) add(site int, class, arena string, typ int, v float64) {
-	if w.tapping {
+	if w.whole != nil {
 		w.tap[typ] += v
 	}
 	k := accKey{site, class, arena}
@@ -637,7 +645,7 @@ func (w *growthWatch) enter(tp *perf.Tracepoint, smp *perf.Sample) {
 // stack's site, short ones to their short stack, completed at the end
 // (completeShort).
 func (w *growthWatch) call(smp *perf.Sample) {
-	name := syscallName(smp.Call.Nr)
+	name := syscallNames[smp.Call.Nr]
 	if name == "" || !smp.HaveRegs {
 		return
 	}
@@ -668,21 +676,10 @@ func (w *growthWatch) call(smp *perf.Sample) {
 	// What the call is charged, by type, for the shares of the short
 	// calls under its stack (and what it is charged late, by resolve).
 	clear(w.tap)
-	w.tapping = true
 	w.whole = &wholeCall{key: key, w: math.Ldexp(1, smp.Call.Thin) - 1}
 	w.charge(name, smp.Call.Args, smp.Call.Ret, si, smp, smp.Time)
-	w.tapping = false
 	w.completion.Whole(key, si, w.whole.w, w.tap)
 	w.whole = nil
-}
-
-func syscallName(nr int) string {
-	for name, n := range syscallNrs {
-		if n == nr {
-			return name
-		}
-	}
-	return ""
 }
 
 // partialStack is a short stack: its key, its own site and its calls.
@@ -1020,15 +1017,13 @@ type unresolvedCall struct {
 func (w *growthWatch) resolve(final bool) {
 	kept := w.unresolved[:0]
 	for _, u := range w.unresolved {
-		if u.whole != nil {
-			clear(w.tap)
-			w.tapping = true
-		}
+		clear(w.tap)
+		w.whole = u.whole
 		charged := w.resolveOne(&u, final)
 		if u.whole != nil {
-			w.tapping = false
 			w.completion.Also(u.whole.key, u.whole.w, w.tap)
 		}
+		w.whole = nil
 		if !charged {
 			kept = append(kept, u)
 		}

@@ -88,10 +88,8 @@ func sysBPF(cmd int, attr unsafe.Pointer, size uintptr) (int, error) {
 
 // Map is a map the kernel holds, by its fd.
 type Map struct {
-	FD         int
-	Type       uint32
-	ValueSize  uint32
-	MaxEntries uint32
+	FD        int
+	ValueSize uint32
 }
 
 // NewMap creates a map: for MapArray, max entries of valueSize bytes (4
@@ -117,7 +115,7 @@ func NewMap(typ, keySize, valueSize, max uint32, name string) (*Map, error) {
 		return nil, wrap("creating eBPF map "+name, err)
 	}
 	unix.CloseOnExec(fd)
-	return &Map{FD: fd, Type: typ, ValueSize: valueSize, MaxEntries: max}, nil
+	return &Map{FD: fd, ValueSize: valueSize}, nil
 }
 
 // Lookup copies the value at a 4-byte key.

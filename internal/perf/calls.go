@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -100,13 +99,13 @@ const (
 	userCS64 = 0x33
 )
 
-// Calls is a program recording one process's calls, attached.
+// Calls is a program recording one process's calls, its ring and its
+// count of calls lost; link is its attachment (-1: none).
 type Calls struct {
 	ring *bpf.Ring
 	lost *bpf.Map
 	prog *bpf.Prog
 	link int
-	pid  int
 }
 
 // OpenCalls loads the program for pid's calls (pid as the host sees it),
@@ -127,7 +126,7 @@ func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 		return nil, &bpf.Error{Kind: bpf.KindUnsupported, Op: "recording calls with eBPF",
 			Err: errors.New("arenactl is not in the host's pid namespace, by whose PIDs eBPF knows processes")}
 	}
-	c := &Calls{link: -1, pid: pid}
+	c := &Calls{link: -1}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -163,13 +162,17 @@ func (c *Calls) Attach() error {
 // Detach stops recording; what was recorded can still be read.
 func (c *Calls) Detach() {
 	if c.link >= 0 {
-		closeFD(c.link)
+		unix.Close(c.link)
 		c.link = -1
 	}
 }
 
-// callsProgram writes the program. R6 the context, R7 the user
-// registers, R8 the record, R9 pid_tgid.
+// stackCopy is one try at copying the stack: add bytes (mask 0), or the
+// bytes from sp to the next mask+1 boundary, plus add.
+type stackCopy struct{ mask, add int32 }
+
+// callsProgram writes the program. R6 the context, then the thinning's
+// k; R7 the user registers, R8 the record, R9 pid_tgid.
 func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error) {
 	const regs = -ptRegsSize // where a few registers are read to, on the stack
 	const key = regs - 8     // the lost counter's key
@@ -219,10 +222,10 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 	a.Label("forced")
 	a.Emit(bpf.MovImm(bpf.R6, -1)) // flags 2|1 below: forced, k 0
 	a.Goto("whole")
-	body := func(label string, stack []int32, whole bool) {
+	body := func(label string, copies []stackCopy, whole bool) {
 		a.Label(label)
 		a.Emit(bpf.LoadMap(bpf.R1, ringFD)...)
-		a.Emit(bpf.MovImm(bpf.R2, recStack+stack[0]), bpf.MovImm(bpf.R3, 0), bpf.Call(bpf.FnRingbufReserve))
+		a.Emit(bpf.MovImm(bpf.R2, recStack+copies[0].add), bpf.MovImm(bpf.R3, 0), bpf.Call(bpf.FnRingbufReserve))
 		if whole {
 			// No room for a whole copy: a short one still records the
 			// call (its chance of a whole copy was a little less than
@@ -245,26 +248,33 @@ func callsProgram(pid int, o CallOptions, ringFD, lostFD int) ([]bpf.Insn, error
 			bpf.MovReg(bpf.R3, bpf.R7), bpf.Call(bpf.FnProbeReadKern))
 		a.Emit(bpf.Call(bpf.FnKtimeGetNs), bpf.Store(bpf.DW, bpf.R8, bpf.R0, recTime))
 		// The largest copy that reads: a stack whose top is nearer
-		// than the copy's size to its mapping's end fails whole.
-		for _, n := range stack {
-			a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.AluImm(bpf.Add, bpf.R1, recStack), bpf.MovImm(bpf.R2, n),
+		// than the copy's size to its mapping's end fails whole. After
+		// the full size, copies that end where a page does (to the end
+		// of the next page, of sp's own), the most there may be.
+		for _, c := range copies {
+			if c.mask == 0 {
+				a.Emit(bpf.MovImm(bpf.R6, c.add))
+			} else {
+				// ((^sp) & mask) + 1: the bytes from sp to the next
+				// (mask+1)-byte boundary.
+				a.Emit(bpf.Load(bpf.DW, bpf.R6, bpf.R8, recRegs+ptSP), bpf.AluImm(bpf.Xor, bpf.R6, -1),
+					bpf.AluImm(bpf.And, bpf.R6, c.mask), bpf.AluImm(bpf.Add, bpf.R6, 1+c.add))
+			}
+			a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.AluImm(bpf.Add, bpf.R1, recStack), bpf.MovReg(bpf.R2, bpf.R6),
 				bpf.Load(bpf.DW, bpf.R3, bpf.R8, recRegs+ptSP), bpf.Call(bpf.FnProbeReadUser))
-			a.If(bpf.JEq, bpf.R0, 0, label+"got"+strconv.Itoa(int(n)))
+			a.If(bpf.JEq, bpf.R0, 0, label+"got")
 		}
-		a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recDyn, 0))
-		a.Goto(label + "submit")
-		for _, n := range stack {
-			a.Label(label + "got" + strconv.Itoa(int(n)))
-			a.Emit(bpf.StoreImm(bpf.W, bpf.R8, recDyn, n))
-			a.Goto(label + "submit")
-		}
+		a.Emit(bpf.MovImm(bpf.R6, 0))
+		a.Label(label + "got")
+		a.Emit(bpf.Store(bpf.W, bpf.R8, bpf.R6, recDyn))
 		a.Label(label + "submit")
 		// No wakeup: the reader polls.
 		a.Emit(bpf.MovReg(bpf.R1, bpf.R8), bpf.MovImm(bpf.R2, 1 /* BPF_RB_NO_WAKEUP */), bpf.Call(bpf.FnRingbufSubmit))
 		a.Goto("out")
 	}
-	body("short", []int32{CallShortStack, 64}, false)
-	body("whole", []int32{CallWholeStack, 2048, 512, 128}, true)
+	const page = 4096
+	body("short", []stackCopy{{add: CallShortStack}, {mask: CallShortStack - 1}}, false)
+	body("whole", []stackCopy{{add: CallWholeStack}, {mask: page - 1, add: page}, {mask: page - 1}}, true)
 	a.Label("lost")
 	a.Emit(bpf.StoreImm(bpf.W, bpf.R10, key, 0))
 	a.Emit(bpf.LoadMap(bpf.R1, lostFD)...)
@@ -338,5 +348,3 @@ func (c *Calls) Close() {
 		c.lost = nil
 	}
 }
-
-func closeFD(fd int) { unix.Close(fd) }

@@ -192,9 +192,15 @@ func TestCallsRecordEveryCall(t *testing.T) {
 		if (where == "main") != (smp.Tid == tg.Pid) {
 			t.Errorf("%s: recorded in thread %d of %d", where, smp.Tid, tg.Pid)
 		}
-		// Alone in the ring: nothing thins it.
-		if smp.Call.Short || smp.Call.Thin != 0 || len(smp.Stack) < 1024 || smp.Regs.SP() == 0 || smp.Regs.PC() == 0 {
-			t.Errorf("%s: short %v thin %d, %d bytes of stack, sp %#x pc %#x", where, smp.Call.Short, smp.Call.Thin, len(smp.Stack), smp.Regs.SP(), smp.Regs.PC())
+		// Alone in the ring: nothing thins it. The copy is whole: 8
+		// KiB, or all there is up to a page the kernel could not read
+		// without a fault (above the main thread's stack, pages of its
+		// mapping never touched): at least the rest of sp's page, and
+		// ending where a page does.
+		sp, n := smp.Regs.SP(), uint64(len(smp.Stack))
+		rest := 4096 - sp%4096
+		if smp.Call.Short || smp.Call.Thin != 0 || n < rest || n != perf.CallWholeStack && (sp+n)%4096 != 0 || smp.Regs.PC() == 0 {
+			t.Errorf("%s: short %v thin %d, %d bytes of stack from sp %#x, pc %#x", where, smp.Call.Short, smp.Call.Thin, n, sp, smp.Regs.PC())
 		}
 	}
 	if n := c.Lost(); n != 0 {

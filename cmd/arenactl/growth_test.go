@@ -167,6 +167,39 @@ func TestGrowthFoldedAndSIGKILL(t *testing.T) {
 	}
 }
 
+// TestGrowthOutsideHostPidNamespace: arenactl itself in a pid namespace
+// of its own (a container) cannot have eBPF know its target by PID: it
+// says so in one line and records the calls by perf's tracepoints, and
+// the window goes on (exit 0).
+func TestGrowthOutsideHostPidNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	// The target waits on a pipe that stays open while arenactl runs,
+	// both in the new namespace ($! is the pipeline's last process).
+	script := "sleep 30 | " + bin + " >/dev/null & p=$!; sleep 0.3; " + arenactl + " growth --duration 1s --json $p; c=$?; kill $p; exit $c"
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script)
+	r := runCmd(t, cmd)
+	var doc schema.Growth
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+	var notes []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if strings.Contains(l, "eBPF") {
+			notes = append(notes, l)
+		}
+	}
+	if doc.SyscallsBy != "tracepoints" || len(notes) != 1 || !strings.HasPrefix(notes[0], "arenactl: eBPF refused") ||
+		!strings.Contains(notes[0], "not in the host's pid namespace") {
+		t.Errorf("calls by %q; notes about eBPF: %q", doc.SyscallsBy, notes)
+	}
+}
+
 // TestGrowthOtherPidNamespace: a process in a pid namespace of its own is
 // watched by its host PID, its faults by perf and its calls by the eBPF
 // program, which knows processes by their host PIDs.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/workers"
 )
 
 func newRoot() *cobra.Command {
@@ -21,7 +22,13 @@ more than one thread for a few milliseconds.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return checkDurations(c) }
+	root.PersistentFlags().IntVar(&jobsFlag, "jobs", 0, fmt.Sprintf("how many workers a walk or scan may use, each at nice +%d (0: half the CPUs arenactl may use, here %d)", workers.Nice, workers.Default()))
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if jobsFlag < 0 || jobsFlag > workers.Max {
+			return &usageError{msg: fmt.Sprintf("--jobs %d: give a number of workers from 1 to %d, or 0 for the default", jobsFlag, workers.Max)}
+		}
+		return checkDurations(c)
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
 	})
@@ -29,6 +36,13 @@ more than one thread for a few milliseconds.`,
 	addVersion(root)
 	return root
 }
+
+// jobsFlag is --jobs as given; jobs() is what the use cases take.
+var jobsFlag int
+
+// jobs is the number of workers a walk or scan may use (--jobs, or the
+// default of internal/workers).
+func jobs() int { return workers.Resolve(jobsFlag) }
 
 // pidArg accepts exactly one positive process id.
 func pidArg(c *cobra.Command, args []string) error {

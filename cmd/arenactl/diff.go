@@ -54,6 +54,6 @@ versions are compared all the same, after a warning.`,
 			return render.Diff(os.Stdout, d)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (see README for the schema)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (the schema: docs/json.md)")
 	return c
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/arenactl/arenactl/internal/inspect"
 )
 
-// Exit codes. They are documented in README.md; keep the two in step.
+// Exit codes. They are documented in docs/exit-codes.md; keep the two in step.
 const (
 	exitOK          = 0
 	exitError       = 1  // anything not listed below

@@ -83,7 +83,7 @@ refused).`,
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}
 	fl := c.Flags()
-	fl.BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	fl.BoolVar(&f.json, "json", false, "print JSON (the schema: docs/json.md)")
 	fl.StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
 	fl.DurationVar(&gf.duration, "duration", 10*time.Second, "how long to watch; 0: until interrupted (Ctrl-C)")
 	fl.Uint64Var(&gf.period, "period", inspect.DefaultFaultPeriod, "one page-fault sample every N faults (1: every fault)")

@@ -50,7 +50,7 @@ safely it refuses (exit 14) unless --freeze walk (or auto) lets it stop the
 process for the whole scan, seconds on a large heap. Nothing of the
 program's is run. On a
 core or snapshot it reads the file; a default snapshot does not keep every
-root (see the README).`,
+root (see docs/commands/heap.md).`,
 		Args: pidOrCoreArg,
 		RunE: func(c *cobra.Command, args []string) error {
 			if top < 1 {
@@ -92,7 +92,7 @@ root (see the README).`,
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop while the image is made")
 	c.Flags().IntVar(&top, "top", 20, "how many types to list")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (see README for the schema): every type, not only --top")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (the schema: docs/json.md): every type, not only --top")
 	c.Flags().BoolVar(&folded, "folded", false, "print FlameGraph's folded stacks instead of the table: reachable or leaked, then the type, then its bytes; every type")
 	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
 	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")

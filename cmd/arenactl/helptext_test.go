@@ -22,12 +22,12 @@ func TestHelpDescribesTheImage(t *testing.T) {
 			t.Errorf("%s --help does not say it reads an image by default:\n%s", cmd, long)
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "docs", "commands", "exporter.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	row := regexp.MustCompile("(?m)^\\| `arenactl_collection_walk_seconds` \\|.*$").FindString(string(readme))
 	if !strings.Contains(row, "image") {
-		t.Errorf("README: %s", row)
+		t.Errorf("docs/commands/exporter.md: %s", row)
 	}
 }

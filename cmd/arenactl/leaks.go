@@ -107,7 +107,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 // registerProfile adds the flags of injectFlags that leaks uses.
 func (f *injectFlags) registerProfile(c *cobra.Command) {
 	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to wait for every thread to stop, when the sampler is placed and removed")
-	c.Flags().BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON (the schema: docs/json.md)")
 	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
 }
 

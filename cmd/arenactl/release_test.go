@@ -65,6 +65,9 @@ func sha256File(t *testing.T, path string) string {
 // that reports the stamped version and commit and works on a real target,
 // a man page per command, completions, a tarball of them, and checksums
 // that match.
+// releaseMaxBytes is the README's bound on the released binary's size.
+const releaseMaxBytes = 24e6
+
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the release build compiles the standard library afresh (-trimpath)")
@@ -80,6 +83,14 @@ func TestRelease(t *testing.T) {
 	name := "arenactl-" + version + "-linux-amd64"
 	bin := filepath.Join(dist, name, "arenactl")
 	staticELF(t, bin, true)
+	// The README states the stripped binary's size ("about 19 MB") and
+	// this bound; a dependency that grows it past the bound must change
+	// the README too.
+	if fi, err := os.Stat(bin); err != nil {
+		t.Error(err)
+	} else if t.Logf("released binary: %.1f MB", float64(fi.Size())/1e6); fi.Size() > releaseMaxBytes {
+		t.Errorf("the released binary is %d bytes, over the README's bound of %.0f", fi.Size(), releaseMaxBytes)
+	}
 	if b, err := os.ReadFile(bin); err != nil || bytes.Contains(b, []byte(root)) {
 		t.Errorf("the binary holds the build directory %s (-trimpath) or cannot be read: %v", root, err)
 	}

@@ -80,7 +80,7 @@ func (f *injectFlags) options() inspect.Options {
 func (f *injectFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.timeout, "timeout", 3*time.Second, "how long to look for a safe thread, and how long an injected call may run before it is abandoned")
 	c.Flags().IntVar(&f.tid, "thread", 0, "borrow this thread (a TID of the process) instead of choosing one; it must still pass the safety checks")
-	c.Flags().BoolVar(&f.json, "json", false, "print JSON (see README for the schema)")
+	c.Flags().BoolVar(&f.json, "json", false, "print JSON (the schema: docs/json.md)")
 	c.Flags().BoolVar(&f.noHeapCheck, "no-heap-check", false, "before injecting, do not walk the free lists for damage that would make glibc abort (and the target die); saves that walk's CPU on a large, busy heap")
 	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", glibc.DefaultDebugDirs, "when memory is read rather than code run (info --read-only): a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several; an empty directory means no symbols")
 }

@@ -15,7 +15,7 @@ import (
 // This file records system calls with an eBPF program instead of the
 // syscall tracepoints' perf samples. A perf sample per call cost a
 // process that maps and unmaps in a loop 1.5x its pace even with a 64-byte
-// stack copy (README, "growth"): the sample's own machinery, not the copy.
+// stack copy (docs/commands/growth.md): the sample's own machinery, not the copy.
 // The program (below) runs at every syscall's exit (the raw tracepoint
 // sys_exit, whose first argument is the user registers saved at entry),
 // keeps the calls of one process whose numbers it is given, and writes

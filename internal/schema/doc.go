@@ -2,7 +2,7 @@
 // snapshot, diff, watch's lines, and leaks' profile) and the conversions to
 // them from the report model (from heapprof's profile for leaks), and reads
 // back the documents diff compares. The field names are a promise of the
-// README: add fields, never rename or remove one. Every byte count is an
+// docs/json.md: add fields, never rename or remove one. Every byte count is an
 // integer number of bytes, every duration an integer number of
 // microseconds. The golden files of cmd/arenactl pin them.
 package schema

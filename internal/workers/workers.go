@@ -4,8 +4,8 @@
 // work and gathers the results in order, so that output never depends on
 // the worker count.
 //
-// arenactl runs beside the server it looks at (docs: the README's safety
-// section, rule 1 of the brief): the server's CPUs are the server's. So by
+// arenactl runs beside the server it looks at (docs/safety.md; rule 1 of the
+// project): the server's CPUs are the server's. So by
 // default a walk uses at most half of the CPUs this process may run on
 // (runtime.GOMAXPROCS, which since Go 1.25 follows the cgroup's CPU quota
 // as well as the affinity mask), and every worker thread runs at nice 10

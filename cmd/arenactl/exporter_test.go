@@ -53,6 +53,14 @@ func startExporterAs(t *testing.T, cred *syscall.Credential, args ...string) *ex
 	if cred != nil {
 		e.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
+	startedExporter(t, e)
+	return e
+}
+
+// startedExporter starts e.cmd, an exporter on a free loopback port, and
+// waits until it serves; see startExporter.
+func startedExporter(t *testing.T, e *exporterProc) {
+	t.Helper()
 	stderr, err := e.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +103,6 @@ func startExporterAs(t *testing.T, cred *syscall.Credential, args ...string) *ex
 	case <-time.After(testutil.Patience):
 		t.Fatalf("the exporter never served: %s", e.Log())
 	}
-	return e
 }
 
 // stop sends sig and waits for the exporter to exit.

@@ -320,7 +320,15 @@ func TestGrowthAnyAllocatorAndTraced(t *testing.T) {
 // and touches 8 MiB once the window is open, and returns its stdout.
 func growthMapping8(t *testing.T, tg *testutil.Target, args ...string) string {
 	t.Helper()
+	return growthMapping8Env(t, tg, nil, args...)
+}
+
+// growthMapping8Env is growthMapping8 with arenactl's environment (nil:
+// ours).
+func growthMapping8Env(t *testing.T, tg *testutil.Target, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(arenactl, append(append([]string{"growth"}, args...), strconv.Itoa(tg.Pid))...)
+	cmd.Env = env
 	var stdout, stderr growthBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

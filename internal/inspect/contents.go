@@ -42,6 +42,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 	// The vtables are read from the files before anything is stopped.
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
+	fetchDebug(ctx, mods, o.Note)
 	types := reach.NewTypes(mods)
 	tls := reach.StaticTLS(mods)
 	hd, err := hold(ctx, t, mode, o.Timeout)
@@ -72,6 +73,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	defer t.Close()
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
+	fetchDebug(ctx, mods, o.Note)
 	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

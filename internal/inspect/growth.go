@@ -151,6 +151,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		g.NoArenas = err.Error()
 	}
 	mods := module.NewTable(t, o.DebugDirs...)
+	fetchDebug(ctx, mods, o.Note)
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()

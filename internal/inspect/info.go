@@ -234,6 +234,9 @@ type CoreOptions struct {
 	Sysroot string
 	heap.Options
 	Unpack core.Options // for a compressed core
+	// Note, when set, is told what a user should know that is not an
+	// error (a debug file fetched or not).
+	Note func(string)
 }
 
 // Core builds the info report of a core: the same read-only walk as for a

@@ -67,6 +67,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	// first drain for 0.4 s (leaks.cpp), long enough for the ring to fill
 	// and samples to be dropped.
 	mods := module.NewTable(t, o.DebugDirs...)
+	fetchDebug(ctx, mods, o.Note)
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()

@@ -9,6 +9,7 @@ package module
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -48,6 +49,7 @@ type Module struct {
 	err     error
 
 	debugDirs []string
+	fetched   string // a debug file fetched by build-id (Table.FetchDebug)
 	debugOnce sync.Once
 	debugFile *os.File
 	debugELF  *elf.File
@@ -160,10 +162,42 @@ func (m *Module) findDebug() {
 	if err != nil {
 		return
 	}
-	if s := ef.Section(".debug_info"); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+	if hasDWARF(ef) {
 		m.debugELF, m.debugPath = ef, m.Path
 		return
 	}
+	for _, c := range m.debugCandidates(ef) {
+		if f, def := openDebug(c, m.buildID); f != nil {
+			m.debugFile, m.debugELF, m.debugPath = f, def, c
+			return
+		}
+	}
+}
+
+func hasDWARF(ef *elf.File) bool {
+	s := ef.Section(".debug_info")
+	return s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0
+}
+
+// openDebug opens a separate debug file that has DWARF and, when both
+// have one, the module's build-id.
+func openDebug(path, buildID string) (*os.File, *elf.File) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil
+	}
+	def, err := elf.NewFile(f)
+	if err != nil || def.Section(".debug_info") == nil ||
+		(buildID != "" && BuildIDOf(def) != "" && BuildIDOf(def) != buildID) {
+		f.Close()
+		return nil, nil
+	}
+	return f, def
+}
+
+// debugCandidates are the paths where the module's separate debug file may
+// be, in gdb's order, then the one fetched by build-id.
+func (m *Module) debugCandidates(ef *elf.File) []string {
 	dirs := append([]string{DefaultDebugDir}, m.debugDirs...)
 	var candidates []string
 	if id := m.buildID; len(id) > 2 {
@@ -180,20 +214,71 @@ func (m *Module) findDebug() {
 			candidates = append(candidates, filepath.Join(d, dir, link), filepath.Join(d, link))
 		}
 	}
-	for _, c := range candidates {
-		f, err := os.Open(c)
-		if err != nil {
-			continue
-		}
-		def, err := elf.NewFile(f)
-		if err != nil || def.Section(".debug_info") == nil ||
-			(m.buildID != "" && BuildIDOf(def) != "" && BuildIDOf(def) != m.buildID) {
-			f.Close()
-			continue
-		}
-		m.debugFile, m.debugELF, m.debugPath = f, def, c
-		return
+	if m.fetched != "" {
+		candidates = append(candidates, m.fetched)
 	}
+	return candidates
+}
+
+// hasLocalDebug tells whether the module's DWARF is here: in its file or a
+// separate debug file where gdb would look. It keeps nothing, so that Debug
+// may still use a file fetched after it.
+func (m *Module) hasLocalDebug() bool {
+	ef, err := m.ELF()
+	if err != nil {
+		return true // nothing to fetch for: no build-id can be read
+	}
+	if hasDWARF(ef) {
+		return true
+	}
+	for _, c := range m.debugCandidates(ef) {
+		if f, _ := openDebug(c, m.buildID); f != nil {
+			f.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// FetchDebug asks fetch (a debuginfod client's Fetch) for the debug file of
+// every module that has a build-id and no DWARF here, and has Debug use
+// what it got. Call it before anything asks a module for its Debug (the
+// answer is kept) and while nothing of the target is held: a fetch takes
+// as long as the network does. It returns how many modules lacked a debug
+// file, how many were fetched, and the failures other than a server not
+// having one (notFound tells those).
+func (t *Table) FetchDebug(ctx context.Context, fetch func(context.Context, string) (string, error), notFound func(error) bool) (wanted, fetched int, errs []error) {
+	var mods []*Module
+	for _, m := range t.mods {
+		mods = append(mods, m)
+	}
+	sort.Slice(mods, func(i, j int) bool { return mods[i].Start < mods[j].Start })
+	tried := map[string]string{}
+	for _, m := range mods {
+		if m.Path == VDSO || m.BuildID() == "" || m.hasLocalDebug() {
+			continue
+		}
+		wanted++
+		path, done := tried[m.buildID]
+		if !done {
+			var err error
+			path, err = fetch(ctx, m.buildID)
+			if err != nil {
+				if ctx.Err() != nil {
+					return wanted, fetched, append(errs, ctx.Err())
+				}
+				if !notFound(err) {
+					errs = append(errs, fmt.Errorf("%s: %w", m.Path, err))
+				}
+			}
+			tried[m.buildID] = path
+		}
+		if path != "" {
+			m.fetched = path
+			fetched++
+		}
+	}
+	return wanted, fetched, errs
 }
 
 // debugLink is the file name in a .gnu_debuglink section.

@@ -160,6 +160,7 @@ func (e *memEvidence) read(l *Libc) (*MemoryOnly, error) {
 			l.VersionFrom += fmt.Sprintf(" (%d of them)", len(fits))
 		}
 	}
+	e.believe(r, statedVersions(l, e.mem))
 	return r, nil
 }
 

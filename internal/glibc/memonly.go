@@ -178,7 +178,42 @@ func formatOf(l Layout) format {
 type region struct {
 	start uint64
 	b     []byte
+	// selfs[j] counts the words j, j-2, j-4... that begin an empty bin
+	// (fd and bk both hold the word's address less 16): how many
+	// self-referential bins an arena has is then a difference of two, not
+	// 127 reads at every offset of a static program's megabytes of data.
+	selfs []int32
 }
+
+// selfBinsAt is selfBins of the arena at byte off of r, for lay.
+func (r *region) selfBinsAt(off uint64, lay Layout) int {
+	if r.selfs == nil {
+		n := len(r.b) / 8
+		r.selfs = make([]int32, n)
+		for j := 0; j < n; j++ {
+			if j >= 2 {
+				r.selfs[j] = r.selfs[j-2]
+			}
+			self := r.start + uint64(j)*8 - 16
+			if j+1 < n && le(r.b, int64(j)*8) == self && le(r.b, int64(j+1)*8) == self {
+				r.selfs[j]++
+			}
+		}
+	}
+	j0 := int((off + uint64(lay.StateBins)) / 8)
+	j1 := j0 + 2*(nbins-2)
+	if j1 >= len(r.selfs) {
+		return 0
+	}
+	n := r.selfs[j1]
+	if j0 >= 2 {
+		n -= r.selfs[j0-2]
+	}
+	return int(n)
+}
+
+// maxRegions bounds the bytes objectRegions copies in all.
+const maxRegions = 64 << 20
 
 // objectRegions copies the writable mappings of the ELF object whose
 // lowest mapping is m0 (libc, or a static executable), up to limit bytes
@@ -205,18 +240,21 @@ func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64)
 		}
 	}
 	var regions []region
+	total := uint64(0)
 	for _, m := range data {
 		// An object's data is far smaller; a bss past it that is not
 		// (a program's big static arrays) holds neither main_arena nor
-		// mp_, which are initialised data.
-		if m.Size() > limit || m.Path == "" && m.Size() > 4<<20 {
+		// mp_, which are initialised data. A crafted core may name the
+		// object in many mappings: what is copied is bounded in all.
+		if m.Size() > limit || m.Path == "" && m.Size() > 4<<20 || total+m.Size() > maxRegions {
 			continue
 		}
+		total += m.Size()
 		b := make([]byte, m.Size())
 		for a := uint64(0); a < m.Size(); a += pageSz {
 			mem.ReadAt(b[a:min(a+pageSz, m.Size())], m.Start+a) // a page not in the core stays zero
 		}
-		regions = append(regions, region{m.Start, b})
+		regions = append(regions, region{start: m.Start, b: b})
 	}
 	if len(regions) == 0 {
 		return nil, nil, fmt.Errorf("%s has no writable memory in the core", m0.Path)
@@ -324,11 +362,12 @@ func (e *memEvidence) state(lay Layout) *stateObs {
 	}
 	s := &stateObs{}
 	e.states[key] = s
-	for _, r := range e.regions {
+	for i := range e.regions {
+		r := &e.regions[i]
 		for off := uint64(0); off+uint64(lay.StateSize) <= uint64(len(r.b)); off += 8 {
 			addr := r.start + off
 			st := r.b[off : off+uint64(lay.StateSize)]
-			n := selfBins(st, lay, addr)
+			n := r.selfBinsAt(off, lay)
 			if n < 16 || !e.plausibleArena(st, lay, addr) || checkMainArena(e.mem, lay, addr) != nil {
 				continue
 			}

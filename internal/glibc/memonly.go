@@ -103,6 +103,9 @@ type MemoryOnly struct {
 // Versions that differ in nothing memory shows (2.30 and 2.31, say, which
 // differ in malloc_info's format only) are reported as a range; the walk
 // uses the newest, and SameFormat says whether the range prints alike.
+// What libc states of its own version, its banner in memory or its file
+// name, is believed over that range (believe): it narrows the range where
+// memory agrees, and where it does not a note says so.
 func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
 	m0, ok := LibcMapping(ms)
 	if !ok {

@@ -1,6 +1,8 @@
 package glibc
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -54,8 +56,9 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 		return nil, err
 	}
 	l.Static, l.Source = true, SourceStaticMemory
-	if _, bias, err := programHeadersInMemory(mem, m0.Start); err == nil && m0.Offset == 0 {
+	if ph, bias, err := programHeadersInMemory(mem, m0.Start); err == nil && m0.Offset == 0 {
 		l.Base = bias // 0 for a non-PIE executable, whose addresses are its own
+		l.img.tlsSize = tlsSizeOf(ph)
 	}
 	e := newEvidence(ms, mem, regions)
 	e.static = true
@@ -75,6 +78,30 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 	r.Anchors.Method = fmt.Sprintf("memory only: main_arena in the executable's writable data, %s; %d of %d checks held (%s); mp_ by its defaults and sbrk_base",
 		unique, held, len(checks), strings.Join(checks, ", "))
 	return r, nil
+}
+
+// maxStaticTLS bounds the TLS block whose words are tried as tcache's slot:
+// a program's own __thread variables are rarely more than a few KiB.
+const maxStaticTLS = 1 << 20
+
+// tlsSizeOf is what readImage takes from a file's PT_TLS, from the program
+// headers ph in memory: the TLS block's size rounded up to its alignment,
+// how far below the thread pointer a static program's block starts, so that
+// every thread's tcache is found as with the file (tlsOffsets). 0 when
+// there is none, or it is implausible.
+func tlsSizeOf(ph []byte) uint64 {
+	for i := 0; i+56 <= len(ph); i += 56 {
+		p := ph[i:]
+		if elf.ProgType(binary.LittleEndian.Uint32(p)) != elf.PT_TLS {
+			continue
+		}
+		memsz, align := binary.LittleEndian.Uint64(p[40:]), max(binary.LittleEndian.Uint64(p[48:]), 1)
+		if memsz > maxStaticTLS || align > 4096 || align&(align-1) != 0 {
+			return 0
+		}
+		return (memsz + align - 1) &^ (align - 1)
+	}
+	return 0
 }
 
 // mainArenaChecks says which of the signs of a static program's
@@ -115,3 +142,7 @@ func (e *memEvidence) mainArenaChecks(lay Layout, a Anchors) (int, []string) {
 	check(inHeap && sbrk+sys == heap.End && sys <= maxSys, "sbrk_base + system_mem is the heap's end", "sbrk_base + system_mem is the heap's end")
 	return held, out
 }
+
+// HasTLS reports whether the TLS block of a static executable read from
+// memory is known, so that each thread's tcache can be looked for in it.
+func (r *MemoryOnly) HasTLS() bool { return r.Libc.Static && r.Libc.img.tlsSize != 0 }

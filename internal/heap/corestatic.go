@@ -102,7 +102,9 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	mo.Libc.BuildID = memID
 	h.Libc, h.Layout, h.Anchors, h.SameFormat = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
 	h.LibcNotes = append(h.LibcNotes, mo.Notes...)
-	h.TcachesSkipped = "without the executable's file the TLS slot of tcache is unknown: no thread's tcache was read, and chunks cached there count as in use"
+	if !mo.HasTLS() {
+		h.TcachesSkipped = "the executable's TLS block is not in the core: no thread's tcache was read, and chunks cached there count as in use"
+	}
 	return h, nil
 }
 

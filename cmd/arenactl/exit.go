@@ -95,7 +95,7 @@ var outcomes = []outcome{
 	{match: is(errkind.ErrImageGone), hint: " (its lease runs out when arenactl is stopped for 2 s; run it again)"},
 	{match: is(errkind.ErrNoSpace), hint: " (free space there, or set TMPDIR to a directory with more)"},
 	{match: is(errkind.ErrMemoryOnly),
-		hint: " (no libc file to read it with: give the matching one with --libc, or the machine's files with --sysroot)"},
+		hint: " (no file to read it with: give libc's, or a static program's executable, with --libc, or the machine's files with --sysroot)"},
 	{match: func(err error) bool { return strings.HasPrefix(err.Error(), "unknown command") }, exit: exitUsage}, // cobra's, for a mistyped subcommand
 }
 

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +135,59 @@ func TestCoreWithoutNTFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A library linked to load at a fixed address, as prelink placed Red Hat's
+// libc (at 0x30ed600000 in the old gcores of a peer's public test suite),
+// has l_addr 0 in its link_map, so its ELF header is not at l_addr: without
+// NT_FILE its ranges come from the header at the start of the core segment
+// below its dynamic section. Before, such an object was not found at all,
+// and a core whose libc was one read as a static program's.
+func TestCoreWithoutNTFileFixedAddress(t *testing.T) {
+	const at = 0x5f0000000000
+	built, err := os.ReadFile(testutil.BuildC(t, "fixedlib.c", "-shared", "-fPIC", fmt.Sprintf("-Wl,-Ttext-segment=%#x", at)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy of its own, removed once the core is made: no file to read
+	// its headers from, as on another machine than the core's.
+	lib := filepath.Join(t.TempDir(), "libfixed.so")
+	if err := os.WriteFile(lib, built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := testutil.BuildC(t, "fixedlib_main.c", lib)
+	core, want := crashCore(t, exec.Command(bin))
+	raw, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep jsonMapsReport
+	if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", core).stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Mappings, func(m jsonMapping) bool { return m.Start == at && m.Path == lib }) {
+		t.Skipf("the library was not loaded at %#x (the place was taken)", at)
+	}
+	if err := os.Remove(lib); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	for name, b := range map[string][]byte{"no NT_FILE": stripNTFile(t, raw), "old gcore": asOldGcore(t, raw)} {
+		path := filepath.Join(t.TempDir(), "stripped.core")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var got jsonMapsReport
+		if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", path).stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(got.Mappings, func(m jsonMapping) bool { return m.Start <= at && at < m.End && m.Path == lib })
+		if name == "no NT_FILE" && !found {
+			t.Errorf("%s: the library at %#x is not among the mappings", name, at)
+		}
+		if x := mustRun(t, "info", "--xml", "--sysroot", empty, "--no-libc-file", path).stdout; x != string(want) {
+			t.Errorf("%s: the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", name, want, x)
+		}
 	}
 }

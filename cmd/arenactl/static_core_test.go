@@ -6,16 +6,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // A core of a static executable, the kernel's and arenactl's snapshot, is
 // read through the allocator linked into the executable, as the live
-// process is by info --read-only: the XML is the one the program printed
-// itself just before, byte for byte.
+// process is by info --read-only, and without the executable's file from
+// memory alone: the XML is the one the program printed itself just
+// before, byte for byte.
 func TestInfoFromStaticCore(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libc.a"); err != nil {
 		t.Skip("no libc.a (libc6-dev) for gcc -static")
@@ -42,28 +46,39 @@ func TestInfoFromStaticCore(t *testing.T) {
 			}
 			staticThreads(t, rep)
 
-			// The executable's file decides where main_arena is: without
-			// it, or with another build at its path, the core is refused.
+			// Without the executable's file (moved away, a FIFO in its
+			// place, or none looked for), memory alone finds main_arena:
+			// the one place in the executable's writable data that looks
+			// like it. A kernel core holds the pages written since exec,
+			// main_arena's and mp_'s among them.
 			moved := bin + ".moved"
 			if err := os.Rename(bin, moved); err != nil {
 				t.Fatal(err)
 			}
-			r := run(t, "info", core)
+			missing := run(t, "info", "--xml", core)
+			missingRep := coreInfo(t, core)
 			// --libc names the file that holds the allocator: here the
 			// executable, wherever it is now.
 			withLibc := run(t, "info", "--xml", "--libc", moved, core)
 			// A FIFO where the executable was is not opened (that would
-			// block): refused like a missing file.
+			// block): passed over like a missing file.
 			if err := syscall.Mkfifo(bin, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			fifo := run(t, "info", core)
+			fifo := run(t, "info", "--xml", core)
+			fifoRep := coreInfo(t, core)
 			os.Remove(bin)
 			os.Rename(moved, bin)
-			expectRefusal(t, r, exitError, "static executable", bin)
-			expectRefusal(t, fifo, exitError, "static executable", "not a regular file")
-			if withLibc.code != 0 || withLibc.stdout != string(want) {
-				t.Errorf("with --libc: exit %d, %s", withLibc.code, withLibc.stderr)
+			noFile := run(t, "info", "--xml", "--no-libc-file", core)
+			for name, r := range map[string]result{"missing": missing, "fifo": fifo, "--no-libc-file": noFile, "--libc": withLibc} {
+				if r.code != 0 || r.stdout != string(want) {
+					t.Errorf("%s: exit %d, %s\n--- glibc\n%s\n--- core\n%s", name, r.code, r.stderr, want, r.stdout)
+				}
+			}
+			staticFromMemory(t, missingRep, bin)
+			staticFromMemory(t, fifoRep, bin)
+			if !slices.ContainsFunc(fifoRep.Core.LibcNotes, func(n string) bool { return strings.Contains(n, "not a regular file") }) {
+				t.Errorf("the FIFO is not in the notes: %q", fifoRep.Core.LibcNotes)
 			}
 
 			// A snapshot records the allocator: it is read without the file.
@@ -87,6 +102,24 @@ func TestInfoFromStaticCore(t *testing.T) {
 			staticThreads(t, rep)
 		})
 	}
+}
+
+// staticFromMemory checks the report of a static core read without the
+// executable's file: the allocator found in memory, the one candidate, with
+// every check of main_arena held, and every thread's tcache found in the
+// TLS block the program headers in memory size, as with the file.
+func staticFromMemory(t *testing.T, rep jsonInfo, bin string) {
+	t.Helper()
+	ro := rep.ReadOnly
+	if !rep.Libc.Static || rep.Libc.Path != bin || rep.Libc.Source != glibc.SourceStaticMemory || !ro.Exact {
+		t.Errorf("libc %+v, exact %v", rep.Libc, ro.Exact)
+	}
+	for _, w := range []string{"the only candidate", "5 of 5 checks held"} {
+		if !strings.Contains(ro.FoundBy, w) {
+			t.Errorf("found_by %q lacks %q", ro.FoundBy, w)
+		}
+	}
+	staticThreads(t, rep)
 }
 
 func coreInfo(t *testing.T, core string) jsonInfo {
@@ -119,5 +152,78 @@ func staticThreads(t *testing.T, rep jsonInfo) {
 	}
 	if ro.TcachesSkipped != "" {
 		t.Errorf("tcaches skipped: %s", ro.TcachesSkipped)
+	}
+}
+
+// gdb's gcore of a stripped static program, as most of a peer's public
+// test cores are, is read from memory alone once the executable is gone:
+// the XML is the one the program printed while it was stopped.
+func TestStaticGcoreFromMemory(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libc.a"); err != nil {
+		t.Skip("no libc.a (libc6-dev) for gcc -static")
+	}
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("no gcore (gdb)")
+	}
+	raw, err := os.ReadFile(testutil.BuildC(t, "arenas.c", "-static", "-s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "arenas-static")
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.Start(t, bin, "park", "3")
+	want := frozenTarget(t, tg)
+	prefix := filepath.Join(t.TempDir(), "gcore")
+	out, err := exec.Command("gcore", "-o", prefix, fmt.Sprint(tg.Pid)).CombinedOutput()
+	thaw(t, tg)
+	mustQuit(t, tg)
+	if err != nil {
+		t.Fatalf("gcore: %v\n%s", err, out)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	core := fmt.Sprintf("%s.%d", prefix, tg.Pid)
+	if got := mustRun(t, "info", "--xml", core); got.stdout != string(want) {
+		t.Fatalf("the gcore's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+	}
+	staticFromMemory(t, coreInfo(t, core), bin)
+}
+
+// A static program whose own data holds a copy of main_arena (moved as if
+// it lived there: its empty bins point at themselves, its ring closes)
+// shows memory alone two places that pass every check but one: whether the
+// chunks in the bins link back. With chunks in its bins the original is
+// told apart; with none the core is refused in one line, unless the
+// executable's file says where main_arena is.
+func TestStaticCoreCopyOfMainArena(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libc.a"); err != nil {
+		t.Skip("no libc.a (libc6-dev) for gcc -static")
+	}
+	bin := testutil.BuildC(t, "arenacopy.c", "-static")
+	for _, mode := range []string{"binned", "empty"} {
+		t.Run(mode, func(t *testing.T) {
+			core, want := crashCore(t, exec.Command(bin, mode))
+			if got := mustRun(t, "info", "--xml", core); got.stdout != string(want) {
+				t.Fatalf("with the executable's file the walk differs\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+			}
+			r := run(t, "info", "--xml", "--no-libc-file", core)
+			if mode == "empty" {
+				expectRefusal(t, r, exitError, "static executable", "2 places", "look like main_arena", "--libc")
+				return
+			}
+			if r.code != 0 || r.stdout != string(want) {
+				t.Fatalf("memory alone: exit %d, %s\n--- glibc\n%s\n--- core\n%s", r.code, r.stderr, want, r.stdout)
+			}
+			var rep jsonInfo
+			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", "--no-libc-file", core).stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if w := "the one candidate of 2 whose bins' chunks link back to it"; rep.ReadOnly == nil || !strings.Contains(rep.ReadOnly.FoundBy, w) {
+				t.Errorf("found_by lacks %q: %+v", w, rep.ReadOnly)
+			}
+		})
 	}
 }

@@ -101,6 +101,8 @@ func (c *Core) linkMapFiles(open func(string) (*os.File, error)) []FileMapping {
 		}
 		if ps, ok := c.objectProgs(lAddr, name, open); ok {
 			out = append(out, loadRanges(name, lAddr, ps)...)
+		} else if ps, ok := c.prelinkedProgs(lAddr, lLd); ok {
+			out = append(out, loadRanges(name, lAddr, ps)...)
 		} else {
 			out = append(out, c.segmentRun(name, start, lLd)...)
 		}
@@ -275,6 +277,38 @@ func (c *Core) objectProgs(bias uint64, name string, open func(string) (*os.File
 		return nil, false
 	}
 	return fileProgs(name, open)
+}
+
+// prelinkedProgs reads the program headers of an object whose ELF header
+// is not at its load bias: one prelinked (or linked) to load at a fixed
+// address, whose link_map has l_addr 0 (as Red Hat's libraries once were,
+// at 0x30e0000000 and up). Its header is at the start of the core segment
+// that holds its first page, below its dynamic section (l_ld); one is
+// taken only when its PT_DYNAMIC, at bias, is l_ld, and its first PT_LOAD
+// is that segment.
+func (c *Core) prelinkedProgs(bias, ld uint64) ([]elf.ProgHeader, bool) {
+	i := sort.Search(len(c.segs), func(i int) bool { return c.segs[i].Vaddr > ld }) - 1
+	for n := 0; i >= 0 && n < 64 && ld-c.segs[i].Vaddr < 1<<30; i, n = i-1, n+1 {
+		start := c.segs[i].Vaddr
+		var eh [64]byte
+		if _, err := c.ReadAt(eh[:], start); err != nil || !bytes.Equal(eh[:4], []byte(elf.ELFMAG)) ||
+			binary.LittleEndian.Uint16(eh[54:]) != 56 || le64(eh[32:]) > PageSize {
+			continue
+		}
+		ps, ok := c.progsAt(start+le64(eh[32:]), int(min(binary.LittleEndian.Uint16(eh[56:]), 256)))
+		if !ok {
+			continue
+		}
+		first, dyn := false, false
+		for _, p := range ps {
+			first = first || p.Type == elf.PT_LOAD && p.Off == 0 && bias+p.Vaddr == start
+			dyn = dyn || p.Type == elf.PT_DYNAMIC && bias+p.Vaddr == ld
+		}
+		if first && dyn {
+			return ps, true
+		}
+	}
+	return nil, false
 }
 
 // fileProgs reads the program headers of the ELF file at name.

@@ -19,32 +19,13 @@ import (
 // of every mapped ELF file (bit 4 of coredump_filter, on by default), which
 // is where linkers put .note.gnu.build-id.
 func BuildIDInMemory(mem Memory, start uint64) (string, error) {
-	eh, err := readBytes(mem, start, 64)
+	ph, bias, err := programHeadersInMemory(mem, start)
 	if err != nil {
 		return "", err
-	}
-	if !bytes.Equal(eh[:4], []byte(elf.ELFMAG)) || eh[elf.EI_CLASS] != byte(elf.ELFCLASS64) || eh[elf.EI_DATA] != byte(elf.ELFDATA2LSB) {
-		return "", errors.New("no 64-bit little-endian ELF header in memory")
 	}
 	bo := binary.LittleEndian
-	phoff, phentsize, phnum := bo.Uint64(eh[32:]), uint64(bo.Uint16(eh[54:])), uint64(bo.Uint16(eh[56:]))
-	if phentsize != 56 || phnum == 0 || phnum > 256 || phoff > 1<<20 {
-		return "", errors.New("implausible program headers")
-	}
-	ph, err := readBytes(mem, start+phoff, phnum*phentsize)
-	if err != nil {
-		return "", err
-	}
-	bias := start // where the segment at file offset 0 is mapped
-	for i := uint64(0); i < phnum; i++ {
-		p := ph[i*phentsize:]
-		if elf.ProgType(bo.Uint32(p)) == elf.PT_LOAD && bo.Uint64(p[8:]) == 0 {
-			bias = start - bo.Uint64(p[16:])
-			break
-		}
-	}
-	for i := uint64(0); i < phnum; i++ {
-		p := ph[i*phentsize:]
+	for i := 0; i+56 <= len(ph); i += 56 {
+		p := ph[i:]
 		if elf.ProgType(bo.Uint32(p)) != elf.PT_NOTE || bo.Uint64(p[32:]) > 1<<16 {
 			continue
 		}
@@ -59,6 +40,37 @@ func BuildIDInMemory(mem Memory, start uint64) (string, error) {
 	return "", errors.New("no build-id note in memory")
 }
 
+// programHeadersInMemory reads the program headers of the ELF object whose
+// first page is mapped at start, and its load bias (where the segment at
+// file offset 0 is mapped, less its virtual address).
+func programHeadersInMemory(mem Memory, start uint64) (ph []byte, bias uint64, err error) {
+	eh, err := readBytes(mem, start, 64)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !bytes.Equal(eh[:4], []byte(elf.ELFMAG)) || eh[elf.EI_CLASS] != byte(elf.ELFCLASS64) || eh[elf.EI_DATA] != byte(elf.ELFDATA2LSB) {
+		return nil, 0, errors.New("no 64-bit little-endian ELF header in memory")
+	}
+	bo := binary.LittleEndian
+	phoff, phentsize, phnum := bo.Uint64(eh[32:]), uint64(bo.Uint16(eh[54:])), uint64(bo.Uint16(eh[56:]))
+	if phentsize != 56 || phnum == 0 || phnum > 256 || phoff > 1<<20 {
+		return nil, 0, errors.New("implausible program headers")
+	}
+	ph, err = readBytes(mem, start+phoff, phnum*phentsize)
+	if err != nil {
+		return nil, 0, err
+	}
+	bias = start
+	for i := uint64(0); i < phnum; i++ {
+		p := ph[i*phentsize:]
+		if elf.ProgType(bo.Uint32(p)) == elf.PT_LOAD && bo.Uint64(p[8:]) == 0 {
+			bias = start - bo.Uint64(p[16:])
+			break
+		}
+	}
+	return ph, bias, nil
+}
+
 // MemoryOnly is libc as a core's memory shows it without libc's file.
 type MemoryOnly struct {
 	Libc    *Libc // Version is the newest that fits, MinVersion the oldest
@@ -68,6 +80,11 @@ type MemoryOnly struct {
 	// XML is glibc's whichever it was.
 	SameFormat bool
 	Evidence   []string
+	// Notes say what a reader should know of how sure the reading is
+	// (a stated version memory contradicts), for the core's notes.
+	Notes []string
+
+	fits []int // the minor versions memory fits, oldest first
 }
 
 // FromMemory finds libc's allocator in memory alone, for a core whose libc
@@ -86,12 +103,35 @@ type MemoryOnly struct {
 // Versions that differ in nothing memory shows (2.30 and 2.31, say, which
 // differ in malloc_info's format only) are reported as a range; the walk
 // uses the newest, and SameFormat says whether the range prints alike.
+// What libc states of its own version, its banner in memory or its file
+// name, is believed over that range (believe): it narrows the range where
+// memory agrees, and where it does not a note says so.
 func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
-	l, regions, err := libcRegions(ms, mem)
+	m0, ok := LibcMapping(ms)
+	if !ok {
+		return nil, ErrNoLibc
+	}
+	l, regions, err := objectRegions(ms, mem, m0, 4<<20)
 	if err != nil {
 		return nil, err
 	}
-	e := &memEvidence{ms: ms, mem: mem, regions: regions, states: map[stateKey]*stateObs{}, mps: map[mpKey]*mpObs{}}
+	l.Source = SourceMemory
+	e := newEvidence(ms, mem, regions)
+	r, err := e.read(l)
+	if err != nil {
+		return nil, err
+	}
+	r.Anchors.Method = "memory only: self-referential bins in libc's data; mp_ by its defaults and sbrk_base"
+	return r, nil
+}
+
+func newEvidence(ms []maps.Mapping, mem Memory, regions []region) *memEvidence {
+	return &memEvidence{ms: ms, mem: mem, regions: regions, states: map[stateKey]*stateObs{}, mps: map[mpKey]*mpObs{}}
+}
+
+// read finds the allocator of l in the regions e was given, and the
+// versions it fits.
+func (e *memEvidence) read(l *Libc) (*MemoryOnly, error) {
 	var fits []int
 	for m := 17; m <= 43; m++ {
 		lay, _ := LayoutFor(Version{2, m})
@@ -100,17 +140,17 @@ func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
 		}
 	}
 	if len(fits) == 0 {
-		return nil, fmt.Errorf("libc's memory matches no glibc layout arenactl knows (2.17 to 2.43): %s", e.summary())
+		return nil, fmt.Errorf("%s's memory matches no glibc layout arenactl knows (2.17 to 2.43): %s", e.objectName(), e.summary())
 	}
 	lo, hi := fits[0], fits[len(fits)-1]
 	lay, _ := LayoutFor(Version{2, hi})
 	st, mp := e.state(lay), e.mp(lay)
-	r := &MemoryOnly{Layout: lay, SameFormat: true, Libc: l}
+	r := &MemoryOnly{Layout: lay, SameFormat: true, Libc: l, fits: fits}
 	for _, m := range fits {
 		other, _ := LayoutFor(Version{2, m})
 		r.SameFormat = r.SameFormat && formatOf(other) == formatOf(lay)
 	}
-	r.Anchors = Anchors{MainArena: st.addr, Mp: mp.addr, Method: "memory only: self-referential bins in libc's data; mp_ by its defaults and sbrk_base"}
+	r.Anchors = Anchors{MainArena: st.addr, Mp: mp.addr}
 	l.Version = Version{2, hi}
 	if lo != hi {
 		l.MinVersion = Version{2, lo}
@@ -123,6 +163,7 @@ func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
 			l.VersionFrom += fmt.Sprintf(" (%d of them)", len(fits))
 		}
 	}
+	e.believe(r, statedVersions(l, e.mem))
 	return r, nil
 }
 
@@ -140,16 +181,48 @@ func formatOf(l Layout) format {
 type region struct {
 	start uint64
 	b     []byte
+	// selfs[j] counts the words j, j-2, j-4... that begin an empty bin
+	// (fd and bk both hold the word's address less 16): how many
+	// self-referential bins an arena has is then a difference of two, not
+	// 127 reads at every offset of a static program's megabytes of data.
+	selfs []int32
 }
 
-// libcRegions finds libc's mappings and copies its writable ones and the
-// bss right after them; unreadable pages read as zeros.
-func libcRegions(ms []maps.Mapping, mem Memory) (*Libc, []region, error) {
-	m0, ok := LibcMapping(ms)
-	if !ok {
-		return nil, nil, ErrNoLibc
+// selfBinsAt is selfBins of the arena at byte off of r, for lay.
+func (r *region) selfBinsAt(off uint64, lay Layout) int {
+	if r.selfs == nil {
+		n := len(r.b) / 8
+		r.selfs = make([]int32, n)
+		for j := 0; j < n; j++ {
+			if j >= 2 {
+				r.selfs[j] = r.selfs[j-2]
+			}
+			self := r.start + uint64(j)*8 - 16
+			if j+1 < n && le(r.b, int64(j)*8) == self && le(r.b, int64(j+1)*8) == self {
+				r.selfs[j]++
+			}
+		}
 	}
-	l := &Libc{Path: m0.Path, Base: m0.Start - m0.Offset, Source: SourceMemory, syms: map[string]Symbol{}}
+	j0 := int((off + uint64(lay.StateBins)) / 8)
+	j1 := j0 + 2*(nbins-2)
+	if j1 >= len(r.selfs) {
+		return 0
+	}
+	n := r.selfs[j1]
+	if j0 >= 2 {
+		n -= r.selfs[j0-2]
+	}
+	return int(n)
+}
+
+// maxRegions bounds the bytes objectRegions copies in all.
+const maxRegions = 64 << 20
+
+// objectRegions copies the writable mappings of the ELF object whose
+// lowest mapping is m0 (libc, or a static executable), up to limit bytes
+// each, and the bss right after them; unreadable pages read as zeros.
+func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64) (*Libc, []region, error) {
+	l := &Libc{Path: m0.Path, Base: m0.Start - m0.Offset, syms: map[string]Symbol{}}
 	var data []maps.Mapping
 	end := uint64(0)
 	for _, m := range ms {
@@ -170,18 +243,24 @@ func libcRegions(ms []maps.Mapping, mem Memory) (*Libc, []region, error) {
 		}
 	}
 	var regions []region
+	total := uint64(0)
 	for _, m := range data {
-		if m.Size() > 4<<20 { // libc's data and bss are far smaller
+		// An object's data is far smaller; a bss past it that is not
+		// (a program's big static arrays) holds neither main_arena nor
+		// mp_, which are initialised data. A crafted core may name the
+		// object in many mappings: what is copied is bounded in all.
+		if m.Size() > limit || m.Path == "" && m.Size() > 4<<20 || total+m.Size() > maxRegions {
 			continue
 		}
+		total += m.Size()
 		b := make([]byte, m.Size())
 		for a := uint64(0); a < m.Size(); a += pageSz {
 			mem.ReadAt(b[a:min(a+pageSz, m.Size())], m.Start+a) // a page not in the core stays zero
 		}
-		regions = append(regions, region{m.Start, b})
+		regions = append(regions, region{start: m.Start, b: b})
 	}
 	if len(regions) == 0 {
-		return nil, nil, fmt.Errorf("libc %s has no writable memory in the core", m0.Path)
+		return nil, nil, fmt.Errorf("%s has no writable memory in the core", m0.Path)
 	}
 	return l, regions, nil
 }
@@ -194,6 +273,20 @@ type memEvidence struct {
 	regions []region
 	states  map[stateKey]*stateObs
 	mps     map[mpKey]*mpObs
+	// static: the regions are a static executable's, which also holds
+	// the program's own data, and whose main heap starts with the static
+	// TLS block that __libc_setup_tls (csu/libc-tls.c) takes with sbrk
+	// before malloc's first sbrk: sbrk_base, and so system_mem, are not
+	// page-aligned there.
+	static bool
+}
+
+// objectName names the object that holds the allocator, for messages.
+func (e *memEvidence) objectName() string {
+	if e.static {
+		return "the executable"
+	}
+	return "libc"
 }
 
 type stateKey struct{ bins, next, size int64 }
@@ -202,12 +295,14 @@ type stateKey struct{ bins, next, size int64 }
 // it leads to say.
 type stateObs struct {
 	addr       uint64
-	self       int    // its self-referential bins
-	st         []byte // its struct
-	plausible  bool   // the fields after the ring fit this layout
-	heapInfo   uint64 // 0x20 or 0x30, 0 when no thread arena tells
-	thread     int    // thread arenas
-	tcacheSize uint64 // 0 when no heap starts with a tcache
+	self       int         // its self-referential bins
+	linked     int         // its non-empty bins whose first chunk links back to the bin
+	others     []candidate // other places that pass the checks main_arena does
+	st         []byte      // its struct
+	plausible  bool        // the fields after the ring fit this layout
+	heapInfo   uint64      // 0x20 or 0x30, 0 when no thread arena tells
+	thread     int         // thread arenas
+	tcacheSize uint64      // 0 when no heap starts with a tcache
 	tcacheN    int
 	mangled    int // links that are valid once demangled (safe-linking)
 	plain      int // links that are valid as they are
@@ -270,15 +365,25 @@ func (e *memEvidence) state(lay Layout) *stateObs {
 	}
 	s := &stateObs{}
 	e.states[key] = s
-	for _, r := range e.regions {
+	for i := range e.regions {
+		r := &e.regions[i]
 		for off := uint64(0); off+uint64(lay.StateSize) <= uint64(len(r.b)); off += 8 {
 			addr := r.start + off
 			st := r.b[off : off+uint64(lay.StateSize)]
-			n := selfBins(st, lay, addr)
-			if n < 16 || n <= s.self || !e.plausibleArena(st, lay, addr) || checkMainArena(e.mem, lay, addr) != nil {
+			n := r.selfBinsAt(off, lay)
+			if n < 16 || !e.plausibleArena(st, lay, addr) || checkMainArena(e.mem, lay, addr) != nil {
 				continue
 			}
-			s.addr, s.self, s.st = addr, n, st
+			c := candidate{addr, n, e.linkedBins(st, lay, addr), st}
+			switch {
+			case s.addr == 0:
+			case c.linked < s.linked || c.linked == s.linked && c.self <= s.self:
+				s.others = append(s.others, c)
+				continue
+			default:
+				s.others = append(s.others, candidate{s.addr, s.self, s.linked, s.st})
+			}
+			s.addr, s.self, s.linked, s.st = c.addr, c.self, c.linked, c.st
 		}
 	}
 	if s.addr == 0 {
@@ -288,6 +393,42 @@ func (e *memEvidence) state(lay Layout) *stateObs {
 	return e.withFields(s, lay)
 }
 
+// candidate is a place that passes the checks of main_arena.
+type candidate struct {
+	addr   uint64
+	self   int
+	linked int
+	st     []byte
+}
+
+// linkedBins counts the non-empty bins of the arena image st (at addr)
+// whose first chunk's bk points back at the bin, as unlink_chunk in
+// malloc/malloc.c requires of every chunk in a bin: a copy of main_arena
+// elsewhere has the same bins, but the chunks link back to the original.
+func (e *memEvidence) linkedBins(st []byte, lay Layout, addr uint64) int {
+	n := 0
+	for i := 1; i < nbins; i++ {
+		off := lay.StateBins + int64(i-1)*16
+		self := addr + uint64(off) - 16
+		if fd := le(st, off); fd != self && e.word(fd+24) == self {
+			n++
+		}
+	}
+	return n
+}
+
+// rivals are the other candidates that the bins' links do not tell from
+// the one chosen: as many of their bins link back to them.
+func (s *stateObs) rivals() []uint64 {
+	var out []uint64
+	for _, c := range s.others {
+		if c.linked == s.linked {
+			out = append(out, c.addr)
+		}
+	}
+	return out
+}
+
 // withFields checks the fields after the ring against lay: arenas of one
 // bins offset differ there (attached_threads from 2.23).
 func (e *memEvidence) withFields(s *stateObs, lay Layout) *stateObs {
@@ -295,7 +436,11 @@ func (e *memEvidence) withFields(s *stateObs, lay Layout) *stateObs {
 		return s
 	}
 	sys, maxSys := le(s.st, lay.StateSystemMem), le(s.st, lay.StateMaxSystemMem)
-	ok := sys%pageSz == 0 && (maxSys == 0 || sys <= maxSys)
+	align := uint64(pageSz)
+	if e.static {
+		align = 16
+	}
+	ok := sys%align == 0 && (maxSys == 0 || sys <= maxSys)
 	if lay.StateAttached >= 0 {
 		ok = ok && le(s.st, lay.StateAttached) < 4096 // a thread count, where the older layout has system_mem
 	}
@@ -331,7 +476,14 @@ func (e *memEvidence) ringEvidence(s *stateObs, lay Layout) {
 	var firsts []uint64 // first chunks of heaps
 	if top := le(s.st, lay.StateTop); uint32(le(s.st, lay.StateFlags))&2 == 0 && e.rw(top) {
 		if m, ok := maps.Find(e.ms, top); ok {
-			firsts = append(firsts, (m.Start+15)&^15)
+			// The main heap's first chunk is at sbrk_base, which is
+			// where the system_mem bytes below the heap's end begin (the
+			// heap's start, but in a static program: see static).
+			first := m.Start
+			if sys := le(s.st, lay.StateSystemMem); e.static && sys < m.Size() {
+				first = m.End - sys
+			}
+			firsts = append(firsts, (first+15)&^15)
 		}
 	}
 	for _, a := range ArenaRing(e.mem, lay, Anchors{MainArena: s.addr}) {
@@ -427,9 +579,9 @@ func (e *memEvidence) mp(lay Layout) *mpObs {
 	e.mps[key] = o
 	st := e.state(lay)
 	var heap maps.Mapping
-	top := uint64(0)
+	top, sys := uint64(0), uint64(0)
 	if st.addr != 0 {
-		top = le(st.st, lay.StateTop)
+		top, sys = le(st.st, lay.StateTop), le(st.st, lay.StateSystemMem)
 		if uint32(le(st.st, lay.StateFlags))&2 != 0 || !e.rw(top) {
 			top = 0 // not initialised, or not contiguous: sbrk_base says nothing
 		} else {
@@ -439,7 +591,7 @@ func (e *memEvidence) mp(lay Layout) *mpObs {
 	tie := false
 	for _, r := range e.regions {
 		for off := uint64(0); off+uint64(lay.MpSize) <= uint64(len(r.b)); off += 8 {
-			sc := mpScore(r.b[off:off+uint64(lay.MpSize)], lay, heap, top, e.rw)
+			sc := mpScore(r.b[off:off+uint64(lay.MpSize)], lay, heap, top, sys, e.rw)
 			switch {
 			case sc > o.score:
 				o.addr, o.score, tie = r.start+off, sc, false
@@ -450,9 +602,9 @@ func (e *memEvidence) mp(lay Layout) *mpObs {
 	}
 	switch {
 	case o.score < 4:
-		o.err = fmt.Errorf("no mp_ of the layout of glibc %s in libc's data", layoutVersions(lay))
+		o.err = fmt.Errorf("no mp_ of the layout of glibc %s in %s's data", layoutVersions(lay), e.objectName())
 	case tie:
-		o.err = fmt.Errorf("several places in libc's data look like mp_ of the layout of glibc %s", layoutVersions(lay))
+		o.err = fmt.Errorf("several places in %s's data look like mp_ of the layout of glibc %s", e.objectName(), layoutVersions(lay))
 	}
 	return o
 }
@@ -460,7 +612,7 @@ func (e *memEvidence) mp(lay Layout) *mpObs {
 // mpScore rates b as mp_ of layout lay: 0 when its fields contradict each
 // other or the main heap (sbrk_base must lie in the heap that holds the
 // main arena's top, below the top), else one point per default value.
-func mpScore(b []byte, lay Layout, heap maps.Mapping, top uint64, rw func(uint64) bool) int {
+func mpScore(b []byte, lay Layout, heap maps.Mapping, top, sys uint64, rw func(uint64) bool) int {
 	w := func(off int64) uint64 { return le(b, off) }
 	i32 := func(off int64) int32 { return int32(uint32(le(b, off))) }
 	sbrk := w(lay.MpSbrkBase)
@@ -468,7 +620,10 @@ func mpScore(b []byte, lay Layout, heap maps.Mapping, top uint64, rw func(uint64
 	switch {
 	case top != 0 && (sbrk < heap.Start || sbrk > top):
 		return 0
-	case top != 0 && sbrk == heap.Start:
+	case top != 0 && (sbrk == heap.Start || sys != 0 && sbrk+sys == heap.End):
+		// malloc's first sbrk set sbrk_base, and everything sbrk'd since
+		// is system_mem: the heap's start, unless something (a static
+		// program's TLS) was sbrk'd before.
 		score += 2
 	case top == 0 && sbrk != 0 && !rw(sbrk):
 		return 0
@@ -559,5 +714,5 @@ func (e *memEvidence) summary() string {
 			return strings.Join(e.describe(lay), "; ")
 		}
 	}
-	return "no main_arena (an arena of self-referential bins whose ring closes) in libc's writable memory"
+	return "no main_arena (an arena of self-referential bins whose ring closes) in " + e.objectName() + "'s writable memory"
 }

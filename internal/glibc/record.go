@@ -17,6 +17,7 @@ const (
 	// A static executable's core: the allocator linked into it.
 	SourceStaticFile          = "executable file (build-id match)"
 	SourceStaticFileUnchecked = "executable file (build-id not in the core: unchecked)"
+	SourceStaticMemory        = "memory only: runtime signatures in the executable's data"
 )
 
 // RecordVersion is the format of Record this arenactl writes. Readers take

@@ -95,6 +95,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 	}
 	mo.Libc.BuildID = memID
 	h.Libc, h.Layout, h.Anchors, h.SameFormat = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
+	h.LibcNotes = append(h.LibcNotes, mo.Notes...)
 	h.TcachesSkipped = "without libc's file the TLS slots of tcache and thread_arena are unknown: no thread's tcache was read, and chunks cached there count as in use"
 	return coreMallocDebug(t, h, o)
 }

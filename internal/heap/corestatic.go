@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -18,8 +19,10 @@ import (
 // executable only when its build-id is the one in the core's memory (the
 // kernel dumps an ELF object's first page): another build's main_arena
 // would be somewhere else. Candidates: the recorded path under the
-// sysroot, then DIR/.build-id/xx/rest in each debug directory. ErrNoLibc
-// when the core is not of a static executable.
+// sysroot, then DIR/.build-id/xx/rest in each debug directory. Without
+// one (or with NoLibcFile) the allocator is found in the executable's
+// memory alone (glibc.FromMemoryStatic). ErrNoLibc when the core is not of
+// a static executable.
 func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	exe := t.Process().Exe
 	m0, ok := lowestMapping(t.Mappings(), exe)
@@ -31,8 +34,13 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	memID, idErr := glibc.BuildIDInMemory(t, m0.Start)
 	// --libc names the object that holds the allocator: here, the
 	// executable.
-	cands := libcCandidates(t, o, exe, memID)
+	var cands []libcCandidate
 	var notes []string
+	if o.NoLibcFile {
+		notes = append(notes, "executable files: none looked for (--no-libc-file)")
+	} else {
+		cands = libcCandidates(t, o, exe, memID)
+	}
 	for _, cand := range cands {
 		if _, err := os.Stat(cand.path); err != nil {
 			if cand.always || !errors.Is(err, os.ErrNotExist) {
@@ -87,24 +95,39 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	}
 	t.UseFile(exe, "")
 	h.LibcNotes = append(h.LibcNotes, notes...)
-	return nil, &StaticCoreError{Exe: exe, Notes: h.LibcNotes}
+	mo, err := glibc.FromMemoryStatic(t.Mappings(), t, exe)
+	if err != nil {
+		return nil, &StaticCoreError{Exe: exe, Notes: h.LibcNotes, Err: err}
+	}
+	mo.Libc.BuildID = memID
+	h.Libc, h.Layout, h.Anchors, h.SameFormat = mo.Libc, mo.Layout, mo.Anchors, mo.SameFormat
+	h.LibcNotes = append(h.LibcNotes, mo.Notes...)
+	if !mo.HasTLS() {
+		h.TcachesSkipped = "the executable's TLS block is not in the core: no thread's tcache was read, and chunks cached there count as in use"
+	}
+	return h, nil
 }
 
 // StaticCoreError: a core of a static executable whose file could not be
-// used (missing, or of another build). Its allocator lives in the
-// executable, so there is no libc for memory alone to find.
+// used (missing, or of another build), and whose allocator memory alone
+// did not find (Err: none found, or several places that fit).
 type StaticCoreError struct {
 	Exe   string
 	Notes []string
+	Err   error
 }
 
 func (e *StaticCoreError) Error() string {
-	s := fmt.Sprintf("the core is of a static executable (%s): its allocator is found through that file, and none could be used", e.Exe)
+	s := fmt.Sprintf("the core is of a static executable (%s) whose file could not be used, and memory alone did not find its allocator: %v", e.Exe, e.Err)
 	for _, n := range e.Notes {
 		s += "; " + n
 	}
 	return s
 }
+
+func (e *StaticCoreError) Unwrap() error { return e.Err }
+
+func (e *StaticCoreError) Is(target error) bool { return target == errkind.ErrMemoryOnly }
 
 // lowestMapping is the mapping of path at the lowest address: where its
 // ELF header is.

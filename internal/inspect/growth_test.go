@@ -439,3 +439,46 @@ func TestMadeBefore(t *testing.T) {
 		t.Errorf("straddled: %+v", got)
 	}
 }
+
+// A forked child inherits perf events opened with inherit, and an exec'd
+// one keeps them: its faults and brk calls were charged to the target (a
+// child that touched 256 MiB showed as 257 MiB first touched against an
+// RSS growth of 0; exec'd children's brk calls, compared with the
+// target's break, as hundreds of GiB mapped). Only the target's own
+// threads count: here the target touches nothing itself while a child
+// touches 128 MiB and four exec'd children grow their breaks by 16 MiB.
+func TestGrowthOwnThreadsOnly(t *testing.T) {
+	t.Run("eBPF", func(t *testing.T) { testGrowthOwnThreadsOnly(t, false) })
+	t.Run("tracepoints", func(t *testing.T) { testGrowthOwnThreadsOnly(t, true) })
+}
+
+func testGrowthOwnThreadsOnly(t *testing.T, tracepoints bool) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root (perf_event_paranoid 2)")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	tg := testutil.Start(t, bin)
+	defer tg.Quit()
+	g := growthWhile(t, tg, GrowthOptions{Tracepoints: tracepoints}, func() {
+		for _, cmd := range []string{"fork 128", "exec 4"} {
+			if a := tg.Send(cmd); a != "ok 0" {
+				t.Fatalf("%s: target said %q", cmd, a)
+			}
+		}
+	})
+	// The target's own faults after fork (copies on write of the few
+	// pages it writes, its stack) and its fork/wait calls are small.
+	touched, mapped, unmapped := g.Total(report.GrowthTouched), g.Total(report.GrowthMapped), g.Total(report.GrowthUnmapped)
+	t.Logf("%d fault samples, %d calls: touched %.1f MiB, mapped %.1f MiB, unmapped %.1f MiB; RSS grew %.1f MiB",
+		g.FaultSamples, g.Calls, touched/(1<<20), mapped/(1<<20), unmapped/(1<<20), float64(g.RSSGrowth())/(1<<20))
+	if touched > 4<<20 || mapped > 4<<20 || unmapped > 4<<20 {
+		t.Errorf("the children's memory charged to the target: touched %.1f MiB, mapped %.1f MiB, unmapped %.1f MiB (the target itself touched almost nothing)",
+			touched/(1<<20), mapped/(1<<20), unmapped/(1<<20))
+	}
+	for _, s := range g.Profile.Sites {
+		if slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "child_touch" || f.Function == "grow_break" }) {
+			t.Errorf("a child's site charged to the target: %s %s", s.Labels[report.LabelClass], stackNames(s.Frames))
+			break
+		}
+	}
+}

@@ -289,7 +289,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	}
 	g.Duration = time.Since(g.Start)
 	g.Interrupted = ctx.Err() != nil
-	g.Lost, g.Throttled = s.Lost+stream.Dropped()+w.skipped, s.Throttled
+	g.Lost, g.Throttled = s.Lost+stream.Dropped()+s.Unknown+w.skipped, s.Throttled
 	if calls != nil {
 		g.Lost += calls.Lost()
 	}

@@ -482,3 +482,61 @@ func testGrowthOwnThreadsOnly(t *testing.T, tracepoints bool) {
 		}
 	}
 }
+
+// Two growth runs on one process at once each count its faults: the
+// kernel stamped the samples of every run but the last one opened with
+// that run's ids, and the others dropped them all ("page faults: 0
+// samples", silently).
+func TestGrowthTwoRunsAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root (perf_event_paranoid 2)")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	tg := testutil.Start(t, bin)
+	defer tg.Quit()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		g   *report.Growth
+		err error
+	}
+	const runs = 2
+	done := make(chan result, runs)
+	for i := 0; i < runs; i++ {
+		open := make(chan struct{})
+		// One by eBPF, one by tracepoints: any mix failed.
+		o := GrowthOptions{Tracepoints: i == 1}
+		o.Note = func(m string) {
+			if strings.HasPrefix(m, "perf events are open") {
+				close(open)
+			}
+		}
+		go func() {
+			g, err := Growth(ctx, tg.Pid, o)
+			done <- result{g, err}
+		}()
+		<-open
+	}
+	var mapped float64
+	if f := strings.Fields(tg.Send("map 32")); len(f) == 2 {
+		mapped, _ = strconv.ParseFloat(f[1], 64)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	for i := 0; i < runs; i++ {
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var got float64
+		for _, s := range r.g.Profile.Sites {
+			if slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "map_pages" }) {
+				got += s.Values[report.GrowthTouched]
+			}
+		}
+		t.Logf("run by %s: %d fault samples, map_pages touched %.1f MiB of %.1f", r.g.CallsBy, r.g.FaultSamples, got/(1<<20), mapped/(1<<20))
+		if math.Abs(got-mapped) > 0.05*mapped {
+			t.Errorf("run by %s: map_pages touched %.1f MiB, the target touched %.1f MiB (%d fault samples)", r.g.CallsBy, got/(1<<20), mapped/(1<<20), r.g.FaultSamples)
+		}
+	}
+}

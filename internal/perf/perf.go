@@ -10,6 +10,7 @@ package perf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -118,6 +119,9 @@ type Session struct {
 	// Dropped counts samples read from the rings and let go for want of
 	// room to keep them (a Stream's bound).
 	Dropped uint64
+	// Unknown counts sample records none of the session's events could
+	// have written (identify).
+	Unknown uint64
 	// calls, when set, are read with the rings (AddCalls).
 	calls *Calls
 	// read and keys are ReadInto's room, reused; held the samples it
@@ -470,7 +474,22 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 	}
 	own, ok := s.owner[id]
 	if !ok {
-		return smp, false
+		// Not an id of ours, in a ring only our events write to: the
+		// kernel stamped our sample with another event's id. It fills
+		// one perf_sample_data for every event on a software event or
+		// tracepoint in turn, and the id (with the other fields of
+		// PERF_SAMPLE_ID_ALL) is set once, by the first event, since
+		// Linux 6.3 (kernel/events/core.c, __perf_event_header__init_id):
+		// with a second growth on the same process, one run's samples
+		// all carried the other's ids and were dropped. Which of ours
+		// wrote it is told by its layout and, for a tracepoint, by the
+		// type its raw record begins with.
+		ei, ok := s.identify(rec)
+		if !ok {
+			s.Unknown++
+			return smp, false
+		}
+		own = eventOwner{event: ei, tid: -1}
 	}
 	e := s.events[own.event]
 	st := sampleType(e)
@@ -486,6 +505,11 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		return smp, false
 	}
 	smp.Inherited = smp.Tid != own.tid
+	if own.tid < 0 {
+		// Which thread's event took it is not known: a thread not
+		// opened for inherited it.
+		smp.Inherited = !s.tids[smp.Tid]
+	}
 	if smp.Time, ok = u64(); !ok {
 		return smp, false
 	}
@@ -552,6 +576,72 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		}
 	}
 	return smp, true
+}
+
+// identify is which of the session's events wrote a sample record whose
+// id is not theirs: the first whose layout the record fits exactly and,
+// for a tracepoint, whose id the raw record's common_type holds.
+func (s *Session) identify(rec []byte) (int, bool) {
+	for ei, e := range s.events {
+		raw, ok := fits(rec, sampleType(e))
+		if !ok {
+			continue
+		}
+		if e.Type == unix.PERF_TYPE_TRACEPOINT {
+			if len(raw) < 2 || uint64(raw[0])|uint64(raw[1])<<8 != e.Config {
+				continue
+			}
+		} else if len(raw) != 0 {
+			continue
+		}
+		return ei, true
+	}
+	return 0, false
+}
+
+// fits says whether rec (a sample after its header) is laid out as
+// sample type st says to its last byte, and returns its raw data.
+func fits(rec []byte, st uint64) (raw []byte, ok bool) {
+	p := 8 + 8 + 8 // id, tid, time
+	if st&unix.PERF_SAMPLE_ADDR != 0 {
+		p += 8
+	}
+	p += 8 // cpu
+	if st&unix.PERF_SAMPLE_RAW != 0 {
+		if p+4 > len(rec) {
+			return nil, false
+		}
+		n := int(binary.LittleEndian.Uint32(rec[p:]))
+		if p+4+n > len(rec) {
+			return nil, false
+		}
+		raw = rec[p+4 : p+4+n]
+		p = (p + 4 + n + 7) &^ 7
+	}
+	if st&unix.PERF_SAMPLE_REGS_USER != 0 {
+		if p+8 > len(rec) {
+			return nil, false
+		}
+		abi := le64(rec[p:])
+		p += 8
+		if abi != 0 {
+			p += 8 * len(sampleRegs)
+		}
+	}
+	if st&unix.PERF_SAMPLE_STACK_USER != 0 {
+		if p+8 > len(rec) {
+			return nil, false
+		}
+		size := le64(rec[p:])
+		p += 8
+		if size > uint64(len(rec)) {
+			return nil, false
+		}
+		if size > 0 {
+			p += int(size) + 8
+		}
+	}
+	return raw, p == len(rec)
 }
 
 // Now is the clock samples are stamped with (CLOCK_MONOTONIC), in ns.

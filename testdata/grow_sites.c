@@ -11,6 +11,10 @@
  *              mallocs, each touched; answers the main thread's bytes, then
  *              each thread's: "ok MAIN T1 T2"
  *   file PATH  read_file: maps PATH read-only and reads a byte of every page
+ *   fileslow PATH US
+ *              read_slowly: maps PATH read-only and reads a byte of each
+ *              page in turn, sleeping US microseconds after each: answers
+ *              the bytes of the pages it read ("ok BYTES")
  *   threads K  K threads created and joined (their stacks)
  *   churn N    N maps, touches of a page and unmaps, at once, by two sites
  *              through one helper:
@@ -135,6 +139,22 @@ __attribute__((noinline)) static size_t read_file(const char *path) {
 	return st.st_size;
 }
 
+__attribute__((noinline)) static size_t read_slowly(const char *path, long us) {
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) return 0;
+	char *p = mmap(0, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) return 0;
+	size_t n = 0;
+	for (off_t i = 0; i < st.st_size; i += 4096) {
+		sink += p[i];
+		n += 4096;
+		if (us > 0) usleep(us);
+	}
+	return n;
+}
+
 static void *idle(void *arg) {
 	(void)arg;
 	return 0;
@@ -198,6 +218,8 @@ int main(int argc, char **argv) {
 			pthread_join(t2, &r2);
 			pthread_barrier_destroy(&both);
 			printf("ok %zu %zu %zu\n", m, (size_t)r1, (size_t)r2);
+		} else if (sscanf(line, "fileslow %199s %ld", arg, &n) == 2) {
+			printf("ok %zu\n", read_slowly(arg, n));
 		} else if (sscanf(line, "file %199s", arg) == 1) {
 			printf("ok %zu\n", read_file(arg));
 		} else if (sscanf(line, "threads %ld", &n) == 1) {

@@ -41,6 +41,9 @@ type Event struct {
 	// StackSize, when not 0, is this event's stack copy (Options'
 	// otherwise).
 	StackSize uint32
+	// Filter, for a tracepoint, is the kernel's filter on its fields
+	// ("member == 0"): the records it fails are never written.
+	Filter string
 }
 
 // Options tune the rings and the stack copies.
@@ -226,6 +229,20 @@ func (s *Session) openThread(tid, pages int) (bool, error) {
 				return false, wrap(fmt.Sprintf("perf_event_open %s on thread %d of process %d, CPU %d", s.events[ei].Name, tid, s.Pid, cpu), err)
 			}
 			s.fds = append(s.fds, fd)
+			if f := s.events[ei].Filter; f != "" {
+				// Inherited events use their parent's filter
+				// (kernel/events/core.c, perf_tp_filter_match).
+				b, err := unix.BytePtrFromString(f)
+				if err == nil {
+					_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(b)))
+					if e != 0 {
+						err = e
+					}
+				}
+				if err != nil {
+					return false, &Error{Kind: KindUnsupported, Op: fmt.Sprintf("perf: filter %q on %s", f, s.events[ei].Name), Err: err}
+				}
+			}
 			if s.rings[ci] == nil {
 				r, err := mapRing(fd, pages)
 				if err != nil {

@@ -486,15 +486,19 @@ func testGrowthOwnThreadsOnly(t *testing.T, tracepoints bool) {
 	}
 }
 
-// Two growth runs on one process at once each count its faults: the
+// Three growth runs on one process at once each count its faults: the
 // kernel stamped the samples of every run but the last one opened with
 // that run's ids, and the others dropped them all ("page faults: 0
 // samples", silently).
-func TestGrowthTwoRunsAtOnce(t *testing.T) {
+func TestGrowthRunsAtOnce(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("perf events on another process need root (perf_event_paranoid 2)")
 	}
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, bytesOf(8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tg := testutil.Start(t, bin)
 	defer tg.Quit()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -503,12 +507,13 @@ func TestGrowthTwoRunsAtOnce(t *testing.T) {
 		g   *report.Growth
 		err error
 	}
-	const runs = 2
+	// Two by eBPF, one by tracepoints: any mix failed.
+	modes := []bool{false, false, true}
+	runs := len(modes)
 	done := make(chan result, runs)
-	for i := 0; i < runs; i++ {
+	for _, tracepoints := range modes {
 		open := make(chan struct{})
-		// One by eBPF, one by tracepoints: any mix failed.
-		o := GrowthOptions{Tracepoints: i == 1}
+		o := GrowthOptions{Tracepoints: tracepoints}
 		o.Note = func(m string) {
 			if strings.HasPrefix(m, "perf events are open") {
 				close(open)
@@ -520,9 +525,12 @@ func TestGrowthTwoRunsAtOnce(t *testing.T) {
 		}()
 		<-open
 	}
-	var mapped float64
+	var mapped, read float64
 	if f := strings.Fields(tg.Send("map 32")); len(f) == 2 {
 		mapped, _ = strconv.ParseFloat(f[1], 64)
+	}
+	if f := strings.Fields(tg.Send("fileslow " + file + " 0")); len(f) == 2 {
+		read, _ = strconv.ParseFloat(f[1], 64)
 	}
 	time.Sleep(200 * time.Millisecond)
 	cancel()
@@ -531,15 +539,20 @@ func TestGrowthTwoRunsAtOnce(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		var got float64
+		var got, gotFile float64
 		for _, s := range r.g.Profile.Sites {
 			if slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "map_pages" }) {
 				got += s.Values[report.GrowthTouched]
 			}
+			if s.Labels[report.LabelClass] == "file" && slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "read_slowly" }) {
+				gotFile += s.Values[report.GrowthTouched]
+			}
 		}
-		t.Logf("run by %s: %d fault samples, map_pages touched %.1f MiB of %.1f", r.g.CallsBy, r.g.FaultSamples, got/(1<<20), mapped/(1<<20))
-		if math.Abs(got-mapped) > 0.05*mapped {
-			t.Errorf("run by %s: map_pages touched %.1f MiB, the target touched %.1f MiB (%d fault samples)", r.g.CallsBy, got/(1<<20), mapped/(1<<20), r.g.FaultSamples)
+		t.Logf("run by %s: %d fault samples, map_pages touched %.1f MiB of %.1f, read_slowly %.1f MiB of %.1f",
+			r.g.CallsBy, r.g.FaultSamples, got/(1<<20), mapped/(1<<20), gotFile/(1<<20), read/(1<<20))
+		if math.Abs(got-mapped) > 0.05*mapped || math.Abs(gotFile-read) > 0.15*read {
+			t.Errorf("run by %s: map_pages touched %.1f MiB, read_slowly %.1f MiB; the target touched %.1f MiB and %.1f MiB (%d fault samples)",
+				r.g.CallsBy, got/(1<<20), gotFile/(1<<20), mapped/(1<<20), read/(1<<20), r.g.FaultSamples)
 		}
 	}
 }

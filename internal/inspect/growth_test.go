@@ -564,7 +564,11 @@ func TestGrowthRunsAtOnce(t *testing.T) {
 // target reads a 16 MiB file (written at once, so the page cache holds it
 // in large folios) a page at a time over about a second, and touches 16
 // MiB of anonymous memory: each class must come within 15 % of what the
-// target counted, and the RSS growth within the stated error.
+// target counted, and the RSS growth within the stated error. The file's
+// pages are counted, not sampled, and each thread's fault samples are
+// every 16th of its own faults, off by less than a period at each end:
+// the 15 % is for pages the kernel maps around the last ones read (a
+// folio), not for chance; counting a fault as a page is 16× low.
 func TestGrowthFilePages(t *testing.T) {
 	t.Run("eBPF", func(t *testing.T) { testGrowthFilePages(t, false) })
 	t.Run("tracepoints", func(t *testing.T) { testGrowthFilePages(t, true) })

@@ -596,29 +596,34 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 }
 
 // identify is which of the session's events wrote a sample record whose
-// id is not theirs: the first whose layout the record fits exactly and,
-// for a tracepoint, whose id the raw record's common_type holds.
+// id is not theirs: a tracepoint whose layout the record fits exactly and
+// whose id the raw record's common_type holds; else another event whose
+// layout it fits, with the user registers it asks for (a record without
+// them can be read in more than one layout, and is of no use).
 func (s *Session) identify(rec []byte) (int, bool) {
-	for ei, e := range s.events {
-		raw, ok := fits(rec, sampleType(e))
-		if !ok {
-			continue
-		}
-		if e.Type == unix.PERF_TYPE_TRACEPOINT {
-			if len(raw) < 2 || uint64(raw[0])|uint64(raw[1])<<8 != e.Config {
+	for _, tracepoints := range []bool{true, false} {
+		for ei, e := range s.events {
+			if (e.Type == unix.PERF_TYPE_TRACEPOINT) != tracepoints {
 				continue
 			}
-		} else if len(raw) != 0 {
-			continue
+			st := sampleType(e)
+			raw, regs, ok := fits(rec, st)
+			switch {
+			case !ok:
+			case tracepoints && len(raw) >= 2 && uint64(binary.LittleEndian.Uint16(raw)) == e.Config:
+				return ei, true
+			case !tracepoints && st&unix.PERF_SAMPLE_RAW == 0 && (regs || st&unix.PERF_SAMPLE_REGS_USER == 0):
+				return ei, true
+			}
 		}
-		return ei, true
 	}
 	return 0, false
 }
 
 // fits says whether rec (a sample after its header) is laid out as
-// sample type st says to its last byte, and returns its raw data.
-func fits(rec []byte, st uint64) (raw []byte, ok bool) {
+// sample type st says to its last byte, and returns its raw data and
+// whether it holds user registers.
+func fits(rec []byte, st uint64) (raw []byte, regs, ok bool) {
 	p := 8 + 8 + 8 // id, tid, time
 	if st&unix.PERF_SAMPLE_ADDR != 0 {
 		p += 8
@@ -626,39 +631,39 @@ func fits(rec []byte, st uint64) (raw []byte, ok bool) {
 	p += 8 // cpu
 	if st&unix.PERF_SAMPLE_RAW != 0 {
 		if p+4 > len(rec) {
-			return nil, false
+			return nil, false, false
 		}
 		n := int(binary.LittleEndian.Uint32(rec[p:]))
 		if p+4+n > len(rec) {
-			return nil, false
+			return nil, false, false
 		}
 		raw = rec[p+4 : p+4+n]
 		p = (p + 4 + n + 7) &^ 7
 	}
 	if st&unix.PERF_SAMPLE_REGS_USER != 0 {
 		if p+8 > len(rec) {
-			return nil, false
+			return nil, false, false
 		}
-		abi := le64(rec[p:])
+		regs = le64(rec[p:]) != 0
 		p += 8
-		if abi != 0 {
+		if regs {
 			p += 8 * len(sampleRegs)
 		}
 	}
 	if st&unix.PERF_SAMPLE_STACK_USER != 0 {
 		if p+8 > len(rec) {
-			return nil, false
+			return nil, false, false
 		}
 		size := le64(rec[p:])
 		p += 8
 		if size > uint64(len(rec)) {
-			return nil, false
+			return nil, false, false
 		}
 		if size > 0 {
 			p += int(size) + 8
 		}
 	}
-	return raw, p == len(rec)
+	return raw, regs, p == len(rec)
 }
 
 // Now is the clock samples are stamped with (CLOCK_MONOTONIC), in ns.

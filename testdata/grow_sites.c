@@ -11,6 +11,10 @@
  *              mallocs, each touched; answers the main thread's bytes, then
  *              each thread's: "ok MAIN T1 T2"
  *   file PATH  read_file: maps PATH read-only and reads a byte of every page
+ *   fileslow PATH US
+ *              read_slowly: maps PATH read-only and reads a byte of each
+ *              page in turn, sleeping US microseconds after each: answers
+ *              the bytes of the pages it read ("ok BYTES")
  *   threads K  K threads created and joined (their stacks)
  *   churn N    N maps, touches of a page and unmaps, at once, by two sites
  *              through one helper:
@@ -19,6 +23,10 @@
  *              frame is larger than a short stack copy, so both sites'
  *              short stacks end in it alike: only whole stacks tell them
  *              apart, and by count they split 3:1 where by bytes 1:1.
+ *   fork N     forks a child that touches N MiB (mmap and malloc) and exits;
+ *              waits for it: "ok 0", the parent touched nothing
+ *   exec K     forks K children that exec this program as "brk": each grows
+ *              its own break by 16 MiB, touches it and exits; "ok 0"
  *   trim       frees the main thread's small blocks (a fence keeps them from
  *              the top) and calls malloc_trim(0): "ok FREED"
  *   quit       exits, saying "bye"
@@ -33,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SMALL 4000
@@ -130,6 +139,22 @@ __attribute__((noinline)) static size_t read_file(const char *path) {
 	return st.st_size;
 }
 
+__attribute__((noinline)) static size_t read_slowly(const char *path, long us) {
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) return 0;
+	char *p = mmap(0, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) return 0;
+	size_t n = 0;
+	for (off_t i = 0; i < st.st_size; i += 4096) {
+		sink += p[i];
+		n += 4096;
+		if (us > 0) usleep(us);
+	}
+	return n;
+}
+
 static void *idle(void *arg) {
 	(void)arg;
 	return 0;
@@ -148,9 +173,29 @@ __attribute__((noinline)) static size_t trim(void) {
 	return n;
 }
 
-int main(void) {
+/* child_touch is a forked child's growth: none of it is the parent's. */
+__attribute__((noinline)) static void child_touch(long mib) {
+	map_pages((size_t)mib << 19);
+	big_blocks(mib / 2);
+	_exit(0);
+}
+
+/* grow_break is what an exec'd child does: brk calls of its own, in a
+ * process that is not the target. */
+static int grow_break(void) {
+	for (int i = 0; i < 16; i++) {
+		char *p = sbrk(1 << 20);
+		if (p == (void *)-1) return 1;
+		memset(p, 4, 1 << 20);
+	}
+	sbrk(-(8 << 20));
+	return 0;
+}
+
+int main(int argc, char **argv) {
 	char line[256], arg[200];
 	long n;
+	if (argc > 1 && strcmp(argv[1], "brk") == 0) return grow_break();
 	setvbuf(stdout, 0, _IOLBF, 0);
 	printf("ready %d\n", getpid());
 	while (fgets(line, sizeof line, stdin)) {
@@ -173,6 +218,8 @@ int main(void) {
 			pthread_join(t2, &r2);
 			pthread_barrier_destroy(&both);
 			printf("ok %zu %zu %zu\n", m, (size_t)r1, (size_t)r2);
+		} else if (sscanf(line, "fileslow %199s %ld", arg, &n) == 2) {
+			printf("ok %zu\n", read_slowly(arg, n));
 		} else if (sscanf(line, "file %199s", arg) == 1) {
 			printf("ok %zu\n", read_file(arg));
 		} else if (sscanf(line, "threads %ld", &n) == 1) {
@@ -186,6 +233,21 @@ int main(void) {
 			size_t a, b;
 			churn(n, &a, &b);
 			printf("ok %zu %zu\n", a, b);
+		} else if (sscanf(line, "fork %ld", &n) == 1) {
+			pid_t c = fork();
+			if (c == 0) child_touch(n);
+			if (c > 0) waitpid(c, 0, 0);
+			printf("ok 0\n");
+		} else if (sscanf(line, "exec %ld", &n) == 1) {
+			for (long i = 0; i < n; i++) {
+				pid_t c = fork();
+				if (c == 0) {
+					execl("/proc/self/exe", "grow_sites", "brk", (char *)0);
+					_exit(127);
+				}
+				if (c > 0) waitpid(c, 0, 0);
+			}
+			printf("ok 0\n");
 		} else if (strncmp(line, "trim", 4) == 0) {
 			printf("ok %zu\n", trim());
 		} else {

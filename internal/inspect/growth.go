@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,6 +113,7 @@ const (
 	madvDontneed = 4
 	madvFree     = 8
 	madvRemove   = 9
+	mapShared    = 0x01
 	mapFixed     = 0x10
 	mapStack     = 0x20000
 	mapAnonymous = 0x20
@@ -140,7 +142,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
 	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
-		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes))}
+		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes)), rssLast: map[int64]int64{}, fileFault: map[int]fileFault{}}
 	if t.Libc == nil {
 		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
 	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
@@ -166,6 +168,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	// The memory syscalls: by the eBPF program, a short stack copy for
 	// most calls; else by perf's tracepoints, a whole copy each.
 	var calls *perf.Calls
+	rssTP, rssWhy := rssStat()
 	if !o.Tracepoints {
 		var nrs []int
 		for _, sc := range growthSyscalls {
@@ -203,6 +206,11 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 			w.tps = append(w.tps, tp)
 		}
 	}
+	if rssTP != nil {
+		w.rssTP, w.rssEvent = rssTP, len(events)
+		events = append(events, perf.Event{Name: "kmem:rss_stat", Type: unix.PERF_TYPE_TRACEPOINT, Config: rssTP.ID,
+			Period: 1, Stack: true, Raw: true, Filter: rssFilter})
+	}
 	if ru, err := maps.ReadRollup(pid); err == nil {
 		g.RSSBefore = ru.Rss
 	} else {
@@ -216,6 +224,14 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		o.RingPages = ringPages()
 	}
 	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+	if err != nil && w.rssEvent > 0 && perf.KindOf(err) == perf.KindUnsupported {
+		// A kernel whose rss_stat takes no filter (or has other
+		// fields): file pages are counted a page a fault, as said.
+		rssWhy = err.Error()
+		events = events[:w.rssEvent]
+		w.rssTP, w.rssEvent = nil, 0
+		s, err = perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+	}
 	if err != nil {
 		if perf.KindOf(err) == perf.KindNoProcess {
 			return nil, t.Explain(err)
@@ -223,6 +239,12 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		return nil, err
 	}
 	defer s.Close()
+	g.NoRSSStat = rssWhy
+	if w.rssEvent > 0 {
+		// The counters as the events found them: each record's size
+		// less the last one is what its fault mapped.
+		w.rssLast = rssCounters(pid)
+	}
 	if calls != nil {
 		// Attached once the events are open, as they are: a call
 		// before is in RSSBefore and in the first read of the mappings.
@@ -290,7 +312,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	}
 	g.Duration = time.Since(g.Start)
 	g.Interrupted = ctx.Err() != nil
-	g.Lost, g.Throttled = s.Lost+stream.Dropped()+w.skipped, s.Throttled
+	g.Lost, g.Throttled = s.Lost+stream.Dropped()+s.Unknown+w.skipped, s.Throttled
 	if calls != nil {
 		g.Lost += calls.Lost()
 	}
@@ -319,6 +341,15 @@ type growthWatch struct {
 	sym    *symbolize.Symbolizer
 	stacks *heapprof.Stacks
 	tps    []*perf.Tracepoint // events[i+1]
+	// rssTP is kmem:rss_stat, events[rssEvent] (0: not recorded);
+	// rssLast the last size of each counter it reported, by member;
+	// fileFault the class of the last sampled fault in memory backed by
+	// a file (or shared) by site, which the rss_stat records of the
+	// same stack are charged to.
+	rssTP     *perf.Tracepoint
+	rssEvent  int
+	rssLast   map[int64]int64
+	fileFault map[int]fileFault
 
 	// snaps are the last reads of the mappings, oldest first, with when
 	// each read began and ended. For each sample, prev is the last read
@@ -549,6 +580,10 @@ func (w *growthWatch) drainBatch(ctx context.Context, smps []perf.Sample) bool {
 			w.fault(smp)
 			continue
 		}
+		if smp.Event == w.rssEvent {
+			w.rss(smp)
+			continue
+		}
 		tp := w.tps[smp.Event-1]
 		if tp.Name[:len("sys_exit")] == "sys_exit" {
 			w.exit(tp, smp)
@@ -606,6 +641,18 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	bytes := n * float64(w.g.PageSize)
 	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
 		if m, ok := maps.Find(ms, smp.Addr); ok {
+			if w.rssEvent > 0 && fileBacked(m) {
+				// A fault here maps as many pages as the page cache
+				// holds around it (fault-around, a large folio): 16
+				// to 512 where this sample stood for one. The pages
+				// are counted by the rss_stat records of the faults
+				// (rss); the sample names their class and mapping.
+				w.fileFault[si] = fileFault{class: class, arena: arena, start: m.Start}
+				w.g.ExactSamples++
+				w.add(si, class, arena, report.GrowthFaults, n)
+				w.add(si, class, arena, report.GrowthSamples, 1)
+				return
+			}
 			w.resident[m.Start] += bytes
 			break
 		}
@@ -614,6 +661,115 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	w.add(si, class, arena, report.GrowthNet, bytes)
 	w.add(si, class, arena, report.GrowthFaults, n)
 	w.add(si, class, arena, report.GrowthSamples, 1)
+}
+
+// fileFault is where a site's last sampled fault in a file's pages was:
+// its class, arena and mapping's start.
+type fileFault struct {
+	class, arena string
+	start        uint64
+}
+
+// The rss_stat counters (include/linux/mm_types_task.h, MM_FILEPAGES and
+// MM_SHMEMPAGES) and the filter that keeps only their changes made by the
+// process itself: its faults, and its own unmapping. Anonymous faults map
+// a page each and are counted by the fault samples; their records would
+// cost every one of them a record.
+const (
+	mmFilePages  = 0
+	mmShmemPages = 3
+	rssFilter    = "curr == 1 && (member == 0 || member == 3)"
+)
+
+// rssStat is the kmem:rss_stat tracepoint, which reports in the faulting
+// task each change of a process's page counters with the counter's new
+// value (Linux 5.5, include/trace/events/kmem.h; exact since 6.2, when it
+// began summing the per-CPU counters), or why it cannot be used.
+func rssStat() (*perf.Tracepoint, string) {
+	tps, err := perf.Tracepoints("kmem/rss_stat")
+	if err != nil {
+		return nil, err.Error()
+	}
+	for _, f := range []string{"curr", "member", "size"} {
+		if _, ok := tps[0].Fields[f]; !ok {
+			return nil, "kmem:rss_stat has no field " + f
+		}
+	}
+	return &tps[0], ""
+}
+
+// rssCounters reads the process's file and shmem page counters from its
+// status (kB), by member.
+func rssCounters(pid int) map[int64]int64 {
+	out := map[int64]int64{}
+	b, err := os.ReadFile(procfs.Path(pid, "status"))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "RssFile":
+			out[mmFilePages] = n << 10
+		case "RssShmem":
+			out[mmShmemPages] = n << 10
+		}
+	}
+	return out
+}
+
+// fileBacked says whether a fault in m maps pages of the page cache (a
+// file's, or shared memory's), counted by rss_stat's file and shmem
+// counters.
+func fileBacked(m maps.Mapping) bool {
+	switch m.Class {
+	case maps.ClassFile, maps.ClassExecutable, maps.ClassSharedLib:
+		return true
+	}
+	return len(m.Perms) > 3 && m.Perms[3] == 's'
+}
+
+// rss charges what one rss_stat record says a fault of the process
+// mapped: its counter's new value less the last one seen, to the stack
+// the record was taken with (the fault's), in the class of the last
+// sampled fault in file pages from the same stack; "file" before any.
+// (The class of the thread's last such fault charged a file's first
+// faults, 4 of its 8 MiB, to the library whose code had faulted before.)
+// A fall (unmapping, or pages the kernel reclaimed meanwhile) is the
+// syscalls' to charge.
+func (w *growthWatch) rss(smp *perf.Sample) {
+	tp := w.rssTP
+	if tp.Uint(smp.Raw, "curr") == 0 {
+		return
+	}
+	member, size := tp.Int(smp.Raw, "member"), tp.Int(smp.Raw, "size")
+	if member != mmFilePages && member != mmShmemPages {
+		return
+	}
+	prev, ok := w.rssLast[member]
+	w.rssLast[member] = size
+	if !ok || size <= prev || !smp.HaveRegs {
+		return
+	}
+	d := float64(size - prev)
+	si := w.site(smp)
+	ff, ok := w.fileFault[si]
+	if !ok {
+		ff.class = maps.ClassFile.String()
+	}
+	if ff.start != 0 {
+		w.resident[ff.start] += d
+	}
+	w.add(si, ff.class, ff.arena, report.GrowthTouched, d)
+	w.add(si, ff.class, ff.arena, report.GrowthNet, d)
 }
 
 // enter handles a syscall's entry: charged now when its result does not
@@ -807,9 +963,15 @@ func (w *growthWatch) charge(name string, args [6]uint64, ret int64, si int, smp
 			if flags&mapStack != 0 {
 				mclass = maps.ClassThreadStack
 			}
+			if flags&mapAnonymous == 0 {
+				mclass = maps.ClassFile
+			}
 			perms := "---p"
 			if prot != 0 {
 				perms = "rw-p"
+			}
+			if flags&mapShared != 0 {
+				perms = perms[:3] + "s"
 			}
 			w.remember(done, maps.Mapping{Start: addr, End: addr + n, Perms: perms, Class: mclass})
 		}
@@ -980,24 +1142,38 @@ func (w *growthWatch) take(m maps.Mapping, ov uint64) float64 {
 }
 
 // takeRange is take over the accessible mappings of [addr, addr+n) in the
-// first table that holds any.
+// table whose accessible mappings cover most of it, the first of those
+// that cover as much. The read before the call may be older than the
+// memory it gives back: malloc_trim's advice over a main heap grown 16
+// MiB since was taken from the heap as it was (132 KiB), and the 16 MiB
+// stayed in the net about one run in four.
 func (w *growthWatch) takeRange(addr, n uint64, tables ...[]maps.Mapping) float64 {
 	end := addr + n
-	for _, ms := range tables {
-		var got float64
-		found := false
+	best, most := -1, uint64(0)
+	for ti, ms := range tables {
+		var covered uint64
 		i := sort.Search(len(ms), func(i int) bool { return ms[i].End > addr })
 		for ; i < len(ms) && ms[i].Start < end; i++ {
-			found = true
 			if m := ms[i]; m.Readable() || m.Writable() {
-				got += w.take(m, min(m.End, end)-max(m.Start, addr))
+				covered += min(m.End, end) - max(m.Start, addr)
 			}
 		}
-		if found {
-			return got
+		if covered > most {
+			best, most = ti, covered
 		}
 	}
-	return 0
+	if best < 0 {
+		return 0
+	}
+	ms := tables[best]
+	var got float64
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].End > addr })
+	for ; i < len(ms) && ms[i].Start < end; i++ {
+		if m := ms[i]; m.Readable() || m.Writable() {
+			got += w.take(m, min(m.End, end)-max(m.Start, addr))
+		}
+	}
+	return got
 }
 
 type unresolvedCall struct {

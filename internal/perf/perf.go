@@ -10,6 +10,7 @@ package perf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -40,6 +41,9 @@ type Event struct {
 	// StackSize, when not 0, is this event's stack copy (Options'
 	// otherwise).
 	StackSize uint32
+	// Filter, for a tracepoint, is the kernel's filter on its fields
+	// ("member == 0"): the records it fails are never written.
+	Filter string
 }
 
 // Options tune the rings and the stack copies.
@@ -118,6 +122,9 @@ type Session struct {
 	// Dropped counts samples read from the rings and let go for want of
 	// room to keep them (a Stream's bound).
 	Dropped uint64
+	// Unknown counts sample records none of the session's events could
+	// have written (identify).
+	Unknown uint64
 	// calls, when set, are read with the rings (AddCalls).
 	calls *Calls
 	// read and keys are ReadInto's room, reused; held the samples it
@@ -137,7 +144,8 @@ type eventOwner struct {
 
 // Open opens events on every thread of pid, on every online CPU, with
 // inheritance, so that threads created later are sampled too (as perf
-// record -p does): a ring per CPU that every event of that CPU writes to.
+// record -p does), but not the processes it forks: a ring per CPU that
+// every event of that CPU writes to.
 func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 	if o.StackSize == 0 {
 		o.StackSize = DefaultStackSize
@@ -205,6 +213,15 @@ func (s *Session) openThread(tid, pages int) (bool, error) {
 		for ei := range s.attrs {
 			attr := s.attrs[ei]
 			fd, err := unix.PerfEventOpen(&attr, tid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+			if errors.Is(err, unix.EINVAL) && attr.Bits&perfBitInheritThread != 0 {
+				// A kernel before 5.13 knows no inherit_thread: children
+				// inherit the events, and Read drops their samples.
+				for i := range s.attrs {
+					s.attrs[i].Bits &^= perfBitInheritThread
+				}
+				attr = s.attrs[ei]
+				fd, err = unix.PerfEventOpen(&attr, tid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+			}
 			if err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					return false, nil
@@ -212,6 +229,20 @@ func (s *Session) openThread(tid, pages int) (bool, error) {
 				return false, wrap(fmt.Sprintf("perf_event_open %s on thread %d of process %d, CPU %d", s.events[ei].Name, tid, s.Pid, cpu), err)
 			}
 			s.fds = append(s.fds, fd)
+			if f := s.events[ei].Filter; f != "" {
+				// Inherited events use their parent's filter
+				// (kernel/events/core.c, perf_tp_filter_match).
+				b, err := unix.BytePtrFromString(f)
+				if err == nil {
+					_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(b)))
+					if e != 0 {
+						err = e
+					}
+				}
+				if err != nil {
+					return false, &Error{Kind: KindUnsupported, Op: fmt.Sprintf("perf: filter %q on %s", f, s.events[ei].Name), Err: err}
+				}
+			}
 			if s.rings[ci] == nil {
 				r, err := mapRing(fd, pages)
 				if err != nil {
@@ -248,6 +279,13 @@ func sampleType(e Event) uint64 {
 	return t
 }
 
+// perfBitInheritThread is perf_event_attr's inherit_thread (bit 35 of its
+// flags, Linux 5.13, include/uapi/linux/perf_event.h): only threads
+// inherit the events, not the processes the target forks. With inherit
+// alone a child's faults and calls, and those of the programs it execs,
+// were the target's (a child touching 256 MiB was charged 257 MiB).
+const perfBitInheritThread = 1 << 35
+
 func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
 	a := unix.PerfEventAttr{Type: e.Type, Config: e.Config, Sample: max(e.Period, 1), Sample_type: sampleType(e)}
 	a.Size = uint32(unsafe.Sizeof(a))
@@ -257,7 +295,7 @@ func attrFor(e Event, stack uint32, pages int) unix.PerfEventAttr {
 	// process's memory (read() into a fresh buffer) is the process's
 	// growth, and a tracepoint fires in the kernel.
 	a.Bits = unix.PerfBitInherit | unix.PerfBitSampleIDAll | unix.PerfBitExcludeHv | unix.PerfBitExcludeCallchainKernel | unix.PerfBitWatermark |
-		unix.PerfBitUseClockID
+		unix.PerfBitUseClockID | perfBitInheritThread
 	// Samples are stamped with CLOCK_MONOTONIC, so that a caller can set
 	// them against what it read of the process and when (Now).
 	a.Clockid = unix.CLOCK_MONOTONIC
@@ -453,7 +491,22 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 	}
 	own, ok := s.owner[id]
 	if !ok {
-		return smp, false
+		// Not an id of ours, in a ring only our events write to: the
+		// kernel stamped our sample with another event's id. It fills
+		// one perf_sample_data for every event on a software event or
+		// tracepoint in turn, and the id (with the other fields of
+		// PERF_SAMPLE_ID_ALL) is set once, by the first event, since
+		// Linux 6.3 (kernel/events/core.c, __perf_event_header__init_id):
+		// with a second growth on the same process, one run's samples
+		// all carried the other's ids and were dropped. Which of ours
+		// wrote it is told by its layout and, for a tracepoint, by the
+		// type its raw record begins with.
+		ei, ok := s.identify(rec)
+		if !ok {
+			s.Unknown++
+			return smp, false
+		}
+		own = eventOwner{event: ei, tid: -1}
 	}
 	e := s.events[own.event]
 	st := sampleType(e)
@@ -463,7 +516,17 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		return smp, false
 	}
 	smp.Pid, smp.Tid = int(uint32(v)), int(uint32(v>>32))
+	if smp.Pid != s.Pid {
+		// Another process's: one the target forked, on a kernel that
+		// let it inherit the events.
+		return smp, false
+	}
 	smp.Inherited = smp.Tid != own.tid
+	if own.tid < 0 {
+		// Which thread's event took it is not known: a thread not
+		// opened for inherited it.
+		smp.Inherited = !s.tids[smp.Tid]
+	}
 	if smp.Time, ok = u64(); !ok {
 		return smp, false
 	}
@@ -530,6 +593,77 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		}
 	}
 	return smp, true
+}
+
+// identify is which of the session's events wrote a sample record whose
+// id is not theirs: a tracepoint whose layout the record fits exactly and
+// whose id the raw record's common_type holds; else another event whose
+// layout it fits, with the user registers it asks for (a record without
+// them can be read in more than one layout, and is of no use).
+func (s *Session) identify(rec []byte) (int, bool) {
+	for _, tracepoints := range []bool{true, false} {
+		for ei, e := range s.events {
+			if (e.Type == unix.PERF_TYPE_TRACEPOINT) != tracepoints {
+				continue
+			}
+			st := sampleType(e)
+			raw, regs, ok := fits(rec, st)
+			switch {
+			case !ok:
+			case tracepoints && len(raw) >= 2 && uint64(binary.LittleEndian.Uint16(raw)) == e.Config:
+				return ei, true
+			case !tracepoints && st&unix.PERF_SAMPLE_RAW == 0 && (regs || st&unix.PERF_SAMPLE_REGS_USER == 0):
+				return ei, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// fits says whether rec (a sample after its header) is laid out as
+// sample type st says to its last byte, and returns its raw data and
+// whether it holds user registers.
+func fits(rec []byte, st uint64) (raw []byte, regs, ok bool) {
+	p := 8 + 8 + 8 // id, tid, time
+	if st&unix.PERF_SAMPLE_ADDR != 0 {
+		p += 8
+	}
+	p += 8 // cpu
+	if st&unix.PERF_SAMPLE_RAW != 0 {
+		if p+4 > len(rec) {
+			return nil, false, false
+		}
+		n := int(binary.LittleEndian.Uint32(rec[p:]))
+		if p+4+n > len(rec) {
+			return nil, false, false
+		}
+		raw = rec[p+4 : p+4+n]
+		p = (p + 4 + n + 7) &^ 7
+	}
+	if st&unix.PERF_SAMPLE_REGS_USER != 0 {
+		if p+8 > len(rec) {
+			return nil, false, false
+		}
+		regs = le64(rec[p:]) != 0
+		p += 8
+		if regs {
+			p += 8 * len(sampleRegs)
+		}
+	}
+	if st&unix.PERF_SAMPLE_STACK_USER != 0 {
+		if p+8 > len(rec) {
+			return nil, false, false
+		}
+		size := le64(rec[p:])
+		p += 8
+		if size > uint64(len(rec)) {
+			return nil, false, false
+		}
+		if size > 0 {
+			p += int(size) + 8
+		}
+	}
+	return raw, regs, p == len(rec)
 }
 
 // Now is the clock samples are stamped with (CLOCK_MONOTONIC), in ns.

@@ -207,3 +207,68 @@ func TestCallsRecordEveryCall(t *testing.T) {
 		t.Errorf("%d calls lost", n)
 	}
 }
+
+// TestTwoSessions: two sessions on one process (two growth runs at once)
+// each get every sample. The kernel stamps a software event's or a
+// tracepoint's sample of every event but the first with the first's id,
+// so the session opened first found ids it did not know on all its
+// samples and dropped them: a second growth on the same process left the
+// other with "page faults: 0 samples".
+func TestTwoSessions(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for perf events on another process")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	tps, err := perf.Tracepoints("syscalls/sys_enter_mmap", "syscalls/sys_exit_mmap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []perf.Event{
+		{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS, Period: 1, Stack: true, Addr: true},
+		{Name: "mmap", Type: unix.PERF_TYPE_TRACEPOINT, Config: tps[0].ID, Period: 1, Stack: true, Raw: true},
+		{Name: "mmap-exit", Type: unix.PERF_TYPE_TRACEPOINT, Config: tps[1].ID, Period: 1, Raw: true},
+	}
+	var ss []*perf.Session
+	for i := 0; i < 2; i++ {
+		// The second session asks for a shorter stack copy, as a run
+		// with another --stack would.
+		s, err := perf.Open(tg.Pid, events, perf.Options{RingPages: 1024, StackSize: uint32(4096 >> i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ss = append(ss, s)
+	}
+	const mib = 3
+	for _, where := range []string{"main", "thread"} {
+		ans := strings.Fields(tg.Send(where + " " + strconv.Itoa(mib)))
+		start, err := strconv.ParseUint(strings.TrimPrefix(ans[0], "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(ans)
+		}
+		for i, s := range ss {
+			var faults, mmaps, exits int
+			for _, smp := range s.Read() {
+				switch smp.Event {
+				case 0:
+					if smp.Addr >= start && smp.Addr < start+mib<<20 && smp.HaveRegs && len(smp.Stack) > 0 {
+						faults++
+					}
+				case 1:
+					if tps[0].Uint(smp.Raw, "len") == mib<<20 {
+						mmaps++
+					}
+				case 2:
+					if uint64(tps[1].Int(smp.Raw, "ret")) == start {
+						exits++
+					}
+				}
+			}
+			if faults != mib<<20/4096 || mmaps != 1 || exits != 1 {
+				t.Errorf("%s, session %d: %d faults with a stack, %d mmaps, %d exits; want %d, 1, 1",
+					where, i, faults, mmaps, exits, mib<<20/4096)
+			}
+		}
+	}
+}

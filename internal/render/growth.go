@@ -47,6 +47,9 @@ func Growth(w io.Writer, g *report.Growth, n int) error {
 		fmt.Fprintf(w, "note: %d memory syscalls had a short stack copy that ended their unwinding: %d shared out among the whole stacks that begin as theirs do, %d left cut short\n",
 			g.ShortCalls, g.Completed, g.ShortLeft)
 	}
+	if g.NoRSSStat != "" {
+		fmt.Fprintf(w, "note: a fault in a file's pages is counted as one page, though the kernel maps up to a whole folio of the page cache at once: file memory is low (kmem:rss_stat, which counts them, could not be used: %s)\n", Line(g.NoRSSStat))
+	}
 	if g.NoBPF != "" {
 		fmt.Fprintf(w, "note: memory syscalls were recorded by perf's tracepoints, a whole stack copy each, as eBPF was refused: %s\n", Line(g.NoBPF))
 	}

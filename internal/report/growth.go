@@ -73,6 +73,13 @@ type Growth struct {
 	// stack copy for most calls, completed from the whole ones) or
 	// "tracepoints" (perf's, a whole copy each); NoBPF why not eBPF.
 	CallsBy, NoBPF string
+	// ExactSamples are the fault samples in a file's pages (or shared
+	// memory's), whose pages were counted by the kernel's rss_stat
+	// records of every fault there rather than estimated from the
+	// samples; NoRSSStat says why they could not be ("" when they
+	// were).
+	ExactSamples int
+	NoRSSStat    string
 	// ShortCalls are the calls whose short stack copy ended their
 	// unwinding; Completed of them were shared out among whole stacks
 	// that begin as theirs do, ShortLeft stay cut short.
@@ -93,9 +100,10 @@ func (g *Growth) Total(typ int) float64 {
 
 // TouchedSigma is the standard error of the bytes touched estimate, when
 // the faults counted between two samples are taken as a Poisson process
-// (faults of many sites interleaved): sqrt(samples) × period × page.
+// (faults of many sites interleaved): sqrt(samples) × period × page, of
+// the samples whose bytes were estimated (not ExactSamples).
 func (g *Growth) TouchedSigma(samples float64) float64 {
-	return math.Sqrt(samples) * float64(g.Period*g.PageSize)
+	return math.Sqrt(max(samples-float64(g.ExactSamples), 0)) * float64(g.Period*g.PageSize)
 }
 
 // GrowthClass totals one memory class.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -53,6 +54,7 @@ type outcome struct {
 	match  func(error) bool
 	exit   int
 	hint   string
+	hintOf func() string // a hint that reads the system's state when it is given
 	reason string
 }
 
@@ -72,7 +74,9 @@ var outcomes = []outcome{
 	{match: is(errkind.ErrState), exit: exitState, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrGone), exit: exitGone, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrNoProcess), exit: exitNoProcess, reason: exporter.ReasonGone},
+	{match: is(errkind.ErrPerfNotAllowed), exit: exitNoPerf, hintOf: perfParanoidHint},
 	{match: is(errkind.ErrNoPerf), exit: exitNoPerf},
+	{match: is(errkind.ErrResources), hint: " (raise the open file limit, or perf_event_mlock_kb for the rings)"},
 	{match: unhintedPermission, exit: exitPermission, reason: exporter.ReasonPermission,
 		hint: " (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)"},
 	{match: is(errkind.ErrPermission), exit: exitPermission, reason: exporter.ReasonPermission},
@@ -150,10 +154,23 @@ func exitCode(err error) int {
 // hint is what the user can do about err, added to its one line; the
 // packages below describe conditions and leave this to the command line.
 func hint(err error) string {
-	if o := decide(err, func(o *outcome) bool { return o.hint != "" }); o != nil {
+	if o := decide(err, func(o *outcome) bool { return o.hint != "" || o.hintOf != nil }); o != nil {
+		if o.hintOf != nil {
+			return o.hintOf()
+		}
 		return o.hint
 	}
 	return ""
+}
+
+// perfParanoidHint: what lets perf events be opened, with the setting that
+// refused them.
+func perfParanoidHint() string {
+	p := "unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
+		p = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf(" (perf_event_paranoid is %s: run as root or with CAP_PERFMON, or lower it; in a container, its seccomp profile must allow perf_event_open)", p)
 }
 
 // reason is the exporter's label for a collection's error.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
@@ -216,7 +217,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	}
 	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	if err != nil {
-		if perf.KindOf(err) == perf.KindNoProcess {
+		if errors.Is(err, errkind.ErrNoProcess) {
 			return nil, t.Explain(err)
 		}
 		return nil, err
@@ -1324,13 +1325,4 @@ func heapEnd(ms []maps.Mapping) uint64 {
 		}
 	}
 	return 0
-}
-
-// IsPerfError says whether err is perf's, and which kind.
-func IsPerfError(err error) (perf.Kind, bool) {
-	var pe *perf.Error
-	if errors.As(err, &pe) {
-		return pe.Kind, true
-	}
-	return 0, false
 }

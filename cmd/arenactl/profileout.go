@@ -93,6 +93,9 @@ func (p *profileOutputs) serve(serve func(context.Context, *heapprof.Web) error)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
 	defer stop()
+	if !p.web.Graph() {
+		fmt.Fprintln(os.Stderr, "arenactl: no graph view: it runs Graphviz's dot, and PATH does not find /usr/bin/dot or /usr/local/bin/dot through directories only root can write")
+	}
 	fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", p.web.URL())
 	return serve(ctx, p.web)
 }

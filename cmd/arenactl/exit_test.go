@@ -84,7 +84,7 @@ func TestOutcomes(t *testing.T) {
 		{&glibc.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
 		{wrap(ptrace.ErrRestoredItself), exitCallFailed, ""},
 		{&inspect.ArenaCheckError{Pid: 1}, exitCallFailed, " (--read-only reads the heap"},
-		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitError, " (no libc file to read it with"},
+		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitBadCore, " (no libc file to read it with"},
 		{wrap(os.ErrDeadlineExceeded), exitError, ""},
 		{errors.New("something else"), exitError, ""},
 	} {

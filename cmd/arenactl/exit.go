@@ -32,7 +32,7 @@ const (
 	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitNoPerf      = 16 // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
-	exitInterrupted = 130
+	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 
 var errInterrupted = inspect.ErrInterrupted

@@ -16,22 +16,22 @@ import (
 // Exit codes. They are documented in README.md; keep the two in step.
 const (
 	exitOK          = 0
-	exitError       = 1  // anything not listed below
-	exitUsage       = 2  // bad command line
-	exitNoProcess   = 3  // no such process
-	exitPermission  = 4  // not allowed to trace it
-	exitTraced      = 5  // already traced by another debugger
-	exitState       = 6  // a zombie or a kernel thread
-	exitNotGlibc    = 7  // static, musl, or another allocator
-	exitNoSafe      = 8  // no thread was safe to borrow in time
-	exitCallFailed  = 9  // the injected call failed, faulted or timed out; target restored
-	exitGone        = 10 // the target exited while we worked
-	exitDamaged     = 11 // the heap is damaged where glibc would abort or hang: nothing injected
-	exitBadCore     = 12 // the file is not a usable x86_64 core, or its libc memory matches no glibc layout
-	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
-	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; none made
-	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
-	exitNoPerf      = 16 // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
+	exitError       = 1   // anything not listed below
+	exitUsage       = 2   // bad command line
+	exitNoProcess   = 3   // no such process
+	exitPermission  = 4   // not allowed to trace it
+	exitTraced      = 5   // already traced by another debugger
+	exitState       = 6   // a zombie or a kernel thread
+	exitNotGlibc    = 7   // static, musl, or another allocator
+	exitNoSafe      = 8   // no thread was safe to borrow in time
+	exitCallFailed  = 9   // the injected call failed, faulted or timed out; target restored
+	exitGone        = 10  // the target exited while we worked
+	exitDamaged     = 11  // the heap is damaged where glibc would abort or hang: nothing injected
+	exitBadCore     = 12  // the file is not a usable x86_64 core, or its libc memory matches no glibc layout
+	exitLockedStop  = 13  // an arena lock is held while threads are stopped: nothing injected
+	exitNoImage     = 14  // --freeze image: no copy-on-write image can be made safely; none made
+	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
+	exitNoPerf      = 16  // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
 	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 

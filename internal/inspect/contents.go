@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
@@ -78,7 +79,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	}
 	p, ths := t.Process(), t.Threads()
 	rep.Pid, rep.Exe, rep.Libc, rep.Threads = p.Pid, p.Exe, report.LibcOf(h.Libc), len(ths)
-	rep.Core = &report.CoreInfo{Path: path, Command: p.Command, LibcNotes: h.LibcNotes}
+	rep.Core = &report.CoreInfo{Path: path, Command: p.Command, LibcNotes: h.LibcNotes, Snapshot: t.Note(core.NoteAllocator) != nil}
 	if len(ths) > 0 {
 		rep.Core.CrashTid = ths[0].Tid
 	}
@@ -180,6 +181,7 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	if rootSpan > res.RootBytes {
 		rep.Unread = rootSpan - res.RootBytes
 	}
+	rep.UnreadIn = unreadPlaces(res.Unread)
 	typeOf := func(c chunks.Chunk) (string, bool) {
 		var b [8]byte
 		return typeOfHead(c, b[:res.Read(b[:], c.User())])
@@ -280,4 +282,31 @@ func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Bu
 		return res.Class(c).IsLeaked(), true
 	})
 	return nil
+}
+
+// unreadPlaces names where roots could not be read, most bytes first.
+func unreadPlaces(us []reach.UnreadRoot) []report.UnreadPlace {
+	var out []report.UnreadPlace
+	at := map[string]int{}
+	for _, u := range us {
+		var where string
+		switch u.Kind {
+		case reach.RootData:
+			where = u.Path
+		case reach.RootStack:
+			where = fmt.Sprintf("the stack of thread %d", u.Tid)
+		case reach.RootTLS:
+			where = fmt.Sprintf("the TLS of thread %d", u.Tid)
+		default:
+			where = "anonymous memory"
+		}
+		if i, ok := at[where]; ok {
+			out[i].Bytes += u.Bytes
+			continue
+		}
+		at[where] = len(out)
+		out = append(out, report.UnreadPlace{Where: where, Bytes: u.Bytes})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out
 }

@@ -36,6 +36,7 @@ type Report struct {
 type CoreInfo struct {
 	Path      string
 	Command   string
+	Snapshot  bool   // written by arenactl snapshot, not by a kernel or gcore
 	CrashTid  int    // the thread that received the signal
 	Signal    int    // 0 when the core records none (gcore, snapshots)
 	FaultAddr uint64 // si_addr

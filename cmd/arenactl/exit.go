@@ -75,6 +75,8 @@ var outcomes = []outcome{
 	{match: is(errkind.ErrGone), exit: exitGone, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrNoProcess), exit: exitNoProcess, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrPerfNotAllowed), exit: exitNoPerf, hintOf: perfParanoidHint},
+	{match: is(errkind.ErrNoTracefs), exit: exitNoPerf,
+		hint: " (the syscall tracepoints need tracefs: mount -t tracefs nodev /sys/kernel/tracing, as root or with CAP_PERFMON)"},
 	{match: is(errkind.ErrNoPerf), exit: exitNoPerf},
 	{match: is(errkind.ErrResources), hint: " (raise the open file limit, or perf_event_mlock_kb for the rings)"},
 	{match: unhintedPermission, exit: exitPermission, reason: exporter.ReasonPermission,

@@ -74,6 +74,9 @@ var (
 	// events for this process (perf_event_paranoid, no CAP_PERFMON, a
 	// container's seccomp profile).
 	ErrPerfNotAllowed = errors.New("perf events not allowed")
+	// ErrNoTracefs: a finer ErrNoPerf: tracefs, where the syscall
+	// tracepoints are named, is not mounted and could not be mounted.
+	ErrNoTracefs = errors.New("no tracefs")
 	// ErrResources: a limit of the system or of arenactl's process ran
 	// out (open files, locked memory).
 	ErrResources = errors.New("out of a system resource")

@@ -14,8 +14,9 @@ import (
 type Error struct {
 	// Kind: errkind.ErrPerfNotAllowed (the kernel refused perf events
 	// for this process: perf_event_paranoid, no CAP_PERFMON, a
-	// container's seccomp profile), errkind.ErrNoPerf (no such event, no
-	// tracefs, no perf_event_open at all), errkind.ErrNoProcess (the
+	// container's seccomp profile), errkind.ErrNoTracefs (tracefs is not
+	// mounted, and could not be), errkind.ErrNoPerf (no such event, no
+	// perf_event_open at all), errkind.ErrNoProcess (the
 	// process, or every thread of it, is gone), errkind.ErrResources
 	// (out of file descriptors or locked memory for the rings), or nil.
 	Kind error
@@ -27,13 +28,13 @@ func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Is answers the error's kind, and errkind.ErrNoPerf for the finer
-// ErrPerfNotAllowed. A gone process is errkind.ErrNoProcess, whoever saw
-// it first.
+// ErrPerfNotAllowed and ErrNoTracefs. A gone process is
+// errkind.ErrNoProcess, whoever saw it first.
 func (e *Error) Is(target error) bool {
 	if e.Kind == nil {
 		return false
 	}
-	return target == e.Kind || e.Kind == errkind.ErrPerfNotAllowed && target == errkind.ErrNoPerf
+	return target == e.Kind || target == errkind.ErrNoPerf && (e.Kind == errkind.ErrPerfNotAllowed || e.Kind == errkind.ErrNoTracefs)
 }
 
 // wrap classifies a syscall error.

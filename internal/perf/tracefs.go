@@ -170,9 +170,9 @@ func privateTracefs(names []string) ([]Tracepoint, error) {
 			return nil, r.err
 		}
 		if errors.Is(r.err, unix.EPERM) {
-			return nil, &Error{Kind: errkind.ErrNoPerf, Op: "tracefs is not mounted and arenactl may not mount it", Err: fmt.Errorf("%w (the syscall tracepoints need root or CAP_PERFMON, and tracefs: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
+			return nil, &Error{Kind: errkind.ErrNoTracefs, Op: "tracefs is not mounted and arenactl may not mount it", Err: r.err}
 		}
-		return nil, &Error{Kind: errkind.ErrNoPerf, Op: "tracefs is not mounted and mounting it failed", Err: fmt.Errorf("%w (mount it: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
+		return nil, &Error{Kind: errkind.ErrNoTracefs, Op: "tracefs is not mounted and mounting it failed", Err: r.err}
 	}
 	return r.tps, nil
 }

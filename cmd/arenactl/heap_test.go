@@ -307,7 +307,9 @@ func runCmdHWM(t *testing.T, cmd *exec.Cmd) (result, uint64) {
 // rings are) are not in a copy-on-write image, so heap says that page
 // could not be read there, why, and that --freeze walk reads it; it used
 // to give a snapshot's words ("not in the file ... --full") on a live
-// process. --freeze walk reads the page, and the blocks are static.
+// process. --freeze walk reads the page, and the blocks are static. A
+// guard page (MADV_GUARD_INSTALL, where the kernel has them) holds
+// nothing and is no unread root, in either.
 func TestHeapUnreadRootsSaid(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "dontfork.c", "-O2"))
 	page := tg.Next()

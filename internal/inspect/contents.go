@@ -13,6 +13,7 @@ import (
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/reach"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -51,7 +52,16 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 	}
 	hh := *h
 	hh.T = hd.mem
-	rep, err := contentsOf(ctx, &hh, types, tls, addrs)
+	// Guard regions hold nothing: their pages are no unread roots.
+	var guarded func(lo, hi uint64) uint64
+	if pm, err := procfs.OpenPagemap(t.Pid); err == nil {
+		defer pm.Close()
+		guarded = func(lo, hi uint64) uint64 {
+			n, _ := pm.Guarded(lo, hi)
+			return n
+		}
+	}
+	rep, err := contentsOf(ctx, &hh, types, tls, addrs, guarded)
 	ro := &report.ReadOnly{}
 	if rerr := hd.release(ro); err == nil {
 		err = rerr
@@ -73,7 +83,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	defer t.Close()
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
-	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
+	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -87,8 +97,9 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 }
 
 // contentsOf indexes h's chunks, scans from its roots, counts, and says
-// what holds each of addrs.
-func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*report.Contents, error) {
+// what holds each of addrs. guarded (nil: none) is how many bytes of a
+// range are guard regions, which hold nothing and count as no unread root.
+func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64, guarded func(lo, hi uint64) uint64) (*report.Contents, error) {
 	start := time.Now()
 	ix, err := chunks.Build(h, nil)
 	if err != nil {
@@ -180,6 +191,14 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	}
 	if rootSpan > res.RootBytes {
 		rep.Unread = rootSpan - res.RootBytes
+	}
+	if guarded != nil {
+		for i := range res.Unread {
+			u := &res.Unread[i]
+			g := min(guarded(u.Start, u.End), u.Bytes, rep.Unread)
+			u.Bytes -= g
+			rep.Unread -= g
+		}
 	}
 	rep.UnreadIn = unreadPlaces(res.Unread)
 	typeOf := func(c chunks.Chunk) (string, bool) {
@@ -289,6 +308,9 @@ func unreadPlaces(us []reach.UnreadRoot) []report.UnreadPlace {
 	var out []report.UnreadPlace
 	at := map[string]int{}
 	for _, u := range us {
+		if u.Bytes == 0 {
+			continue
+		}
 		var where string
 		switch u.Kind {
 		case reach.RootData:

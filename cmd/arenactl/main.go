@@ -21,7 +21,9 @@ import (
 )
 
 // endsByInterrupt marks a command for which Ctrl-C is the normal way to
-// finish (watch without --count): interrupted with no error, it exits 0.
+// finish (watch without --count, leaks and growth without --duration,
+// --http's serving, the exporter): interrupted with no error, its report
+// printed, it exits 0 (README's table of exit codes).
 const endsByInterrupt = "ends-by-interrupt"
 
 func main() {

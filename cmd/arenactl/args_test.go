@@ -113,7 +113,10 @@ func TestGarbageArguments(t *testing.T) {
 	}
 	probes = append(probes, probe{"heap", "addr", "zz"}, probe{"exporter", "pid", "-5"}, probe{"exporter", "pid", "x"},
 		probe{"growth", "stack", "100K"}, probe{"growth", "stack", "1T"}, probe{"growth", "syscall-stack", "1G"},
-		probe{"growth", "period", "18446744073709551615"}, probe{"leaks", "http", "nohost:port:x"})
+		probe{"growth", "period", "18446744073709551615"}, probe{"leaks", "http", "nohost:port:x"},
+		// exporter --listen said so with exit 1; --freeze none came
+		// after it was serving.
+		probe{"exporter", "listen", "nonsense"}, probe{"exporter", "listen", "127.0.0.1:99999"}, probe{"exporter", "freeze", "none"})
 	seen := map[string]bool{}
 	for _, p := range probes {
 		args := append([]string{p.cmd, "--" + p.flag + "=" + p.value}, positional[p.cmd]...)

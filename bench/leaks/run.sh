@@ -18,6 +18,7 @@ secs=${1:-4}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-leaks.XXXXXX")
 loop_pid=
+heaptrack_failed=
 cleanup() {
 	[ -z "$loop_pid" ] || kill "$loop_pid" 2>/dev/null || true
 	jobs -p | xargs -r kill 2>/dev/null || true
@@ -68,7 +69,13 @@ if command -v heaptrack >/dev/null; then
 	setsid heaptrack -o "$work/ht" -p "$loop_pid" >"$work/heaptrack.out" 2>&1 &
 	hp=$!
 	sleep 3
-	phase heaptrack
+	# heaptrack -p injects its library through gdb; when that fails the
+	# loop runs on untraced, and a phase would read 1.00x of nothing.
+	if grep -q heaptrack "/proc/$loop_pid/maps" 2>/dev/null; then
+		phase heaptrack
+	else
+		heaptrack_failed="heaptrack: \`heaptrack -p\` did not attach (its library is not in the loop's mappings), so it measured nothing: $(grep -v '^$' "$work/heaptrack.out" | tail -n 1)"
+	fi
 	kill "$loop_pid" 2>/dev/null || true
 	loop_pid=
 	sleep 1
@@ -90,5 +97,6 @@ END {
 		printf "%-10s %11.1f ns %9.2fx\n", k, med[k], med[k] / med["before"]
 	}
 }' "$work/phases"
+[ -z "${heaptrack_failed:-}" ] || echo "$heaptrack_failed"
 echo
 sed -n '1,3p' "$work/arenactl.out"

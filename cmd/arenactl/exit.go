@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -15,23 +16,23 @@ import (
 // Exit codes. They are documented in docs/exit-codes.md; keep the two in step.
 const (
 	exitOK          = 0
-	exitError       = 1  // anything not listed below
-	exitUsage       = 2  // bad command line
-	exitNoProcess   = 3  // no such process
-	exitPermission  = 4  // not allowed to trace it
-	exitTraced      = 5  // already traced by another debugger
-	exitState       = 6  // a zombie or a kernel thread
-	exitNotGlibc    = 7  // static, musl, or another allocator
-	exitNoSafe      = 8  // no thread was safe to borrow in time
-	exitCallFailed  = 9  // the injected call failed, faulted or timed out; target restored
-	exitGone        = 10 // the target exited while we worked
-	exitDamaged     = 11 // the heap is damaged where glibc would abort or hang: nothing injected
-	exitBadCore     = 12 // the file is not a usable x86_64 core
-	exitLockedStop  = 13 // an arena lock is held while threads are stopped: nothing injected
-	exitNoImage     = 14 // --freeze image: no copy-on-write image can be made safely; none made
-	exitNoSampler   = 15 // leaks: the process cannot be profiled safely (seccomp); nothing placed
-	exitNoPerf      = 16 // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
-	exitInterrupted = 130
+	exitError       = 1   // anything not listed below
+	exitUsage       = 2   // bad command line
+	exitNoProcess   = 3   // no such process
+	exitPermission  = 4   // not allowed to trace it
+	exitTraced      = 5   // already traced by another debugger
+	exitState       = 6   // a zombie or a kernel thread
+	exitNotGlibc    = 7   // static, musl, or another allocator
+	exitNoSafe      = 8   // no thread was safe to borrow in time
+	exitCallFailed  = 9   // the injected call failed, faulted or timed out; target restored
+	exitGone        = 10  // the target exited while we worked
+	exitDamaged     = 11  // the heap is damaged where glibc would abort or hang: nothing injected
+	exitBadCore     = 12  // the file is not a usable x86_64 core, or its libc memory matches no glibc layout
+	exitLockedStop  = 13  // an arena lock is held while threads are stopped: nothing injected
+	exitNoImage     = 14  // --freeze image: no copy-on-write image can be made safely; none made
+	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
+	exitNoPerf      = 16  // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
+	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 
 var errInterrupted = inspect.ErrInterrupted
@@ -53,6 +54,7 @@ type outcome struct {
 	match  func(error) bool
 	exit   int
 	hint   string
+	hintOf func() string // a hint that reads the system's state when it is given
 	reason string
 }
 
@@ -72,7 +74,11 @@ var outcomes = []outcome{
 	{match: is(errkind.ErrState), exit: exitState, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrGone), exit: exitGone, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrNoProcess), exit: exitNoProcess, reason: exporter.ReasonGone},
+	{match: is(errkind.ErrPerfNotAllowed), exit: exitNoPerf, hintOf: perfParanoidHint},
+	{match: is(errkind.ErrNoTracefs), exit: exitNoPerf,
+		hint: " (the syscall tracepoints need tracefs: mount -t tracefs nodev /sys/kernel/tracing, as root or with CAP_PERFMON)"},
 	{match: is(errkind.ErrNoPerf), exit: exitNoPerf},
+	{match: is(errkind.ErrResources), hint: " (raise the open file limit, or perf_event_mlock_kb for the rings)"},
 	{match: unhintedPermission, exit: exitPermission, reason: exporter.ReasonPermission,
 		hint: " (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)"},
 	{match: is(errkind.ErrPermission), exit: exitPermission, reason: exporter.ReasonPermission},
@@ -150,10 +156,23 @@ func exitCode(err error) int {
 // hint is what the user can do about err, added to its one line; the
 // packages below describe conditions and leave this to the command line.
 func hint(err error) string {
-	if o := decide(err, func(o *outcome) bool { return o.hint != "" }); o != nil {
+	if o := decide(err, func(o *outcome) bool { return o.hint != "" || o.hintOf != nil }); o != nil {
+		if o.hintOf != nil {
+			return o.hintOf()
+		}
 		return o.hint
 	}
 	return ""
+}
+
+// perfParanoidHint: what lets perf events be opened, with the setting that
+// refused them.
+func perfParanoidHint() string {
+	p := "unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
+		p = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf(" (perf_event_paranoid is %s: run as root or with CAP_PERFMON, or lower it; in a container, its seccomp profile must allow perf_event_open)", p)
 }
 
 // reason is the exporter's label for a collection's error.

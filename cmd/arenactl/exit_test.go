@@ -13,6 +13,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/bpf"
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -54,11 +55,12 @@ func TestOutcomes(t *testing.T) {
 		{&glibc.InjectError{Step: "malloc_info", Err: wrap(ptrace.ErrGone)}, exitGone, ""},
 		{wrap(ptrace.ErrNoProcess), exitNoProcess, ""},
 		{&inspect.NoThreadError{Pid: 1, Tid: 2}, exitNoProcess, ""},
-		{&perf.Error{Kind: perf.KindNoProcess, Op: "perf_event_open", Err: unix.ESRCH}, exitNoProcess, ""},
-		{&perf.Error{Kind: perf.KindNotAllowed, Op: "perf_event_open", Err: unix.EACCES}, exitNoPerf, ""},
-		{&perf.Error{Kind: perf.KindNoTracefs, Op: "mount tracefs", Err: unix.ENODEV}, exitNoPerf, ""},
-		{&perf.Error{Kind: perf.KindUnsupported, Op: "perf_event_open", Err: unix.ENOENT}, exitNoPerf, ""},
-		{&perf.Error{Kind: perf.KindResources, Op: "mmap", Err: unix.ENOMEM}, exitError, ""},
+		{&perf.Error{Kind: errkind.ErrNoProcess, Op: "perf_event_open", Err: unix.ESRCH}, exitNoProcess, ""},
+		{&perf.Error{Kind: errkind.ErrPerfNotAllowed, Op: "perf_event_open", Err: unix.EACCES}, exitNoPerf, " (perf_event_paranoid is "},
+		{&perf.Error{Kind: errkind.ErrNoTracefs, Op: "mount tracefs", Err: unix.ENODEV}, exitNoPerf, " (the syscall tracepoints need tracefs"},
+		{&perf.Error{Kind: errkind.ErrNoPerf, Op: "perf_event_open", Err: unix.ENOENT}, exitNoPerf, ""},
+		{&perf.Error{Kind: errkind.ErrResources, Op: "mmap", Err: unix.ENOMEM}, exitError, " (raise the open file limit"},
+		{&perf.Error{Op: "perf rings", Err: errors.New("3 pages is not a power of two")}, exitError, ""},
 		{&bpf.Error{Kind: bpf.KindNotAllowed, Op: "attaching eBPF program", Err: unix.EPERM}, exitNoPerf, ""},
 		{&bpf.Error{Kind: bpf.KindUnsupported, Op: "attaching eBPF program", Err: unix.ENOENT}, exitNoPerf, ""},
 		{&bpf.Error{Kind: bpf.KindResources, Op: "creating eBPF map", Err: unix.ENOMEM}, exitError, ""},
@@ -82,7 +84,7 @@ func TestOutcomes(t *testing.T) {
 		{&glibc.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
 		{wrap(ptrace.ErrRestoredItself), exitCallFailed, ""},
 		{&inspect.ArenaCheckError{Pid: 1}, exitCallFailed, " (--read-only reads the heap"},
-		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitError, " (no file to read it with"},
+		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitBadCore, " (no file to read it with"},
 		{&heap.StaticCoreError{Exe: "/bin/x", Err: &glibc.AmbiguousError{Exe: "/bin/x", Addrs: []uint64{0x10, 0x20}}}, exitError, " (no file to read it with"},
 		{wrap(os.ErrDeadlineExceeded), exitError, ""},
 		{errors.New("something else"), exitError, ""},
@@ -104,7 +106,9 @@ func TestOutcomesReachable(t *testing.T) {
 	errs := []error{
 		inspect.ErrInterrupted, &usageError{msg: "x"}, &core.TooLargeError{}, &core.Error{},
 		&ptrace.TracedError{}, &ptrace.StateError{}, ptrace.ErrGone, ptrace.ErrNoProcess,
-		&perf.Error{Kind: perf.KindNotAllowed, Err: unix.EPERM}, ptrace.ErrPermission,
+		&perf.Error{Kind: errkind.ErrPerfNotAllowed, Err: unix.EPERM}, &perf.Error{Kind: errkind.ErrNoPerf, Err: unix.ENOENT},
+		&perf.Error{Kind: errkind.ErrResources, Err: unix.ENOMEM}, &perf.Error{Kind: errkind.ErrNoTracefs, Err: unix.EPERM},
+		ptrace.ErrPermission,
 		fmt.Errorf("the same user: %w", ptrace.ErrPermission), &fs.PathError{Err: fs.ErrPermission},
 		&live.NotGlibcError{Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, &live.NotGlibcError{},
 		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -82,14 +83,21 @@ these flags choose what is read.`,
 				// A target names itself (comm, exe): one line whatever it chose.
 				fmt.Fprintln(os.Stderr, "arenactl exporter: "+render.Line(fmt.Sprintf(format, args...)))
 			}
-			l, err := net.Listen("tcp", listen)
-			if err != nil {
-				return err
-			}
-			cfg.Logf("serving http://%s/metrics", l.Addr())
 			if hold.h == inspect.HoldNone {
 				return &usageError{msg: "the exporter reads no torn numbers: --freeze is auto, image or walk"}
 			}
+			l, err := net.Listen("tcp", listen)
+			var addrErr *net.AddrError
+			var dnsErr *net.DNSError
+			switch {
+			case errors.As(err, &addrErr), errors.As(err, &dnsErr):
+				// Not an address: the command line's to change (one in
+				// use, or a port not allowed, is the machine's).
+				return &usageError{msg: fmt.Sprintf("--listen %s: %v", listen, err)}
+			case err != nil:
+				return err
+			}
+			cfg.Logf("serving http://%s/metrics", l.Addr())
 			cfg.Hold = hold.h
 			cfg.Reason = reason
 			e := exporter.New(cfg)

@@ -63,7 +63,7 @@ refused).`,
 			case gf.folded && f.json:
 				return &usageError{msg: "--folded and --json are mutually exclusive"}
 			}
-			po, err := openProfileOutputs(gf.out, gf.http)
+			po, err := openProfileOutputs(c.Name(), gf.out, gf.http)
 			if err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ refused).`,
 	fl.StringVarP(&gf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof -sample_index=touched_space FILE)")
 	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
 	fl.StringVar(&gf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")
-	fl.Var(&gf.stack, "stack", "bytes of stack copied with each fault sample, for the unwinding (at most 64K; a deep stack cut short shows its innermost frames)")
+	fl.Var(&gf.stack, "stack", "bytes of stack copied with each fault sample, for the unwinding (8 to 65528, the kernel's most; a deep stack cut short shows its innermost frames)")
 	fl.Var(&gf.sysStack, "syscall-stack", "with --tracepoints, bytes of stack copied with each memory syscall (every one is recorded: the copy is most of what a process that maps in a loop pays)")
 	fl.BoolVar(&gf.tps, "tracepoints", false, "record the memory syscalls with perf's tracepoints, a whole stack copy each, instead of eBPF (the way taken where eBPF is refused)")
 	fl.IntVar(&gf.top, "top", render.DefaultGrowthTop, "how many sites the table shows (0: all)")

@@ -343,3 +343,45 @@ func growthMapping8Env(t *testing.T, tg *testutil.Target, env []string, args ...
 	}
 	return stdout.String()
 }
+
+// TestWindowEndedBySignal: leaks and growth run for --duration or until
+// interrupted, so SIGINT or SIGTERM in the window ends it as its duration
+// would: the report is printed, marked interrupted, and the exit is 0
+// (README's table of exit codes says so; 130 is for a run stopped before
+// it had anything to report).
+func TestWindowEndedBySignal(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
+	for _, cmdName := range []string{"leaks", "growth"} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			cmd := exec.Command(arenactl, cmdName, "--json", "--duration", "0", strconv.Itoa(tg.Pid))
+			var stdout, stderr growthBuffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitUntil(t, "the window to open", func() bool { return strings.Contains(stderr.String(), "window is open") })
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			var doc struct {
+				Interrupted *bool `json:"interrupted"` // growth's
+				Sampler     struct {
+					Interrupted *bool `json:"interrupted"` // leaks'
+				} `json:"sampler"`
+			}
+			jerr := json.Unmarshal([]byte(stdout.String()), &doc)
+			interrupted := doc.Interrupted
+			if cmdName == "leaks" {
+				interrupted = doc.Sampler.Interrupted
+			}
+			if err != nil || jerr != nil || interrupted == nil || !*interrupted {
+				t.Errorf("%s ended by %v: %v, report interrupted %v (%v); stderr %s", cmdName, sig, err, interrupted, jerr, stderr.String())
+			}
+		}
+	}
+	if a := tg.Send("check"); !strings.HasPrefix(a, "ok") {
+		t.Fatalf("target: %q", a)
+	}
+	if line, code := tg.Quit(); code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}

@@ -73,7 +73,7 @@ func runCmdStarted(t testing.TB, cmd *exec.Cmd, started func()) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Start()
+	err := testutil.StartOwned(cmd)
 	if err == nil {
 		if started != nil {
 			started()

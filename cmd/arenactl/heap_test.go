@@ -301,3 +301,51 @@ func runCmdHWM(t *testing.T, cmd *exec.Cmd) (result, uint64) {
 	<-polled
 	return r, hwm
 }
+
+// Roots that cannot be read are said in words that fit the target: four
+// blocks pointed to only from a page marked MADV_DONTFORK (as io_uring's
+// rings are) are not in a copy-on-write image, so heap says that page
+// could not be read there, why, and that --freeze walk reads it; it used
+// to give a snapshot's words ("not in the file ... --full") on a live
+// process. --freeze walk reads the page, and the blocks are static. A
+// guard page (MADV_GUARD_INSTALL, where the kernel has them) holds
+// nothing and is no unread root, in either.
+func TestHeapUnreadRootsSaid(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "dontfork.c", "-O2"))
+	page := tg.Next()
+	pid := fmt.Sprint(tg.Pid)
+	type scan struct {
+		Scan struct {
+			Unread uint64 `json:"unread_root_bytes"`
+		} `json:"scan"`
+	}
+	var doc scan
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", pid).stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Scan.Unread != 4096 {
+		t.Errorf("image: %d bytes of roots unread, want the page's 4096", doc.Scan.Unread)
+	}
+	out := mustRun(t, "heap", pid).stdout
+	for _, w := range []string{"4.0 KiB of roots could not be read in anonymous memory", "copy-on-write image", "MADV_DONTFORK", "--freeze walk"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("image: the warning lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "snapshot") || strings.Contains(out, "--full") {
+		t.Errorf("image: a snapshot's words on a live process:\n%s", out)
+	}
+	doc = scan{}
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", "--freeze", "walk", pid).stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Scan.Unread != 0 {
+		t.Errorf("--freeze walk: %d bytes of roots unread", doc.Scan.Unread)
+	}
+	if out := mustRun(t, "heap", "--freeze", "walk", pid).stdout; strings.Contains(out, "WARNING") {
+		t.Errorf("--freeze walk (page at %s) warns:\n%s", page, out)
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Fatalf("target: %q %d", line, code)
+	}
+}

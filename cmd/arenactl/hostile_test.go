@@ -353,3 +353,40 @@ func TestUnpackHostile(t *testing.T) {
 		t.Errorf("left in TMPDIR: %v", left)
 	}
 }
+
+// A core whose libc memory is damaged (main_arena's bins overwritten), read
+// without libc's file: its memory matches no layout, and the core is not
+// usable as it is: exit 12 with the file named (it was exit 1), and the
+// hint that a libc file may read it.
+func TestCoreLibcMemoryDamaged(t *testing.T) {
+	raw, _ := fixtureCore(t)
+	src := writeCore(t, "orig", raw)
+	c, err := core.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo, err := glibc.FromMemory(c.Mappings, c.WithFiles(func(string) (*os.File, error) { return nil, os.ErrNotExist }))
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena := mo.Anchors.MainArena
+	damaged := false
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W != 0 && p.Vaddr <= arena && arena+0x800 <= p.Vaddr+p.Filesz {
+			copy(raw[p.Off+arena-p.Vaddr:][:0x800], bytes.Repeat([]byte{0x5a}, 0x800))
+			damaged = true
+		}
+	}
+	if !damaged {
+		t.Fatalf("main_arena at %#x is in no writable segment of the core", arena)
+	}
+	crafted := writeCore(t, "damaged-libc.core", raw)
+	for _, cmd := range []string{"info", "heap"} {
+		expectQuickRefusal(t, exitBadCore, []string{crafted, "matches no glibc layout", "--libc"}, cmd, "--no-libc-file", crafted)
+	}
+}

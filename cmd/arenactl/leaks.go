@@ -68,7 +68,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			}
 			// -o is created (under its partial name) before anything is
 			// placed in the process.
-			po, err := openProfileOutputs(lf.out, lf.http)
+			po, err := openProfileOutputs(c.Name(), lf.out, lf.http)
 			if err != nil {
 				return err
 			}
@@ -111,14 +111,14 @@ func (f *injectFlags) registerProfile(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
 }
 
-// leaksOutputErr says why -o cannot be written, naming the path given
-// (not the partial file's): exit 2 for a path that can never be written
+// profileOutputErr says why -o cannot be written, naming the command and
+// the path given (not the partial file's): exit 2 for a path that can never be written
 // (no such directory, not a directory, not a regular file), 4 for
 // permission (isFilePermission).
-func leaksOutputErr(path string, err error) error {
+func profileOutputErr(cmd, path string, err error) error {
 	switch {
 	case hostfs.IsNotRegular(err):
-		return &usageError{msg: fmt.Sprintf("-o %v: leaks writes its profile to a new file or replaces a regular one, nothing else", err)}
+		return &usageError{msg: fmt.Sprintf("-o %v: %s writes its profile to a new file or replaces a regular one, nothing else", err, cmd)}
 	case errors.Is(err, fs.ErrNotExist):
 		return &usageError{msg: fmt.Sprintf("-o %s: there is no directory %s", path, filepath.Dir(path))}
 	case errors.Is(err, syscall.ENOTDIR):

@@ -15,12 +15,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/catch"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/render"
 )
 
 // endsByInterrupt marks a command for which Ctrl-C is the normal way to
-// finish (watch without --count): interrupted with no error, it exits 0.
+// finish (watch without --count, leaks and growth without --duration,
+// --http's serving, the exporter): interrupted with no error, its report
+// printed, it exits 0 (README's table of exit codes).
 const endsByInterrupt = "ends-by-interrupt"
 
 func main() {
@@ -33,8 +36,15 @@ func main() {
 	// with a stack dump): SIGQUIT (a terminal's Ctrl-\), SIGABRT (a
 	// watchdog's), and the fault signals when kill(2) sends them (the
 	// kernel's own still crash, as they must). SIGPIPE: see watchOutput.
-	ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
+	// Package catch caught them from the process's first moments; main
+	// takes over here, and a run one came before ends at once.
+	sigCtx, stop := signal.NotifyContext(context.Background(), interrupts...)
 	defer stop()
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	if catch.Take() {
+		cancel()
+	}
 	ctx, pipeBroken := watchOutput(ctx)
 	cmd, err := newRoot().ExecuteContextC(ctx)
 	if pipeBroken() || errors.Is(err, syscall.EPIPE) || outputBroken() {
@@ -62,8 +72,7 @@ func main() {
 }
 
 // interrupts are the signals that end a run as Ctrl-C does.
-var interrupts = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGABRT,
-	syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS}
+var interrupts = catch.Signals
 
 // exitBrokenPipe is the exit code when stdout or stderr lost its reader
 // (128 + SIGPIPE, what a shell reports of a writer killed by it); README's

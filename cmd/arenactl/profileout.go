@@ -17,13 +17,14 @@ import (
 // cannot be written, or an address that cannot be listened on, is refused
 // at once, not after the whole window, with the profile lost.
 type profileOutputs struct {
+	cmd  string         // the command's name, for -o's refusals
 	path string         // -o's
 	out  *hostfs.Output // nil without -o
 	web  *heapprof.Web  // nil without --http
 }
 
-func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
-	p := &profileOutputs{path: path}
+func openProfileOutputs(cmd, path, addr string) (_ *profileOutputs, err error) {
+	p := &profileOutputs{cmd: cmd, path: path}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -31,7 +32,7 @@ func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
 	}()
 	if path != "" {
 		if p.out, err = hostfs.CreateOutput(path); err != nil {
-			return nil, leaksOutputErr(path, err)
+			return nil, profileOutputErr(cmd, path, err)
 		}
 	}
 	if addr != "" {
@@ -54,10 +55,10 @@ func openProfileOutputs(path, addr string) (_ *profileOutputs, err error) {
 func (p *profileOutputs) print(save, show func(io.Writer) error, table bool) (err error) {
 	if p.out != nil {
 		if err := save(p.out.File); err != nil {
-			return leaksOutputErr(p.path, err)
+			return profileOutputErr(p.cmd, p.path, err)
 		}
 		if err := p.out.Commit(); err != nil {
-			return leaksOutputErr(p.path, err)
+			return profileOutputErr(p.cmd, p.path, err)
 		}
 	}
 	w := bufio.NewWriter(os.Stdout)
@@ -93,6 +94,9 @@ func (p *profileOutputs) serve(serve func(context.Context, *heapprof.Web) error)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), interrupts...)
 	defer stop()
+	if !p.web.Graph() {
+		fmt.Fprintln(os.Stderr, "arenactl: no graph view: it runs Graphviz's dot, and PATH does not find /usr/bin/dot or /usr/local/bin/dot through directories only root can write")
+	}
 	fmt.Fprintf(os.Stderr, "arenactl: serving the profile at %s until interrupted (Ctrl-C); the URL is the password: do not share it\n", p.web.URL())
 	return serve(ctx, p.web)
 }

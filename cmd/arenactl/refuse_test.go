@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,7 +54,13 @@ func TestRefuseKernelThread(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "kthreadd") {
 		t.Skip("PID 2 is not kthreadd here (a PID namespace)")
 	}
-	expectRefusal(t, run(t, "info", "2"), exitState, "process 2 is a kernel thread")
+	// Every command that takes a PID says the same (maps said "target
+	// exited", exit 10: smaps_rollup of a kernel thread fails with ESRCH).
+	for _, args := range [][]string{{"info"}, {"info", "--read-only"}, {"trim"}, {"maps"}, {"maps", "--json"},
+		{"snapshot", "-o", filepath.Join(t.TempDir(), "s")}, {"watch", "--count", "1"}, {"leaks", "--duration", "1s"},
+		{"growth", "--duration", "1s"}, {"heap"}} {
+		expectRefusal(t, run(t, append(args, "2")...), exitState, "process 2 is a kernel thread")
+	}
 }
 
 func TestRefuseZombie(t *testing.T) {

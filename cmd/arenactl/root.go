@@ -27,13 +27,17 @@ more than one thread for a few milliseconds.`,
 		if jobsFlag < 0 || jobsFlag > workers.Max {
 			return &usageError{msg: fmt.Sprintf("--jobs %d: give a number of workers from 1 to %d, or 0 for the default", jobsFlag, workers.Max)}
 		}
-		return checkDurations(c)
+		if err := checkDurations(c); err != nil {
+			return err
+		}
+		return checkLimits(c)
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd(), newWatchCmd(), newDiffCmd(), newLeaksCmd(), newGrowthCmd(), newHeapCmd(), newExporterCmd())
 	addVersion(root)
+	setLimits(root)
 	return root
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
 
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -119,4 +120,63 @@ func TestSIGINTAtRandomMoments(t *testing.T) {
 		t.Fatalf("target: %s", a)
 	}
 	mustQuit(t, tg)
+}
+
+// TestSignalAtStart: a signal that ends a run, sent while arenactl's
+// packages are still being initialized, ends it as Ctrl-C does: one line
+// and exit 130 (or 0 when it came after the work was done), never Go's
+// dump of its goroutines and exit 2, the bad-command-line code, as when
+// main asked for the signals after every package's initialization. The
+// moment: GODEBUG=inittrace=1 makes Go print a line as each package's
+// initialization ends; the signal is sent at the line that follows
+// os/signal's, with every heavier package still to come.
+func TestSignalAtStart(t *testing.T) {
+	sigs := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGSEGV, syscall.SIGBUS}
+	interrupted := 0
+	for round := 0; round < 3; round++ {
+		for _, sig := range sigs {
+			cmd := exec.Command(arenactl, "version")
+			cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+			var stdout bytes.Buffer
+			cmd.Stdout = &stdout
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stderr)
+			var said []string
+			afterSignalPkg, sent := false, false
+			for lines.Scan() {
+				l := lines.Text()
+				if strings.HasPrefix(l, "init ") {
+					if !sent && afterSignalPkg {
+						cmd.Process.Signal(sig)
+						sent = true
+					}
+					afterSignalPkg = afterSignalPkg || strings.HasPrefix(l, "init os/signal ")
+					continue
+				}
+				said = append(said, l)
+			}
+			err = cmd.Wait()
+			if !sent {
+				t.Fatalf("no package's initialization was seen after os/signal's")
+			}
+			code := cmd.ProcessState.ExitCode()
+			switch {
+			case code == exitInterrupted && len(said) == 1 && strings.Contains(said[0], "interrupted"):
+				interrupted++
+			case code == exitOK && len(said) == 0 && strings.Contains(stdout.String(), "module:"):
+			default:
+				t.Errorf("%v at start: %v (exit %d), stderr %d lines:\n%s", sig, err, code, len(said), strings.Join(said[:min(len(said), 8)], "\n"))
+			}
+		}
+	}
+	t.Logf("%d of %d runs interrupted", interrupted, 3*len(sigs))
+	if interrupted == 0 {
+		t.Error("no signal came before the work was done: the test sent them too late to mean anything")
+	}
 }

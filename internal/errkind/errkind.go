@@ -70,6 +70,16 @@ var (
 	ErrNoSampler = errors.New("cannot be sampled safely")
 	// ErrNoPerf: perf events are not allowed or not available.
 	ErrNoPerf = errors.New("perf events unavailable")
+	// ErrPerfNotAllowed: a finer ErrNoPerf: the kernel refused perf
+	// events for this process (perf_event_paranoid, no CAP_PERFMON, a
+	// container's seccomp profile).
+	ErrPerfNotAllowed = errors.New("perf events not allowed")
+	// ErrNoTracefs: a finer ErrNoPerf: tracefs, where the syscall
+	// tracepoints are named, is not mounted and could not be mounted.
+	ErrNoTracefs = errors.New("no tracefs")
+	// ErrResources: a limit of the system or of arenactl's process ran
+	// out (open files, locked memory).
+	ErrResources = errors.New("out of a system resource")
 
 	// ErrBadCore: the file is not a usable x86_64 core.
 	ErrBadCore = errors.New("not a usable core")

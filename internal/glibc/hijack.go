@@ -22,9 +22,14 @@ type ThreadState struct {
 // Linux x86_64 syscall numbers of the blocking calls that glibc's allocator
 // never makes while it holds a lock (per malloc/malloc.c and
 // malloc/arena.c). The allocator's own syscalls (mmap, munmap, mprotect,
-// madvise, brk, prctl, getrandom, open/read of /sys) and write
-// (malloc_stats prints under an arena lock) are deliberately absent: a
-// thread blocked in one of them may be inside malloc.
+// madvise, brk, prctl, getrandom, openat) and write (malloc_stats prints
+// under an arena lock) are deliberately absent: a thread blocked in one of
+// them may be inside malloc holding a lock. read is present although malloc
+// reads files: /sys/devices/system/cpu/online through __get_nprocs in
+// arena_get2 (malloc/arena.c, before 2.35 and from 2.39) and the huge page
+// sizes at start-up (malloc/hugepages.c, from 2.35). It reads them with no
+// arena lock held, and a thread blocked there has a return address into
+// malloc on its stack, which scanStack refuses.
 var safeSyscalls = map[int64]string{
 	0: "read", 7: "poll", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
 	35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4",

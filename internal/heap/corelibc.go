@@ -17,13 +17,18 @@ import (
 var ErrNoLibc = errors.New("no glibc libc.so.6 among the core's mappings")
 
 // MemoryOnlyError: a core's allocator could not be found from its memory
-// alone, and no libc file was there to read it with.
+// alone, and no libc file was there to read it with. Its libc's memory is
+// damaged, or of a glibc no layout describes: the core is not usable
+// (errkind.ErrBadCore) as it is, and a libc file might make it so
+// (errkind.ErrMemoryOnly).
 type MemoryOnlyError struct{ Err error }
 
 func (e *MemoryOnlyError) Error() string { return e.Err.Error() }
 func (e *MemoryOnlyError) Unwrap() error { return e.Err }
 
-func (e *MemoryOnlyError) Is(target error) bool { return target == errkind.ErrMemoryOnly }
+func (e *MemoryOnlyError) Is(target error) bool {
+	return target == errkind.ErrMemoryOnly || target == errkind.ErrBadCore
+}
 
 // OpenCore finds a core's libc and its allocator, in this order: a
 // snapshot's allocator record (no file needed); a libc file whose build-id

@@ -37,9 +37,13 @@ import (
 //     tokens are), printed to the user in URL: any local user can connect
 //     to a loopback port, so binding to loopback alone keeps nobody out;
 //   - an address with no host is bound to loopback, as pprof's -http does.
+//   - the graph view, for which pprof runs Graphviz's dot, is served only
+//     when the dot arenactl's PATH finds is the system's (see graphviz);
+//     otherwise it is left out.
 type Web struct {
 	ln    net.Listener
 	token string
+	dot   string // what the graph view runs, decided at Listen; "": no graph view
 }
 
 // Listen opens addr (host:port; port 0 picks one; no host: 127.0.0.1) for
@@ -60,8 +64,11 @@ func Listen(addr string) (*Web, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Web{ln: ln, token: hex.EncodeToString(b[:])}, nil
+	return &Web{ln: ln, token: hex.EncodeToString(b[:]), dot: graphView()}, nil
 }
+
+// Graph says whether the graph view is served (see graphviz).
+func (w *Web) Graph() bool { return w.dot != "" }
 
 // URL is the flame graph's address, secret path included.
 func (w *Web) URL() string {
@@ -146,7 +153,7 @@ func (w *Web) serveUntil(ctx context.Context, args *driver.HTTPServerArgs) error
 			return
 		}
 		page := strings.TrimPrefix(rest, "ui")
-		if !served[page] || args.Handlers[page] == nil {
+		if !served[page] || args.Handlers[page] == nil || page == "/graph" && w.dot == "" {
 			http.NotFound(rw, req)
 			return
 		}

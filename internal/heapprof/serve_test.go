@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -128,6 +130,56 @@ func TestServeBadAddress(t *testing.T) {
 	}
 }
 
+// TestServeGraphRunsNoUsersDot: pprof's graph view runs `dot` by name at
+// each request; with a directory any user can write first in PATH, the
+// view is left out and that directory's dot never runs (before, a request
+// ran it as arenactl's user).
+func TestServeGraphRunsNoUsersDot(t *testing.T) {
+	p := realProfile(t)
+	open := t.TempDir()
+	os.Chmod(open, 0o777)
+	ran := filepath.Join(t.TempDir(), "ran")
+	script := "#!/bin/sh\ntouch " + ran + "\ncat >/dev/null\necho '<svg></svg>'\n"
+	if err := os.WriteFile(filepath.Join(open, "dot"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", open+string(filepath.ListSeparator)+os.Getenv("PATH"))
+	web, err := heapprof.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if web.Graph() {
+		t.Error("the graph view is served with a user's directory first in PATH")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- web.Serve(ctx, p) }()
+	base := strings.TrimSuffix(web.URL(), "/ui/flamegraph")
+	testutil.WaitUntil(t, "the web view to answer", func() bool {
+		r, err := http.Get(web.URL())
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil && r.StatusCode == http.StatusOK
+	})
+	r, err := http.Get(base + "/ui/graph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusNotFound {
+		t.Errorf("GET graph: %s", r.Status)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the dot in a directory any user can write ran")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
 // TestServeOnlyTheProfile: the web view answers only under its secret
 // path, and there only with views of the profile: pprof's pages that open
 // files (source, disassembly) or write its settings are not served, nor is
@@ -176,8 +228,8 @@ func TestServeOnlyTheProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Body.Close()
-		// graph needs Graphviz's dot: 501 without it, never a 404.
-		if r.StatusCode != http.StatusOK && !(page == "graph" && r.StatusCode == http.StatusNotImplemented) {
+		// graph needs the system's Graphviz dot: left out without it.
+		if r.StatusCode != http.StatusOK && !(page == "graph" && !web.Graph() && r.StatusCode == http.StatusNotFound) {
 			t.Errorf("GET %s: %s", page, r.Status)
 		}
 	}

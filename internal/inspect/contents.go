@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/reach"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -51,7 +53,16 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 	}
 	hh := *h
 	hh.T = hd.mem
-	rep, err := contentsOf(ctx, &hh, types, tls, addrs)
+	// Guard regions hold nothing: their pages are no unread roots.
+	var guarded func(lo, hi uint64) uint64
+	if pm, err := procfs.OpenPagemap(t.Pid); err == nil {
+		defer pm.Close()
+		guarded = func(lo, hi uint64) uint64 {
+			n, _ := pm.Guarded(lo, hi)
+			return n
+		}
+	}
+	rep, err := contentsOf(ctx, &hh, types, tls, addrs, guarded)
 	ro := &report.ReadOnly{}
 	if rerr := hd.release(ro); err == nil {
 		err = rerr
@@ -74,13 +85,13 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
 	fetchDebug(ctx, mods, o.Note)
-	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
+	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	p, ths := t.Process(), t.Threads()
 	rep.Pid, rep.Exe, rep.Libc, rep.Threads = p.Pid, p.Exe, report.LibcOf(h.Libc), len(ths)
-	rep.Core = &report.CoreInfo{Path: path, Command: p.Command, LibcNotes: h.LibcNotes}
+	rep.Core = &report.CoreInfo{Path: path, Command: p.Command, LibcNotes: h.LibcNotes, Snapshot: t.Note(core.NoteAllocator) != nil}
 	if len(ths) > 0 {
 		rep.Core.CrashTid = ths[0].Tid
 	}
@@ -88,8 +99,9 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 }
 
 // contentsOf indexes h's chunks, scans from its roots, counts, and says
-// what holds each of addrs.
-func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*report.Contents, error) {
+// what holds each of addrs. guarded (nil: none) is how many bytes of a
+// range are guard regions, which hold nothing and count as no unread root.
+func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64, guarded func(lo, hi uint64) uint64) (*report.Contents, error) {
 	start := time.Now()
 	ix, err := chunks.Build(h, nil)
 	if err != nil {
@@ -182,6 +194,15 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	if rootSpan > res.RootBytes {
 		rep.Unread = rootSpan - res.RootBytes
 	}
+	if guarded != nil {
+		for i := range res.Unread {
+			u := &res.Unread[i]
+			g := min(guarded(u.Start, u.End), u.Bytes, rep.Unread)
+			u.Bytes -= g
+			rep.Unread -= g
+		}
+	}
+	rep.UnreadIn = unreadPlaces(res.Unread)
 	typeOf := func(c chunks.Chunk) (string, bool) {
 		var b [8]byte
 		return typeOfHead(c, b[:res.Read(b[:], c.User())])
@@ -282,4 +303,34 @@ func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Bu
 		return res.Class(c).IsLeaked(), true
 	})
 	return nil
+}
+
+// unreadPlaces names where roots could not be read, most bytes first.
+func unreadPlaces(us []reach.UnreadRoot) []report.UnreadPlace {
+	var out []report.UnreadPlace
+	at := map[string]int{}
+	for _, u := range us {
+		if u.Bytes == 0 {
+			continue
+		}
+		var where string
+		switch u.Kind {
+		case reach.RootData:
+			where = u.Path
+		case reach.RootStack:
+			where = fmt.Sprintf("the stack of thread %d", u.Tid)
+		case reach.RootTLS:
+			where = fmt.Sprintf("the TLS of thread %d", u.Tid)
+		default:
+			where = "anonymous memory"
+		}
+		if i, ok := at[where]; ok {
+			out[i].Bytes += u.Bytes
+			continue
+		}
+		at[where] = len(out)
+		out = append(out, report.UnreadPlace{Where: where, Bytes: u.Bytes})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out
 }

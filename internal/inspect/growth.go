@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
@@ -224,7 +225,8 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		o.RingPages = ringPages()
 	}
 	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
-	if err != nil && w.rssEvent > 0 && perf.KindOf(err) == perf.KindUnsupported {
+	var pe *perf.Error
+	if err != nil && w.rssEvent > 0 && errors.As(err, &pe) && pe.Kind == errkind.ErrNoPerf {
 		// A kernel whose rss_stat takes no filter (or has other
 		// fields): file pages are counted a page a fault, as said.
 		rssWhy = err.Error()
@@ -233,7 +235,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		s, err = perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	}
 	if err != nil {
-		if perf.KindOf(err) == perf.KindNoProcess {
+		if errors.Is(err, errkind.ErrNoProcess) {
 			return nil, t.Explain(err)
 		}
 		return nil, err
@@ -1501,13 +1503,4 @@ func heapEnd(ms []maps.Mapping) uint64 {
 		}
 	}
 	return 0
-}
-
-// IsPerfError says whether err is perf's, and which kind.
-func IsPerfError(err error) (perf.Kind, bool) {
-	var pe *perf.Error
-	if errors.As(err, &pe) {
-		return pe.Kind, true
-	}
-	return 0, false
 }

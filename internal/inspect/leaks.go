@@ -97,7 +97,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	// The window ends where the last drain began: what came after was
 	// never read (and is not counted), frees included.
 	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened}
-	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
+	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, report.SamplerLeft(left), s.Stopped
 	if runErr == nil {
 		runErr = derr
 	}

@@ -38,8 +38,12 @@ func transient(err error) bool {
 }
 
 func mapsOnce(pid int) (*report.Maps, error) {
-	if _, err := ptrace.ReadStatus(pid, pid); err != nil {
+	if st, err := ptrace.ReadStatus(pid, pid); err != nil {
 		return nil, err
+	} else if st.Kernel {
+		// Its maps and smaps read empty, its smaps_rollup fails with
+		// ESRCH, which would say it exited.
+		return nil, ptrace.KernelThreadError(pid)
 	}
 	ms, err := maps.Read(pid, true)
 	if err != nil {

@@ -4,8 +4,8 @@
 // and parsed into samples carrying the user registers and a copy of the top
 // of the user stack, as `perf record --call-graph dwarf` takes them. Nothing
 // is written into the process: the kernel samples it. It knows nothing of
-// malloc, unwinding or symbols; its errors carry a Kind, and match
-// errkind's kinds for those that decide what the user must do.
+// malloc, unwinding or symbols; its errors match errkind's kinds for those
+// that decide what the user must do.
 package perf
 
 import (
@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"os"
 	"slices"
 	"strconv"
@@ -155,11 +156,11 @@ func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 		o.RingPages = DefaultRingPages
 	}
 	if o.RingPages&(o.RingPages-1) != 0 {
-		return nil, &Error{Kind: KindOther, Op: "perf rings", Err: fmt.Errorf("%d pages is not a power of two", o.RingPages)}
+		return nil, &Error{Op: "perf rings", Err: fmt.Errorf("%d pages is not a power of two", o.RingPages)}
 	}
 	cpus, err := onlineCPUs()
 	if err != nil {
-		return nil, &Error{Kind: KindOther, Op: "listing CPUs", Err: err}
+		return nil, &Error{Op: "listing CPUs", Err: err}
 	}
 	s := &Session{Pid: pid, events: events, cpus: cpus, rings: make([]*ring, len(cpus)),
 		owner: map[uint64]eventOwner{}, tids: map[int]bool{}, late: map[int]bool{}, seen: map[int]bool{}}
@@ -240,7 +241,7 @@ func (s *Session) openThread(tid, pages int) (bool, error) {
 					}
 				}
 				if err != nil {
-					return false, &Error{Kind: KindUnsupported, Op: fmt.Sprintf("perf: filter %q on %s", f, s.events[ei].Name), Err: err}
+					return false, &Error{Kind: errkind.ErrNoPerf, Op: fmt.Sprintf("perf: filter %q on %s", f, s.events[ei].Name), Err: err}
 				}
 			}
 			if s.rings[ci] == nil {

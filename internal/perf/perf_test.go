@@ -1,6 +1,7 @@
 package perf_test
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -141,8 +143,8 @@ func TestSamplesOfEveryThread(t *testing.T) {
 
 func TestGoneProcess(t *testing.T) {
 	_, err := perf.Open(1<<30, []perf.Event{{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS}}, perf.Options{})
-	if perf.KindOf(err) != perf.KindNoProcess {
-		t.Fatalf("got %v (kind %d)", err, perf.KindOf(err))
+	if !errors.Is(err, errkind.ErrNoProcess) {
+		t.Fatalf("got %v, want errkind.ErrNoProcess", err)
 	}
 }
 

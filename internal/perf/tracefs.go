@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 // Tracepoint is one kernel tracepoint: its id (the perf event's config)
@@ -68,7 +70,7 @@ func readTracepoints(dir string, names []string) ([]Tracepoint, error) {
 	for _, n := range names {
 		group, name, ok := strings.Cut(n, "/")
 		if !ok {
-			return nil, &Error{Kind: KindOther, Op: "tracepoint " + n, Err: errors.New("not group/name")}
+			return nil, &Error{Op: "tracepoint " + n, Err: errors.New("not group/name")}
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "events", group, name, "format"))
 		if err != nil {
@@ -76,7 +78,7 @@ func readTracepoints(dir string, names []string) ([]Tracepoint, error) {
 		}
 		tp, err := parseFormat(string(b))
 		if err != nil {
-			return nil, &Error{Kind: KindUnsupported, Op: "tracepoint " + n, Err: err}
+			return nil, &Error{Kind: errkind.ErrNoPerf, Op: "tracepoint " + n, Err: err}
 		}
 		tp.Group = group
 		out = append(out, tp)
@@ -139,7 +141,7 @@ func privateTracefs(names []string) ([]Tracepoint, error) {
 	ch := make(chan result, 1)
 	dir, err := os.MkdirTemp("", "arenactl-tracefs-")
 	if err != nil {
-		return nil, &Error{Kind: KindNoTracefs, Op: "mounting tracefs", Err: err}
+		return nil, &Error{Kind: errkind.ErrNoPerf, Op: "mounting tracefs", Err: err}
 	}
 	defer os.Remove(dir)
 	go func() {
@@ -168,9 +170,9 @@ func privateTracefs(names []string) ([]Tracepoint, error) {
 			return nil, r.err
 		}
 		if errors.Is(r.err, unix.EPERM) {
-			return nil, &Error{Kind: KindNoTracefs, Op: "tracefs is not mounted and arenactl may not mount it", Err: fmt.Errorf("%w (the syscall tracepoints need root or CAP_PERFMON, and tracefs: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
+			return nil, &Error{Kind: errkind.ErrNoTracefs, Op: "tracefs is not mounted and arenactl may not mount it", Err: r.err}
 		}
-		return nil, &Error{Kind: KindNoTracefs, Op: "tracefs is not mounted and mounting it failed", Err: fmt.Errorf("%w (mount it: mount -t tracefs nodev /sys/kernel/tracing)", r.err)}
+		return nil, &Error{Kind: errkind.ErrNoTracefs, Op: "tracefs is not mounted and mounting it failed", Err: r.err}
 	}
 	return r.tps, nil
 }

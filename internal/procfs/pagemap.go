@@ -29,6 +29,7 @@ const (
 	pmSwapped   = 1 << 62
 	pmFile      = 1 << 61 // file page or shared anonymous
 	pmExclusive = 1 << 56 // mapped by this process only
+	pmGuard     = 1 << 58 // a guard region (madvise MADV_GUARD_INSTALL): any access faults
 	pmPFN       = 1<<55 - 1
 	pmBatch     = 64 << 10 // entries per read: 512 KiB, 256 MiB of address space
 )
@@ -57,6 +58,19 @@ func OpenPagemap(pid int) (*Pagemap, error) {
 // this process alone (or file-backed) are counted, which leaves out anonymous
 // pages still shared with a forked child.
 func (p *Pagemap) Resident(start, end uint64) (uint64, error) {
+	return p.sum(start, end, p.counts)
+}
+
+// Guarded is how many bytes of the pages in [start, end) are guard regions
+// (madvise MADV_GUARD_INSTALL): no access reaches them, so they hold
+// nothing. 0 on a kernel whose pagemap does not mark them.
+func (p *Pagemap) Guarded(start, end uint64) (uint64, error) {
+	return p.sum(start, end, func(e uint64) bool { return e&pmGuard != 0 })
+}
+
+// sum is how many bytes of the pages in [start, end) have an entry that
+// counts.
+func (p *Pagemap) sum(start, end uint64, counts func(uint64) bool) (uint64, error) {
 	first, last := start/p.page, (end+p.page-1)/p.page
 	buf := make([]byte, 8*min(last-first, pmBatch))
 	var n uint64
@@ -67,7 +81,7 @@ func (p *Pagemap) Resident(start, end uint64) (uint64, error) {
 			return 0, fmt.Errorf("reading the pagemap at %#x: %w", pg*p.page, err)
 		}
 		for i := uint64(0); i < cnt; i++ {
-			if p.counts(binary.LittleEndian.Uint64(b[8*i:])) {
+			if counts(binary.LittleEndian.Uint64(b[8*i:])) {
 				n += p.page
 			}
 		}

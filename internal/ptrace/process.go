@@ -78,7 +78,7 @@ func open(pid int, observe bool) (*Process, error) {
 		return nil, err
 	}
 	if st.Kernel {
-		return nil, &StateError{Pid: pid, What: "is a kernel thread (it has no user memory)"}
+		return nil, KernelThreadError(pid)
 	}
 	if st.TracerPid != 0 && !observe {
 		return nil, tracedError(pid, st.TracerPid)
@@ -88,6 +88,12 @@ func open(pid int, observe bool) (*Process, error) {
 		return nil, procErr(pid, err)
 	}
 	return &Process{Pid: pid, memTid: tid, t: newTracer(), mem: mem, threads: map[int]*Thread{}}, nil
+}
+
+// KernelThreadError: pid is a kernel thread, which has no user memory to
+// examine.
+func KernelThreadError(pid int) *StateError {
+	return &StateError{Pid: pid, What: "is a kernel thread (it has no user memory)"}
 }
 
 // LiveThread finds a thread of process pid that has not exited: the main

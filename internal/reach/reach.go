@@ -158,6 +158,12 @@ func minus(lo, hi uint64, cut [][2]uint64) [][2]uint64 {
 	return out
 }
 
+// UnreadRoot is a root of which Bytes could not be read.
+type UnreadRoot struct {
+	Root
+	Bytes uint64
+}
+
 // Result is a finished scan.
 type Result struct {
 	ix    *chunks.Index
@@ -168,6 +174,8 @@ type Result struct {
 	Count, Bytes [Leaked + 1]uint64
 	// Scanned is how many bytes of roots and of chunks were read.
 	RootBytes, ChunkBytes uint64
+	// Unread are the roots of which some bytes could not be read.
+	Unread []UnreadRoot
 	// Sweeps is how many times the scan went over the heap in address
 	// order: one per pass (static, stack) while nothing waits past maxWork.
 	Sweeps int
@@ -235,7 +243,11 @@ func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, 
 				}
 				continue
 			}
-			r.RootBytes += s.scan(root.Start, root.End, pass.mark, 0)
+			n := s.scan(root.Start, root.End, pass.mark, 0)
+			r.RootBytes += n
+			if span := root.End - root.Start; n < span {
+				r.Unread = append(r.Unread, UnreadRoot{Root: root, Bytes: span - n})
+			}
 		}
 		r.ChunkBytes += s.propagate(pass.mark)
 		r.Sweeps = s.sweeps

@@ -31,7 +31,7 @@ func Contents(w io.Writer, r *report.Contents, top int) error {
 	}
 	fmt.Fprintf(w, "roots: %s; scanned %s of roots and %s of chunks in %s\n", strings.Join(roots, ", "), Human(r.RootBytes), Human(r.ChunkBytes), Duration(r.Scan))
 	if r.Unread > 0 {
-		fmt.Fprintf(w, "WARNING: %s of roots could not be read (not in the file: a default snapshot keeps the heaps and what a walk needs, not every stack and object's data; take it with --full); chunks referenced only from there show as leaked\n", Human(r.Unread))
+		fmt.Fprintf(w, "WARNING: %s of roots could not be read%s (%s); chunks referenced only from there show as leaked\n", Human(r.Unread), unreadPlaces(r.UnreadIn), unreadWhy(r))
 	}
 	fmt.Fprintln(w)
 
@@ -144,4 +144,38 @@ func ContentsFolded(w io.Writer, r *report.Contents) error {
 		}
 	}
 	return heapprof.WriteFoldedSums(w, sums)
+}
+
+// unreadPlaces is " in" the first few places roots could not be read.
+func unreadPlaces(ps []report.UnreadPlace) string {
+	const shown = 3
+	var parts []string
+	for i, p := range ps {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(ps)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", Text(p.Where), Human(p.Bytes)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	if len(ps) == 1 {
+		return " in " + Text(ps[0].Where)
+	}
+	return " in " + strings.Join(parts, ", ")
+}
+
+// unreadWhy is why roots of r's target can be missing, in words that fit
+// how it was read.
+func unreadWhy(r *report.Contents) string {
+	switch {
+	case r.Core != nil && r.Core.Snapshot:
+		return "not in the file: a default snapshot keeps the heaps and what a walk needs, not every stack and object's data; take it with --full"
+	case r.Core != nil:
+		return "not in the core: whoever wrote it left that memory out (the process's coredump_filter, or a dumper that keeps less)"
+	case r.Hold == "image":
+		return "not in the copy-on-write image: the kernel copies no memory marked MADV_DONTFORK, such as io_uring's rings, into it; --freeze walk reads the process itself"
+	}
+	return "the process's memory there could not be read"
 }

@@ -22,10 +22,11 @@ type Contents struct {
 	Arenas                []ArenaPin
 	// Roots: how many roots of each kind were scanned, and their bytes;
 	// Unread is how many root bytes could not be read (a snapshot keeps
-	// only what a walk needs: see the README).
+	// only what a walk needs: see the README), UnreadIn where, most first.
 	Roots            []RootCount
 	RootBytes        uint64
 	Unread           uint64
+	UnreadIn         []UnreadPlace
 	ChunkBytes       uint64 // chunk bytes read by the scan
 	Vtables          int    // vtable symbols known
 	Scan             time.Duration
@@ -34,6 +35,13 @@ type Contents struct {
 	InteriorPointers bool   // a pointer into a chunk's middle references it
 	// Lookups answer the addresses asked about (--addr), in their order.
 	Lookups []Lookup
+}
+
+// UnreadPlace is where root bytes could not be read: a mapped file's path,
+// "anonymous memory", "the stack of thread N", "the TLS of thread N".
+type UnreadPlace struct {
+	Where string
+	Bytes uint64
 }
 
 // Lookup is what holds one address: an allocated chunk (Found), its

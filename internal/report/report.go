@@ -9,7 +9,6 @@ package report
 import (
 	"time"
 
-	"github.com/arenactl/arenactl/internal/detach"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -37,6 +36,7 @@ type Report struct {
 type CoreInfo struct {
 	Path      string
 	Command   string
+	Snapshot  bool   // written by arenactl snapshot, not by a kernel or gcore
 	CrashTid  int    // the thread that received the signal
 	Signal    int    // 0 when the core records none (gcore, snapshots)
 	FaultAddr uint64 // si_addr
@@ -214,7 +214,7 @@ type Leaks struct {
 	Shortened          uint64
 	Patched            int      // GOT entries pointed at the sampler
 	Skipped            []string // GOT entries left alone, and why
-	Left               detach.Left
+	Left               SamplerLeft
 	Stopped            time.Duration // every thread stopped, at attach, rescans and detach
 	// InUseBefore and InUseAfter are the bytes in use (chunks held by the
 	// program, tcaches excluded) from read-only walks before and after
@@ -226,3 +226,13 @@ type Leaks struct {
 
 // Growth is the in-use growth the walks saw over the window.
 func (l *Leaks) Growth() int64 { return int64(l.InUseAfter) - int64(l.InUseBefore) }
+
+// SamplerLeft says what taking the sampler out left in the process; its
+// fields are internal/sampler's Left, which the use case converts.
+type SamplerLeft struct {
+	Addr, Size uint64 // the sampler's memory, if kept (0: removed)
+	Why        string
+	Restored   int      // GOT entries put back
+	Changed    []string // GOT entries something else rewrote meanwhile: left as they are
+	Unloaded   []string // GOT entries of objects unloaded meanwhile (dlclose): gone with them
+}

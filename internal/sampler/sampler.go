@@ -28,7 +28,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arenactl/arenactl/internal/detach"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
@@ -566,6 +565,15 @@ func (s *Sampler) markUnloaded() {
 	}
 }
 
+// Left says what Detach left in the process.
+type Left struct {
+	Addr, Size uint64 // the sampler's memory, if kept (0: removed)
+	Why        string
+	Restored   int      // GOT entries put back
+	Changed    []string // GOT entries something else rewrote meanwhile: left as they are
+	Unloaded   []string // GOT entries of objects unloaded meanwhile (dlclose): gone with them
+}
+
 // Detach puts every GOT entry back, stops the slow paths and removes the
 // sampler, unless a thread may still be executing in it: then it stays,
 // inert (nothing points to it, its slow paths only call through), and Left
@@ -573,8 +581,8 @@ func (s *Sampler) markUnloaded() {
 // are gone); one that is there and cannot be put back is said in Left, and
 // the sampler, which it still points to, stays (its hooks, disabled, only
 // call through to glibc).
-func (s *Sampler) Detach(ctx context.Context) (detach.Left, error) {
-	var left detach.Left
+func (s *Sampler) Detach(ctx context.Context) (Left, error) {
+	var left Left
 	busy := false
 	err := s.frozen(ctx, func(c *live.FrozenCaller) error {
 		// Freeze read the mappings once every thread had stopped (with no
@@ -635,7 +643,7 @@ const detachRetries = 5
 
 // unmapIfIdle removes the sampler if no thread can run in it; otherwise it
 // says in left why it stays, and returns true. Runs frozen.
-func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *detach.Left) bool {
+func (s *Sampler) unmapIfIdle(c *live.FrozenCaller, left *Left) bool {
 	left.Addr, left.Size, left.Why = 0, 0, ""
 	if why := s.busy(c); why != "" {
 		left.Addr, left.Size, left.Why = s.base, s.size, why

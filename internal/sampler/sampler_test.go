@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/detach"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/sampler"
@@ -130,7 +129,7 @@ func TestBlobIsBuiltFromSource(t *testing.T) {
 
 // profile attaches to the target, drains for d (rescanning for new objects
 // every 100 ms), detaches, and returns the records.
-func profile(t *testing.T, lt *live.Target, o sampler.Options, d time.Duration, during func()) ([]sampler.Record, *sampler.Sampler, detach.Left) {
+func profile(t *testing.T, lt *live.Target, o sampler.Options, d time.Duration, during func()) ([]sampler.Record, *sampler.Sampler, sampler.Left) {
 	t.Helper()
 	if o.Timeout == 0 {
 		o.Timeout = 3 * time.Second

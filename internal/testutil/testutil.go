@@ -246,7 +246,7 @@ func Start(t testing.TB, bin string, args ...string) *Target {
 
 // StartCmd starts a prepared command (with its own Env, or Stderr) and waits
 // for its "ready" line. The process is killed when the test ends, if it has
-// not exited by then.
+// not exited by then, and when the test process dies (StartOwned).
 func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 	t.Helper()
 	tg := &Target{t: t, cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
@@ -265,7 +265,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := StartOwned(cmd); err != nil {
 		t.Fatalf("starting %s: %v", cmd.Path, err)
 	}
 	tg.Pid = cmd.Process.Pid

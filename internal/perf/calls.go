@@ -166,7 +166,17 @@ type Calls struct {
 // arenactl sees it), disarmed: it records from Attach on. Whether the
 // kernel can run it is known here, so that a caller can choose another
 // way before it starts.
-func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
+func OpenCalls(pid int, o CallOptions) (*Calls, error) {
+	st, err := procfs.ReadStat(pid)
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("perf: process %d", pid), err)
+	}
+	return openCalls(pid, st.StartTime, o)
+}
+
+// openCalls is OpenCalls for the process with this pid that started at
+// start (clock ticks after boot).
+func openCalls(pid int, start uint64, o CallOptions) (_ *Calls, err error) {
 	if o.WholeFrom == 0 {
 		o.WholeFrom = 1 << 20
 	}
@@ -196,10 +206,6 @@ func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 	if err != nil {
 		return nil, refused("recording calls with eBPF", err)
 	}
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return nil, wrap(fmt.Sprintf("perf: process %d", pid), err)
-	}
 	var whole uint32
 	for _, nr := range o.WholeNrs {
 		if p, ok := callPrograms[nr]; ok {
@@ -212,7 +218,7 @@ func OpenCalls(pid int, o CallOptions) (_ *Calls, err error) {
 	}
 	spec.Maps[callsMapCalls].MaxEntries = o.RingBytes
 	for name, v := range map[string]any{
-		callsVarTargetTgid: uint32(pid), callsVarTargetStart: st.StartTime, callsVarTickNs: uint64(1e9 / clockTick),
+		callsVarTargetTgid: uint32(pid), callsVarTargetStart: start, callsVarTickNs: uint64(1e9 / clockTick),
 		callsVarBootOffset: bootOffset(), callsVarPidnsDev: dev, callsVarPidnsIno: ino,
 		callsVarWholeFrom: o.WholeFrom, callsVarWholeKinds: whole, callsVarThinStep: uint64(o.ThinStep),
 	} {

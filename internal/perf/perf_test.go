@@ -1,7 +1,10 @@
 package perf_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/perf"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -205,5 +209,79 @@ func TestCallsRecordEveryCall(t *testing.T) {
 	}
 	if n := c.Lost(); n != 0 {
 		t.Errorf("%d calls lost", n)
+	}
+}
+
+// TestCallsKeepToTheProcessStarted: the program knows its process by its
+// start time too, so that a later process given the same PID is never
+// recorded: told another start, it records none of the PID's calls.
+func TestCallsKeepToTheProcessStarted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	st, err := procfs.ReadStat(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, start := range []uint64{st.StartTime + 1, st.StartTime} {
+		c, err := perf.OpenCallsStarting(tg.Pid, start, perf.CallOptions{Nrs: []int{unix.SYS_MMAP}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Attach(); err != nil {
+			t.Fatal(err)
+		}
+		tg.Send("main 1")
+		n := 0
+		c.Read(func(smp perf.Sample) {
+			if smp.Call.Nr == unix.SYS_MMAP && smp.Call.Args[1] == 1<<20 {
+				n++
+			}
+		})
+		c.Close()
+		if want := map[bool]int{true: 1, false: 0}[start == st.StartTime]; n != want {
+			t.Errorf("told the process started at %d (it did at %d): %d records of its 1 MiB mmap, want %d", start, st.StartTime, n, want)
+		}
+	}
+}
+
+// The committed object and Go types are what go generate's bpf2go makes
+// of bpf/calls.c with this machine's clang (Debian 12's clang 14 and
+// libbpf-dev made them). CI installs clang; elsewhere the test skips
+// without it.
+func TestCallsProgramIsBuiltFromSource(t *testing.T) {
+	if _, err := exec.LookPath("clang"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI has no clang to rebuild bpf/calls.c")
+		}
+		t.Skip("no clang to rebuild bpf/calls.c")
+	}
+	src, err := os.ReadFile("calls.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(l, "//go:generate go tool bpf2go "); ok {
+			args = strings.Fields(rest)
+		}
+	}
+	if args == nil {
+		t.Fatal("calls.go has no go:generate line for bpf2go")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"tool", "bpf2go", "-output-dir", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GOPACKAGE=perf")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bpf2go: %v\n%s", err, out)
+	}
+	for _, f := range []string{"calls_x86_bpfel.o", "calls_x86_bpfel.go"} {
+		want, _ := os.ReadFile(filepath.Join(dir, f))
+		got, _ := os.ReadFile(f)
+		if len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s is not what bpf2go builds from bpf/calls.c: run go generate ./internal/perf", f)
+		}
 	}
 }

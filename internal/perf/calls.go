@@ -125,8 +125,9 @@ var callPrograms = map[int]struct {
 const clockTick = 100
 
 // BPFError is a failure of the calls' eBPF program: the kernel refused it
-// (no eBPF, no BTF, no trampolines, a verifier's refusal, not allowed:
-// errkind.ErrNoPerf, as perf's refusals are) or had no room for it.
+// (no eBPF, no BTF, a helper or tracepoint missing, a verifier's refusal,
+// not allowed: errkind.ErrNoPerf, as perf's refusals are) or had no room
+// for it.
 type BPFError struct {
 	Op  string
 	Err error // a verifier's refusal is an *ebpf.VerifierError, with its whole log
@@ -258,10 +259,8 @@ func openCalls(pid int, start uint64, o CallOptions) (_ *Calls, err error) {
 	}
 	// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK, 8 MiB by
 	// default: root may lift it (later kernels charge the cgroup, and
-	// this does nothing).
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, refused("recording calls with eBPF", err)
-	}
+	// this does nothing). Where it cannot, loading says so.
+	_ = rlimit.RemoveMemlock()
 	c := &Calls{}
 	defer func() {
 		if err != nil {

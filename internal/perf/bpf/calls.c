@@ -24,7 +24,6 @@
 #include <asm/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -83,7 +82,7 @@ struct task_struct {
 } __attribute__((preserve_access_index));
 
 /* Whether the current task is one of the target's threads, and its ids. */
-static __always_inline int mine(__u32 *tgid, __u32 *tid)
+static __always_inline int mine(struct task_struct *task, __u32 *tgid, __u32 *tid)
 {
 	if (pidns_ino) {
 		struct bpf_pidns_info ns;
@@ -98,8 +97,8 @@ static __always_inline int mine(__u32 *tgid, __u32 *tid)
 	}
 	if (*tgid != target_tgid)
 		return 0;
-	struct task_struct *task = (void *)bpf_get_current_task();
-	__u64 start = BPF_CORE_READ(task, group_leader, start_boottime);
+	/* A BTF pointer: read directly, no helper call. */
+	__u64 start = task->group_leader->start_boottime;
 	return (start + boot_offset) / tick_ns == target_start;
 }
 
@@ -149,13 +148,14 @@ struct sys_exit {
 static __always_inline int record(struct sys_exit *ctx, int kind)
 {
 	__u32 tgid, tid;
-	if (!armed || !mine(&tgid, &tid))
+	if (!armed)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!mine(task, &tgid, &tid))
 		return 0;
 	long ret = ctx->ret;
-	struct pt_regs regs;
-	const void *uregs = (void *)bpf_task_pt_regs((void *)bpf_get_current_task_btf());
-	if (bpf_probe_read_kernel(&regs, sizeof(regs), uregs))
-		return 0;
+	/* A BTF pointer too: its registers are read where they are. */
+	const struct pt_regs *regs = (const void *)bpf_task_pt_regs(task);
 	/* A whole copy for the kinds asked (brk: rare, and the main heap's
 	 * growth) and large lengths (mremap's new one too); else with chance
 	 * 2^-k, k the ring's unread bytes over thin_step: a process that calls
@@ -163,8 +163,8 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 	__u32 flags = 0;
 	if (whole_kinds >> kind & 1)
 		flags = 3;
-	else if (kind != KIND_BRK && (PT_REGS_PARM2_SYSCALL(&regs) >= whole_from ||
-				      (kind == KIND_MREMAP && PT_REGS_PARM3_SYSCALL(&regs) >= whole_from)))
+	else if (kind != KIND_BRK && (PT_REGS_PARM2_SYSCALL(regs) >= whole_from ||
+				      (kind == KIND_MREMAP && PT_REGS_PARM3_SYSCALL(regs) >= whole_from)))
 		flags = 3;
 	else {
 		__u64 k = bpf_ringbuf_query(&calls, BPF_RB_AVAIL_DATA) / thin_step;
@@ -173,12 +173,12 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 		if (k == 0 || (bpf_get_prandom_u32() & ((1u << k) - 1)) == 0)
 			flags = 1 | k << 8;
 	}
-	__u64 sp = PT_REGS_SP(&regs);
+	__u64 sp = PT_REGS_SP(regs);
 	struct call *c;
 	if (flags) {
 		c = bpf_ringbuf_reserve(&calls, sizeof(*c) + WHOLE_STACK, 0);
 		if (c) {
-			fill(c, &regs, ret, tgid, tid, flags);
+			fill(c, regs, ret, tgid, tid, flags);
 			c->stack_len = copy_stack(c + 1, sp, 1);
 			/* No wakeup: the reader polls. */
 			bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
@@ -193,7 +193,7 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 		__sync_fetch_and_add(&lost, 1);
 		return 0;
 	}
-	fill(c, &regs, ret, tgid, tid, 0);
+	fill(c, regs, ret, tgid, tid, 0);
 	c->stack_len = copy_stack(c + 1, sp, 0);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
 	return 0;

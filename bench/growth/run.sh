@@ -6,11 +6,13 @@
 # median pace with the tool over its median pace in the 2 s before.
 # Usage: bench/growth/run.sh [ROUNDS] [ARENACTL] (as root; needs gcc, perf,
 # strace). ARENACTL: a binary to measure instead of building this tree (an
-# older arenactl, to compare on the same machine); TOOLS="none arenactl"
-# runs only the tools named; PACE_CLOCK=cpu takes the target's pace in its
-# own CPU time (pace.c: on a machine shared with other work, whose waits
-# would otherwise swamp the figures; a tool's work on the machine's other
-# CPUs is then not counted), with WINDOW=8 or so to leave it enough lines.
+# older arenactl, to compare on the same machine). TOOLS="none arenactl"
+# runs only the tools named, TARGETS="mmap" only the targets named.
+# PACE_CLOCK=cpu takes the target's pace in its own CPU time (pace.c): on
+# a machine shared with other work, whose waits would otherwise swamp the
+# figures (a tool's work on the machine's other CPUs is then not counted);
+# WINDOW=8 or so leaves it enough lines. paired.sh compares two binaries
+# more closely there.
 set -eu
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-3}
@@ -37,7 +39,7 @@ tool() { # tool MODE PID: runs for WINDOW seconds
 if [ ! -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/tracing; MOUNTED=1; fi
 
 printf '| target | tool | pace before | pace with the tool | slowdown |\n|---|---|---|---|---|\n'
-for target in touch mmap; do
+for target in ${TARGETS:-touch mmap}; do
 	tools="none arenactl strace"
 	if [ $target = touch ]; then tools="$tools perf-page-faults"; else tools="$tools arenactl-tracepoints perf-mmap"; fi
 	for t in $tools; do

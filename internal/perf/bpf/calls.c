@@ -87,7 +87,7 @@ static __always_inline int mine(struct task_struct *task, __u32 *tgid, __u32 *ti
 	if (pidns_ino) {
 		struct bpf_pidns_info ns;
 		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
-			return 0; /* in no descendant namespace: not the target */
+			return 0; /* not of that namespace: not the target */
 		*tgid = ns.tgid;
 		*tid = ns.pid;
 	} else {

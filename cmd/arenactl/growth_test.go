@@ -246,6 +246,39 @@ func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 	}
 }
 
+// TestGrowthBelowArenactlsPidNamespace: a target in a pid namespace
+// below arenactl's (itself not the host's) cannot be named by eBPF there:
+// one note says so and the calls are recorded by perf's tracepoints.
+func TestGrowthBelowArenactlsPidNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	dir := t.TempDir()
+	fifo, errs := filepath.Join(dir, "in"), filepath.Join(dir, "err")
+	script := "mkfifo " + fifo + "; unshare --pid --fork --mount-proc " + bin + " <" + fifo + " >/dev/null & u=$!; exec 3>" + fifo +
+		"; sleep 0.5; p=$(cat /proc/$u/task/$u/children); " + arenactl + " growth --duration 500ms --json $p 2>" + errs +
+		"; c=$?; cat " + errs + " >&2; kill $p; exit $c"
+	r := runCmd(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script))
+	var doc schema.Growth
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+	var notes []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if strings.Contains(l, "eBPF") {
+			notes = append(notes, l)
+		}
+	}
+	if doc.SyscallsBy != "tracepoints" || len(notes) != 1 || !strings.HasPrefix(notes[0], "arenactl: eBPF refused") ||
+		!strings.Contains(notes[0], "below arenactl's") {
+		t.Errorf("calls by %q; notes about eBPF: %q", doc.SyscallsBy, notes)
+	}
+}
+
 // TestGrowthOtherPidNamespace: a process in a pid namespace of its own is
 // watched by its host PID, its faults by perf and its calls by the eBPF
 // program, which knows processes by their host PIDs.

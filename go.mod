@@ -3,6 +3,7 @@ module github.com/arenactl/arenactl
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/go-delve/delve v1.27.2
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
@@ -39,3 +40,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

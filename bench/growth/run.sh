@@ -4,7 +4,15 @@
 # and strace -k on the same targets in the same run. Each tool runs for
 # WINDOW seconds on a target already running; the figure is the target's
 # median pace with the tool over its median pace in the 2 s before.
-# Usage: bench/growth/run.sh [ROUNDS] (as root; needs gcc, perf, strace).
+# Usage: bench/growth/run.sh [ROUNDS] [ARENACTL] (as root; needs gcc, perf,
+# strace). ARENACTL: a binary to measure instead of building this tree (an
+# older arenactl, to compare on the same machine). TOOLS="none arenactl"
+# runs only the tools named, TARGETS="mmap" only the targets named.
+# PACE_CLOCK=cpu takes the target's pace in its own CPU time (pace.c): on
+# a machine shared with other work, whose waits would otherwise swamp the
+# figures (a tool's work on the machine's other CPUs is then not counted);
+# WINDOW=8 or so leaves it enough lines. paired.sh compares two binaries
+# more closely there.
 set -eu
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-3}
@@ -12,7 +20,7 @@ WINDOW=${WINDOW:-3}
 D=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
 gcc -O2 -o "$D/pace" bench/growth/pace.c
-CGO_ENABLED=0 go build -o "$D/arenactl" ./cmd/arenactl
+if [ -n "${2:-}" ]; then cp "$2" "$D/arenactl"; else CGO_ENABLED=0 go build -o "$D/arenactl" ./cmd/arenactl; fi
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 
@@ -31,10 +39,11 @@ tool() { # tool MODE PID: runs for WINDOW seconds
 if [ ! -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/tracing; MOUNTED=1; fi
 
 printf '| target | tool | pace before | pace with the tool | slowdown |\n|---|---|---|---|---|\n'
-for target in touch mmap; do
+for target in ${TARGETS:-touch mmap}; do
 	tools="none arenactl strace"
 	if [ $target = touch ]; then tools="$tools perf-page-faults"; else tools="$tools arenactl-tracepoints perf-mmap"; fi
 	for t in $tools; do
+		if [ -n "${TOOLS:-}" ] && ! grep -qw -- "$t" <<<"$TOOLS"; then continue; fi
 		rs=""
 		for r in $(seq "$ROUNDS"); do
 			: >"$D/out"

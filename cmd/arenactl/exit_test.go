@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/arenactl/arenactl/internal/bpf"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/exporter"
@@ -61,9 +61,10 @@ func TestOutcomes(t *testing.T) {
 		{&perf.Error{Kind: errkind.ErrNoPerf, Op: "perf_event_open", Err: unix.ENOENT}, exitNoPerf, ""},
 		{&perf.Error{Kind: errkind.ErrResources, Op: "mmap", Err: unix.ENOMEM}, exitError, " (raise the open file limit"},
 		{&perf.Error{Op: "perf rings", Err: errors.New("3 pages is not a power of two")}, exitError, ""},
-		{&bpf.Error{Kind: bpf.KindNotAllowed, Op: "attaching eBPF program", Err: unix.EPERM}, exitNoPerf, ""},
-		{&bpf.Error{Kind: bpf.KindUnsupported, Op: "attaching eBPF program", Err: unix.ENOENT}, exitNoPerf, ""},
-		{&bpf.Error{Kind: bpf.KindResources, Op: "creating eBPF map", Err: unix.ENOMEM}, exitError, ""},
+		{&perf.BPFError{Op: "attaching the calls' eBPF program", Err: unix.EPERM}, exitNoPerf, ""},
+		{&perf.BPFError{Op: "loading the calls' eBPF program", Err: fmt.Errorf("load: %w", ebpf.ErrNotSupported)}, exitNoPerf, ""},
+		{&perf.BPFError{Op: "attaching the calls' eBPF program", Err: unix.ENOENT}, exitNoPerf, ""},
+		{&perf.BPFError{Op: "loading the calls' eBPF program", Err: unix.ENOMEM}, exitError, ""},
 		{wrap(ptrace.ErrPermission), exitPermission, " (run arenactl as the same user"},
 		{fmt.Errorf("process 1 belongs to another user: run arenactl as the same user: %w", ptrace.ErrPermission), exitPermission, ""},
 		{&fs.PathError{Op: "open", Path: "core", Err: fs.ErrPermission}, exitPermission, ""},

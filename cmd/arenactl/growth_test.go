@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -142,6 +145,10 @@ func TestGrowthFoldedAndSIGKILL(t *testing.T) {
 
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "arenactl-tracefs-*"))
 	cmd, _, _ = start("--duration", "60s")
+	progs := bpfProgramsOf(t, cmd.Process.Pid)
+	if len(progs) == 0 {
+		t.Error("arenactl holds no eBPF program in the window")
+	}
 	killed := make(chan struct{})
 	go func() {
 		// While the target grows its heaps (under way when arenactl
@@ -162,15 +169,46 @@ func TestGrowthFoldedAndSIGKILL(t *testing.T) {
 	if len(after) > len(before) {
 		t.Errorf("tracefs mount points left: %v", after)
 	}
+	// The programs go with arenactl's descriptors (once the kernel's
+	// grace period has passed).
+	testutil.WaitUntil(t, "the eBPF programs to be freed", func() bool {
+		for _, id := range progs {
+			if p, err := ebpf.NewProgramFromID(id); err == nil {
+				p.Close()
+				return false
+			}
+		}
+		return true
+	})
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Errorf("target at exit: %q, status %d", line, code)
 	}
 }
 
+// bpfProgramsOf is the eBPF programs process pid holds by a descriptor
+// (their fdinfo names them).
+func bpfProgramsOf(t *testing.T, pid int) []ebpf.ProgramID {
+	t.Helper()
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fdinfo/*", pid))
+	var ids []ebpf.ProgramID
+	for _, f := range fds {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "prog_id:"); ok {
+				if id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil && !slices.Contains(ids, ebpf.ProgramID(id)) {
+					ids = append(ids, ebpf.ProgramID(id))
+				}
+			}
+		}
+	}
+	return ids
+}
+
 // TestGrowthOutsideHostPidNamespace: arenactl itself in a pid namespace
-// of its own (a container) cannot have eBPF know its target by PID: it
-// says so in one line and records the calls by perf's tracepoints, and
-// the window goes on (exit 0).
+// of its own (a debug container sharing the target's, kubectl debug
+// --target), the target in the same: eBPF is asked for the target's ids
+// in that namespace and records its calls, with no note, and every call
+// the target makes is there.
 func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("perf events on another process need root")
@@ -179,11 +217,52 @@ func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 		t.Skip("no unshare")
 	}
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
-	// The target waits on a pipe that stays open while arenactl runs,
-	// both in the new namespace ($! is the pipeline's last process).
-	script := "sleep 30 | " + bin + " >/dev/null & p=$!; sleep 0.3; " + arenactl + " growth --duration 1s --json $p; c=$?; kill $p; exit $c"
+	// The target reads its commands from a fifo that the script writes
+	// once the window is open, both in the new namespace ($! is the
+	// target).
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "in")
+	script := "mkfifo " + fifo + "; " + bin + " <" + fifo + " >/dev/null & p=$!; exec 3>" + fifo + "; sleep 0.3; " +
+		arenactl + " growth --duration 1500ms --json $p 2>" + filepath.Join(dir, "err") + " & a=$!; " +
+		"while ! grep -q 'window is open' " + filepath.Join(dir, "err") + "; do sleep 0.05; done; echo 'map 4' >&3; " +
+		"wait $a; c=$?; cat " + filepath.Join(dir, "err") + " >&2; kill $p; exit $c"
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script)
 	r := runCmd(t, cmd)
+	var doc schema.Growth
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+	if doc.SyscallsBy != "eBPF" || strings.Contains(r.stderr, "eBPF refused") {
+		t.Errorf("calls by %q:\n%s", doc.SyscallsBy, r.stderr)
+	}
+	var mapped uint64
+	for _, s := range doc.Sites {
+		if slices.ContainsFunc(s.Frames, func(f schema.LeakFrame) bool { return f.Function == "map_pages" }) {
+			mapped += s.Mapped
+		}
+	}
+	if mapped != 4<<20 {
+		t.Errorf("map_pages mapped %d bytes, want 4 MiB:\n%s", mapped, r.stderr)
+	}
+}
+
+// TestGrowthBelowArenactlsPidNamespace: a target in a pid namespace
+// below arenactl's (itself not the host's) cannot be named by eBPF there:
+// one note says so and the calls are recorded by perf's tracepoints.
+func TestGrowthBelowArenactlsPidNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("perf events on another process need root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
+	dir := t.TempDir()
+	fifo, errs := filepath.Join(dir, "in"), filepath.Join(dir, "err")
+	script := "mkfifo " + fifo + "; unshare --pid --fork --mount-proc " + bin + " <" + fifo + " >/dev/null & u=$!; exec 3>" + fifo +
+		"; sleep 0.5; p=$(cat /proc/$u/task/$u/children); " + arenactl + " growth --duration 500ms --json $p 2>" + errs +
+		"; c=$?; cat " + errs + " >&2; kill $p; exit $c"
+	r := runCmd(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script))
 	var doc schema.Growth
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
 		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
@@ -195,7 +274,7 @@ func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 		}
 	}
 	if doc.SyscallsBy != "tracepoints" || len(notes) != 1 || !strings.HasPrefix(notes[0], "arenactl: eBPF refused") ||
-		!strings.Contains(notes[0], "not in the host's pid namespace") {
+		!strings.Contains(notes[0], "below arenactl's") {
 		t.Errorf("calls by %q; notes about eBPF: %q", doc.SyscallsBy, notes)
 	}
 }

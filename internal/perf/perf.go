@@ -6,6 +6,11 @@
 // is written into the process: the kernel samples it. It knows nothing of
 // malloc, unwinding or symbols; its errors match errkind's kinds for those
 // that decide what the user must do.
+//
+// It also owns the eBPF program that records a process's memory syscalls
+// (Calls: bpf/calls.c, compiled by go generate with cilium/ebpf's bpf2go,
+// loaded, attached and read with cilium/ebpf), whose records are read as
+// samples beside the events'.
 package perf
 
 import (

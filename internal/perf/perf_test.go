@@ -1,16 +1,22 @@
 package perf_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/perf"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -272,5 +278,102 @@ func TestTwoSessions(t *testing.T) {
 					where, i, faults, mmaps, exits, mib<<20/4096)
 			}
 		}
+	}
+}
+
+// TestCallsKeepToTheProcessStarted: the program knows its process by its
+// start time too, so that a later process given the same PID is never
+// recorded: told another start, it records none of the PID's calls.
+func TestCallsKeepToTheProcessStarted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	st, err := procfs.ReadStat(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, start := range []uint64{st.StartTime + 1, st.StartTime} {
+		c, err := perf.OpenCallsStarting(tg.Pid, start, perf.CallOptions{Nrs: []int{unix.SYS_MMAP}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Attach(); err != nil {
+			t.Fatal(err)
+		}
+		tg.Send("main 1")
+		n := 0
+		c.Read(func(smp perf.Sample) {
+			if smp.Call.Nr == unix.SYS_MMAP && smp.Call.Args[1] == 1<<20 {
+				n++
+			}
+		})
+		c.Close()
+		if want := map[bool]int{true: 1, false: 0}[start == st.StartTime]; n != want {
+			t.Errorf("told the process started at %d (it did at %d): %d records of its 1 MiB mmap, want %d", start, st.StartTime, n, want)
+		}
+	}
+}
+
+// The committed object and Go types are what go generate's bpf2go makes
+// of bpf/calls.c with this machine's clang (Debian 12's clang 14 and
+// libbpf-dev made them). CI installs clang; elsewhere the test skips
+// without it.
+func TestCallsProgramIsBuiltFromSource(t *testing.T) {
+	if _, err := exec.LookPath("clang"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI has no clang to rebuild bpf/calls.c")
+		}
+		t.Skip("no clang to rebuild bpf/calls.c")
+	}
+	src, err := os.ReadFile("calls.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(l, "//go:generate go tool bpf2go "); ok {
+			args = strings.Fields(rest)
+		}
+	}
+	if args == nil {
+		t.Fatal("calls.go has no go:generate line for bpf2go")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"tool", "bpf2go", "-output-dir", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GOPACKAGE=perf")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bpf2go: %v\n%s", err, out)
+	}
+	for _, f := range []string{"calls_x86_bpfel.o", "calls_x86_bpfel.go"} {
+		want, _ := os.ReadFile(filepath.Join(dir, f))
+		got, _ := os.ReadFile(f)
+		if len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s is not what bpf2go builds from bpf/calls.c: run go generate ./internal/perf", f)
+		}
+	}
+}
+
+// TestBPFErrorKeepsTheVerifierLog: a program the verifier refuses is a
+// refusal (errkind.ErrNoPerf: the calls go to perf's tracepoints) whose
+// error still holds the verifier's whole log.
+func TestBPFErrorKeepsTheVerifierLog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	// R2 is read before it is written: refused.
+	_, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Reg(asm.R0, asm.R2), asm.Return()}})
+	if err == nil {
+		t.Fatal("the verifier took a program that reads an unset register")
+	}
+	e := error(&perf.BPFError{Op: "loading the calls' eBPF program", Err: err})
+	var ve *ebpf.VerifierError
+	if !errors.As(e, &ve) || len(ve.Log) == 0 || !strings.Contains(strings.Join(ve.Log, "\n"), "R2 !read_ok") {
+		t.Errorf("no verifier log in %v", e)
+	}
+	if !errors.Is(e, errkind.ErrNoPerf) {
+		t.Errorf("%v is not errkind.ErrNoPerf", e)
 	}
 }

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The eBPF program behind perf.Calls: it records one process's memory
+ * syscalls (mmap, munmap, mremap, brk, madvise, mprotect) with their
+ * arguments, result, user registers and a copy of the top of the stack,
+ * one record per call in a ring buffer arenactl reads.
+ *
+ * It runs at the exit of those six syscalls only: a program per syscall,
+ * attached to its own tracepoint (syscalls:sys_exit_mmap and so on); the
+ * user registers saved at entry, where the arguments are, come from the
+ * task (bpf_task_pt_regs, Linux 5.15). No other syscall runs them, but
+ * while any syscall tracepoint is enabled, every task on the machine takes
+ * the slow syscall path
+ * (SYSCALL_WORK_SYSCALL_TRACEPOINT, kernel/tracepoint.c syscall_regfunc),
+ * where the exit's tracepoint checks the syscall's number against those
+ * enabled (kernel/trace/trace_syscalls.c perf_syscall_exit) and returns.
+ * fexit programs on the syscalls' wrappers would spare other syscalls
+ * even that, but need ftrace, which some kernels refuse (this project's
+ * test machines do: EPERM).
+ *
+ * Built by go generate in internal/perf (bpf2go); TestCallsProgramIsBuilt-
+ * FromSource checks that the committed object is what this file makes. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Which syscall a program caught (the bit of whole_kinds). */
+enum { KIND_MMAP, KIND_MUNMAP, KIND_MREMAP, KIND_BRK, KIND_MADVISE, KIND_MPROTECT };
+
+/* The stack copies: a short one unwinds most calls past the syscall's
+ * wrapper and its caller; a whole one is as large as perf's. */
+#define SHORT_STACK 256
+#define WHOLE_STACK 8192
+#define MAX_THIN 8
+#define PAGE 4096
+
+/* A record: the call, then stack_len bytes of stack from the user sp. */
+struct call {
+	__u64 time; /* CLOCK_MONOTONIC, as perf's samples are stamped */
+	__u32 tgid, tid; /* as arenactl's pid namespace numbers them */
+	__u32 stack_len;
+	__u32 flags; /* bit 0: whole copy; bit 1: forced whole; bits 8-15: k */
+	__s64 ret;
+	struct pt_regs regs; /* the user registers saved at entry */
+};
+/* So that struct call is in the object's BTF, for bpf2go's Go type. */
+const struct call *unused_call __attribute__((unused));
+
+/* The ring; its size is set by arenactl before loading. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} calls SEC(".maps");
+
+/* Set before loading (the verifier takes them as constants). */
+const volatile __u32 target_tgid;
+/* The target's start: clock ticks after boot as /proc/PID/stat says
+ * (fs/proc/array.c: nsec_to_clock_t(timens_add_boottime_ns(
+ * start_boottime))): a later process given the same PID starts later. */
+const volatile __u64 target_start;
+const volatile __u64 tick_ns;
+const volatile __u64 boot_offset; /* arenactl's time namespace's */
+/* arenactl's pid namespace, where it is not the host's (0: the host's). */
+const volatile __u64 pidns_dev, pidns_ino;
+const volatile __u64 whole_from; /* a length that forces a whole copy */
+const volatile __u32 whole_kinds; /* kinds always copied whole */
+const volatile __u64 thin_step;
+
+/* Written while loaded: armed while the window is open; calls that found
+ * the ring full. */
+__u32 armed;
+__u64 lost;
+
+/* What the program reads of a task: CO-RE relocates the fields to the
+ * running kernel's layout (its BTF). */
+struct task_struct {
+	struct task_struct *group_leader;
+	__u64 start_boottime;
+} __attribute__((preserve_access_index));
+
+/* Whether the current task is one of the target's threads, and its ids. */
+static __always_inline int mine(struct task_struct *task, __u32 *tgid, __u32 *tid)
+{
+	if (pidns_ino) {
+		struct bpf_pidns_info ns;
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
+			return 0; /* not of that namespace: not the target */
+		*tgid = ns.tgid;
+		*tid = ns.pid;
+	} else {
+		__u64 pt = bpf_get_current_pid_tgid();
+		*tgid = pt >> 32;
+		*tid = (__u32)pt;
+	}
+	if (*tgid != target_tgid)
+		return 0;
+	/* A BTF pointer: read directly, no helper call. */
+	__u64 start = task->group_leader->start_boottime;
+	return (start + boot_offset) / tick_ns == target_start;
+}
+
+/* Copies the stack: want bytes, else what is left of sp's page and the
+ * next (whole copies only), else of sp's page: a stack whose top is
+ * nearer than the copy's size to its mapping's end cannot be read whole. */
+static __always_inline __u32 copy_stack(void *dst, __u64 sp, int whole)
+{
+	__u32 left = ((~sp) & (PAGE - 1)) + 1;
+	if (whole) {
+		if (!bpf_probe_read_user(dst, WHOLE_STACK, (void *)sp))
+			return WHOLE_STACK;
+		if (!bpf_probe_read_user(dst, left + PAGE, (void *)sp))
+			return left + PAGE;
+		if (!bpf_probe_read_user(dst, left, (void *)sp))
+			return left;
+		return 0;
+	}
+	if (!bpf_probe_read_user(dst, SHORT_STACK, (void *)sp))
+		return SHORT_STACK;
+	left = ((~sp) & (SHORT_STACK - 1)) + 1;
+	if (!bpf_probe_read_user(dst, left, (void *)sp))
+		return left;
+	return 0;
+}
+
+static __always_inline void fill(struct call *c, const struct pt_regs *regs, long ret, __u32 tgid,
+				 __u32 tid, __u32 flags)
+{
+	c->tgid = tgid;
+	c->tid = tid;
+	c->flags = flags;
+	c->ret = ret;
+	__builtin_memcpy(&c->regs, regs, sizeof(*regs));
+	c->time = bpf_ktime_get_ns();
+}
+
+/* A syscall exit tracepoint's record (kernel/trace/trace_syscalls.c:
+ * struct syscall_trace_exit; its format file in tracefs, checked by
+ * arenactl before loading). */
+struct sys_exit {
+	__u64 common;
+	__s32 nr;
+	__s64 ret;
+};
+
+static __always_inline int record(struct sys_exit *ctx, int kind)
+{
+	__u32 tgid, tid;
+	if (!armed)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!mine(task, &tgid, &tid))
+		return 0;
+	long ret = ctx->ret;
+	/* A BTF pointer too: its registers are read where they are. */
+	const struct pt_regs *regs = (const void *)bpf_task_pt_regs(task);
+	/* A whole copy for the kinds asked (brk: rare, and the main heap's
+	 * growth) and large lengths (mremap's new one too); else with chance
+	 * 2^-k, k the ring's unread bytes over thin_step: a process that calls
+	 * rarely has every stack whole, one that calls in a loop most short. */
+	__u32 flags = 0;
+	if (whole_kinds >> kind & 1)
+		flags = 3;
+	else if (kind != KIND_BRK && (PT_REGS_PARM2_SYSCALL(regs) >= whole_from ||
+				      (kind == KIND_MREMAP && PT_REGS_PARM3_SYSCALL(regs) >= whole_from)))
+		flags = 3;
+	else {
+		__u64 k = bpf_ringbuf_query(&calls, BPF_RB_AVAIL_DATA) / thin_step;
+		if (k > MAX_THIN)
+			k = MAX_THIN;
+		if (k == 0 || (bpf_get_prandom_u32() & ((1u << k) - 1)) == 0)
+			flags = 1 | k << 8;
+	}
+	__u64 sp = PT_REGS_SP(regs);
+	struct call *c;
+	if (flags) {
+		c = bpf_ringbuf_reserve(&calls, sizeof(*c) + WHOLE_STACK, 0);
+		if (c) {
+			fill(c, regs, ret, tgid, tid, flags);
+			c->stack_len = copy_stack(c + 1, sp, 1);
+			/* No wakeup: the reader polls. */
+			bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+		/* No room for a whole copy: a short one still records the
+		 * call (its chance of a whole copy was a little less than
+		 * 2^-k then, near a full ring only). */
+	}
+	c = bpf_ringbuf_reserve(&calls, sizeof(*c) + SHORT_STACK, 0);
+	if (!c) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	fill(c, regs, ret, tgid, tid, 0);
+	c->stack_len = copy_stack(c + 1, sp, 0);
+	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int exit_mmap(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_MMAP);
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int exit_munmap(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_MUNMAP);
+}
+
+SEC("tracepoint/syscalls/sys_exit_mremap")
+int exit_mremap(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_MREMAP);
+}
+
+SEC("tracepoint/syscalls/sys_exit_brk")
+int exit_brk(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_BRK);
+}
+
+SEC("tracepoint/syscalls/sys_exit_madvise")
+int exit_madvise(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_MADVISE);
+}
+
+SEC("tracepoint/syscalls/sys_exit_mprotect")
+int exit_mprotect(struct sys_exit *ctx)
+{
+	return record(ctx, KIND_MPROTECT);
+}

@@ -1,0 +1,5 @@
+package perf
+
+// OpenCallsStarting is OpenCalls for a process that started at start
+// (clock ticks after boot), whatever the PID's process did.
+var OpenCallsStarting = openCalls

@@ -954,30 +954,25 @@ func largebinIndex(sz uint64) int {
 	return 126
 }
 
-// mmapped finds the chunks glibc mmapped directly: anonymous mappings that
-// are not heaps and begin with a chunk header carrying IS_MMAPPED.
+// mmapped finds the chunks glibc mmapped of their own (ScanMmapped), in
+// every mapping that may hold one. It reads the target itself, not the
+// block cache: 16 bytes a page, where a block would copy all of it.
 func (wk *walker) mmapped() {
 	mc := &wk.w.Mmapped
 	mc.Sizes = map[uint64]uint64{}
 	for _, m := range wk.ms {
-		if m.Path != "" && m.Path[0] != '[' || m.Class == maps.ClassArenaHeap || m.Class == maps.ClassMainHeap || !m.Writable() || !m.Readable() {
+		if !MayHoldMmapped(m) {
 			continue
 		}
-		for p := m.Start; p+16 <= m.End; {
-			raw, ok := wk.mem.word(p + 8)
-			prev, _ := wk.mem.word(p)
-			sz := raw &^ sizeBits
-			if !ok || raw&isMmapped == 0 || prev != 0 && p != m.Start || sz < pageSz || sz%pageSz != 0 || p+sz > m.End {
-				break
-			}
+		ScanMmapped(wk.mem.mem, m, 0, func(c MmappedChunk) bool {
 			mc.Count++
-			mc.Bytes += sz
-			mc.Sizes[sz]++
+			mc.Bytes += c.Pad + c.Size // the region, as mp_.mmapped_mem counts it
+			mc.Sizes[c.Size]++
 			if wk.visit != nil {
-				wk.visit(Chunk{Addr: p, Size: sz, Arena: -1, State: ChunkMmapped})
+				wk.visit(c.Chunk)
 			}
-			p += sz
-		}
+			return true
+		})
 	}
 }
 

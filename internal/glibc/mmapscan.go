@@ -1,0 +1,177 @@
+package glibc
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/arenactl/arenactl/internal/maps"
+)
+
+// The one search for the chunks glibc mmapped of its own (requests at or
+// above mp_.mmap_threshold, or any request when no arena can serve it).
+// The walker, LeaveOut and growth's classes all find them here, so that
+// they agree.
+//
+// What a header must be (malloc/malloc.c, sysmalloc_mmap in 2.35+,
+// sysmalloc before): glibc maps the chunk's pages with mmap and puts the
+// chunk at the start of the region (MALLOC_ALIGNMENT equals CHUNK_HDR_SZ on
+// x86_64, so there is no front correction): prev_size 0, and the size, a
+// multiple of the page that fits in the region, with IS_MMAPPED and no
+// other flag bit (set_head (p, size | IS_MMAPPED)). mremap_chunk keeps it
+// so. _int_memalign of an mmapped chunk leaves that first header and
+// writes a second one further in, whose prev_size is its distance from the
+// region's start (set_prev_size (newp, prev_size (p) + leadsize)):
+// munmap_chunk unmaps from p - prev_size(p).
+//
+// Where: a region is page-aligned, but not where a mapping starts. The
+// kernel merges an mmap with its anonymous neighbours of the same
+// protection, and places a new one right below the last: a chunk's region
+// may sit anywhere in a mapping, above memory the program mapped itself or
+// below other chunks. So every page of a candidate mapping is looked at,
+// not only its start, and a chunk found is stepped over whole (its
+// contents are the program's and may hold anything). A page that holds no
+// data (never touched, or given back) holds no header and is not read:
+// reading it would map the zero page into a live process.
+
+// MmappedChunk is one chunk found, with the region glibc mapped for it:
+// [Addr-Pad, Addr+Size). Pad is 0 but for a chunk memalign moved in.
+type MmappedChunk struct {
+	Chunk
+	Pad uint64
+}
+
+// Region is the memory glibc mapped for the chunk, which is what
+// mp_.mmapped_mem counts.
+func (c MmappedChunk) Region() maps.Range {
+	return maps.Range{Start: c.Addr - c.Pad, End: c.Addr + c.Size}
+}
+
+// MayHoldMmapped says whether glibc's mmapped chunks can be in m: private,
+// readable and writable anonymous memory that is not an arena's heap.
+// Chunks are mapped MAP_PRIVATE|MAP_ANONYMOUS, named "[anon: glibc:
+// malloc]" from 2.39 where the tunable glibc.mem.decorate_maps asks.
+func MayHoldMmapped(m maps.Mapping) bool {
+	anon := m.Path == "" || strings.HasPrefix(m.Path, "[anon:")
+	return anon && m.Readable() && m.Writable() && len(m.Perms) > 3 && m.Perms[3] == 'p' &&
+		m.Class != maps.ClassMainHeap && m.Class != maps.ClassArenaHeap
+}
+
+// ScanMmapped calls fn with every mmapped chunk in m, by address, until
+// fn returns false. It reads 16 bytes of each page that holds data
+// (mem's DataRuns, when it has them; every page otherwise) and is not
+// inside a chunk found, plus a few more per chunk for memalign's second
+// header. maxPages, when above 0, bounds the pages read; complete is false
+// when that bound or fn stopped the scan.
+func ScanMmapped(mem Memory, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
+	start, end := (m.Start+pageSz-1)&^(pageSz-1), m.End&^(pageSz-1)
+	if start >= end {
+		return true
+	}
+	s := mmapScan{mem: mem, end: end, left: maxPages, fn: fn, next: start}
+	if dr, ok := mem.(dataRuns); ok {
+		err := dr.DataRuns(start, end, func(lo, hi uint64, data bool) {
+			if data && !s.stopped {
+				s.run(lo, hi)
+			}
+		})
+		if err == nil {
+			return !s.stopped
+		}
+		// No pagemap: read every page not yet looked at.
+		s.stopped = false
+	}
+	s.run(s.next, end)
+	return !s.stopped
+}
+
+type mmapScan struct {
+	mem     Memory
+	end     uint64 // the mapping's end: no chunk reaches past it
+	next    uint64 // the first page not looked at or stepped over yet
+	left    int    // pages still to read, when bounded
+	stopped bool
+	fn      func(MmappedChunk) bool
+}
+
+// run looks at the pages of [lo, hi) that the scan has not passed.
+func (s *mmapScan) run(lo, hi uint64) {
+	for p := max(lo, s.next); p < hi && !s.stopped; p = max(p+pageSz, s.next) {
+		if s.left > 0 {
+			if s.left--; s.left == 0 {
+				s.stopped = true
+			}
+		}
+		s.next = p + pageSz
+		size, ok := s.header(p)
+		if !ok {
+			continue
+		}
+		c := s.memaligned(p, size)
+		s.next = p + size
+		if !s.fn(c) {
+			s.stopped = true
+		}
+	}
+}
+
+// header reads the page at p as the start of a chunk's region: its size
+// when it is one.
+func (s *mmapScan) header(p uint64) (uint64, bool) {
+	prev, raw, ok := s.pair(p)
+	size := raw &^ sizeBits
+	return size, ok && prev == 0 && raw&sizeBits == isMmapped && size >= pageSz && size%pageSz == 0 && size <= s.end-p
+}
+
+// memaligned is the chunk whose region of size bytes starts at p: the one
+// there, or the one memalign moved it to, where a second header says so.
+// memalign's lead is fixed by the alignment it was asked for, a power of
+// two (malloc/malloc.c, _int_memalign: the chunk's user pointer is rounded
+// up to it, and moved one alignment further when the lead would be less
+// than MINSIZE); each alignment's is tried, the smallest first.
+func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
+	c := MmappedChunk{Chunk: Chunk{Addr: p, Size: size, Arena: -1, State: ChunkMmapped}}
+	for shift := 5; shift < 64 && uint64(1)<<shift < size; shift++ {
+		a := uint64(1) << shift
+		mem := (p + 2*8 + a - 1) &^ (a - 1)
+		lead := mem - 2*8 - p
+		if lead < minChunk {
+			lead += a
+		}
+		if lead+minChunk > size {
+			continue
+		}
+		if lead+2*8 > pageSz && !s.holdsData(p+lead) {
+			continue // the first page was read; past it, no page is read that holds nothing
+		}
+		prev, raw, ok := s.pair(p + lead)
+		if ok && prev == lead && raw == (size-lead)|isMmapped {
+			c.Addr, c.Size, c.Pad = p+lead, size-lead, lead
+			break
+		}
+	}
+	return c
+}
+
+// holdsData says whether the page at addr holds data, as far as the
+// memory can tell.
+func (s *mmapScan) holdsData(addr uint64) bool {
+	dr, ok := s.mem.(dataRuns)
+	if !ok {
+		return true
+	}
+	data := true
+	page := addr &^ (pageSz - 1)
+	if err := dr.DataRuns(page, page+pageSz, func(_, _ uint64, d bool) { data = data && d }); err != nil {
+		return true
+	}
+	return data
+}
+
+// pair reads the two words of a chunk header at p.
+func (s *mmapScan) pair(p uint64) (prev, size uint64, ok bool) {
+	var b [16]byte
+	if n, err := s.mem.ReadAt(b[:], p); err != nil || n != len(b) {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:]), true
+}

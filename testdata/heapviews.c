@@ -1,0 +1,119 @@
+/* A target whose heap every view of it (live, snapshot, snapshot --full,
+ * gdb's gcore) must describe alike, with its own count of the truth.
+ *
+ * The main thread mallocs 200 KiB, above the mmap threshold: glibc maps it
+ * of its own (malloc/malloc.c, sysmalloc_mmap). Then 300 KiB aligned to
+ * 64 KiB by memalign, also mapped of its own, the chunk moved into its
+ * region by the alignment (a second header, whose prev_size is the lead).
+ * It then maps 256 KiB of plain anonymous memory. The kernel places each
+ * right below the last and merges them: one rw-p mapping, the chunks in
+ * its upper part at page boundaries, not at the mapping's start. The program writes into
+ * its own memory so that its pages hold data, and checks /proc/self/maps
+ * that the two did merge.
+ *
+ * Four threads each malloc one small block (their first malloc also makes
+ * their tcache, a chunk reached only from glibc's `tcache` thread variable
+ * in libc's static TLS) and keep it in a thread variable of this program's
+ * own, then park.
+ *
+ * It prints "ready" once all is in place. To "truth" it answers, then
+ * "end"; to "quit" (or EOF), "bye", and exits 0:
+ *   mmapped ADDR SIZE   the big block's user address and chunk size
+ *   aligned ADDR SIZE   the same of the memalign'd block
+ *   nmmaps N BYTES      malloc's own count of mmapped chunks and of their
+ *                       bytes (mallinfo2: mp_.n_mmaps, mp_.mmapped_mem)
+ *   merged LO HI        the one mapping that holds the chunk and the memory
+ *                       mapped below it ("notmerged LO HI" if it is not one)
+ *   thread TID ADDR     a worker and its block
+ * Once it has answered "truth" it allocates and frees nothing more. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define NTHREADS 4
+
+void *volatile g_big;   /* the mmapped chunk, reached from static data */
+void *volatile g_aligned;
+void *volatile g_plain; /* the memory mapped after it */
+static __thread void *volatile mine;
+static pthread_barrier_t parked;
+static pid_t tids[NTHREADS];
+static void *blocks[NTHREADS];
+
+static void *worker(void *arg) {
+	int i = (int)(long)arg;
+	mine = malloc(100);
+	memset(mine, 'w', 100);
+	blocks[i] = mine;
+	tids[i] = (pid_t)syscall(SYS_gettid);
+	pthread_barrier_wait(&parked);
+	for (;;) pause();
+	return NULL;
+}
+
+int main(void) {
+	setvbuf(stdout, NULL, _IONBF, 0);
+	size_t big = 200 << 10, plain = 256 << 10;
+	g_big = malloc(big);
+	if (!g_big) return 2;
+	memset(g_big, 'b', big);
+	g_aligned = memalign(64 << 10, 300 << 10);
+	if (!g_aligned) return 2;
+	memset(g_aligned, 'a', 300 << 10);
+	g_plain = mmap(NULL, plain, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (g_plain == MAP_FAILED) return 2;
+	memset(g_plain, 'p', plain);
+
+	uintptr_t chunk = (uintptr_t)g_big - 16;
+	size_t csize = ((size_t *)g_big)[-1] & ~(size_t)7;
+	size_t asize = ((size_t *)g_aligned)[-1] & ~(size_t)7;
+	struct mallinfo2 mi = mallinfo2();
+	unsigned long lo = 0, hi = 0;
+	int merged = 0;
+	/* Read with read(2) into static memory: a FILE would be malloc'd and
+	 * freed into the tcache, which a core read without libc's file cannot
+	 * tell from chunks in use. */
+	static char maps[1 << 16];
+	int fd = open("/proc/self/maps", O_RDONLY);
+	if (fd < 0) return 2;
+	size_t n = 0;
+	for (ssize_t r; n < sizeof maps - 1 && (r = read(fd, maps + n, sizeof maps - 1 - n)) > 0;) n += (size_t)r;
+	close(fd);
+	for (char *l = maps; l < maps + n; l = strchr(l, '\n') + 1) {
+		if (sscanf(l, "%lx-%lx", &lo, &hi) == 2 && lo <= chunk && chunk < hi) {
+			merged = lo <= (uintptr_t)g_plain && (uintptr_t)g_plain < hi;
+			break;
+		}
+		if (!strchr(l, '\n')) break;
+	}
+
+	pthread_barrier_init(&parked, NULL, NTHREADS + 1);
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, worker, (void *)(long)i)) return 2;
+	}
+	pthread_barrier_wait(&parked);
+	printf("ready\n");
+
+	char in[64];
+	while (fgets(in, sizeof in, stdin)) {
+		if (strstr(in, "quit")) break;
+		if (!strstr(in, "truth")) continue;
+		printf("mmapped %#lx %zu\n", (unsigned long)(uintptr_t)g_big, csize);
+		printf("aligned %#lx %zu\n", (unsigned long)(uintptr_t)g_aligned, asize);
+		printf("nmmaps %zu %zu\n", mi.hblks, mi.hblkhd);
+		printf("%s %#lx %#lx\n", merged ? "merged" : "notmerged", lo, hi);
+		for (int i = 0; i < NTHREADS; i++) printf("thread %d %#lx\n", (int)tids[i], (unsigned long)(uintptr_t)blocks[i]);
+		printf("end\n");
+	}
+	printf("bye\n");
+	_exit(0);
+}

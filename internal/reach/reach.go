@@ -124,7 +124,8 @@ func Roots(t target.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 		fs, sp := th.FsBase(), th.SP()
 		for _, m := range ms {
 			if fs != 0 && m.Contains(fs) && m.Readable() {
-				lo, hi := max(m.Start, fs-min(fs, tlsBelow+8)), min(m.End, fs+tcbAbove)
+				below := max(tlsBelow, dtvBelow(t, m, fs, sp)) // the files' word, or the DTV's where they are not read
+				lo, hi := max(m.Start, fs-min(fs, below+8)), min(m.End, fs+tcbAbove)
 				out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: hi})
 				break
 			}

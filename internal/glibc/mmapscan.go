@@ -69,11 +69,16 @@ func ScanMmapped(mem Memory, m maps.Mapping, maxPages int, fn func(MmappedChunk)
 	}
 	s := mmapScan{mem: mem, end: end, left: maxPages, fn: fn, next: start}
 	if dr, ok := mem.(dataRuns); ok {
-		err := dr.DataRuns(start, end, func(lo, hi uint64, data bool) {
-			if data && !s.stopped {
-				s.run(lo, hi)
-			}
-		})
+		// By pieces, so that a scan stopped early reads no more of the
+		// page map (2 MiB of it per GiB).
+		var err error
+		for lo := start; lo < end && err == nil && !s.stopped; lo += dataRunsPiece {
+			err = dr.DataRuns(max(lo, s.next), max(min(lo+dataRunsPiece, end), s.next), func(lo, hi uint64, data bool) {
+				if data && !s.stopped {
+					s.run(lo, hi)
+				}
+			})
+		}
 		if err == nil {
 			return !s.stopped
 		}
@@ -83,6 +88,9 @@ func ScanMmapped(mem Memory, m maps.Mapping, maxPages int, fn func(MmappedChunk)
 	s.run(s.next, end)
 	return !s.stopped
 }
+
+// dataRunsPiece is how much of a mapping one look at the page map covers.
+const dataRunsPiece = 64 << 20
 
 type mmapScan struct {
 	mem     Memory

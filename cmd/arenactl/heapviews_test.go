@@ -17,14 +17,17 @@ import (
 type heapviewsTruth struct {
 	big, bigSize uint64    // the mmapped chunk's user pointer and chunk size
 	al, alSize   uint64    // the same of the memalign'd one
+	lost, lostSz uint64    // the same of the one no pointer is kept to
 	nmmaps, mmb  uint64    // malloc's own count of mmapped chunks, and their bytes
 	merged       [2]uint64 // the one mapping holding the chunk and the memory mapped below it
 	blocks       []uint64  // each worker's block
 }
 
-func startHeapviews(t *testing.T) (*testutil.Target, heapviewsTruth) {
+// startHeapviews starts heapviews.c, with args (the KiB it maps below its
+// chunks), and asks for its truth.
+func startHeapviews(t *testing.T, args ...string) (*testutil.Target, heapviewsTruth) {
 	t.Helper()
-	tg := testutil.Start(t, testutil.BuildC(t, "heapviews.c"))
+	tg := testutil.Start(t, testutil.BuildC(t, "heapviews.c"), args...)
 	var tr heapviewsTruth
 	hex := func(s string) uint64 {
 		v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
@@ -42,6 +45,9 @@ func startHeapviews(t *testing.T) (*testutil.Target, heapviewsTruth) {
 		case len(f) == 3 && f[0] == "aligned":
 			tr.al = hex(f[1])
 			tr.alSize, _ = strconv.ParseUint(f[2], 10, 64)
+		case len(f) == 3 && f[0] == "leaked":
+			tr.lost = hex(f[1])
+			tr.lostSz, _ = strconv.ParseUint(f[2], 10, 64)
 		case len(f) == 3 && f[0] == "nmmaps":
 			tr.nmmaps, _ = strconv.ParseUint(f[1], 10, 64)
 			tr.mmb, _ = strconv.ParseUint(f[2], 10, 64)
@@ -55,7 +61,7 @@ func startHeapviews(t *testing.T) (*testutil.Target, heapviewsTruth) {
 			t.Fatalf("heapviews said %q", line)
 		}
 	}
-	if tr.big == 0 || tr.al == 0 || tr.nmmaps != 2 || tr.merged[0] == 0 || tr.merged[0] == tr.big-16 || len(tr.blocks) != 4 {
+	if tr.big == 0 || tr.al == 0 || tr.lost == 0 || tr.nmmaps != 3 || tr.merged[0] == 0 || tr.merged[0] == tr.big-16 || len(tr.blocks) != 4 {
 		t.Fatalf("heapviews told %+v", tr)
 	}
 	return tg, tr
@@ -103,14 +109,30 @@ func heapJSON(t *testing.T, args ...string) heapviewsHeap {
 	return h
 }
 
-// A chunk glibc mmapped of its own, in a mapping the kernel merged with
-// memory the program mapped itself right below it (so the chunk is not at
-// the mapping's start), is found by every view: the read-only walk counts
-// as many mmapped chunks as malloc's own counter, live, from a snapshot and
-// from gdb's gcore; heap --addr finds the chunk, reachable from static
-// data, in all three.
+// Chunks glibc mmapped of their own, in a mapping the kernel merged with
+// memory the program mapped itself right below them (so no chunk is at the
+// mapping's start), are found by every view: the read-only walk counts as
+// many mmapped chunks of as many bytes as malloc's own counters, live, from
+// a snapshot and from gdb's gcore; heap --addr finds each chunk, one
+// memalign moved into its region included (by its own header), reachable
+// from static data, or leaked where the program kept no pointer to it. The
+// same with 40 MiB below them, a mapping big enough for an image to leave
+// out (its middle: the chunks, near its end, stay in the image either way;
+// LeaveOut's own test puts one in the middle).
 func TestMmappedChunkInMergedMapping(t *testing.T) {
-	tg, tr := startHeapviews(t)
+	for _, kib := range []string{"256", "40960"} {
+		t.Run(kib+"KiB", func(t *testing.T) {
+			tg, tr := startHeapviews(t, kib)
+			checkMmappedViews(t, tg, tr)
+			if line, code := tg.Quit(); line != "bye" || code != 0 {
+				t.Fatalf("target: %q %d", line, code)
+			}
+		})
+	}
+}
+
+func checkMmappedViews(t *testing.T, tg *testutil.Target, tr heapviewsTruth) {
+	t.Helper()
 	pid := fmt.Sprint(tg.Pid)
 	snap := filepath.Join(t.TempDir(), "heapviews.core")
 	mustRun(t, "snapshot", "-o", snap, pid)
@@ -118,6 +140,11 @@ func TestMmappedChunkInMergedMapping(t *testing.T) {
 	if g := gcoreOf(t, tg.Pid); g != "" {
 		views = append(views, g)
 	}
+	type want struct {
+		user, size uint64
+		class      string
+	}
+	wants := []want{{tr.big, tr.bigSize, "static"}, {tr.al, tr.alSize, "static"}, {tr.lost, tr.lostSz, "leaked"}}
 	for _, v := range views {
 		args := []string{v}
 		if v == pid {
@@ -138,20 +165,20 @@ func TestMmappedChunkInMergedMapping(t *testing.T) {
 		if mm := info.ReadOnly.Mmapped; mm.Count != tr.nmmaps || mm.Bytes != tr.mmb {
 			t.Errorf("%s: the walk found %d mmapped chunks of %d bytes; malloc counts %d of %d bytes", v, mm.Count, mm.Bytes, tr.nmmaps, tr.mmb)
 		}
-		h := heapJSON(t, v, "--addr", fmt.Sprintf("%#x", tr.big), "--addr", fmt.Sprintf("%#x", tr.big+tr.bigSize/2),
-			"--addr", fmt.Sprintf("%#x", tr.al), "--addr", fmt.Sprintf("%#x", tr.al+tr.alSize/2))
+		args = []string{v}
+		for _, w := range wants {
+			args = append(args, "--addr", fmt.Sprintf("%#x", w.user), "--addr", fmt.Sprintf("%#x", w.user+w.size/2))
+		}
+		h := heapJSON(t, args...)
+		if len(h.Lookups) != 2*len(wants) {
+			t.Fatalf("%s: %d lookups", v, len(h.Lookups))
+		}
 		for i, l := range h.Lookups {
-			user, size := tr.big, tr.bigSize
-			if i >= 2 {
-				user, size = tr.al, tr.alSize
-			}
-			if !l.Found || l.Chunk != user || l.Size != size || l.Class != "static" {
-				t.Errorf("%s: --addr %#x found %+v; want the %d-byte chunk at %#x, static", v, l.Addr, l, size, user)
+			w := wants[i/2]
+			if !l.Found || l.Chunk != w.user || l.Size != w.size || l.Class != w.class {
+				t.Errorf("%s: --addr %#x found %+v; want the %d-byte chunk at %#x, %s", v, l.Addr, l, w.size, w.user, w.class)
 			}
 		}
-	}
-	if line, code := tg.Quit(); line != "bye" || code != 0 {
-		t.Fatalf("target: %q %d", line, code)
 	}
 }
 
@@ -190,8 +217,8 @@ func TestClassesAlikeInEveryView(t *testing.T) {
 		if i == 0 {
 			want = h
 			for _, c := range h.Classes {
-				if c.Class != "static" && c.Count != 0 {
-					t.Errorf("live: %d chunks %s; every chunk of heapviews is reachable from static data or TLS", c.Count, c.Class)
+				if c.Class == "leaked" && (c.Count != 1 || c.Bytes != tr.lostSz) || c.Class != "static" && c.Class != "leaked" && c.Count != 0 {
+					t.Errorf("live: %d chunks %s; every chunk of heapviews is reachable from static data or TLS, but the one it lost", c.Count, c.Class)
 				}
 			}
 			continue

@@ -58,8 +58,8 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range
 		n := uint64(uint32(nm))
 		var found uint64
 		for _, m := range ms {
-			if MayHoldMmapped(m) && !isIn(big, m) {
-				ScanMmapped(mem, m, 0, func(MmappedChunk) bool { found++; return true })
+			if found < n && MayHoldMmapped(m) && !isIn(big, m) {
+				ScanMmapped(mem, m, 0, func(MmappedChunk) bool { found++; return found < n })
 			}
 		}
 		accounted = found >= n

@@ -26,7 +26,7 @@ import (
 
 // maxDTV bounds the entries read from a DTV: far above the modules any
 // program loads, and a hostile length costs one bounded read.
-const maxDTV = 1 << 12
+const maxDTV = 1 << 10
 
 // dtvBelow is how far below the thread pointer fs the static TLS blocks of
 // the thread's DTV reach, within the mapping m that holds fs and above the

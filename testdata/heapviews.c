@@ -4,7 +4,10 @@
  * The main thread mallocs 200 KiB, above the mmap threshold: glibc maps it
  * of its own (malloc/malloc.c, sysmalloc_mmap). Then 300 KiB aligned to
  * 64 KiB by memalign, also mapped of its own, the chunk moved into its
- * region by the alignment (a second header, whose prev_size is the lead).
+ * region by the alignment (a second header, whose prev_size is the lead),
+ * and, first of all, another such block grown by realloc to 600 KiB
+ * (mremap_chunk: the second header says the new size, the first still the
+ * old).
  * Then 220 KiB it loses: no pointer to it is kept (its address is kept
  * masked, as the truth). It then maps plain anonymous memory (256 KiB, or
  * the KiB its argument says) right below them. The kernel places each
@@ -23,6 +26,7 @@
  * "end"; to "quit" (or EOF), "bye", and exits 0:
  *   mmapped ADDR SIZE   the big block's user address and chunk size
  *   aligned ADDR SIZE   the same of the memalign'd block
+ *   realigned ADDR SIZE the same of the memalign'd block grown by realloc
  *   leaked ADDR SIZE    the same of the lost block
  *   nmmaps N BYTES      malloc's own count of mmapped chunks and of their
  *                       bytes (mallinfo2: mp_.n_mmaps, mp_.mmapped_mem)
@@ -45,7 +49,7 @@
 #define NTHREADS 4
 
 void *volatile g_big;   /* the mmapped chunk, reached from static data */
-void *volatile g_aligned;
+void *volatile g_aligned, *volatile g_realigned;
 void *volatile g_plain; /* the memory mapped after it */
 static __thread void *volatile mine;
 static pthread_barrier_t parked;
@@ -102,6 +106,24 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
 	setvbuf(stdout, NULL, _IONBF, 0);
 	size_t big = 200 << 10, plain = (argc > 1 ? (size_t)atol(argv[1]) : 256) << 10;
+	/* First the block realloc grows: mremap moves its region right below
+	 * where it was (a mapping of its own: a moved one keeps the page
+	 * offset it had, and merges with nothing), and the hole it leaves is
+	 * filled with plain memory, so that the next regions go on below it and
+	 * merge. */
+	void *r = memalign(64 << 10, 300 << 10);
+	if (!r) return 2;
+	memset(r, 'r', 300 << 10);
+	size_t pad = ((size_t *)r)[-2], rsize = ((size_t *)r)[-1] & ~(size_t)7;
+	volatile uintptr_t before = (uintptr_t)r; /* only compared after the realloc */
+	uintptr_t old = before - 16 - pad;
+	g_realigned = realloc((void *)before, 600 << 10);
+	if (!g_realigned) return 2;
+	memset(g_realigned, 'R', 600 << 10);
+	if ((uintptr_t)g_realigned != before) {
+		void *fill = mmap((void *)old, pad + rsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (fill != MAP_FAILED) memset(fill, 'f', pad + rsize);
+	}
 	g_big = malloc(big);
 	if (!g_big) return 2;
 	memset(g_big, 'b', big);
@@ -122,6 +144,7 @@ int main(int argc, char **argv) {
 	uintptr_t chunk = (uintptr_t)g_big - 16;
 	size_t csize = ((size_t *)g_big)[-1] & ~(size_t)7;
 	size_t asize = ((size_t *)g_aligned)[-1] & ~(size_t)7;
+	rsize = ((size_t *)g_realigned)[-1] & ~(size_t)7;
 	struct mallinfo2 mi = mallinfo2();
 	int merged = mapping_of(chunk, &lo, &hi) && lo <= (uintptr_t)g_plain && (uintptr_t)g_plain < hi &&
 		     lo <= (leak_masked ^ mask) && lo <= (uintptr_t)g_aligned;
@@ -140,6 +163,7 @@ int main(int argc, char **argv) {
 		if (!strstr(in, "truth")) continue;
 		printf("mmapped %#lx %zu\n", (unsigned long)(uintptr_t)g_big, csize);
 		printf("aligned %#lx %zu\n", (unsigned long)(uintptr_t)g_aligned, asize);
+		printf("realigned %#lx %zu\n", (unsigned long)(uintptr_t)g_realigned, rsize);
 		printf("leaked %#lx %zu\n", (unsigned long)(leak_masked ^ mask), leak_size);
 		printf("nmmaps %zu %zu\n", mi.hblks, mi.hblkhd);
 		printf("%s %#lx %#lx\n", merged ? "merged" : "notmerged", lo, hi);

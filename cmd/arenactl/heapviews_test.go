@@ -17,6 +17,7 @@ import (
 type heapviewsTruth struct {
 	big, bigSize uint64    // the mmapped chunk's user pointer and chunk size
 	al, alSize   uint64    // the same of the memalign'd one
+	re, reSize   uint64    // the same of the memalign'd one grown by realloc
 	lost, lostSz uint64    // the same of the one no pointer is kept to
 	nmmaps, mmb  uint64    // malloc's own count of mmapped chunks, and their bytes
 	merged       [2]uint64 // the one mapping holding the chunk and the memory mapped below it
@@ -45,6 +46,9 @@ func startHeapviews(t *testing.T, args ...string) (*testutil.Target, heapviewsTr
 		case len(f) == 3 && f[0] == "aligned":
 			tr.al = hex(f[1])
 			tr.alSize, _ = strconv.ParseUint(f[2], 10, 64)
+		case len(f) == 3 && f[0] == "realigned":
+			tr.re = hex(f[1])
+			tr.reSize, _ = strconv.ParseUint(f[2], 10, 64)
 		case len(f) == 3 && f[0] == "leaked":
 			tr.lost = hex(f[1])
 			tr.lostSz, _ = strconv.ParseUint(f[2], 10, 64)
@@ -61,7 +65,7 @@ func startHeapviews(t *testing.T, args ...string) (*testutil.Target, heapviewsTr
 			t.Fatalf("heapviews said %q", line)
 		}
 	}
-	if tr.big == 0 || tr.al == 0 || tr.lost == 0 || tr.nmmaps != 3 || tr.merged[0] == 0 || tr.merged[0] == tr.big-16 || len(tr.blocks) != 4 {
+	if tr.big == 0 || tr.al == 0 || tr.lost == 0 || tr.re == 0 || tr.nmmaps != 4 || tr.merged[0] == 0 || tr.merged[0] == tr.big-16 || len(tr.blocks) != 4 {
 		t.Fatalf("heapviews told %+v", tr)
 	}
 	return tg, tr
@@ -114,7 +118,8 @@ func heapJSON(t *testing.T, args ...string) heapviewsHeap {
 // mapping's start), are found by every view: the read-only walk counts as
 // many mmapped chunks of as many bytes as malloc's own counters, live, from
 // a snapshot and from gdb's gcore; heap --addr finds each chunk, one
-// memalign moved into its region included (by its own header), reachable
+// memalign moved into its region included (by its own header, also after
+// a realloc grew it), reachable
 // from static data, or leaked where the program kept no pointer to it. The
 // same with 40 MiB below them, a mapping big enough for an image to leave
 // out (its middle: the chunks, near its end, stay in the image either way;
@@ -144,7 +149,7 @@ func checkMmappedViews(t *testing.T, tg *testutil.Target, tr heapviewsTruth) {
 		user, size uint64
 		class      string
 	}
-	wants := []want{{tr.big, tr.bigSize, "static"}, {tr.al, tr.alSize, "static"}, {tr.lost, tr.lostSz, "leaked"}}
+	wants := []want{{tr.big, tr.bigSize, "static"}, {tr.al, tr.alSize, "static"}, {tr.re, tr.reSize, "static"}, {tr.lost, tr.lostSz, "leaked"}}
 	for _, v := range views {
 		args := []string{v}
 		if v == pid {

@@ -26,7 +26,8 @@ const LeaveOutMin = 32 << 20
 //
 // Scanning a buffer pool's every page for chunk headers would take seconds
 // of arenactl's time, so the others are scanned first: when they hold as
-// many chunks as malloc's own count (mp_.n_mmaps), the big ones hold none.
+// many chunks of as many bytes as malloc's own counters (mp_.n_mmaps,
+// mp_.mmapped_mem), the big ones hold none.
 //
 // What changes between this look and the stop is handled below it: the
 // image routine leaves a mapping in unless it is, when every thread is
@@ -54,15 +55,18 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range
 		return nil
 	}
 	accounted := false
-	if nm, ok := rg.word(a.Mp + uint64(lay.MpNMmaps)); ok {
+	nm, ok := rg.word(a.Mp + uint64(lay.MpNMmaps))
+	nb, ok2 := rg.word(a.Mp + uint64(lay.MpMmappedMem))
+	if ok && ok2 {
 		n := uint64(uint32(nm))
-		var found uint64
+		var found, bytes uint64
+		done := func() bool { return found >= n && bytes == nb }
 		for _, m := range ms {
-			if found < n && MayHoldMmapped(m) && !isIn(big, m) {
-				ScanMmapped(mem, m, 0, func(MmappedChunk) bool { found++; return found < n })
+			if !done() && MayHoldMmapped(m) && !isIn(big, m) {
+				ScanMmapped(mem, m, 0, func(c MmappedChunk) bool { found, bytes = found+1, bytes+c.Pad+c.Size; return !done() })
 			}
 		}
-		accounted = found >= n
+		accounted = done()
 	}
 	for _, m := range big {
 		if !accounted && !ScanMmapped(mem, m, 0, func(MmappedChunk) bool { return false }) {

@@ -68,14 +68,19 @@ func TestLeaveOutKeepsChunksInsideBigMappings(t *testing.T) {
 	mem.put(big1+32<<20+8, 64*pageSz|isMmapped) // in the middle of big1
 	for _, c := range []struct {
 		nmmaps int
+		bytes  uint64
 		want   []maps.Range
 	}{
-		{2, []maps.Range{{Start: big2, End: big2 + 64<<20}}},
+		{2, 68 * pageSz, []maps.Range{{Start: big2, End: big2 + 64<<20}}},
 		// malloc counts one, the small mapping holds it: the big ones
 		// are not searched.
-		{1, []maps.Range{{Start: big1, End: big1 + 64<<20}, {Start: big2, End: big2 + 64<<20}}},
+		{1, 4 * pageSz, []maps.Range{{Start: big1, End: big1 + 64<<20}, {Start: big2, End: big2 + 64<<20}}},
+		// One, but not of the bytes malloc counts (a header the program
+		// forged): the big ones are searched.
+		{1, 64 * pageSz, []maps.Range{{Start: big2, End: big2 + 64<<20}}},
 	} {
 		mem.put(a.Mp+uint64(lay.MpNMmaps), uint64(c.nmmaps))
+		mem.put(a.Mp+uint64(lay.MpMmappedMem), c.bytes)
 		got := LeaveOut(mem, lay, a, mem.ms)
 		if len(got) != len(c.want) {
 			t.Errorf("n_mmaps %d: left out %v, want %v", c.nmmaps, got, c.want)

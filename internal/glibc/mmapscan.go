@@ -98,6 +98,8 @@ type mmapScan struct {
 	next    uint64 // the first page not looked at or stepped over yet
 	left    int    // pages still to read, when bounded
 	buf     []byte // headBlock pages
+	probe   []byte // headBlock pages, for a second header
+	runEnd  uint64 // the end of the pages run looks at, all of which hold data
 	stopped bool
 	fn      func(MmappedChunk) bool
 }
@@ -106,6 +108,7 @@ type mmapScan struct {
 // reads them up to headBlock pages at a time (one copy of 64 KiB costs a
 // few 16-byte reads), page by page where a block cannot be read.
 func (s *mmapScan) run(lo, hi uint64) {
+	s.runEnd = hi
 	for p := max(lo, s.next); p < hi && !s.stopped; p = max(p, s.next) {
 		n := min((hi-p)/pageSz, headBlock)
 		blk := s.buf[:n*pageSz]
@@ -136,7 +139,7 @@ func (s *mmapScan) run(lo, hi uint64) {
 				continue
 			}
 			c := s.memaligned(p, size)
-			s.next = p + size
+			s.next = c.Addr + c.Size
 			if !s.fn(c) {
 				s.stopped = true
 			}
@@ -160,7 +163,9 @@ func (s *mmapScan) header(p, prev, raw uint64, ok bool) (uint64, bool) {
 // memalign's lead is fixed by the alignment it was asked for, a power of
 // two (malloc/malloc.c, _int_memalign: the chunk's user pointer is rounded
 // up to it, and moved one alignment further when the lead would be less
-// than MINSIZE); each alignment's is tried, the smallest first.
+// than MINSIZE); each alignment's is tried, the smallest first. The second
+// header has the last word on the region's size: realloc of such a chunk
+// (mremap_chunk) rewrites it and leaves the first as memalign found it.
 func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
 	c := MmappedChunk{Chunk: Chunk{Addr: p, Size: size, Arena: -1, State: ChunkMmapped}}
 	for shift := 5; shift < 64 && uint64(1)<<shift < size; shift++ {
@@ -171,18 +176,51 @@ func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
 			lead += a
 		}
 		if lead+minChunk > size {
-			continue
+			continue // memalign carved the chunk from the region its first header gives
 		}
-		if lead+2*8 > pageSz && !s.holdsData(p+lead) {
-			continue // the first page was read; past it, no page is read that holds nothing
+		if p+lead+2*8 > s.runEnd && !s.holdsData(p+lead) {
+			continue // no page is read that holds nothing
 		}
 		prev, raw, ok := s.pair(p + lead)
-		if ok && prev == lead && raw == (size-lead)|isMmapped {
-			c.Addr, c.Size, c.Pad = p+lead, size-lead, lead
+		if ok && s.inner(&c, p, lead, prev, raw) {
+			return c
+		}
+	}
+	// realloc may have moved the region (mremap), and the lead fitted to
+	// where it was: a user pointer aligned to a page or more was then at a
+	// page boundary, so the second header ends a page. The first
+	// headBlock pages that hold data are looked at, in one read.
+	n := min(size/pageSz, headBlock, (s.runEnd-p)/pageSz)
+	if n == 0 {
+		return c
+	}
+	if s.probe == nil {
+		s.probe = make([]byte, headBlock*pageSz)
+	}
+	blk := s.probe[:n*pageSz]
+	if got, err := s.mem.ReadAt(blk, p); err != nil || got != len(blk) {
+		return c
+	}
+	for k := uint64(1); k <= n; k++ {
+		lead := k*pageSz - 2*8
+		prev, raw := binary.LittleEndian.Uint64(blk[lead:]), binary.LittleEndian.Uint64(blk[lead+8:])
+		if s.inner(&c, p, lead, prev, raw) {
 			break
 		}
 	}
 	return c
+}
+
+// inner makes c the chunk whose second header, at lead bytes into the
+// region at p, holds prev and raw, when they are one: its prev_size the
+// lead, IS_MMAPPED alone, and with the lead a page multiple that fits.
+func (s *mmapScan) inner(c *MmappedChunk, p, lead, prev, raw uint64) bool {
+	size := raw &^ sizeBits
+	if prev != lead || raw&sizeBits != isMmapped || size < minChunk || (lead+size)%pageSz != 0 || size > s.end-p-lead {
+		return false
+	}
+	c.Addr, c.Size, c.Pad = p+lead, size, lead
+	return true
 }
 
 // holdsData says whether the page at addr holds data, as far as the

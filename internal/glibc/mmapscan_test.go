@@ -53,26 +53,30 @@ func scanAll(mem glibc.Memory, m maps.Mapping, maxPages int) ([]glibc.MmappedChu
 
 // Every page of a mapping is looked at for a chunk's region, not only its
 // start; a chunk found is stepped over whole; memalign's second header
-// moves the chunk into its region; and headers that glibc never writes
-// (other flag bits, a size that is no page multiple or runs past the
-// mapping, a prev_size) are not taken for chunks.
+// moves the chunk into its region, and says the region's size after a
+// realloc; and headers that glibc never writes (other flag bits, a size
+// that is no page multiple or runs past the mapping, a prev_size) are not
+// taken for chunks.
 func TestScanMmappedEveryPage(t *testing.T) {
 	const base = 0x7f0000000000
 	mem := &pages{base: base, b: make([]byte, 64*pg)}
 	m := maps.Mapping{Start: base, End: base + 64*pg, Perms: "rw-p"}
-	mem.header(3*pg, 0, 4*pg|2)               // a chunk, pages 3-6
-	mem.header(5*pg, 0, 2*pg|2)               // inside it: the program's bytes
-	mem.header(10*pg, 0, 2*pg|3)              // PREV_INUSE too: not malloc's
-	mem.header(11*pg, 0, 2*pg|6)              // NON_MAIN_ARENA too
-	mem.header(12*pg, 0, pg+16|2)             // no page multiple
-	mem.header(14*pg, 0, 64*pg|2)             // past the mapping
-	mem.header(15*pg, 8, 2*pg|2)              // a prev_size at a region's start
-	mem.header(20*pg, 0, 8*pg|2)              // memalign's region, pages 20-27 ...
-	mem.header(20*pg+pg-16, pg-16, 7*pg+16|2) // ... its chunk aligned to a page
-	mem.header(60*pg, 0, 4*pg|2)              // the mapping's last pages
+	mem.header(3*pg, 0, 4*pg|2)                // a chunk, pages 3-6
+	mem.header(5*pg, 0, 2*pg|2)                // inside it: the program's bytes
+	mem.header(10*pg, 0, 2*pg|3)               // PREV_INUSE too: not malloc's
+	mem.header(11*pg, 0, 2*pg|6)               // NON_MAIN_ARENA too
+	mem.header(12*pg, 0, pg+16|2)              // no page multiple
+	mem.header(14*pg, 0, 64*pg|2)              // past the mapping
+	mem.header(15*pg, 8, 2*pg|2)               // a prev_size at a region's start
+	mem.header(20*pg, 0, 8*pg|2)               // memalign's region, pages 20-27 ...
+	mem.header(20*pg+pg-16, pg-16, 7*pg+16|2)  // ... its chunk aligned to a page
+	mem.header(40*pg, 0, 8*pg|2)               // memalign's, then realloc'd: the first header stale ...
+	mem.header(40*pg+pg-16, pg-16, 11*pg+16|2) // ... the second says 12 pages
+	mem.header(60*pg, 0, 4*pg|2)               // the mapping's last pages
 	want := []glibc.MmappedChunk{
 		{Chunk: glibc.Chunk{Addr: base + 3*pg, Size: 4 * pg, Arena: -1, State: glibc.ChunkMmapped}},
 		{Chunk: glibc.Chunk{Addr: base + 21*pg - 16, Size: 7*pg + 16, Arena: -1, State: glibc.ChunkMmapped}, Pad: pg - 16},
+		{Chunk: glibc.Chunk{Addr: base + 41*pg - 16, Size: 11*pg + 16, Arena: -1, State: glibc.ChunkMmapped}, Pad: pg - 16},
 		{Chunk: glibc.Chunk{Addr: base + 60*pg, Size: 4 * pg, Arena: -1, State: glibc.ChunkMmapped}},
 	}
 	got, complete := scanAll(mem, m, 0)

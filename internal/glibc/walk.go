@@ -958,15 +958,18 @@ func largebinIndex(sz uint64) int {
 // every mapping that may hold one. It reads the target itself, not the
 // block cache: 16 bytes a page, where a block would copy all of it.
 //
-// It stops once it has found as many as malloc counts (mp_.n_mmaps), the
-// smaller mappings first: every page of a buffer pool is read only when a
-// chunk is still missing (one merged with it). A page costs about 2 µs on
-// a copy-on-write image, half a second per GiB, and a walk with every
-// thread stopped must not take that for memory that holds no chunk.
+// It stops once it has found as many as malloc counts, of as many bytes
+// (mp_.n_mmaps, mp_.mmapped_mem), the smaller mappings first: every page of
+// a buffer pool is read only when a chunk is still missing (one merged
+// with it). A page costs about 2 µs on a copy-on-write image, half a
+// second per GiB, and a walk with every thread stopped must not take that
+// for memory that holds no chunk. Both counters must agree, so that a
+// header the program forged does not end the search before a real chunk.
 func (wk *walker) mmapped() {
 	mc := &wk.w.Mmapped
 	mc.Sizes = map[uint64]uint64{}
-	want := uint64(uint32(wk.w.Params.NMmaps))
+	want, wantBytes := uint64(uint32(wk.w.Params.NMmaps)), wk.w.Params.MmappedMem
+	done := func() bool { return mc.Count >= want && mc.Bytes == wantBytes }
 	var cand []maps.Mapping
 	for _, m := range wk.ms {
 		if MayHoldMmapped(m) {
@@ -975,7 +978,7 @@ func (wk *walker) mmapped() {
 	}
 	sort.SliceStable(cand, func(i, j int) bool { return cand[i].Size() < cand[j].Size() })
 	for _, m := range cand {
-		if mc.Count >= want {
+		if done() {
 			break
 		}
 		ScanMmapped(wk.mem.mem, m, 0, func(c MmappedChunk) bool {
@@ -985,7 +988,7 @@ func (wk *walker) mmapped() {
 			if wk.visit != nil {
 				wk.visit(c.Chunk)
 			}
-			return mc.Count < want
+			return !done()
 		})
 	}
 }

@@ -29,13 +29,18 @@
  *   realigned ADDR SIZE the same of the memalign'd block grown by realloc
  *   leaked ADDR SIZE    the same of the lost block
  *   nmmaps N BYTES      malloc's own count of mmapped chunks and of their
- *                       bytes (mallinfo2: mp_.n_mmaps, mp_.mmapped_mem)
+ *                       bytes (mallinfo: mp_.n_mmaps, mp_.mmapped_mem)
+ *   glibc VERSION       gnu_get_libc_version()
  *   merged LO HI        the one mapping that holds the chunk and the memory
  *                       mapped below it ("notmerged LO HI" if it is not one)
  *   thread TID ADDR     a worker and its block
  * Once it has answered "truth" it allocates and frees nothing more. */
 #define _GNU_SOURCE
+/* mallinfo, not mallinfo2 (2.33+): it builds against every glibc tree the
+ * tests run, and the counts here fit an int. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -145,7 +150,7 @@ int main(int argc, char **argv) {
 	size_t csize = ((size_t *)g_big)[-1] & ~(size_t)7;
 	size_t asize = ((size_t *)g_aligned)[-1] & ~(size_t)7;
 	rsize = ((size_t *)g_realigned)[-1] & ~(size_t)7;
-	struct mallinfo2 mi = mallinfo2();
+	struct mallinfo mi = mallinfo();
 	int merged = mapping_of(chunk, &lo, &hi) && lo <= (uintptr_t)g_plain && (uintptr_t)g_plain < hi &&
 		     lo <= (leak_masked ^ mask) && lo <= (uintptr_t)g_aligned;
 
@@ -165,7 +170,8 @@ int main(int argc, char **argv) {
 		printf("aligned %#lx %zu\n", (unsigned long)(uintptr_t)g_aligned, asize);
 		printf("realigned %#lx %zu\n", (unsigned long)(uintptr_t)g_realigned, rsize);
 		printf("leaked %#lx %zu\n", (unsigned long)(leak_masked ^ mask), leak_size);
-		printf("nmmaps %zu %zu\n", mi.hblks, mi.hblkhd);
+		printf("nmmaps %d %d\n", mi.hblks, mi.hblkhd);
+		printf("glibc %s\n", gnu_get_libc_version());
 		printf("%s %#lx %#lx\n", merged ? "merged" : "notmerged", lo, hi);
 		for (int i = 0; i < NTHREADS; i++) printf("thread %d %#lx\n", (int)tids[i], (unsigned long)(uintptr_t)blocks[i]);
 		printf("end\n");

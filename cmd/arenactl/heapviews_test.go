@@ -20,15 +20,35 @@ type heapviewsTruth struct {
 	re, reSize   uint64    // the same of the memalign'd one grown by realloc
 	lost, lostSz uint64    // the same of the one no pointer is kept to
 	nmmaps, mmb  uint64    // malloc's own count of mmapped chunks, and their bytes
+	minor        int       // the glibc it runs: 2.minor
 	merged       [2]uint64 // the one mapping holding the chunk and the memory mapped below it
 	blocks       []uint64  // each worker's block
 }
 
-// startHeapviews starts heapviews.c, with args (the KiB it maps below its
-// chunks), and asks for its truth.
-func startHeapviews(t *testing.T, args ...string) (*testutil.Target, heapviewsTruth) {
+// heapviewsRun is heapviews.c under the system's glibc or one of the
+// trees.
+type heapviewsRun struct {
+	name  string
+	start func(t *testing.T, args ...string) *testutil.Target
+}
+
+func heapviewsRuns(t *testing.T) []heapviewsRun {
+	runs := []heapviewsRun{{"system", func(t *testing.T, args ...string) *testutil.Target {
+		return testutil.Start(t, testutil.BuildC(t, "heapviews.c"), args...)
+	}}}
+	for _, g := range testutil.GlibcTrees(t) {
+		runs = append(runs, heapviewsRun{g.Version, func(t *testing.T, args ...string) *testutil.Target {
+			return testutil.StartCmd(t, g.Command(testutil.BuildC(t, "heapviews.c", testutil.GlibcSysroot(t)...), args...))
+		}})
+	}
+	return runs
+}
+
+// startHeapviews starts heapviews.c as r does, with args (the KiB it maps
+// below its chunks), and asks for its truth.
+func startHeapviews(t *testing.T, r heapviewsRun, args ...string) (*testutil.Target, heapviewsTruth) {
 	t.Helper()
-	tg := testutil.Start(t, testutil.BuildC(t, "heapviews.c"), args...)
+	tg := r.start(t, args...)
 	var tr heapviewsTruth
 	hex := func(s string) uint64 {
 		v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
@@ -55,6 +75,11 @@ func startHeapviews(t *testing.T, args ...string) (*testutil.Target, heapviewsTr
 		case len(f) == 3 && f[0] == "nmmaps":
 			tr.nmmaps, _ = strconv.ParseUint(f[1], 10, 64)
 			tr.mmb, _ = strconv.ParseUint(f[2], 10, 64)
+		case len(f) == 2 && f[0] == "glibc":
+			_, err := fmt.Sscanf(f[1], "2.%d", &tr.minor)
+			if err != nil {
+				t.Fatalf("heapviews said %q", line)
+			}
 		case len(f) == 3 && f[0] == "merged":
 			tr.merged = [2]uint64{hex(f[1]), hex(f[2])}
 		case len(f) == 3 && f[0] == "notmerged":
@@ -123,16 +148,19 @@ func heapJSON(t *testing.T, args ...string) heapviewsHeap {
 // from static data, or leaked where the program kept no pointer to it. The
 // same with 40 MiB below them, a mapping big enough for an image to leave
 // out (its middle: the chunks, near its end, stay in the image either way;
-// LeaveOut's own test puts one in the middle).
+// LeaveOut's own test puts one in the middle). Under the system's glibc and
+// every tree's.
 func TestMmappedChunkInMergedMapping(t *testing.T) {
-	for _, kib := range []string{"256", "40960"} {
-		t.Run(kib+"KiB", func(t *testing.T) {
-			tg, tr := startHeapviews(t, kib)
-			checkMmappedViews(t, tg, tr)
-			if line, code := tg.Quit(); line != "bye" || code != 0 {
-				t.Fatalf("target: %q %d", line, code)
-			}
-		})
+	for _, r := range heapviewsRuns(t) {
+		for _, kib := range []string{"256", "40960"} {
+			t.Run(r.name+"/"+kib+"KiB", func(t *testing.T) {
+				tg, tr := startHeapviews(t, r, kib)
+				checkMmappedViews(t, tg, tr)
+				if line, code := tg.Quit(); line != "bye" || code != 0 {
+					t.Fatalf("target: %q %d", line, code)
+				}
+			})
+		}
 	}
 }
 
@@ -167,8 +195,15 @@ func checkMmappedViews(t *testing.T, tg *testutil.Target, tr heapviewsTruth) {
 		if err := json.Unmarshal([]byte(out), &info); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		if mm := info.ReadOnly.Mmapped; mm.Count != tr.nmmaps || mm.Bytes != tr.mmb {
-			t.Errorf("%s: the walk found %d mmapped chunks of %d bytes; malloc counts %d of %d bytes", v, mm.Count, mm.Bytes, tr.nmmaps, tr.mmb)
+		mmb := tr.mmb
+		if tr.minor >= 43 {
+			// 2.43's mremap_chunk counts 16 bytes too many in
+			// mp_.mmapped_mem (new_size - size - offset, its size short
+			// of the region's tail); heapviews' realloc is one.
+			mmb -= 16
+		}
+		if mm := info.ReadOnly.Mmapped; mm.Count != tr.nmmaps || mm.Bytes != mmb {
+			t.Errorf("%s: the walk found %d mmapped chunks of %d bytes; malloc counts %d of %d bytes", v, mm.Count, mm.Bytes, tr.nmmaps, mmb)
 		}
 		args = []string{v}
 		for _, w := range wants {
@@ -192,9 +227,15 @@ func checkMmappedViews(t *testing.T, tg *testutil.Target, tr heapviewsTruth) {
 // through glibc's tcache variable in libc's TLS block, inside the thread's
 // stack mapping) are static live, in a snapshot, in a full snapshot and in
 // gdb's gcore read without libc's file, not stack; and no root goes
-// unread.
+// unread. Under the system's glibc and every tree's.
 func TestClassesAlikeInEveryView(t *testing.T) {
-	tg, tr := startHeapviews(t)
+	for _, r := range heapviewsRuns(t) {
+		t.Run(r.name, func(t *testing.T) { classesAlike(t, r) })
+	}
+}
+
+func classesAlike(t *testing.T, r heapviewsRun) {
+	tg, tr := startHeapviews(t, r)
 	pid := fmt.Sprint(tg.Pid)
 	dir := t.TempDir()
 	snap, full := filepath.Join(dir, "snap.core"), filepath.Join(dir, "full.core")

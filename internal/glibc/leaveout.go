@@ -60,16 +60,20 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range
 	if ok && ok2 {
 		n := uint64(uint32(nm))
 		var found, bytes uint64
-		done := func() bool { return found >= n && bytes == nb }
+		done := func() bool { return found >= n && (bytes == nb || lay.MmapTail > 0 && bytes <= nb) } // as the walk's (walker.mmapped)
 		for _, m := range ms {
 			if !done() && MayHoldMmapped(m) && !isIn(big, m) {
-				ScanMmapped(mem, m, 0, func(c MmappedChunk) bool { found, bytes = found+1, bytes+c.Pad+c.Size; return !done() })
+				ScanMmapped(mem, lay, m, 0, func(c MmappedChunk) bool {
+					r := c.Region()
+					found, bytes = found+1, bytes+r.End-r.Start
+					return !done()
+				})
 			}
 		}
 		accounted = done()
 	}
 	for _, m := range big {
-		if !accounted && !ScanMmapped(mem, m, 0, func(MmappedChunk) bool { return false }) {
+		if !accounted && !ScanMmapped(mem, lay, m, 0, func(MmappedChunk) bool { return false }) {
 			continue // it holds one
 		}
 		out = append(out, maps.Range{Start: m.Start, End: m.End})

@@ -21,7 +21,10 @@ import (
 // so. _int_memalign of an mmapped chunk leaves that first header and
 // writes a second one further in, whose prev_size is its distance from the
 // region's start (set_prev_size (newp, prev_size (p) + leadsize)):
-// munmap_chunk unmaps from p - prev_size(p).
+// munmap_chunk unmaps from p - prev_size(p). From 2.43 (mmap_set_chunk) the
+// region also holds CHUNK_HDR_SZ past the size (Layout.MmapTail), and
+// prev_size's bit 0 may say huge pages: the region is then
+// prev_size&^1 + size + 16 bytes, from p - prev_size&^1.
 //
 // Where: a region is page-aligned, but not where a mapping starts. The
 // kernel merges an mmap with its anonymous neighbours of the same
@@ -34,16 +37,17 @@ import (
 // reading it would map the zero page into a live process.
 
 // MmappedChunk is one chunk found, with the region glibc mapped for it:
-// [Addr-Pad, Addr+Size). Pad is 0 but for a chunk memalign moved in.
+// [Addr-Pad, Addr+Size+Tail). Pad is 0 but for a chunk memalign moved in;
+// Tail is Layout.MmapTail.
 type MmappedChunk struct {
 	Chunk
-	Pad uint64
+	Pad, Tail uint64
 }
 
 // Region is the memory glibc mapped for the chunk, which is what
 // mp_.mmapped_mem counts.
 func (c MmappedChunk) Region() maps.Range {
-	return maps.Range{Start: c.Addr - c.Pad, End: c.Addr + c.Size}
+	return maps.Range{Start: c.Addr - c.Pad, End: c.Addr + c.Size + c.Tail}
 }
 
 // MayHoldMmapped says whether glibc's mmapped chunks can be in m: private,
@@ -62,12 +66,12 @@ func MayHoldMmapped(m maps.Mapping) bool {
 // inside a chunk found, plus a few more per chunk for memalign's second
 // header. maxPages, when above 0, bounds the pages read; complete is false
 // when that bound or fn stopped the scan.
-func ScanMmapped(mem Memory, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
+func ScanMmapped(mem Memory, lay Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
 	start, end := (m.Start+pageSz-1)&^(pageSz-1), m.End&^(pageSz-1)
 	if start >= end {
 		return true
 	}
-	s := mmapScan{mem: mem, end: end, left: maxPages, fn: fn, next: start, buf: make([]byte, headBlock*pageSz)}
+	s := mmapScan{mem: mem, tail: lay.MmapTail, end: end, left: maxPages, fn: fn, next: start, buf: make([]byte, headBlock*pageSz)}
 	if dr, ok := mem.(dataRuns); ok {
 		// By pieces, so that a scan stopped early reads no more of the
 		// page map (2 MiB of it per GiB).
@@ -94,6 +98,7 @@ const dataRunsPiece = 64 << 20
 
 type mmapScan struct {
 	mem     Memory
+	tail    uint64 // Layout.MmapTail
 	end     uint64 // the mapping's end: no chunk reaches past it
 	next    uint64 // the first page not looked at or stepped over yet
 	left    int    // pages still to read, when bounded
@@ -134,12 +139,12 @@ func (s *mmapScan) run(lo, hi uint64) {
 			} else {
 				prev, raw, ok = s.pair(p)
 			}
-			size, ok := s.header(p, prev, raw, ok)
+			region, ok := s.header(p, prev, raw, ok)
 			if !ok {
 				continue
 			}
-			c := s.memaligned(p, size)
-			s.next = c.Addr + c.Size
+			c := s.memaligned(p, region)
+			s.next = c.Region().End
 			if !s.fn(c) {
 				s.stopped = true
 			}
@@ -151,39 +156,48 @@ func (s *mmapScan) run(lo, hi uint64) {
 // headBlock is how many pages run reads at once.
 const headBlock = 16
 
-// header judges the words at page p as the start of a chunk's region: its
-// size when they are one.
+// header judges the words at page p as the start of a chunk's region: the
+// region's size when they are one.
 func (s *mmapScan) header(p, prev, raw uint64, ok bool) (uint64, bool) {
-	size := raw &^ sizeBits
-	return size, ok && prev == 0 && raw&sizeBits == isMmapped && size >= pageSz && size%pageSz == 0 && size <= s.end-p
+	region := raw&^sizeBits + s.tail
+	return region, ok && s.offset(prev) == 0 && raw&sizeBits == isMmapped && region >= pageSz && region%pageSz == 0 && region <= s.end-p
+}
+
+// offset is a header's prev_size read as its chunk's distance from its
+// region's start; MMAP_HP is 0x1, from 2.43 only.
+func (s *mmapScan) offset(prev uint64) uint64 {
+	if s.tail > 0 {
+		return prev &^ 1
+	}
+	return prev
 }
 
 // memaligned is the chunk whose region of size bytes starts at p: the one
 // there, or the one memalign moved it to, where a second header says so.
 // memalign's lead is fixed by the alignment it was asked for, a power of
 // two (malloc/malloc.c, _int_memalign: the chunk's user pointer is rounded
-// up to it, and moved one alignment further when the lead would be less
-// than MINSIZE); each alignment's is tried, the smallest first. The second
-// header has the last word on the region's size: realloc of such a chunk
-// (mremap_chunk) rewrites it and leaves the first as memalign found it.
+// up to it, and up to 2.42 moved one alignment further when the lead would
+// be less than MINSIZE); each alignment's is tried, the smallest first.
+// The second header has the last word on the region's size: realloc of
+// such a chunk (mremap_chunk) rewrites it and leaves the first as memalign
+// found it.
 func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
-	c := MmappedChunk{Chunk: Chunk{Addr: p, Size: size, Arena: -1, State: ChunkMmapped}}
+	c := MmappedChunk{Chunk: Chunk{Addr: p, Size: size - s.tail, Arena: -1, State: ChunkMmapped}, Tail: s.tail}
 	for shift := 5; shift < 64 && uint64(1)<<shift < size; shift++ {
 		a := uint64(1) << shift
 		mem := (p + 2*8 + a - 1) &^ (a - 1)
 		lead := mem - 2*8 - p
-		if lead < minChunk {
-			lead += a
-		}
-		if lead+minChunk > size {
-			continue // memalign carved the chunk from the region its first header gives
-		}
-		if p+lead+2*8 > s.runEnd && !s.holdsData(p+lead) {
-			continue // no page is read that holds nothing
-		}
-		prev, raw, ok := s.pair(p + lead)
-		if ok && s.inner(&c, p, lead, prev, raw) {
-			return c
+		for _, lead := range []uint64{lead, lead + a} {
+			if lead == 0 || lead+minChunk > size {
+				continue // memalign carved the chunk from the region its first header gives
+			}
+			if p+lead+2*8 > s.runEnd && !s.holdsData(p+lead) {
+				continue // no page is read that holds nothing
+			}
+			prev, raw, ok := s.pair(p + lead)
+			if ok && s.inner(&c, p, lead, prev, raw) {
+				return c
+			}
 		}
 	}
 	// realloc may have moved the region (mremap), and the lead fitted to
@@ -216,7 +230,7 @@ func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
 // lead, IS_MMAPPED alone, and with the lead a page multiple that fits.
 func (s *mmapScan) inner(c *MmappedChunk, p, lead, prev, raw uint64) bool {
 	size := raw &^ sizeBits
-	if prev != lead || raw&sizeBits != isMmapped || size < minChunk || (lead+size)%pageSz != 0 || size > s.end-p-lead {
+	if s.offset(prev) != lead || raw&sizeBits != isMmapped || size < minChunk || (lead+size+s.tail)%pageSz != 0 || size+s.tail > s.end-p-lead {
 		return false
 	}
 	c.Addr, c.Size, c.Pad = p+lead, size, lead

@@ -47,7 +47,7 @@ func (p pagesRuns) DataRuns(start, end uint64, fn func(start, end uint64, data b
 
 func scanAll(mem glibc.Memory, m maps.Mapping, maxPages int) ([]glibc.MmappedChunk, bool) {
 	var got []glibc.MmappedChunk
-	ok := glibc.ScanMmapped(mem, m, maxPages, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
+	ok := glibc.ScanMmapped(mem, glibc.Layout{}, m, maxPages, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
 	return got, ok
 }
 
@@ -106,5 +106,38 @@ func TestScanMmappedEveryPage(t *testing.T) {
 	mem.noData = nil
 	if got, complete := scanAll(mem, m, 2); complete || len(got) != 0 {
 		t.Errorf("with 2 pages allowed: %+v, complete %v", got, complete)
+	}
+}
+
+// From 2.43 a region holds 16 bytes past its chunk's size, and prev_size's
+// bit 0 says huge pages: such headers are found there, and not before.
+func TestScanMmapped243(t *testing.T) {
+	const base = 0x7f0000000000
+	mem := &pages{base: base, b: make([]byte, 32*pg)}
+	m := maps.Mapping{Start: base, End: base + 32*pg, Perms: "rw-p"}
+	mem.header(2*pg, 1, 4*pg-16|2)         // huge pages, pages 2-5
+	mem.header(10*pg, 0, 8*pg-16|2)        // memalign's region, pages 10-17 ...
+	mem.header(10*pg+pg-16, pg-16, 7*pg|2) // ... its chunk aligned to a page
+	lay, err := glibc.LayoutFor(glibc.Version{Major: 2, Minor: 43})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []glibc.MmappedChunk
+	glibc.ScanMmapped(mem, lay, m, 0, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
+	want := []glibc.MmappedChunk{
+		{Chunk: glibc.Chunk{Addr: base + 2*pg, Size: 4*pg - 16, Arena: -1, State: glibc.ChunkMmapped}, Tail: 16},
+		{Chunk: glibc.Chunk{Addr: base + 11*pg - 16, Size: 7 * pg, Arena: -1, State: glibc.ChunkMmapped}, Pad: pg - 16, Tail: 16},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("found %+v, want %+v", got, want)
+	}
+	if r := got[1].Region(); r.Start != base+10*pg || r.End != base+18*pg {
+		t.Errorf("memalign's chunk's region %#x-%#x", r.Start, r.End)
+	}
+	old, _ := glibc.LayoutFor(glibc.Version{Major: 2, Minor: 42})
+	got = nil
+	glibc.ScanMmapped(mem, old, m, 0, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
+	if len(got) != 0 {
+		t.Errorf("with 2.42's layout, found %+v", got)
 	}
 }

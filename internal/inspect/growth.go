@@ -1196,7 +1196,7 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	}
 	var cs [][2]uint64
 	if w.h != nil && glibc.MayHoldMmapped(m) {
-		glibc.ScanMmapped(w.t, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
+		glibc.ScanMmapped(w.t, w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
 			r := c.Region()
 			cs = append(cs, [2]uint64{r.Start, r.End})
 			return true

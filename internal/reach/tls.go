@@ -64,3 +64,16 @@ func dtvBelow(t target.Target, m maps.Mapping, fs, sp uint64) uint64 {
 	}
 	return below
 }
+
+// tcbAt says whether the thread control block at the thread pointer fs is
+// there to read: its first word points at itself (tcbhead_t.tcb, set with
+// self by TLS_INIT_TP, sysdeps/x86_64/nptl/tls.h). A core can hold a
+// thread's TLS as zeros: gdb's gcore writes zeros where it could not read
+// (seen with glibc 2.43's threads, whose stack mappings hold guard pages).
+func tcbAt(t target.Target, fs uint64) bool {
+	var b [8]byte
+	if n, err := t.ReadAt(b[:], fs); err != nil || n != len(b) {
+		return false
+	}
+	return binary.LittleEndian.Uint64(b[:]) == fs
+}

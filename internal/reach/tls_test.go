@@ -44,6 +44,7 @@ func TestDTVBelow(t *testing.T) {
 	m := maps.Mapping{Start: base, End: base + 48<<10, Perms: "rw-p"}
 	fs, sp := uint64(base+40<<10), uint64(base+8<<10)
 	dtv := uint64(base + 56<<10) // in the heap, outside m
+	f.put(fs, fs)                // tcbhead_t.tcb
 	f.put(fs+8, dtv)
 	f.put(dtv-16, 6) // length
 	f.put(dtv, 1)    // generation
@@ -62,5 +63,23 @@ func TestDTVBelow(t *testing.T) {
 	f.put(fs+8, 0x1000) // a DTV that cannot be read
 	if got := dtvBelow(f, m, fs, sp); got != 0 {
 		t.Errorf("with no DTV, below %#x", got)
+	}
+}
+
+// A thread control block that does not point at itself is not there: a
+// core that holds it as zeros.
+func TestTCBAt(t *testing.T) {
+	const base = 0x7f0000000000
+	f := &flat{base: base, b: make([]byte, 16<<10)}
+	fs := uint64(base + 8<<10)
+	if tcbAt(f, fs) {
+		t.Error("a TCB of zeros is there")
+	}
+	f.put(fs, fs)
+	if !tcbAt(f, fs) {
+		t.Error("a TCB that points at itself is not there")
+	}
+	if tcbAt(f, base+64<<10) {
+		t.Error("an unmapped TCB is there")
 	}
 }

@@ -26,6 +26,12 @@ type Layout struct {
 
 	HeapInfoSize int64 // heap_info: ar_ptr, prev, size, mprotect_size[, pagesize]
 
+	// MmapTail is how much of an mmapped chunk's region lies past its
+	// size: 0, or CHUNK_HDR_SZ from 2.43, where such a chunk is laid out
+	// as any other and its prev_size's bit 0 (MMAP_HP) says huge pages
+	// (malloc/malloc.c, mmap_set_chunk, mmap_size).
+	MmapTail uint64
+
 	// tcache_perthread_struct
 	TcacheBins       int   // 0 without tcache
 	TcacheCountBytes int   // 1 (char counts) or 2 (uint16_t)
@@ -119,6 +125,9 @@ func LayoutFor(v Version) (Layout, error) {
 	l.MpTcacheBins, l.MpTcacheMaxBytes, l.MpTcacheCount, l.MpTcacheUnsortedLimit, l.MpSize = mp.MpTcacheBins, mp.MpTcacheMaxBytes, mp.MpTcacheCount, mp.MpTcacheUnsortedLimit, mp.MpSize
 
 	l.HeapInfoSize = 0x20
+	if m >= 43 {
+		l.MmapTail = 16
+	}
 	if m >= 35 {
 		l.HeapInfoSize = 0x30
 	}

@@ -20,11 +20,14 @@ const LeaveOutMin = 32 << 20
 // that hold no arena (main_arena and mp_ included: a static executable
 // keeps them in its .bss), no arena's top chunk, no heap (a heap_info at
 // any HeapMax-aligned address in it pointing at an arena of the ring), and
-// that do not start with an mmapped chunk. Anything it cannot read or
-// decide is kept. Adjacent anonymous mappings of one kind merge: a heap
-// anywhere in a mapping keeps it (the aligned check); mmapped chunks past
-// its start do not, since the walk looks for them only from a mapping's
-// start and so reads none there either. Biggest first.
+// no mmapped chunk anywhere (ScanMmapped: the kernel merges a chunk's
+// mapping with its anonymous neighbours, a buffer pool's too). Anything it
+// cannot read or decide is kept. Biggest first.
+//
+// Scanning a buffer pool's every page for chunk headers would take seconds
+// of arenactl's time, so the others are scanned first: when they hold as
+// many chunks of as many bytes as malloc's own counters (mp_.n_mmaps,
+// mp_.mmapped_mem), the big ones hold none.
 //
 // What changes between this look and the stop is handled below it: the
 // image routine leaves a mapping in unless it is, when every thread is
@@ -35,6 +38,7 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range
 		return nil // a ring we cannot follow: leave nothing out
 	}
 	var out []maps.Range
+	var big []maps.Mapping
 	for _, m := range ms {
 		if m.Perms != "rw-p" || m.Size() < LeaveOutMin || !(m.Path == "" || strings.HasPrefix(m.Path, "[anon:") && !strings.Contains(m.Path, "glibc")) {
 			continue
@@ -44,6 +48,33 @@ func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range
 		}
 		if rg.keeps(m) {
 			continue
+		}
+		big = append(big, m)
+	}
+	if len(big) == 0 {
+		return nil
+	}
+	accounted := false
+	nm, ok := rg.word(a.Mp + uint64(lay.MpNMmaps))
+	nb, ok2 := rg.word(a.Mp + uint64(lay.MpMmappedMem))
+	if ok && ok2 {
+		n := uint64(uint32(nm))
+		var found, bytes uint64
+		done := func() bool { return found >= n && (bytes == nb || lay.MmapTail > 0 && bytes <= nb) } // as the walk's (walker.mmapped)
+		for _, m := range ms {
+			if !done() && MayHoldMmapped(m) && !isIn(big, m) {
+				ScanMmapped(mem, lay, m, 0, func(c MmappedChunk) bool {
+					r := c.Region()
+					found, bytes = found+1, bytes+r.End-r.Start
+					return !done()
+				})
+			}
+		}
+		accounted = done()
+	}
+	for _, m := range big {
+		if !accounted && !ScanMmapped(mem, lay, m, 0, func(MmappedChunk) bool { return false }) {
+			continue // it holds one
 		}
 		out = append(out, maps.Range{Start: m.Start, End: m.End})
 	}
@@ -124,21 +155,20 @@ func (rg *ring) holdsHeap(m maps.Mapping) bool {
 	return false
 }
 
-// keeps says whether m must stay in the image.
+// keeps says whether m must stay in the image for what the ring holds
+// there; the mmapped chunks are LeaveOut's to look for.
 func (rg *ring) keeps(m maps.Mapping) bool {
-	if rg.holdsAny(m) {
-		return true
-	}
-	if rg.holdsData(m.Start) {
-		raw, ok := rg.word(m.Start + 8)
-		if !ok {
-			return true
-		}
-		if sz := raw &^ sizeBits; raw&isMmapped != 0 && sz >= pageSz && sz%pageSz == 0 && m.Start+sz <= m.End {
+	return rg.holdsAny(m) || rg.holdsHeap(m)
+}
+
+// isIn says whether m is one of ms (by its start).
+func isIn(ms []maps.Mapping, m maps.Mapping) bool {
+	for _, x := range ms {
+		if x.Start == m.Start {
 			return true
 		}
 	}
-	return rg.holdsHeap(m)
+	return false
 }
 
 // Unclaim corrects the mappings the classifier took for a thread arena's

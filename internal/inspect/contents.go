@@ -184,8 +184,8 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 			kinds = append(kinds, r.Kind)
 		}
 		rc.Count++
-		rc.Bytes += r.End - r.Start
-		rootSpan += r.End - r.Start
+		rc.Bytes += r.End - r.Start + r.Missing
+		rootSpan += r.End - r.Start + r.Missing
 	}
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
 	for _, k := range kinds {

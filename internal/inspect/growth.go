@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
@@ -1373,19 +1374,12 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 		return nil
 	}
 	var cs [][2]uint64
-	if w.h != nil && m.Writable() {
-		page := uint64(os.Getpagesize())
-		for cur, n := m.Start, 0; cur < m.End && n < maxHeaderTries; n++ {
-			ps, ok1 := w.word(cur)
-			sz, ok2 := w.word(cur + 8)
-			size := sz &^ 7
-			if ok1 && ok2 && ps == 0 && sz&2 != 0 && size != 0 && size%page == 0 && cur+size <= m.End {
-				cs = append(cs, [2]uint64{cur, cur + size})
-				cur += size
-				continue
-			}
-			cur = w.nextData(cur+page, m.End)
-		}
+	if w.h != nil && glibc.MayHoldMmapped(m) {
+		glibc.ScanMmapped(w.t, w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
+			r := c.Region()
+			cs = append(cs, [2]uint64{r.Start, r.End})
+			return true
+		})
 	}
 	w.chunkCache[key] = cs
 	if len(cs) == 0 {

@@ -444,6 +444,20 @@ func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
 	return n, err
 }
 
+// DataRuns passes on what the memory read knows of its pages that hold
+// data, so that the walk's page-by-page search for mmapped chunks
+// (glibc.ScanMmapped) reads, and so records, none of the pages that hold
+// nothing. Every page holds data where the memory cannot tell.
+func (r *recorder) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
+	if dr, ok := r.mem.(interface {
+		DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error
+	}); ok {
+		return dr.DataRuns(start, end, fn)
+	}
+	fn(start, end, true)
+	return nil
+}
+
 // ranges returns the recorded pages, less those of file text (which the
 // file itself gives a reader of the core).
 func (r *recorder) ranges(ms []maps.Mapping) []maps.Range {

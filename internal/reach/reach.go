@@ -76,7 +76,12 @@ type Root struct {
 	Start, End uint64
 	Tid        int    // for TLS, stacks and registers
 	Path       string // for data: the object's file
-	regs       []uint64
+	// Missing is how many bytes of the root are not there to read, which
+	// a reader counts as unread: a thread's TLS where its thread control
+	// block does not point at itself (tcbAt), as a core that holds it as
+	// zeros has it. Start is then End: nothing of it is scanned.
+	Missing uint64
+	regs    []uint64
 }
 
 // tcbAbove is how much of the thread control block (struct pthread,
@@ -124,7 +129,12 @@ func Roots(t target.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 		fs, sp := th.FsBase(), th.SP()
 		for _, m := range ms {
 			if fs != 0 && m.Contains(fs) && m.Readable() {
-				lo, hi := max(m.Start, fs-min(fs, tlsBelow+8)), min(m.End, fs+tcbAbove)
+				below := max(tlsBelow, dtvBelow(t, m, fs, sp)) // the files' word, or the DTV's where they are not read
+				lo, hi := max(m.Start, fs-min(fs, below+8)), min(m.End, fs+tcbAbove)
+				if !tcbAt(t, fs) {
+					out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: lo, Missing: hi - lo})
+					break
+				}
 				out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: hi})
 				break
 			}

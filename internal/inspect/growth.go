@@ -1348,23 +1348,13 @@ func (w *growthWatch) arenaNumbers() map[uint64]int {
 }
 
 // mmappedChunks lists the chunks malloc mapped of their own that an
-// anonymous mapping holds, by their headers: a prev_size of 0 and a size
-// with IS_MMAPPED, a page multiple, one after the other (the kernel
-// merges neighbouring mappings). Pages that hold nothing are never read,
-// which would map the zero page into the process.
-//
-// Where no header is found the search goes on at the next page that holds
-// data: the kernel merges neighbouring anonymous mappings and places a new
-// one under 2 MiB right below the last, so a mapping of chunks may begin
-// with memory that is not malloc's (any small mapping the program made
-// after them) or with the newest chunk before malloc has written its
-// header. Stopping there lost
-// every chunk above it: a CI run charged 7 of 16 fresh 1 MiB chunks to
-// anonymous memory. At most maxHeaderTries headers are read per mapping
-// and drain, and a mapping found to hold no chunk is not read again while
-// its extent stays (a database's buffer pool is read once, not every
-// drain); the list found is kept until the next drain, which reads the
-// mappings again.
+// anonymous mapping holds, by glibc's one page-granular scan (every page
+// that holds data: the kernel merges a chunk's mapping with its
+// neighbours, so it may sit anywhere in one). At most maxHeaderTries pages
+// are read per mapping and drain, and a mapping found to hold no chunk is
+// not read again while its extent stays (a database's buffer pool is read
+// once, not every drain); the list found is kept until the next drain,
+// which reads the mappings again.
 func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	key := [2]uint64{m.Start, m.End}
 	if cs, ok := w.chunkCache[key]; ok {
@@ -1390,23 +1380,6 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 
 // maxHeaderTries bounds the chunk headers read in one mapping per drain.
 const maxHeaderTries = 4096
-
-// nextData is the first page at or after addr that holds data, looking at
-// most 1 MiB ahead (the end of that window when none): pages that read as
-// zeros hold no header. Each look reads 2 KiB of pagemap at most.
-func (w *growthWatch) nextData(addr, end uint64) uint64 {
-	if w.pm == nil || addr >= end {
-		return addr
-	}
-	end = min(end, addr+1<<20)
-	next := end
-	w.pm.Runs(addr, end, func(s, _ uint64, data bool) {
-		if data && s < next {
-			next = s
-		}
-	})
-	return next
-}
 
 // word reads 8 bytes of the process, only where its page holds data.
 func (w *growthWatch) word(addr uint64) (uint64, bool) {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
@@ -30,6 +31,9 @@ const (
 // the read. Nothing is left out of the image: memory malloc does not own is
 // a root of the scan.
 func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64) (_ *report.Contents, err error) {
+	if err := budget.Check(pid, budget.Scan, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -167,4 +168,43 @@ func TestWalkAndScanInCgroup(t *testing.T) {
 		t.Error("the process is traced after the refusals")
 	}
 	tg.Quit()
+}
+
+// The parallel scan says what the serial one does: at 1, 2, 7 and 16
+// workers, the classes, the types, the leaks (with their examples), the
+// roots, the lookups and the bytes read of a live process's image, of its
+// snapshot, and of the hostile shapes (a shuffled list, a hash table, a
+// lost cycle) are the same.
+func TestHeapSameAtAnyJobs(t *testing.T) {
+	objs := testutil.Start(t, testutil.BuildCWith(t, "g++", "heapobjs.cpp", "-O2", "-pthread"))
+	truth, _ := heapTruth(t, objs)
+	shapes := testutil.Start(t, testutil.BuildC(t, "heapshapes.c", "-O2"))
+	snap := filepath.Join(t.TempDir(), "heapobjs.core")
+	mustRun(t, "snapshot", "-o", snap, fmt.Sprint(objs.Pid))
+	for _, target := range []string{fmt.Sprint(objs.Pid), snap, fmt.Sprint(shapes.Pid)} {
+		var want string
+		for _, jobs := range []string{"1", "2", "7", "16"} {
+			args := []string{"heap", "--json", "--jobs", jobs}
+			for _, o := range truth {
+				args = append(args, "--addr", o.addr)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(mustRun(t, append(args, target)...).stdout), &doc); err != nil {
+				t.Fatal(err)
+			}
+			scan, _ := doc["scan"].(map[string]any)
+			keep := map[string]any{"root_bytes": scan["root_bytes"], "chunk_bytes": scan["chunk_bytes"]}
+			for _, k := range []string{"chunks", "bytes", "classes", "types", "leaks", "arenas", "roots", "lookups"} {
+				keep[k] = doc[k]
+			}
+			b, _ := json.Marshal(keep)
+			if jobs == "1" {
+				want = string(b)
+			} else if string(b) != want {
+				t.Errorf("%s: heap --jobs %s differs from --jobs 1:\n%s\n%s", target, jobs, b, want)
+			}
+		}
+	}
+	objs.Quit()
+	shapes.Quit()
 }

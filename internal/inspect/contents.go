@@ -54,7 +54,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 	}
 	hh := *h
 	hh.T = hd.mem
-	rep, err := contentsOf(ctx, &hh, types, tls, addrs)
+	rep, err := contentsOf(ctx, &hh, types, tls, addrs, o.Jobs)
 	ro := &report.ReadOnly{}
 	if rerr := hd.release(ro); err == nil {
 		err = rerr
@@ -76,7 +76,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	defer t.Close()
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
-	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs)
+	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs, o.Jobs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -91,7 +91,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 
 // contentsOf indexes h's chunks, scans from its roots, counts, and says
 // what holds each of addrs.
-func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64) (*report.Contents, error) {
+func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64, jobs int) (*report.Contents, error) {
 	start := time.Now()
 	ix, err := chunks.Build(h, nil)
 	if err != nil {
@@ -118,7 +118,7 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	byType := map[string]*report.TypeCount{}
 	bySize := map[uint64]*report.TypeCount{} // the chunks with no vtable: no name made per chunk
 	leaks := map[string]*report.LeakGroup{}
-	res, err := reach.Scan(ctx, h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
+	res, err := reach.ScanJobs(ctx, jobs, h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
 		var tc *report.TypeCount
 		name, vt := "", false
 		if len(head) >= 8 {
@@ -272,7 +272,7 @@ func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Bu
 	if err != nil {
 		return err
 	}
-	res, err := reach.Scan(ctx, hh.T, ix, reach.Roots(hh.T, ix, tls), nil)
+	res, err := reach.ScanJobs(ctx, o.Jobs, hh.T, ix, reach.Roots(hh.T, ix, tls), nil)
 	if err != nil {
 		return err
 	}

@@ -242,6 +242,7 @@ type CoreOptions struct {
 	Sysroot string
 	heap.Options
 	Unpack core.Options // for a compressed core
+	Jobs   int          // as Options.Jobs
 }
 
 // Core builds the info report of a core: the same read-only walk as for a

@@ -452,6 +452,7 @@ const (
 
 type blocks struct {
 	t     target.Target
+	max   int // blocks kept
 	m     map[uint64]*block
 	order []uint64
 	next  int
@@ -520,7 +521,12 @@ func (bs *blocks) word(addr uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(b.b[off:]), true
 }
 
-func newBlocks(t target.Target) *blocks { return &blocks{t: t, m: map[uint64]*block{}} }
+func newBlocks(t target.Target) *blocks { return newBlocksOf(t, maxBlocks) }
+
+// newBlocksOf keeps n blocks: a parallel scan's workers share Scan's.
+func newBlocksOf(t target.Target, n int) *blocks {
+	return &blocks{t: t, max: n, m: map[uint64]*block{}}
+}
 
 // get is the block at base (aligned). A block that cannot be read in one
 // call (it crosses the end of a mapping, or a page a core did not dump) is
@@ -530,7 +536,7 @@ func (bs *blocks) get(base uint64) *block {
 		return b
 	}
 	var blk *block
-	if len(bs.order) < maxBlocks {
+	if len(bs.order) < bs.max {
 		blk = &block{b: make([]byte, blockSize)}
 	} else {
 		// The block evicted lends its buffer: no allocation, and no
@@ -556,12 +562,12 @@ func (bs *blocks) get(base uint64) *block {
 			}
 		}
 	}
-	if len(bs.order) < maxBlocks {
+	if len(bs.order) < bs.max {
 		bs.order = append(bs.order, base)
 	} else {
 		delete(bs.m, bs.order[bs.next])
 		bs.order[bs.next] = base
-		bs.next = (bs.next + 1) % maxBlocks
+		bs.next = (bs.next + 1) % bs.max
 	}
 	bs.m[base] = blk
 	return blk

@@ -626,6 +626,64 @@ func (m *Marks) CAS(c Chunk, old, v uint8) bool {
 	}
 }
 
+// MarkRef is, for goroutines that share the marks, Find(addr) followed by
+// CAS of the chunk found from old to v, unless that chunk starts at from
+// (a chunk's reference to itself): it returns the chunk and true when this
+// call changed its mark. A chunk whose mark is not old is let go as soon
+// as its start is found, before its size is (most words of a scan point
+// into chunks already marked).
+func (m *Marks) MarkRef(addr, from uint64, old, v uint8) (Chunk, bool) {
+	ix := m.ix
+	if i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr+ix.mmapped[i].Size > addr }); i < len(ix.mmapped) {
+		if c := ix.mmapped[i]; addr >= c.User() && addr < c.UserEnd() {
+			if c.Addr == from || !atomic.CompareAndSwapUint32(&m.mm[i], uint32(old), uint32(v)) {
+				return Chunk{}, false
+			}
+			return c, true
+		}
+	}
+	si := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].hi > addr })
+	if si == len(ix.spans) || ix.spans[si].lo > addr {
+		return Chunk{}, false
+	}
+	sp := ix.spans[si]
+	k, ok := sp.last((addr - sp.lo) / 32)
+	if !ok {
+		return Chunk{}, false
+	}
+	e := sp.number(k)
+	if sp.addrOf(k, e) > addr {
+		if k == 0 {
+			return Chunk{}, false
+		}
+		if k, ok = sp.last(k - 1); !ok {
+			return Chunk{}, false
+		}
+		e--
+	}
+	if sp.infoOf(e)&infoAlloc == 0 {
+		return Chunk{}, false
+	}
+	w := &m.m[si][e/32]
+	sh := 2 * (e % 32)
+	if uint8(atomic.LoadUint64(w)>>sh&3) != old {
+		return Chunk{}, false
+	}
+	c := sp.chunk(k, e)
+	if addr < c.User() || addr >= c.UserEnd() || c.Addr == from {
+		return Chunk{}, false
+	}
+	for {
+		cur := atomic.LoadUint64(w)
+		if uint8(cur>>sh&3) != old {
+			return Chunk{}, false
+		}
+		if atomic.CompareAndSwapUint64(w, cur, cur&^(3<<sh)|uint64(v&3)<<sh) {
+			return c, true
+		}
+	}
+}
+
 // ForEachIn is ForEach for the allocated chunks that start in [lo, hi):
 // arena chunks by address, then mmapped ones, until fn returns false. It
 // reads nothing of the target, and only the index: goroutines may call it

@@ -200,15 +200,12 @@ func (w *parWorker) ref(v uint64, from uint64) {
 	if v < p.lo || v >= p.hi {
 		return
 	}
-	c, ok := p.ix.Find(v)
-	if !ok || c.Addr == from {
-		return
-	}
 	if w.mark == markInner {
-		p.marks.CAS(c, markNone, markInner)
+		p.marks.MarkRef(v, from, markNone, markInner)
 		return
 	}
-	if !p.marks.CAS(c, markNone, markPending) {
+	c, ok := p.marks.MarkRef(v, from, markNone, markPending)
+	if !ok {
 		return
 	}
 	p.pending.Add(1)

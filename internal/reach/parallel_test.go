@@ -3,10 +3,16 @@ package reach
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -76,4 +82,58 @@ func TestScanJobsAgreesWithScan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkScanJobs scans the core ARENACTL_SCAN_CORE names (e.g. a
+// snapshot of testdata/ptrdense.c, every word a pointer into the heap) at
+// 1, 2 and ARENACTL_SCAN_JOBS workers, and reports the chunk bytes read per
+// second of wall time and per second of CPU time (user and system, the
+// whole process): on a machine shared with other work the second is the
+// steadier figure.
+func BenchmarkScanJobs(b *testing.B) {
+	path := os.Getenv("ARENACTL_SCAN_CORE")
+	if path == "" {
+		b.Skip("ARENACTL_SCAN_CORE names no core")
+	}
+	c, err := core.OpenTarget(path, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	h, err := heap.OpenCore(c, heap.Options{NoLibcFile: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix, err := chunks.Build(h, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots := Roots(h.T, ix, 0)
+	counts := []int{1, 2}
+	if n, err := strconv.Atoi(os.Getenv("ARENACTL_SCAN_JOBS")); err == nil && n > 2 {
+		counts = append(counts, n)
+	}
+	for _, jobs := range counts {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			var read uint64
+			cpu0 := cpuTime()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				res, err := ScanJobs(context.Background(), jobs, h.T, ix, roots, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				read += res.ChunkBytes
+			}
+			wall, cpu := time.Since(start), cpuTime()-cpu0
+			b.ReportMetric(float64(read)/(1<<20)/wall.Seconds(), "MiB/s")
+			b.ReportMetric(float64(read)/(1<<20)/cpu.Seconds(), "MiB/cpu-s")
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -52,7 +52,7 @@ func ScanJobs(ctx context.Context, jobs int, t target.Target, ix *chunks.Index, 
 	// has its own blocks (a share of Scan's) and its own waiting chunks.
 	p.pool = make(chan *parWorker, jobs)
 	for i := 0; i < jobs; i++ {
-		p.pool <- &parWorker{p: p, cache: newBlocksOf(t, max(maxBlocks/jobs, 16))}
+		p.pool <- &parWorker{p: p, cache: newBlocksOf(t, max(maxBlocks/jobs, 16)), maxWork: max(maxWork/jobs, 4096)}
 	}
 	r := &Result{ix: ix, marks: p.marks, cache: newBlocks(t), Roots: roots}
 	for _, pass := range []struct {
@@ -187,6 +187,7 @@ type parWorker struct {
 	mark                  uint8
 	seg                   int // the segment it sweeps; -1 outside a sweep
 	work                  []chunks.Chunk
+	maxWork               int // Scan's maxWork, shared out: what the workers hold stays Scan's
 	own                   []byte
 	rootBytes, chunkBytes uint64
 }
@@ -217,7 +218,7 @@ func (w *parWorker) ref(v uint64, from uint64) {
 	// round, which reads it through its blocks, unless rounds are not
 	// enough (a list linked in no order of address advances a node a
 	// round: after the second, such chunks are read at once).
-	if s := p.seg(c.Addr); s >= 0 && c.Addr <= p.cursor[s].Load() && len(w.work) < maxWork &&
+	if s := p.seg(c.Addr); s >= 0 && c.Addr <= p.cursor[s].Load() && len(w.work) < w.maxWork &&
 		(p.round > lateRound || w.cache.has(c.User())) {
 		w.work = append(w.work, c)
 	}

@@ -32,6 +32,7 @@ const (
 	exitNoImage     = 14  // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitNoPerf      = 16  // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
+	exitNoMemory    = 17  // a walk or scan would need more memory than --max-memory, the machine or the cgroup allows; target untouched
 	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 
@@ -92,6 +93,8 @@ var outcomes = []outcome{
 	{match: is(errkind.ErrNoImage), exit: exitNoImage,
 		hint: " (--freeze walk stops the process for the whole read instead, and writes nothing into it)"},
 	{match: is(errkind.ErrNoSampler), exit: exitNoSampler},
+	{match: is(errkind.ErrNoMemory), exit: exitNoMemory,
+		hint: " (a larger --max-memory allows it; docs/scale.md says what a walk and a scan take)"},
 	{match: is(errkind.ErrArenaUnchecked), exit: exitCallFailed,
 		hint: " (--read-only reads the heap without calling anything; --no-heap-check skips the check on a heap you trust)"},
 	{match: is(errkind.ErrCallFailed), exit: exitCallFailed},

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/exporter"
@@ -80,6 +81,7 @@ func TestOutcomes(t *testing.T) {
 		{&live.ImageUnavailableError{Pid: 1, Reason: "seccomp"}, exitNoImage, " (--freeze walk"},
 		{fmt.Errorf("reading 8 bytes at 0x1000: %w", live.ErrImageGone), exitError, " (its lease runs out"},
 		{&sampler.NotSampledError{Pid: 1, Reason: "seccomp"}, exitNoSampler, ""},
+		{&budget.Error{Pid: 1, Op: budget.Scan, By: "--max-memory"}, exitNoMemory, " (a larger --max-memory"},
 		{&ptrace.FaultError{Signal: "SIGSEGV"}, exitCallFailed, ""},
 		{&ptrace.TimeoutError{}, exitCallFailed, ""},
 		{&glibc.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
@@ -113,7 +115,7 @@ func TestOutcomesReachable(t *testing.T) {
 		fmt.Errorf("the same user: %w", ptrace.ErrPermission), &fs.PathError{Err: fs.ErrPermission},
 		&live.NotGlibcError{Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, &live.NotGlibcError{},
 		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{},
-		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &inspect.ArenaCheckError{},
+		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &budget.Error{}, &inspect.ArenaCheckError{},
 		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
 		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"),
 	}

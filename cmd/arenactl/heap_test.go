@@ -197,7 +197,9 @@ func TestHeapBoundedOnHostileShapes(t *testing.T) {
 				Sweeps int `json:"sweeps"`
 			} `json:"scan"`
 		}
-		cmd := exec.Command(arenactl, "heap", "--json", target)
+		// The serial scan's bound on sweeps (the parallel one's rounds:
+		// TestHeapSameAtAnyJobs).
+		cmd := exec.Command(arenactl, "heap", "--json", "--jobs", "1", target)
 		r, hwm := runCmdHWM(t, cmd)
 		if r.code != 0 {
 			t.Fatalf("arenactl heap %s: exit %d: %s", target, r.code, r.stderr)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/workers"
@@ -23,9 +24,18 @@ more than one thread for a few milliseconds.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().IntVar(&jobsFlag, "jobs", 0, fmt.Sprintf("how many workers a walk or scan may use, each at nice +%d (0: half the CPUs arenactl may use, here %d)", workers.Nice, workers.Default()))
+	root.PersistentFlags().StringVar(&maxMemoryFlag, "max-memory", "", "the most memory a walk or scan may take (e.g. 512M, 2G); one estimated to need more is refused before the process is touched (default: what the machine and arenactl's cgroup can spare, less a margin)")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if jobsFlag < 0 || jobsFlag > workers.Max {
 			return &usageError{msg: fmt.Sprintf("--jobs %d: give a number of workers from 1 to %d, or 0 for the default", jobsFlag, workers.Max)}
+		}
+		maxMemory = 0
+		if maxMemoryFlag != "" {
+			v, err := budget.ParseSize(maxMemoryFlag)
+			if err != nil || v == 0 {
+				return &usageError{msg: fmt.Sprintf("--max-memory %q: give a size, e.g. 512M or 2G", maxMemoryFlag)}
+			}
+			maxMemory = v
 		}
 		if err := checkDurations(c); err != nil {
 			return err
@@ -40,6 +50,13 @@ more than one thread for a few milliseconds.`,
 	setLimits(root)
 	return root
 }
+
+// maxMemoryFlag is --max-memory as given; maxMemory its bytes (0: none
+// given), what the use cases take.
+var (
+	maxMemoryFlag string
+	maxMemory     uint64
+)
 
 // jobsFlag is --jobs as given; jobs() is what the use cases take.
 var jobsFlag int
@@ -77,7 +94,7 @@ type injectFlags struct {
 
 // options are the flags as inspect takes them.
 func (f *injectFlags) options() inspect.Options {
-	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck,
+	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck, MaxMemory: maxMemory, Jobs: jobs(),
 		Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}
 }
 

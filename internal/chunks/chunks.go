@@ -21,6 +21,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -505,13 +506,13 @@ func (ix *Index) Bits() uint64 {
 type Marks struct {
 	ix   *Index
 	m    [][]uint64 // per span, two bits per start
-	mm   []uint8    // per mmapped chunk
+	mm   []uint32   // per mmapped chunk (a word, for Load and CAS)
 	last int        // the span of the last chunk asked of
 }
 
 // NewMarks gives every allocated chunk of the index the mark 0.
 func (ix *Index) NewMarks() *Marks {
-	m := &Marks{ix: ix, mm: make([]uint8, len(ix.mmapped))}
+	m := &Marks{ix: ix, mm: make([]uint32, len(ix.mmapped))}
 	for _, sp := range ix.spans {
 		m.m = append(m.m, make([]uint64, (sp.n+31)/32))
 	}
@@ -538,7 +539,7 @@ func (m *Marks) slot(c Chunk) (span int, e int, mm int) {
 func (m *Marks) Get(c Chunk) uint8 {
 	s, e, mm := m.slot(c)
 	if s < 0 {
-		return m.mm[mm]
+		return uint8(m.mm[mm])
 	}
 	return uint8(m.m[s][e/32] >> (2 * (e % 32)) & 3)
 }
@@ -547,7 +548,7 @@ func (m *Marks) Get(c Chunk) uint8 {
 func (m *Marks) Set(c Chunk, v uint8) {
 	s, e, mm := m.slot(c)
 	if s < 0 {
-		m.mm[mm] = v
+		m.mm[mm] = uint32(v)
 		return
 	}
 	sh := 2 * (e % 32)
@@ -580,7 +581,167 @@ func (m *Marks) Bits() uint64 {
 	for _, s := range m.m {
 		n += uint64(len(s)) * 64
 	}
-	return n + uint64(len(m.mm))*8
+	return n + uint64(len(m.mm))*32
+}
+
+// slotOf is slot for goroutines that share the marks: it keeps no cache
+// of the span asked of last.
+func (m *Marks) slotOf(c Chunk) (span int, e int, mm int) {
+	if c.State == glibc.ChunkMmapped {
+		i := sort.Search(len(m.ix.mmapped), func(i int) bool { return m.ix.mmapped[i].Addr >= c.Addr })
+		return -1, 0, i
+	}
+	i := sort.Search(len(m.ix.spans), func(i int) bool { return m.ix.spans[i].hi > c.Addr })
+	sp := m.ix.spans[i]
+	return i, sp.number((c.Addr - sp.lo) / 32), -1
+}
+
+// Load is Get for marks that goroutines share (a parallel scan): an
+// atomic read of the word that holds c's bits.
+func (m *Marks) Load(c Chunk) uint8 {
+	s, e, mm := m.slotOf(c)
+	if s < 0 {
+		return uint8(atomic.LoadUint32(&m.mm[mm]))
+	}
+	return uint8(atomic.LoadUint64(&m.m[s][e/32]) >> (2 * (e % 32)) & 3)
+}
+
+// CAS gives c the mark v if its mark is old, atomically, and reports
+// whether it did: of goroutines that race to mark a chunk, one wins.
+func (m *Marks) CAS(c Chunk, old, v uint8) bool {
+	s, e, mm := m.slotOf(c)
+	if s < 0 {
+		return atomic.CompareAndSwapUint32(&m.mm[mm], uint32(old), uint32(v))
+	}
+	w := &m.m[s][e/32]
+	sh := 2 * (e % 32)
+	for {
+		cur := atomic.LoadUint64(w)
+		if uint8(cur>>sh&3) != old {
+			return false
+		}
+		if atomic.CompareAndSwapUint64(w, cur, cur&^(3<<sh)|uint64(v&3)<<sh) {
+			return true
+		}
+	}
+}
+
+// MarkRef is, for goroutines that share the marks, Find(addr) followed by
+// CAS of the chunk found from old to v, unless that chunk starts at from
+// (a chunk's reference to itself): it returns the chunk and true when this
+// call changed its mark. A chunk whose mark is not old is let go as soon
+// as its start is found, before its size is (most words of a scan point
+// into chunks already marked).
+func (m *Marks) MarkRef(addr, from uint64, old, v uint8) (Chunk, bool) {
+	ix := m.ix
+	if i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr+ix.mmapped[i].Size > addr }); i < len(ix.mmapped) {
+		if c := ix.mmapped[i]; addr >= c.User() && addr < c.UserEnd() {
+			if c.Addr == from || !atomic.CompareAndSwapUint32(&m.mm[i], uint32(old), uint32(v)) {
+				return Chunk{}, false
+			}
+			return c, true
+		}
+	}
+	si := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].hi > addr })
+	if si == len(ix.spans) || ix.spans[si].lo > addr {
+		return Chunk{}, false
+	}
+	sp := ix.spans[si]
+	k, ok := sp.last((addr - sp.lo) / 32)
+	if !ok {
+		return Chunk{}, false
+	}
+	e := sp.number(k)
+	if sp.addrOf(k, e) > addr {
+		if k == 0 {
+			return Chunk{}, false
+		}
+		if k, ok = sp.last(k - 1); !ok {
+			return Chunk{}, false
+		}
+		e--
+	}
+	if sp.infoOf(e)&infoAlloc == 0 {
+		return Chunk{}, false
+	}
+	w := &m.m[si][e/32]
+	sh := 2 * (e % 32)
+	if uint8(atomic.LoadUint64(w)>>sh&3) != old {
+		return Chunk{}, false
+	}
+	c := sp.chunk(k, e)
+	if addr < c.User() || addr >= c.UserEnd() || c.Addr == from {
+		return Chunk{}, false
+	}
+	for {
+		cur := atomic.LoadUint64(w)
+		if uint8(cur>>sh&3) != old {
+			return Chunk{}, false
+		}
+		if atomic.CompareAndSwapUint64(w, cur, cur&^(3<<sh)|uint64(v&3)<<sh) {
+			return c, true
+		}
+	}
+}
+
+// ForEachIn is ForEach for the allocated chunks that start in [lo, hi):
+// arena chunks by address, then mmapped ones, until fn returns false. It
+// reads nothing of the target, and only the index: goroutines may call it
+// at once, each for its own range.
+func (ix *Index) ForEachIn(lo, hi uint64, fn func(Chunk) bool) {
+	if !ix.spansIn(lo, hi, fn) {
+		return
+	}
+	for _, c := range ix.mmapped {
+		if c.Addr >= lo && c.Addr < hi && !fn(c) {
+			return
+		}
+	}
+}
+
+// spansIn is ForEachIn for the arena chunks; false when fn said stop.
+func (ix *Index) spansIn(lo, hi uint64, fn func(Chunk) bool) bool {
+	for _, sp := range ix.spans {
+		if sp.hi <= lo || sp.lo >= hi {
+			continue
+		}
+		k0 := uint64(0)
+		if lo > sp.lo {
+			k0 = (lo - sp.lo) / 32
+		}
+		e := sp.number(k0) // the starts before slot k0
+		for w := k0 / 64; w < uint64(len(sp.slots)); w++ {
+			word := sp.slots[w]
+			if w == k0/64 {
+				word &^= 1<<(k0%64) - 1
+			}
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				k := w*64 + uint64(b)
+				a := sp.addrOf(k, e)
+				if a >= hi {
+					return true
+				}
+				if a >= lo && sp.infoOf(e)&infoAlloc != 0 && !fn(sp.chunk(k, e)) {
+					return false
+				}
+				e++
+			}
+		}
+	}
+	return true
+}
+
+// Spans are the address ranges of the arenas' heaps the index covers, by
+// address: ForEachIn over pieces of them (and over each mmapped chunk)
+// goes over every chunk once.
+func (ix *Index) Spans() [][2]uint64 {
+	out := make([][2]uint64, len(ix.spans))
+	for i, sp := range ix.spans {
+		out[i] = [2]uint64{sp.lo, sp.hi}
+	}
+	return out
 }
 
 // Owned lists the memory malloc owns, by address: the arenas' heaps (the

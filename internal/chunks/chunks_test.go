@@ -136,3 +136,55 @@ func TestIndexAgreesWithTheWalk(t *testing.T) {
 		})
 	}
 }
+
+// ForEachIn over pieces of every span, and over every mmapped chunk, meets
+// every chunk ForEach does, once, in the same order; Load and CAS see and
+// change the marks Get and Set do, and CAS only from the mark it is told.
+func TestForEachInAndAtomicMarks(t *testing.T) {
+	for _, path := range fixtures(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			ix, err := chunks.Build(openHeap(t, path), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all, pieces []glibc.Chunk
+			ix.ForEach(func(c glibc.Chunk) bool { all = append(all, c); return true })
+			for _, sp := range ix.Spans() {
+				for lo := sp[0]; lo < sp[1]; lo += 4096 + 16 { // pieces not aligned to slots
+					ix.ForEachIn(lo, min(lo+4096+16, sp[1]), func(c glibc.Chunk) bool {
+						if c.State != glibc.ChunkMmapped {
+							pieces = append(pieces, c)
+						}
+						return true
+					})
+				}
+			}
+			ix.ForEachMmapped(func(m glibc.Chunk) {
+				ix.ForEachIn(m.Addr, m.Addr+1, func(c glibc.Chunk) bool { pieces = append(pieces, c); return true })
+			})
+			if len(pieces) != len(all) {
+				t.Fatalf("ForEachIn met %d chunks, ForEach %d", len(pieces), len(all))
+			}
+			for i := range all {
+				if pieces[i] != all[i] {
+					t.Fatalf("chunk %d: ForEachIn %+v, ForEach %+v", i, pieces[i], all[i])
+				}
+			}
+			m := ix.NewMarks()
+			for i, c := range all {
+				v := uint8(i % 4)
+				if !m.CAS(c, 0, v) && v != 0 {
+					t.Fatalf("CAS 0->%d of chunk %d failed", v, i)
+				}
+				if m.CAS(c, v^1, 2) {
+					t.Fatalf("CAS from %d succeeded on a chunk marked %d", v^1, v)
+				}
+			}
+			for i, c := range all {
+				if got := m.Get(c); got != uint8(i%4) || m.Load(c) != got {
+					t.Fatalf("chunk %d: Get %d, Load %d, want %d", i, got, m.Load(c), i%4)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sort"
+	"sync"
 )
 
 // WithFiles is a view of the core's memory that reads the pages the kernel
@@ -13,6 +14,7 @@ import (
 type WithFiles struct {
 	c     *Core
 	open  func(path string) (*os.File, error)
+	mu    sync.Mutex          // files: a parallel scan reads from several goroutines
 	files map[string]*os.File // nil entry: could not be opened
 }
 
@@ -68,6 +70,8 @@ func (w *WithFiles) fileAt(a uint64) (FileMapping, bool) {
 }
 
 func (w *WithFiles) file(path string) *os.File {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if f, ok := w.files[path]; ok {
 		return f
 	}

@@ -85,6 +85,11 @@ func (t *Target) openPath(recorded string) (*os.File, error) {
 // has none.
 func (t *Target) ReadAt(p []byte, addr uint64) (int, error) { return t.mem.ReadAt(p, addr) }
 
+// Release is Core.Release: a reader that goes over the whole core (the
+// reachability scan) calls it now and then, so that the pages it read do
+// not all stay in arenactl's RSS.
+func (t *Target) Release() { t.mem.Release() }
+
 // Process is the dumped process: NT_PRPSINFO's pid and name, the executable
 // from the auxiliary vector.
 func (t *Target) Process() target.Process {

@@ -81,6 +81,11 @@ var (
 	// out (open files, locked memory).
 	ErrResources = errors.New("out of a system resource")
 
+	// ErrNoMemory: a walk or scan would need more memory than arenactl
+	// was allowed or the machine (or its cgroup) can spare; nothing was
+	// done to the target.
+	ErrNoMemory = errors.New("not enough memory for the walk")
+
 	// ErrBadCore: the file is not a usable x86_64 core.
 	ErrBadCore = errors.New("not a usable core")
 	// ErrCoreTooLarge: a compressed core unpacks past the limit set.

@@ -7,3 +7,11 @@ func SetWindowCap(n uint64) (restore func()) {
 	windowCap = n
 	return func() { windowCap = old }
 }
+
+// SetCacheLimits sets cacheCap and both prewalk budgets (links) for a
+// test; it returns what puts them back.
+func SetCacheLimits(cache uint64, links int) (restore func()) {
+	oc, ob, op := cacheCap, prewalkBudget, prewalkBudgetParts
+	cacheCap, prewalkBudget, prewalkBudgetParts = cache, links, links
+	return func() { cacheCap, prewalkBudget, prewalkBudgetParts = oc, ob, op }
+}

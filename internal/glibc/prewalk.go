@@ -40,7 +40,8 @@ type link struct{ p, size, fd uint64 }
 // prewalkBudget bounds the links recorded per arena (24 bytes each, 12 MiB
 // in all): five times the free chunks an arena of windowCap bytes holds
 // when laid out as bench/walk's bigheap lays them out (about 100 K).
-const prewalkBudget = 1 << 19
+// SetMemory lowers it to what arenactl's memory budget allows.
+var prewalkBudget = 1 << 19
 
 // at returns link n of list k when it is the chunk at p.
 func (pw *prewalk) at(k, n int, p uint64) (link, bool) {
@@ -208,10 +209,12 @@ const (
 	// part: lists that hop back and forth between parts more than that are
 	// left to the walk itself.
 	maxPasses = 4
-	// prewalkBudgetParts bounds the links recorded for such an arena
-	// (48 MiB): the free chunks of about 1 GiB of the benchmark's heap.
-	prewalkBudgetParts = 2 << 20
 )
+
+// prewalkBudgetParts bounds the links recorded for such an arena (48 MiB):
+// the free chunks of about 1 GiB of the benchmark's heap. SetMemory sets it
+// from arenactl's memory budget.
+var prewalkBudgetParts = 2 << 20
 
 // partsOf splits rs into page-aligned parts of windowCap bytes at most, in
 // address order; false when rs cannot be copied at all.

@@ -84,16 +84,28 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				how   string
 				mem   glibc.Memory
 				small bool // no arena fits a copy whole: copied a page at a time (prewalkParts, loadPart)
+				// tiny: besides, no room for a block of cache and few links
+				// recorded, so that the walk reads most of the lists
+				// itself, recycling its cache and reading words alone
+				// (the bounds a small memory budget sets).
+				tiny bool
 			}{
-				{"copied whole, no page map", copied{mem: c}, false},
-				{"copied whole", copiedRuns{copied{mem: c}}, false},
-				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false},
-				{"copied a page at a time", copiedRuns{copied{mem: c}}, true},
-				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true},
+				{"copied whole, no page map", copied{mem: c}, false, false},
+				{"copied whole", copiedRuns{copied{mem: c}}, false, false},
+				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false},
+				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false},
+				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false},
+				{"copied a page at a time, cache and links bounded", copiedRuns{copied{mem: c}}, true, true},
+				{"in place, cache and links bounded", c, false, true},
 			} {
 				restore := func() {}
 				if m.small {
 					restore = glibc.SetWindowCap(4 << 10)
+				}
+				if m.tiny {
+					r := restore
+					undo := glibc.SetCacheLimits(1, 4)
+					restore = func() { undo(); r() }
 				}
 				full, lists := walk(m.mem)
 				restore()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -32,6 +33,9 @@ const (
 // the read. Nothing is left out of the image: memory malloc does not own is
 // a root of the scan.
 func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64) (_ *report.Contents, err error) {
+	if err := budget.Check(pid, budget.Scan, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
@@ -62,7 +66,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 			return n
 		}
 	}
-	rep, err := contentsOf(ctx, &hh, types, tls, addrs, guarded)
+	rep, err := contentsOf(ctx, &hh, types, tls, addrs, guarded, o.Jobs)
 	ro := &report.ReadOnly{}
 	if rerr := hd.release(ro); err == nil {
 		err = rerr
@@ -85,7 +89,7 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 	mods := module.NewTable(t, o.DebugDirs...)
 	defer mods.Close()
 	fetchDebug(ctx, mods, o.Note)
-	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs, nil)
+	rep, err := contentsOf(ctx, h, reach.NewTypes(mods), reach.StaticTLS(mods), addrs, nil, o.Jobs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -100,8 +104,9 @@ func CoreContents(ctx context.Context, path string, o CoreOptions, addrs []uint6
 
 // contentsOf indexes h's chunks, scans from its roots, counts, and says
 // what holds each of addrs. guarded (nil: none) is how many bytes of a
-// range are guard regions, which hold nothing and count as no unread root.
-func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64, guarded func(lo, hi uint64) uint64) (*report.Contents, error) {
+// range are guard regions, which hold nothing and count as no unread root;
+// jobs is the scan's workers (Options.Jobs).
+func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint64, addrs []uint64, guarded func(lo, hi uint64) uint64, jobs int) (*report.Contents, error) {
 	start := time.Now()
 	ix, err := chunks.Build(h, nil)
 	if err != nil {
@@ -128,7 +133,7 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	byType := map[string]*report.TypeCount{}
 	bySize := map[uint64]*report.TypeCount{} // the chunks with no vtable: no name made per chunk
 	leaks := map[string]*report.LeakGroup{}
-	res, err := reach.Scan(ctx, h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
+	res, err := reach.ScanJobs(ctx, jobs, h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
 		var tc *report.TypeCount
 		name, vt := "", false
 		if len(head) >= 8 {
@@ -291,7 +296,7 @@ func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Bu
 	if err != nil {
 		return err
 	}
-	res, err := reach.Scan(ctx, hh.T, ix, reach.Roots(hh.T, ix, tls), nil)
+	res, err := reach.ScanJobs(ctx, o.Jobs, hh.T, ix, reach.Roots(hh.T, ix, tls), nil)
 	if err != nil {
 		return err
 	}

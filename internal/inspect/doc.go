@@ -33,6 +33,14 @@ type Options struct {
 	// 2 CPUs shared with 8 allocating threads), at the price of not catching
 	// damage that would make glibc abort.
 	NoHeapCheck bool
+	// MaxMemory, when not 0, is the most memory a walk or scan may take
+	// (--max-memory): one whose estimate is larger is refused before the
+	// process is touched (budget.Check), as is one larger than the machine
+	// or arenactl's cgroup can spare.
+	MaxMemory uint64
+	// Jobs is how many workers a scan may use (workers.Resolve's; 0: the
+	// default).
+	Jobs int
 	// Note receives what an injection found of earlier runs' leftovers in
 	// the target (call sites, buffers, FILEs) and what it did with them;
 	// nil drops the notes.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -20,6 +21,10 @@ import (
 // and builds the report. The maps are read after the thread is released, so
 // that reading them adds nothing to the time the thread is held.
 func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error) {
+	// The pre-flight walks the lists over copies of the arenas' heaps.
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
@@ -197,6 +202,9 @@ func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Op
 // summary after. A static executable is accepted: its own copy of glibc's
 // malloc is read.
 func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Report, err error) {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, true)
 	if err != nil {
 		return nil, err
@@ -234,6 +242,7 @@ type CoreOptions struct {
 	Sysroot string
 	heap.Options
 	Unpack core.Options // for a compressed core
+	Jobs   int          // as Options.Jobs
 	// Note, when set, is told what a user should know that is not an
 	// error (a debug file fetched or not).
 	Note func(string)
@@ -305,6 +314,9 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 		t.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// No process to protect, but the machine's memory: a core's walk and
+	// scan are held to the same budget as a live one's.
+	budget.Apply(budget.Need(budget.Scan, budget.HeapOf(t.Mappings())))
 	return t, h, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -51,6 +52,15 @@ const (
 // growth the profile is to explain. A core cannot be profiled: it has no
 // history.
 func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err error) {
+	// The scan at the window's end is checked now, before anything is
+	// placed in the process; the heap it will scan is the one there now.
+	op := budget.Scan
+	if o.NoScan {
+		op = budget.Walk
+	}
+	if err := budget.Check(pid, op, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	before, err := inUse(ctx, pid, o.Options)
 	if err != nil {
 		return nil, err

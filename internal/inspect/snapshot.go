@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -33,6 +34,8 @@ type SnapshotOptions struct {
 	Hold Hold
 	// DebugDirs hold debug files by build-id, for main_arena and mp_.
 	DebugDirs []string
+	// MaxMemory: as Options.MaxMemory, for the walk.
+	MaxMemory uint64
 }
 
 // Snapshot freezes the process, writes its core to a temporary file next
@@ -45,6 +48,9 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	// device, a full or read-only file system) is refused before anything
 	// is done to it. Refused unless o.Out is new or a regular file
 	// (hostfs.CheckOutput).
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	tmp, err := hostfs.CreateOutput(o.Out)
 	if err != nil {
 		return nil, &OutputError{Path: o.Out, Err: err}
@@ -166,9 +172,10 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	t := src.mem
 	// The walk allocates a fresh block for every 256 KiB of heap it reads:
 	// collecting that garbage while the process is frozen would only take
-	// CPU from the walk and the write. Up to a bound, it waits for the thaw.
+	// CPU from the walk and the write. Up to a bound, it waits for the thaw:
+	// 256 MiB, or less where the memory budget (budget.Apply) set less.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(min(256<<20, debug.SetMemoryLimit(-1))))
 	ths := src.threads
 	rep := &report.Snapshot{Threads: len(ths), Mappings: len(t.Mappings())}
 	whole, resident := dumpCandidates(t.Mappings(), ths, full) // disjoint

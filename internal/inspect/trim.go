@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -14,6 +15,10 @@ import (
 // what it gave back: the memory map before and after, next to what the free
 // lists predicted just before the call.
 func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
+	// The pre-flight walks the lists over copies of the arenas' heaps.
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err
@@ -69,6 +74,9 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 // the process allocates them meanwhile, which would change the lists as
 // much.
 func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) (_ *report.TrimReport, err error) {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+		return nil, err
+	}
 	t, done, err := openLive(pid, false)
 	if err != nil {
 		return nil, err

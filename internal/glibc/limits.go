@@ -1,0 +1,21 @@
+package glibc
+
+// SetMemory bounds what a walk keeps in memory by the budget arenactl
+// gives it (internal/budget): the copies of an arena's heaps (two buffers
+// of windowCap, the walker's and the loader's running ahead) and the cache
+// of blocks read outside them (cacheCap) take at most an eighth of it
+// each, at least 8 MiB, the copies at most what they took before any
+// budget (96 MiB, which holds a thread arena's whole 64 MiB heap); the
+// links the prewalk of an arena copied in parts records (24 bytes each) a
+// sixth of it, and never fewer than before any budget (2 M): the lists
+// past them are read by the walk itself, which with a bounded cache costs
+// a read per word where the lists hop over more than the cache holds.
+// Links are only held for free chunks there are, so the floor costs an
+// ordinary heap nothing. The rest is left to the chunk index and the scan.
+// Call it before a walk, never during one.
+func SetMemory(budget uint64) {
+	share := budget / 8
+	windowCap = min(max(share, 8<<20), 96<<20) &^ (2<<20 - 1) // whole huge pages
+	cacheCap = max(share, 8<<20)
+	prewalkBudgetParts = int(max(budget/6/24, 2<<20))
+}

@@ -53,6 +53,7 @@ type Builder struct {
 	incomplete, truncated int
 	classified            bool // Classify ran
 	short                 shortStacks
+	outer                 *unwind.Outer
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -108,7 +109,7 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}}
+		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter()}
 }
 
 // site unwinds a stack and returns the index of its site (one per stack
@@ -134,6 +135,7 @@ func (b *Builder) count(tr unwind.Trace) {
 // first) and stop after it.
 func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Trace) {
 	tr := b.u.UnwindInto(b.frames, start, stack)
+	b.outer.Complete(&tr, stack.End, b.u.MaxFrames)
 	b.frames = tr.Frames
 	b.pcKey = b.pcKey[:0]
 	for _, f := range tr.Frames {

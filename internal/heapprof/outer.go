@@ -1,5 +1,7 @@
 package heapprof
 
+import "github.com/arenactl/arenactl/internal/unwind"
+
 // This file exposes the exact joining of truncated stacks to the outer
 // frames their thread was seen to have (internal/unwind's Outer), which
 // the Builder applies to every stack it unwinds before anything else: a
@@ -13,3 +15,15 @@ func (b *Builder) Joined() (joined, unjoined int) { return b.outer.Joined, b.out
 
 // Joined is the Builder's Joined for the stacks of a Stacks.
 func (t *Stacks) Joined() (joined, unjoined int) { return t.b.Joined() }
+
+// Learn unwinds a stack only to learn its thread's outer frames (a copy of
+// the whole stack of a thread blocked in a call, read while it stayed
+// blocked): it makes no site and counts nothing.
+func (b *Builder) Learn(start unwind.Start, stack unwind.Stack) {
+	tr := b.u.UnwindInto(b.frames, start, stack)
+	b.frames = tr.Frames
+	b.outer.Learn(&tr, stack.End)
+}
+
+// Learn is the Builder's Learn for the stacks of a Stacks.
+func (t *Stacks) Learn(start unwind.Start, stack unwind.Stack) { t.b.Learn(start, stack) }

@@ -157,6 +157,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
+	learnBlocked(t, w.stacks.Learn) // outer.go
 
 	if err := perf.Probe(pid); err != nil {
 		return nil, err
@@ -286,6 +287,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 				u.Forget()
 				sym.Forget()
 			}
+			learnBlocked(t, w.stacks.Learn)
 		}
 	}
 	g.Duration = time.Since(g.Start)

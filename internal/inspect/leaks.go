@@ -123,6 +123,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
+	learnBlocked(t, b.Learn) // outer.go
 	end := start.Add(o.Duration)
 	// The first read comes soon, to learn how fast samples come.
 	timer := time.NewTimer(drainEvery / 20)
@@ -153,6 +154,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 				u.Forget()
 				sym.Forget()
 			}
+			learnBlocked(t, b.Learn)
 		}
 		last = time.Since(start)
 		recs, st, err := s.Drain()

@@ -1,0 +1,63 @@
+package inspect
+
+import (
+	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
+	"github.com/arenactl/arenactl/internal/target"
+	"github.com/arenactl/arenactl/internal/unwind"
+)
+
+// Bounds on learning the threads' outer frames: a thread's stack read
+// from its sp up (the frames in use; a default thread stack is 8 MiB, a
+// server's a few hundred KiB of which little is in use), and how many
+// threads are read each time.
+const (
+	learnStack   = 512 << 10
+	learnThreads = 1024
+)
+
+// learnBlocked reads the whole stack of each of t's threads blocked in a
+// system call, without stopping it, and gives it to learn (the profile's
+// Learn: which frame called which, so that a sample whose stack copy is
+// cut short in the same frames is joined to its outer ones, unwind.Outer).
+// A blocked thread's registers are what /proc/PID/task/TID/syscall shows;
+// its stack is read between two reads of that file, and kept only if the
+// two agree (the thread stayed in the same call at the same sp, so what
+// was read is one state of its stack). Running threads are skipped: their
+// stacks change as they are read. Errors skip a thread: this only helps.
+func learnBlocked(t *live.Target, learn func(unwind.Start, unwind.Stack)) {
+	tids, err := procfs.Tasks(t.Pid)
+	if err != nil {
+		return
+	}
+	var buf []byte
+	for i, tid := range tids {
+		if i == learnThreads {
+			break
+		}
+		before, err := procfs.ReadSyscall(t.Pid, tid)
+		if err != nil || before.Running || !before.InSyscall {
+			continue
+		}
+		m, ok := maps.Find(t.Mappings(), before.SP)
+		if !ok || m.End <= before.SP {
+			continue
+		}
+		n := min(m.End-before.SP, learnStack)
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		got, _ := t.ReadAt(buf[:n], before.SP)
+		if got <= 0 {
+			continue
+		}
+		after, err := procfs.ReadSyscall(t.Pid, tid)
+		if err != nil || after != before {
+			continue
+		}
+		var st unwind.Start
+		st.Regs[target.RegRIP], st.Regs[target.RegRSP] = before.PC, before.SP
+		learn(st, unwind.Stack{Addr: before.SP, Data: buf[:got], End: m.End})
+	}
+}

@@ -27,3 +27,11 @@ func (b *Builder) Learn(start unwind.Start, stack unwind.Stack) {
 
 // Learn is the Builder's Learn for the stacks of a Stacks.
 func (t *Stacks) Learn(start unwind.Start, stack unwind.Stack) { t.b.Learn(start, stack) }
+
+// Cut is how many distinct stacks were cut short by their copy and could
+// not be joined when added: when it grows, a caller may look for more
+// outer frames to Learn.
+func (b *Builder) Cut() int { return len(b.pending) }
+
+// Cut is the Builder's Cut for the stacks of a Stacks.
+func (t *Stacks) Cut() int { return t.b.Cut() }

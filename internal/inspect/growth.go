@@ -157,7 +157,9 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
-	learnBlocked(t, w.stacks.Learn) // outer.go
+	blocked := newBlockedStacks(t, w.stacks.Learn) // outer.go
+	blocked.read()
+	cut := 0
 
 	if err := perf.Probe(pid); err != nil {
 		return nil, err
@@ -279,6 +281,10 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		}
 		w.drain(ctx, stream.Take())
 		stream.Recycle()
+		if n := w.stacks.Cut(); n > cut {
+			cut = n
+			blocked.read() // as leaks does
+		}
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
 			was := moduleSet(mods)
@@ -287,7 +293,6 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 				u.Forget()
 				sym.Forget()
 			}
-			learnBlocked(t, w.stacks.Learn)
 		}
 	}
 	g.Duration = time.Since(g.Start)

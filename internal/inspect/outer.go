@@ -17,27 +17,44 @@ const (
 	learnThreads = 1024
 )
 
-// learnBlocked reads the whole stack of each of t's threads blocked in a
-// system call, without stopping it, and gives it to learn (the profile's
-// Learn: which frame called which, so that a sample whose stack copy is
-// cut short in the same frames is joined to its outer ones, unwind.Outer).
-// A blocked thread's registers are what /proc/PID/task/TID/syscall shows;
-// its stack is read between two reads of that file, and kept only if the
-// two agree (the thread stayed in the same call at the same sp, so what
-// was read is one state of its stack). Running threads are skipped: their
-// stacks change as they are read. Errors skip a thread: this only helps.
-func learnBlocked(t *live.Target, learn func(unwind.Start, unwind.Stack)) {
+// blockedStacks reads the whole stack of each of a process's threads
+// blocked in a system call, without stopping it, and gives it to learn
+// (the profile's Learn: which frame called which, so that a sample whose
+// stack copy is cut short in the same frames is joined to its outer ones,
+// unwind.Outer). A blocked thread's registers are what
+// /proc/PID/task/TID/syscall shows; its stack is read between two reads of
+// that file, and kept only if the two agree (the thread stayed in the same
+// call at the same sp, so what was read is one state of its stack).
+// Running threads are skipped: their stacks change as they are read; so
+// is a thread still blocked as when last read (nothing new to learn).
+// Errors skip a thread: this only helps.
+type blockedStacks struct {
+	t     *live.Target
+	learn func(unwind.Start, unwind.Stack)
+	last  map[int]procfs.Syscall
+	buf   []byte
+}
+
+func newBlockedStacks(t *live.Target, learn func(unwind.Start, unwind.Stack)) *blockedStacks {
+	return &blockedStacks{t: t, learn: learn, last: map[int]procfs.Syscall{}}
+}
+
+// read reads the threads blocked now.
+func (r *blockedStacks) read() {
+	t := r.t
 	tids, err := procfs.Tasks(t.Pid)
 	if err != nil {
 		return
 	}
-	var buf []byte
+	if len(r.last) > 2*learnThreads {
+		clear(r.last) // threads come and go
+	}
 	for i, tid := range tids {
 		if i == learnThreads {
 			break
 		}
 		before, err := procfs.ReadSyscall(t.Pid, tid)
-		if err != nil || before.Running || !before.InSyscall {
+		if err != nil || before.Running || !before.InSyscall || r.last[tid] == before {
 			continue
 		}
 		m, ok := maps.Find(t.Mappings(), before.SP)
@@ -45,10 +62,10 @@ func learnBlocked(t *live.Target, learn func(unwind.Start, unwind.Stack)) {
 			continue
 		}
 		n := min(m.End-before.SP, learnStack)
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
+		if uint64(cap(r.buf)) < n {
+			r.buf = make([]byte, n)
 		}
-		got, _ := t.ReadAt(buf[:n], before.SP)
+		got, _ := t.ReadAt(r.buf[:n], before.SP)
 		if got <= 0 {
 			continue
 		}
@@ -56,8 +73,9 @@ func learnBlocked(t *live.Target, learn func(unwind.Start, unwind.Stack)) {
 		if err != nil || after != before {
 			continue
 		}
+		r.last[tid] = before
 		var st unwind.Start
 		st.Regs[target.RegRIP], st.Regs[target.RegRSP] = before.PC, before.SP
-		learn(st, unwind.Stack{Addr: before.SP, Data: buf[:got], End: m.End})
+		r.learn(st, unwind.Stack{Addr: before.SP, Data: r.buf[:got], End: m.End})
 	}
 }

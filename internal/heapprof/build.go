@@ -57,6 +57,7 @@ type Builder struct {
 	pending               []pending // rejoin.go
 	pendIdx               map[pendKey]int
 	lastPending           int
+	unjoinable            int
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -143,7 +144,7 @@ func (b *Builder) count(tr unwind.Trace) {
 // first) and stop after it.
 func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Trace) {
 	tr := b.u.UnwindInto(b.frames, start, stack)
-	b.outer.Complete(&tr, stack.End, b.u.MaxFrames)
+	b.outer.Learn(&tr, stack.End) // joined when the profile is made: rejoin.go
 	b.frames = tr.Frames
 	b.pcKey = b.pcKey[:0]
 	for _, f := range tr.Frames {

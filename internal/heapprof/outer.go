@@ -3,10 +3,13 @@ package heapprof
 import "github.com/arenactl/arenactl/internal/unwind"
 
 // This file exposes the exact joining of truncated stacks to the outer
-// frames their thread was seen to have (internal/unwind's Outer), which
-// the Builder applies to every stack it unwinds before anything else: a
-// joined stack counts as whole, and only the ones it cannot join are left
-// to the statistical completion of complete.go.
+// frames their thread was seen to have (internal/unwind's Outer): the
+// Builder learns from every stack it unwinds, and from the whole stacks
+// given to Learn, and joins the cut ones when the profile is made
+// (rejoin.go). A joined stack counts as whole; only the ones it cannot
+// join are left to the statistical completion of complete.go, which
+// shares a short stack among whole ones that begin alike where this
+// repeats what a whole copy would have shown.
 
 // Joined is how many stacks were cut short by their copy and joined
 // exactly to their thread's outer frames, and how many of the cut ones
@@ -29,9 +32,9 @@ func (b *Builder) Learn(start unwind.Start, stack unwind.Stack) {
 func (t *Stacks) Learn(start unwind.Start, stack unwind.Stack) { t.b.Learn(start, stack) }
 
 // Cut is how many distinct stacks were cut short by their copy and could
-// not be joined when added: when it grows, a caller may look for more
-// outer frames to Learn.
-func (b *Builder) Cut() int { return len(b.pending) }
+// not have been joined with what was known when they came: when it grows,
+// a caller may look for more outer frames to Learn.
+func (b *Builder) Cut() int { return b.unjoinable }
 
 // Cut is the Builder's Cut for the stacks of a Stacks.
 func (t *Stacks) Cut() int { return t.b.Cut() }

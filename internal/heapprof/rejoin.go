@@ -6,17 +6,19 @@ import (
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
-// This file joins again, when the profile is made, the stacks that were
-// cut short when they were added and could not be joined then: the frames
-// that join them may have been learned after (a later sample through the
-// same frames, a thread read while blocked later in the window). The join
-// is the same exact one (unwind.Outer); a heap profile moves each such
-// sample to its joined site, a table of stacks (growth) moves a site only
-// when every stack of it joins to the same one, since its values are not
-// kept per sample.
+// This file joins the stacks cut short by their copy to the outer frames
+// their threads were seen to have (unwind.Outer), when the profile is
+// made: by then every frame that could join them has been learned (from
+// later samples through the same frames, from threads read while blocked
+// later in the window), and so has every frame seen with two callers,
+// which nothing is joined through. Joined as they came, a stack could go
+// through a frame before its second caller was seen. The join is exact
+// (unwind.Outer); a heap profile moves each such sample to its joined
+// site, a table of stacks (growth) moves a site only when every stack of
+// it joins to the same one, since its values are not kept per sample.
 
 // maxPending bounds the distinct cut stacks kept for joining again.
-const maxPending = 1 << 14
+const maxPending = 1 << 12
 
 // pendKey is a cut stack: its PCs and stop, its thread's stack, and its
 // last frame's caller's sp.
@@ -52,6 +54,13 @@ func (b *Builder) notePending(tr *unwind.Trace, end uint64, si int) {
 		i = len(b.pending)
 		b.pendIdx[k] = i
 		b.pending = append(b.pending, pending{frames: slices.Clone(tr.Frames), end: end, callerSP: tr.CallerSP, site: si, joined: -1})
+		// Whether what is known now joins it: if not, the caller may
+		// look for more (Cut).
+		try := *tr
+		try.Frames = slices.Clone(tr.Frames)
+		if !b.outer.Join(&try, end, b.u.MaxFrames) {
+			b.unjoinable++
+		}
 	}
 	b.lastPending = i
 }

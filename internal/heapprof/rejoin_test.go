@@ -59,16 +59,16 @@ func TestCutStacksJoined(t *testing.T) {
 	}
 
 	// A table of stacks (growth's): a cut stack's site moves to the
-	// joined one, its values added to the whole one's with the same
-	// labels.
+	// joined one when the table is finished, its values added to the
+	// whole one's with the same labels.
 	tb := heapprof.NewStacks(st.u, st.s)
 	si, key := tb.Short(short.Start, short.Stack)
 	if key == "" {
 		t.Fatal("the cut stack is not short")
 	}
 	sj, _ := tb.Whole(whole.Start, whole.Stack)
-	sk, _ := tb.Site(short.Start, short.Stack) // joined at once now
-	if si == sj || sk != sj {
+	sk, _ := tb.Site(short.Start, short.Stack) // joined when the table is finished
+	if si == sj || sk != si {
 		t.Fatalf("sites %d (cut), %d (whole), %d (cut, after the whole)", si, sj, sk)
 	}
 	var v heapprof.Valued

@@ -26,8 +26,8 @@ const maxLinks = 1 << 17
 // every frame seen, and joins truncated chains to them. Not safe for concurrent use.
 type Outer struct {
 	links map[linkKey]*link
-	// Joined counts the chains Join completed, Unjoined those it could
-	// not.
+	// Joined counts the calls of Join that completed a chain, Unjoined
+	// those that could not.
 	Joined, Unjoined int
 }
 
@@ -146,11 +146,4 @@ func (o *Outer) join(tr *Trace, end, scope uint64, maxFrames int) bool {
 	tr.Frames = tr.Frames[:n]
 	tr.Frames[n-1].Method = MethodNone
 	return false
-}
-
-// Complete learns from tr, then joins it if it was truncated: what one
-// profile's every unwound chain goes through.
-func (o *Outer) Complete(tr *Trace, end uint64, maxFrames int) bool {
-	o.Learn(tr, end)
-	return o.Join(tr, end, maxFrames)
 }

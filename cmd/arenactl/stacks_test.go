@@ -126,6 +126,14 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	if all == 0 || gall == 0 {
 		t.Fatalf("no samples: leaks %d, growth %d", all, gall)
 	}
+	// Not 95%: the CREATE and DROP TABLE that mariadb-slap runs at each
+	// run's start and end go deeper than a copy and are never seen whole
+	// (90-94% of leaks' samples reached the first frame over seven runs
+	// on a 2-CPU machine, 56% before the joining; growth's 60-170
+	// samples 78-82%, 29% before). A floor well under what is seen.
+	if reach*100 < all*80 {
+		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 80%%", reach, all)
+	}
 	if !m.answers() {
 		t.Fatalf("mariadbd stopped answering\n%s", m.log())
 	}

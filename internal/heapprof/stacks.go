@@ -120,7 +120,10 @@ func (t *Stacks) Finish(v *Valued, sites []ValuedSite, index []int) {
 	// it (in the first one's place).
 	at := map[string]int{}
 	for k, s := range sites {
-		si := t.moved[index[k]]
+		si := index[k]
+		if si < len(t.moved) {
+			si = t.moved[si]
+		}
 		key := labelKey(si, s.Labels)
 		if j, ok := at[key]; ok {
 			for i, x := range s.Values {

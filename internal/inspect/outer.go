@@ -1,6 +1,8 @@
 package inspect
 
 import (
+	"time"
+
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -10,11 +12,13 @@ import (
 
 // Bounds on learning the threads' outer frames: a thread's stack read
 // from its sp up (the frames in use; a default thread stack is 8 MiB, a
-// server's a few hundred KiB of which little is in use), and how many
-// threads are read each time.
+// server's a few hundred KiB of which little is in use), how many
+// threads are read each time, and how often at most, however often a
+// read is asked for.
 const (
 	learnStack   = 512 << 10
 	learnThreads = 1024
+	learnEvery   = 100 * time.Millisecond
 )
 
 // blockedStacks reads the whole stack of each of a process's threads
@@ -33,14 +37,20 @@ type blockedStacks struct {
 	learn func(unwind.Start, unwind.Stack)
 	last  map[int]procfs.Syscall
 	buf   []byte
+	at    time.Time // the last read
 }
 
 func newBlockedStacks(t *live.Target, learn func(unwind.Start, unwind.Stack)) *blockedStacks {
 	return &blockedStacks{t: t, learn: learn, last: map[int]procfs.Syscall{}}
 }
 
-// read reads the threads blocked now.
+// read reads the threads blocked now, unless it did less than learnEvery
+// ago.
 func (r *blockedStacks) read() {
+	if !r.at.IsZero() && time.Since(r.at) < learnEvery {
+		return
+	}
+	r.at = time.Now()
 	t := r.t
 	tids, err := procfs.Tasks(t.Pid)
 	if err != nil {

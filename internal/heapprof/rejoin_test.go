@@ -22,8 +22,16 @@ func TestCutStacksJoined(t *testing.T) {
 	st := startSites(t)
 	whole := st.widget
 	short := cut(whole, 256)
-	if tr := st.u.Unwind(short.Start, short.Stack); !tr.Truncated {
+	tr := st.u.Unwind(short.Start, short.Stack)
+	if !tr.Truncated {
 		t.Fatalf("a 256-byte copy unwinds to the end (%v): nothing to test", tr.Stop)
+	}
+	// The stop frame's CFA, which the join checks its caller's sp
+	// against, is the sp of that frame's caller in the whole stack.
+	wt := st.u.Unwind(whole.Start, whole.Stack)
+	n := len(tr.Frames)
+	if len(wt.Frames) <= n || tr.CallerSP == 0 || tr.CallerSP != wt.Frames[n].SP {
+		t.Errorf("the cut stack's last frame's caller at sp %#x; the whole stack's at %#x", tr.CallerSP, wt.Frames[min(n, len(wt.Frames)-1)].SP)
 	}
 	for _, tc := range []struct {
 		name  string

@@ -11,14 +11,6 @@ import "github.com/arenactl/arenactl/internal/unwind"
 // shares a short stack among whole ones that begin alike where this
 // repeats what a whole copy would have shown.
 
-// Joined is how many stacks were cut short by their copy and joined
-// exactly to their thread's outer frames, and how many of the cut ones
-// could not be.
-func (b *Builder) Joined() (joined, unjoined int) { return b.outer.Joined, b.outer.Unjoined }
-
-// Joined is the Builder's Joined for the stacks of a Stacks.
-func (t *Stacks) Joined() (joined, unjoined int) { return t.b.Joined() }
-
 // Learn unwinds a stack only to learn its thread's outer frames (a copy of
 // the whole stack of a thread blocked in a call, read while it stayed
 // blocked): it makes no site and counts nothing.

@@ -53,6 +53,11 @@ type Builder struct {
 	incomplete, truncated int
 	classified            bool // Classify ran
 	short                 shortStacks
+	outer                 *unwind.Outer
+	pending               []pending // rejoin.go
+	pendIdx               map[pendKey]int
+	lastPending           int
+	unjoinable            int
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -83,6 +88,7 @@ type sample struct {
 	scale   float64
 	leaked  bool  // held at the window's end, and reachable from nothing (Classify)
 	partial int32 // 1 + the index of its short stack, to be completed (complete.go)
+	pend    int32 // 1 + the index of its cut stack, to be joined again (rejoin.go)
 }
 
 // Classify marks each block still held whose address leaked says is
@@ -108,7 +114,8 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}}
+		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
+		lastPending: -1}
 }
 
 // site unwinds a stack and returns the index of its site (one per stack
@@ -127,6 +134,9 @@ func (b *Builder) count(tr unwind.Trace) {
 	}
 	if tr.Truncated {
 		b.truncated++
+		if b.lastPending >= 0 {
+			b.pending[b.lastPending].counted++
+		}
 	}
 }
 
@@ -134,6 +144,7 @@ func (b *Builder) count(tr unwind.Trace) {
 // first) and stop after it.
 func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Trace) {
 	tr := b.u.UnwindInto(b.frames, start, stack)
+	b.outer.Learn(&tr, stack.End) // joined when the profile is made: rejoin.go
 	b.frames = tr.Frames
 	b.pcKey = b.pcKey[:0]
 	for _, f := range tr.Frames {
@@ -145,6 +156,7 @@ func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Tra
 		si = b.siteOf(tr)
 		b.byPCs[string(b.pcKey)] = si
 	}
+	b.notePending(&tr, stack.End, si)
 	return si, tr
 }
 
@@ -155,7 +167,8 @@ func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Tra
 func (b *Builder) Add(r Raw) {
 	si, tr := b.trace(r.Start, r.Stack)
 	pcs := b.pcKey[:len(b.pcKey)-1]
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale}
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale,
+		pend: int32(b.lastPending + 1)}
 	switch {
 	case r.Short && tr.Truncated:
 		s.partial = b.short.partial(pcs)
@@ -341,6 +354,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		est    Estimate
 		kinds  map[string]bool
 	}
+	b.rejoin() // before the sites are counted: it may add some
 	accs := make([]acc, len(b.sites))
 	chunks := 0.0
 	shares := b.short.resolve()
@@ -360,7 +374,14 @@ func (b *Builder) Profile(w Window) *Profile {
 		// full stacks it may be, its sampled counts go to the likeliest.
 		to := own
 		own[0].Site = smp.site
-		if smp.partial > 0 {
+		if js := b.joinedSite(smp.pend); js >= 0 {
+			// Cut short when added, joined since (rejoin.go).
+			own[0].Site = js
+			if smp.partial == 0 {
+				p.Incomplete--
+				p.Truncated--
+			}
+		} else if smp.partial > 0 {
 			if sh := shares[smp.partial-1]; sh != nil {
 				to = sh
 				p.Completed++

@@ -3,6 +3,9 @@ package heapprof
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -20,7 +23,14 @@ import (
 // Stacks unwinds and symbolizes stacks into sites, as a Builder does, for
 // a caller that keeps its own values per site. Not safe for concurrent
 // use.
-type Stacks struct{ b *Builder }
+type Stacks struct {
+	b *Builder
+	// moved is where each site's stacks went when the cut ones were
+	// joined again (rejoin.go), once Incomplete or Finish ran; movedN how
+	// many counted-truncated stacks they were.
+	moved  []int
+	movedN int
+}
 
 // NewStacks starts an empty table of stacks.
 func NewStacks(u *unwind.Unwinder, s *symbolize.Symbolizer) *Stacks {
@@ -58,7 +68,17 @@ func (t *Stacks) Short(start unwind.Start, stack unwind.Stack) (site int, key st
 
 // Incomplete is how many stacks did not reach the outermost frame, and
 // Truncated how many of them because the copy was too short.
-func (t *Stacks) Incomplete() (incomplete, truncated int) { return t.b.incomplete, t.b.truncated }
+func (t *Stacks) Incomplete() (incomplete, truncated int) {
+	t.settle()
+	return t.b.incomplete - t.movedN, t.b.truncated - t.movedN
+}
+
+// settle joins the cut stacks again, once: the table's stacks are all in.
+func (t *Stacks) settle() {
+	if t.moved == nil {
+		t.moved, t.movedN = t.b.movedSites()
+	}
+}
 
 // ValueType names one kind of value, as pprof's sample types do.
 type ValueType struct{ Type, Unit string }
@@ -92,14 +112,42 @@ func (t *Stacks) Frames(site int) []Frame { return t.b.sites[site].frames }
 // Valued profile: frames with their mappings numbered as in the heap
 // profile (main executable first).
 func (t *Stacks) Finish(v *Valued, sites []ValuedSite, index []int) {
+	t.settle()
 	p := &Profile{}
 	ids := t.b.mappings(p)
 	v.Mappings = p.Mappings
+	// A site moved onto another with the same labels adds its values to
+	// it (in the first one's place).
+	at := map[string]int{}
 	for k, s := range sites {
-		st := t.b.sites[index[k]]
+		si := index[k]
+		if si < len(t.moved) {
+			si = t.moved[si]
+		}
+		key := labelKey(si, s.Labels)
+		if j, ok := at[key]; ok {
+			for i, x := range s.Values {
+				v.Sites[j].Values[i] += x
+			}
+			continue
+		}
+		at[key] = len(v.Sites)
+		st := t.b.sites[si]
 		s.Frames, s.Stop = renumbered(st.frames, ids, v.Mappings), st.stop
+		s.Values = slices.Clone(s.Values)
 		v.Sites = append(v.Sites, s)
 	}
+}
+
+// labelKey names a site with its labels.
+func labelKey(site int, labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	var sb strings.Builder
+	sb.WriteString(strconv.Itoa(site))
+	for _, k := range keys {
+		sb.WriteString("\x00" + k + "\x00" + labels[k])
+	}
+	return sb.String()
 }
 
 // Index is the position of type name in v.Types, -1 if none.

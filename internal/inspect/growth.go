@@ -161,6 +161,9 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
+	blocked := newBlockedStacks(t, w.stacks.Learn) // outer.go
+	blocked.read()
+	cut := 0
 
 	if err := perf.Probe(pid); err != nil {
 		return nil, err
@@ -303,6 +306,10 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		}
 		w.drain(ctx, stream.Take())
 		stream.Recycle()
+		if n := w.stacks.Cut(); n > cut {
+			cut = n
+			blocked.read() // as leaks does
+		}
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
 			was := moduleSet(mods)

@@ -133,6 +133,9 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
+	blocked := newBlockedStacks(t, b.Learn) // outer.go
+	blocked.read()
+	cut := 0
 	end := start.Add(o.Duration)
 	// The first read comes soon, to learn how fast samples come.
 	timer := time.NewTimer(drainEvery / 20)
@@ -207,6 +210,12 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 			b.Add(rw)
 			rep.Samples++
 			allocs++
+		}
+		if n := b.Cut(); n > cut {
+			// New stacks cut short and not joined: the threads blocked
+			// now may show their outer frames.
+			cut = n
+			blocked.read()
 		}
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)

@@ -150,6 +150,10 @@ type Trace struct {
 	// Truncated: the stack copy ended before the chain did (Stop ==
 	// StopTruncated); the frames found are right, outer ones are missing.
 	Truncated bool
+	// CallerSP is, when Truncated, the last frame's CFA (its caller's sp)
+	// if the frame's rule gave it before a read past the copy failed; 0
+	// if not. Outer.Join checks a remembered caller against it.
+	CallerSP uint64
 }
 
 // DefaultMaxFrames bounds a chain: garbage on the stack can never make the
@@ -282,6 +286,9 @@ func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 		if method == MethodNone {
 			tr.Stop = stop
 			tr.Truncated = stop == StopTruncated
+			if tr.Truncated && next.has(regRSP) {
+				tr.CallerSP = next.v[regRSP]
+			}
 			return tr
 		}
 		last.Method = method
@@ -334,7 +341,7 @@ func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, leafAtEn
 func retAt(cur *regSet, stack *Stack, cfa uint64, m Method) (regSet, Method, Stop) {
 	ra, err := stack.read(cfa - 8)
 	if err != nil {
-		return regSet{}, MethodNone, stopFor(err)
+		return cfaOnly(cfa), MethodNone, stopFor(err)
 	}
 	next := *cur
 	next.set(regRA, ra)
@@ -368,13 +375,20 @@ func (u *Unwinder) framePointer(cur *regSet, stack *Stack, fail Stop) (regSet, M
 	}
 	ra, err := stack.read(bp + 8)
 	if err != nil {
-		return regSet{}, MethodNone, stopFor(err)
+		return cfaOnly(bp + 16), MethodNone, stopFor(err)
 	}
 	next := *cur
 	next.set(regRA, ra)
 	next.set(regRSP, bp+16)
 	next.set(regRBP, savedBP)
 	return next, MethodFramePointer, 0
+}
+
+// cfaOnly is a failed step's result that still knows the caller's sp.
+func cfaOnly(cfa uint64) regSet {
+	var r regSet
+	r.set(regRSP, cfa)
+	return r
 }
 
 // apply computes the caller's registers from a CFI row.
@@ -411,7 +425,7 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 					next.valid &^= 1 << i // a lost callee-saved register only matters if used
 					continue
 				}
-				return regSet{}, MethodNone, stopFor(err)
+				return cfaOnly(cfa), MethodNone, stopFor(err)
 			}
 			next.set(i, v)
 		case ruleValOffset:
@@ -432,7 +446,7 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 					next.valid &^= 1 << i
 					continue
 				}
-				return regSet{}, MethodNone, stopFor(err)
+				return cfaOnly(cfa), MethodNone, stopFor(err)
 			}
 			next.set(i, v)
 		}

@@ -196,6 +196,12 @@ func writeHeld(ctx context.Context, src snapSource, h *heap.Heap, w *os.File, id
 	}()
 
 	in, untouched := splitResident(src.pagemap, resident)
+	// Guard regions (glibc 2.42 and later guard a thread's stack inside its
+	// mapping) fault when read and hold nothing: they are zeros in the
+	// core, as gdb's gcore writes them, not memory it could not read.
+	guards := guardRuns(src.pagemap, whole)
+	whole = subtract(whole, guards)
+	untouched = mergeRanges(append(untouched, guards...))
 	dump := mergeRanges(append(whole, in...))
 	recorded := t.Mappings()
 	if src.counters != nil {
@@ -400,6 +406,19 @@ func covers(rs []maps.Range, start, end uint64) bool {
 // data (in RAM or in swap), and the others: anonymous pages never touched (a
 // heap's tail, what malloc_trim gave back), which read as zeros. Without the
 // pagemap, every page counts as holding data.
+func guardRuns(pid int, rs []maps.Range) []maps.Range {
+	pm, err := procfs.OpenPagemap(pid)
+	if err != nil {
+		return nil
+	}
+	defer pm.Close()
+	var gs []maps.Range
+	for _, r := range rs {
+		pm.GuardRuns(r.Start, r.End, func(start, end uint64) { gs = append(gs, maps.Range{Start: start, End: end}) })
+	}
+	return gs
+}
+
 func splitResident(pid int, rs []maps.Range) (in, out []maps.Range) {
 	pm, err := procfs.OpenPagemap(pid)
 	if err != nil {

@@ -68,6 +68,38 @@ func (p *Pagemap) Guarded(start, end uint64) (uint64, error) {
 	return p.sum(start, end, func(e uint64) bool { return e&pmGuard != 0 })
 }
 
+// GuardRuns calls fn for each run of guard-region pages in [start, end),
+// in address order: what reads of the range would fault on though the
+// mapping is readable.
+func (p *Pagemap) GuardRuns(start, end uint64, fn func(start, end uint64)) error {
+	first, last := start/p.page, (end+p.page-1)/p.page
+	buf := make([]byte, 8*min(last-first, pmBatch))
+	var run uint64
+	in := false
+	for pg := first; pg < last; {
+		cnt := min(last-pg, pmBatch)
+		b := buf[:8*cnt]
+		if _, err := p.f.ReadAt(b, int64(pg*8)); err != nil {
+			return fmt.Errorf("reading the pagemap at %#x: %w", pg*p.page, err)
+		}
+		for i := uint64(0); i < cnt; i++ {
+			g := binary.LittleEndian.Uint64(b[8*i:])&pmGuard != 0
+			switch at := (pg + i) * p.page; {
+			case g && !in:
+				run, in = at, true
+			case !g && in:
+				fn(run, at)
+				in = false
+			}
+		}
+		pg += cnt
+	}
+	if in {
+		fn(run, last*p.page)
+	}
+	return nil
+}
+
 // sum is how many bytes of the pages in [start, end) have an entry that
 // counts.
 func (p *Pagemap) sum(start, end uint64, counts func(uint64) bool) (uint64, error) {

@@ -203,16 +203,28 @@ type Call struct {
 // exactly as at the called function's first instruction; without Entry,
 // pc inside the call instruction, the caller's own frame as the leaf.
 func (c Call) Unwind() (unwind.Start, unwind.Stack) {
+	st, stack, _ := c.UnwindWith(nil)
+	return st, stack
+}
+
+// UnwindWith is Unwind with the stack put together in scratch when it is
+// large enough (grown and returned, for the next call, when not): for a
+// caller that unwinds one call after another and keeps no stack, as the
+// leaks drain does a few hundred thousand times a second.
+func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	st := unwind.Start{Regs: c.Regs, HaveCalleeSaved: true}
 	ret, sp := c.Regs.PC(), c.Regs.SP()
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
 		st.Regs[target.RegRIP] = ret - 1
-		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}
+		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
 	}
-	data := make([]byte, 8+len(c.Stack))
+	if cap(scratch) < 8+len(c.Stack) {
+		scratch = make([]byte, 8+len(c.Stack))
+	}
+	data := scratch[:8+len(c.Stack)]
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], c.Stack)
 	st.Regs[target.RegRIP], st.Regs[target.RegRSP], st.AtEntry = c.Entry, sp-8, true
-	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}
+	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}, scratch
 }

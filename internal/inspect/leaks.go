@@ -130,6 +130,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 	var prev time.Duration // when the drain before began
 	var seenDropped uint64 // drops counted by the drains so far
 	var owed float64       // drops not yet stood for
+	var scratch []byte     // each stack as the unwinder takes it, in turn
 	for {
 		stop := false
 		select {
@@ -191,7 +192,8 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 				b.Free(r.Addr, r.Stamp, at)
 				continue
 			}
-			rw := raw(r, at, s.Real(r.Kind), ms)
+			var rw heapprof.Raw
+			rw, scratch = raw(r, at, s.Real(r.Kind), ms, scratch)
 			rw.Scale = scale
 			b.Add(rw)
 			rep.Samples++
@@ -226,14 +228,16 @@ func nextDrain(n int, since time.Duration, slots int) time.Duration {
 
 // raw turns a record into the profiler's sample: the leaf is the allocator
 // function at its entry (the caller's return address on top of its
-// stack), so the caller is symbolized at its call.
-func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping) heapprof.Raw {
+// stack), so the caller is symbolized at its call. The sample's stack is
+// put together in scratch (returned, grown if need be): the Builder
+// keeps no stack.
+func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scratch []byte) (heapprof.Raw, []byte) {
 	c := heapprof.Call{Entry: fn, Regs: r.Regs, Stack: r.Stack}
 	if m, ok := maps.Find(ms, r.Regs.SP()); ok {
 		c.StackEnd = m.End
 	}
-	start, st := c.Unwind()
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}
+	start, st, scratch := c.UnwindWith(scratch)
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}, scratch
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

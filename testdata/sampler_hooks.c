@@ -1,7 +1,9 @@
 /* The sampler's own code (internal/sampler/blob/sampler.c) run in this
  * process on a known stream of calls, for the tests of its estimates
  * (internal/sampler): the real hooks, counters, draws and ring, with a
- * fake allocator behind them that hands out addresses and no memory.
+ * fake allocator behind them that hands out addresses in a large
+ * read-only mapping of zero pages (the sampler reads the chunk header of a
+ * block given to realloc: it finds a size of 0 there).
  *
  * usage: sampler_hooks DRAWS SEED ROUNDS SLOTS DRAIN_EVERY
  *   DRAWS        a file of 4096 little-endian u64 intervals (sampler.Draws)
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../internal/sampler/blob/sampler.c"
 
@@ -108,6 +111,11 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	fclose(f);
+	/* Room for every address handed out: 200,000 rounds take 16 GiB. */
+	if (mmap((void *)next_addr, 64ull << 30, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) != (void *)next_addr) {
+		perror("mmap");
+		return 2;
+	}
 	cfg.draw = strtoull(argv[2], 0, 0);
 	long rounds = atol(argv[3]);
 	cfg.ring_slots = strtoull(argv[4], 0, 0);

@@ -16,8 +16,17 @@ type Raw struct {
 	// (calloc's n*size), which must be what the sampler counts down its
 	// byte interval with: the unbiasing assumes it.
 	Addr, Size uint64
-	Tid        int
-	At         time.Duration // since the window's start
+	// Old: a realloc's sample, the block it was given (0 for none);
+	// OldSize its usable bytes at the call. Such a sample counts what the
+	// call added to the block, Size less OldSize (nothing for a shrink),
+	// and no new block: a window's profile says which code made the heap
+	// grow in it, and the rest of a block from before the window was not
+	// allocated in it (issue 29). What the block held before stays with
+	// the samples that counted it, which follow the block when realloc
+	// moves it (Builder.Move).
+	Old, OldSize uint64
+	Tid          int
+	At           time.Duration // since the window's start
 	// Freed: the block was freed (or realloc'd away) before the window
 	// ended, at FreedAt.
 	Freed   bool

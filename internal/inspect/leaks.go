@@ -189,7 +189,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		for i := range recs {
 			r := &recs[i]
 			if r.Kind == "free" {
-				b.Free(r.Addr, r.Stamp, at)
+				b.Move(r.Addr, r.To, r.Stamp, at)
 				continue
 			}
 			var rw heapprof.Raw
@@ -237,7 +237,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scra
 		c.StackEnd = m.End
 	}
 	start, st, scratch := c.UnwindWith(scratch)
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}, scratch
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}, scratch
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

@@ -14,12 +14,16 @@ import (
 )
 
 // truthSites are testdata/leaks_truth.c's sites, in the order it reports
-// them, with the largest block each allocates.
+// them, with the largest block each allocates (for grow_log, twice the
+// most one call adds); realloc: the site grows blocks by realloc, and is
+// not one of the small sites pooled together.
 var truthSites = []struct {
 	fn      string
 	largest float64
-}{{"grow_realloc", 1 << 20}, {"leak_malloc", 4096}, {"leak_calloc", 2048}, {"leak_memalign", 1024}, {"leak_aligned", 768},
-	{"leak_in_thread", 2560}, {"leak_in_handler", 1536}, {"leak_new", 208}}
+	realloc bool
+}{{"grow_realloc", 1 << 20, true}, {"leak_malloc", 4096, false}, {"leak_calloc", 2048, false}, {"leak_memalign", 1024, false},
+	{"leak_aligned", 768, false}, {"leak_in_thread", 2560, false}, {"leak_in_handler", 1536, false}, {"leak_new", 208, false},
+	{"grow_log", 512, true}}
 
 // TestLeaksUnbiasedWholePath profiles testdata/leaks_truth.c over many
 // windows, the whole path (the sampler in the target, the drains, the
@@ -60,6 +64,14 @@ var truthSites = []struct {
 // error is tiny, that is 1 MiB a window, 6 % of what it holds: its check
 // catches gross errors only (a realloc counted twice, or lost).
 // Each window checks that nothing was dropped.
+//
+// A realloc counts what it added to the block (issue 29), and the truth
+// too: grow_log's log lives across windows, and each window sees it
+// grown from a block allocated before it. Before the fix, which counted
+// a realloc's whole new block (and let go of a sampled block's sample at
+// its next realloc), 8 windows put that site at 4.00 ± 0.40 times its
+// truth (z +7.5; from 0.5 to 7.1 times in single windows); fixed, 1.04 ±
+// 0.12.
 //
 // ARENACTL_LEAKS_WINDOWS=200 makes it a soak (about 8 minutes);
 // ARENACTL_LEAKS_THREADS=64 shares the same load among 64 threads.
@@ -125,7 +137,7 @@ func TestLeaksUnbiasedWholePath(t *testing.T) {
 				sumVar[i] += variance
 				sumSlack[i] += s.largest
 				samples[i] += held
-			case i > 0:
+			case !s.realloc:
 				tiny.est += est
 				tiny.truth += truth
 				tiny.variance += variance
@@ -141,6 +153,9 @@ func TestLeaksUnbiasedWholePath(t *testing.T) {
 	}
 	var all struct{ est, truth, variance, slack float64 }
 	for i := 1; i < len(truthSites); i++ {
+		if truthSites[i].realloc {
+			continue
+		}
 		all.est += sumEst[i]
 		all.truth += sumTruth[i]
 		all.variance += sumVar[i]

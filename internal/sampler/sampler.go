@@ -72,7 +72,7 @@ const (
 	cfgSHead     = cfgClock + 64
 	cfgSTail     = cfgClock + 72
 	freeSlots    = 1 << 17
-	freeRecSize  = 24 // seq, addr, stamp
+	freeRecSize  = 32 // seq, addr, stamp, to
 	magic        = "ARSAMPLR"
 
 	recKind     = 8
@@ -86,6 +86,7 @@ const (
 	recStackLen = 104
 	recOld      = 112
 	recStamp    = 120
+	recOldSize  = 128
 	recStack    = 136
 	StackCopy   = 8192
 	recordSize  = recStack + StackCopy
@@ -109,8 +110,9 @@ type Options struct {
 	// two drains (a power of two, 1024 by default); each is 8.3 KiB.
 	// ShortSlots is the ring of short records, which takes the samples
 	// the first has no room for (a power of two, 8192 by default, 512
-	// bytes each). Frees have a ring of their own (3 MiB), which cannot
-	// fill.
+	// bytes each). Frees have a ring of their own (4 MiB), which frees
+	// cannot fill (realloc's moves of sampled blocks can, and are counted
+	// as lost frees then).
 	RingSlots, ShortSlots int
 	// Timeout bounds stopping every thread at attach and detach.
 	Timeout time.Duration
@@ -121,10 +123,17 @@ const DefaultRate = 512 << 10
 
 // Record is one sampled call as the ring holds it.
 type Record struct {
-	Kind      string
-	Addr      uint64 // the block (for free, the block given back)
-	Size      uint64 // bytes requested
-	Old       uint64 // realloc: the block it replaced
+	Kind string
+	Addr uint64 // the block (for free, the block given back)
+	Size uint64 // bytes requested
+	Old  uint64 // realloc: the block it replaced
+	// OldSize: realloc, the usable bytes of Old, read from its chunk
+	// header before glibc's realloc ran (what the call added is Size
+	// less that).
+	OldSize uint64
+	// To: a free record of a sampled block that realloc moved: the
+	// block's new address (the sampler watches it from now on).
+	To        uint64
 	Tid       int
 	Untracked bool // the address set was full: this block's free goes unseen
 	// Short: the record came from the short ring, its Stack only the top
@@ -503,7 +512,7 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 				fhead = s.ftail // reserved, not written yet
 				break
 			}
-			frees = append(frees, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:])})
+			frees = append(frees, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:]), To: le.Uint64(rec[24:])})
 			s.ftail++
 		}
 	}
@@ -742,7 +751,7 @@ func (s *Sampler) Real(kind string) uint64 { return s.real[kind] }
 func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
-		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
 		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
 	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
 	// The ring's order of the callee-saved registers, which the hooks'

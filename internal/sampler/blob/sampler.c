@@ -36,6 +36,16 @@
  * after one is handed out, so that arenactl can tell which of two blocks
  * at one address a free was for when the rings' records arrive apart.
  *
+ * A realloc that moves a sampled block records a move (a free record with
+ * the new address), and the new address is watched instead: the block is
+ * the same, and what its earlier samples counted stays held (issue 29).
+ * A move is not bounded as a free is (a block moved again and again adds
+ * a record each time, with no allocation between); a lost one is counted
+ * as a lost free. A sampled realloc records the usable size of the block
+ * it was given (read from its chunk header before glibc's realloc runs),
+ * so that arenactl counts what the call added to the block, not the
+ * whole block.
+ *
  * After a fork the child has private copies of all of this: its records go
  * to its own ring, which nobody reads; the parent's ring is untouched. */
 
@@ -77,15 +87,17 @@ struct record {
 	u64 stack_len;
 	u64 old_addr; /* realloc: the block given back */
 	u64 stamp;
-	u64 pad;
+	u64 old_size; /* realloc: old_addr's usable bytes, from its chunk header */
 	unsigned char stack[STACK_COPY];
 };
 
-/* The free of a sampled block; `seq` as in struct record. */
+/* The free of a sampled block, or its move by realloc to `to`; `seq` as
+ * in struct record. */
 struct freerec {
 	u64 seq;
 	u64 addr;
 	u64 stamp;
+	u64 to; /* 0: freed */
 };
 
 struct config {
@@ -298,7 +310,7 @@ static inline int reserve(volatile u64 *head, volatile u64 *tail, u64 slots, u64
  * for: a site whose calls come in bursts (short-lived threads) was then
  * under-counted (issue 18). A sample is dropped only when both rings are
  * full. A failed call (no block) is not recorded. */
-static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
+static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, const struct regs *r) {
 	if (!addr) return;
 	u64 stamp = tick();
 	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
@@ -319,6 +331,7 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
+	rec->old_size = old_size;
 	rec->stamp = stamp;
 	rec->tid = sys6(186 /* gettid */, 0, 0, 0, 0, 0, 0);
 	rec->sp = r->sp + 8;
@@ -350,14 +363,31 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 		long got = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, n, 0);
 		if (got > 0) rec->stack_len = (u64)got;
 	}
-	if (addr && !track(addr)) rec->flags |= 1;
+	/* A block a realloc kept in place, or moved (reallocated), is
+	 * watched already. */
+	if (addr && !is_sampled(addr) && !track(addr)) rec->flags |= 1;
 	__atomic_store_n(&rec->seq, i + 1, __ATOMIC_RELEASE);
 }
 
-/* freed records the free of a sampled block, stamped before it was given
- * back to glibc (another thread may get the address next). */
-static void freed(u64 a, u64 stamp) {
+/* usable is the bytes a block handed out by glibc holds, from the size
+ * field of its chunk header: the chunk's size less its own header, and
+ * less the next chunk's prev_size too for a chunk mmapped of its own
+ * (malloc/malloc.c, memsize and musable, glibc 2.35+; the same sizes
+ * before). The caller of realloc passes a block of glibc's, whose header
+ * glibc's realloc reads first too. */
+static u64 usable(u64 a) {
+	u64 v = *(volatile u64 *)(a - 8);
+	u64 size = v & ~7ull;
+	u64 over = (v & 2) ? 16 : 8; /* IS_MMAPPED */
+	return size > over ? size - over : 0;
+}
+
+/* freed_to records the free of a sampled block, stamped before it was
+ * given back to glibc (another thread may get the address next); with
+ * `to`, its move there by realloc, the new address watched from now on. */
+static void freed_to(u64 a, u64 stamp, u64 to) {
 	if (!untrack(a)) return;
+	if (to && !track(to)) to = 0; /* no room: as far as arenactl knows, it is freed */
 	u64 i = __atomic_load_n(&cfg.fhead, __ATOMIC_RELAXED);
 	do {
 		if (i - cfg.ftail >= FREE_SLOTS) {
@@ -368,7 +398,19 @@ static void freed(u64 a, u64 stamp) {
 	struct freerec *f = &cfg.frees[i & (FREE_SLOTS - 1)];
 	f->addr = a;
 	f->stamp = stamp;
+	f->to = to;
 	__atomic_store_n(&f->seq, i + 1, __ATOMIC_RELEASE);
+}
+
+static void freed(u64 a, u64 stamp) { freed_to(a, stamp, 0); }
+
+/* reallocated records what became of a sampled block old that realloc was
+ * given (p the block it returned, n the size asked): moved, freed
+ * (realloc to 0 bytes), or still there (grown or shrunk in place, or the
+ * call failed). */
+static void reallocated(u64 old, u64 p, u64 n, u64 stamp) {
+	if (p && p != old) freed_to(old, stamp, p);
+	else if (!p && n == 0) freed(old, stamp);
 }
 
 #define ENTER() __atomic_fetch_add(&cfg.inflight, 1, __ATOMIC_ACQUIRE)
@@ -380,7 +422,7 @@ __attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs
 	void *p = ((void *(*)(size_t))r_malloc)(n);
 	if (cfg.enabled) {
 		rearm();
-		emit(K_MALLOC, (u64)p, n, 0, r);
+		emit(K_MALLOC, (u64)p, n, 0, 0, r);
 	}
 	LEAVE();
 	return p;
@@ -391,7 +433,7 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
 	if (cfg.enabled) {
 		rearm();
-		emit(K_CALLOC, (u64)p, n * m, 0, r);
+		emit(K_CALLOC, (u64)p, n * m, 0, 0, r);
 	}
 	LEAVE();
 	return p;
@@ -401,12 +443,14 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 	ENTER();
 	int was = old && is_sampled((u64)old);
 	u64 stamp = was ? tick() : 0;
+	int due = counters[thread_slot()] < 0;
+	u64 had = old && due && cfg.enabled ? usable((u64)old) : 0;
 	void *p = ((void *(*)(void *, size_t))r_realloc)(old, n);
 	if (cfg.enabled) {
-		if (was && (p || n == 0)) freed((u64)old, stamp);
-		if (counters[thread_slot()] < 0) {
+		if (was) reallocated((u64)old, (u64)p, n, stamp);
+		if (due) {
 			rearm();
-			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, r);
+			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, r);
 		}
 	}
 	LEAVE();
@@ -417,12 +461,14 @@ __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size
 	ENTER();
 	int was = old && is_sampled((u64)old);
 	u64 stamp = was ? tick() : 0;
+	int due = counters[thread_slot()] < 0;
+	u64 had = old && due && cfg.enabled ? usable((u64)old) : 0;
 	void *p = ((void *(*)(void *, size_t, size_t))r_reallocarray)(old, n, m);
 	if (cfg.enabled) {
-		if (was && p) freed((u64)old, stamp);
-		if (counters[thread_slot()] < 0) {
+		if (was && p) reallocated((u64)old, (u64)p, n * m, stamp);
+		if (due) {
 			rearm();
-			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r);
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, r);
 		}
 	}
 	LEAVE();
@@ -434,7 +480,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
 	if (cfg.enabled) {
 		rearm();
-		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, r);
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, r);
 	}
 	LEAVE();
 	return e;
@@ -446,7 +492,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
 		if (cfg.enabled) {                                                                         \
 			rearm();                                                                           \
-			emit(kind, (u64)p, n, 0, r);                                                    \
+			emit(kind, (u64)p, n, 0, 0, r);                                                 \
 		}                                                                                          \
 		LEAVE();                                                                                   \
 		return p;                                                                                  \
@@ -460,7 +506,7 @@ ALIGNED(memalign, K_MEMALIGN)
 		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
 		if (cfg.enabled) {                                                                \
 			rearm();                                                                  \
-			emit(kind, (u64)p, n, 0, r);                                           \
+			emit(kind, (u64)p, n, 0, 0, r);                                        \
 		}                                                                                 \
 		LEAVE();                                                                          \
 		return p;                                                                         \
@@ -579,5 +625,6 @@ _Static_assert(__builtin_offsetof(struct config, shortened) == 88 + 8 * NDRAWS +
 _Static_assert(__builtin_offsetof(struct config, shorts) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 48, "cfg.shorts");
 _Static_assert(__builtin_offsetof(struct config, shead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 64, "cfg.shead");
 _Static_assert(SHORT_SIZE == 512, "short record size");
-_Static_assert(sizeof(struct freerec) == 24 && FREE_SLOTS == 1 << 17, "freerec");
+_Static_assert(__builtin_offsetof(struct record, old_size) == 128, "record.old_size");
+_Static_assert(sizeof(struct freerec) == 32 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

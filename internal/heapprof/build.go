@@ -88,6 +88,7 @@ type sample struct {
 	freed   bool
 	freedAt time.Duration
 	scale   float64
+	shift   uint8
 	leaked  bool  // held at the window's end, and reachable from nothing (Classify)
 	partial int32 // 1 + the index of its short stack, to be completed (complete.go)
 	// A realloc of a block (Raw.Old): grown, the bytes it added to the
@@ -174,7 +175,7 @@ func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Tra
 func (b *Builder) Add(r Raw) {
 	si, tr := b.trace(r.Start, r.Stack)
 	pcs := b.pcKey[:len(b.pcKey)-1]
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size}
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size, shift: uint8(r.Shift)}
 	if r.Old != 0 {
 		s.grown, s.oldSize, s.added = true, r.OldSize, r.Size-min(r.OldSize, r.Size)
 	}
@@ -415,7 +416,7 @@ func (b *Builder) Profile(w Window) *Profile {
 		// The chance a call was sampled follows from the bytes it asked
 		// for, which the sampler counts down; a realloc that grew a block
 		// counts only what it added (issue 29), and no new block.
-		wt, bytes, v := Weight(smp.size, w.Rate)
+		wt, bytes, v := Weight(smp.size, w.Rate<<smp.shift)
 		if smp.scale > 1 {
 			wt, bytes = wt*smp.scale, bytes*smp.scale
 		}

@@ -46,6 +46,10 @@ type Raw struct {
 	// was chosen over in that sharing.
 	Short bool
 	Thin  int
+	// Shift: the sample was taken at Window.Rate << Shift (the sampler
+	// doubles its mean interval while arenactl cannot read its samples as
+	// fast as they come): it is weighted by that rate.
+	Shift int
 	// Scale (0: 1) is what the samples kept in this sample's drain stand
 	// for beyond themselves: samples dropped in that drain (both rings full),
 	// whose sites are unknown, are taken to be like those kept then.
@@ -68,6 +72,9 @@ type Window struct {
 	// Shortened counts the samples taken with a short stack copy
 	// (Raw.Short).
 	Shortened uint64
+	// MaxShift: the sampler doubled its mean interval up to this many
+	// times for part of the window (Raw.Shift); 0: never.
+	MaxShift int
 }
 
 // Profile is a sampled heap profile: one Site per distinct symbolized

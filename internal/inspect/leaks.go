@@ -95,7 +95,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	left, derr := s.Detach(context.WithoutCancel(ctx))
 	// The window ends where the last drain began: what came after was
 	// never read (and is not counted), frees included.
-	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened}
+	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened, MaxShift: rep.MaxShift}
 	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, left, s.Stopped
 	if runErr == nil {
 		runErr = derr
@@ -159,7 +159,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if err != nil {
 			return b, last, t.Explain(err)
 		}
-		rep.Dropped, rep.Shortened, rep.Untracked = st.Dropped, st.Shortened, st.Untracked
+		rep.Dropped, rep.Shortened, rep.Untracked, rep.MaxShift = st.Dropped, st.Shortened, st.Untracked, st.MaxShift
 		at := time.Since(start)
 		ms := t.Mappings()
 
@@ -237,7 +237,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scra
 		c.StackEnd = m.End
 	}
 	start, st, scratch := c.UnwindWith(scratch)
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Start: start, Stack: st}, scratch
+	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Shift: r.Shift, Start: start, Stack: st}, scratch
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

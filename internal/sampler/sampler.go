@@ -71,6 +71,8 @@ const (
 	cfgShortN    = cfgClock + 56
 	cfgSHead     = cfgClock + 64
 	cfgSTail     = cfgClock + 72
+	cfgShift     = cfgClock + 80 // the mean interval is the rate << this
+	maxShift     = 10
 	freeSlots    = 1 << 17
 	freeRecSize  = 32 // seq, addr, stamp, to
 	magic        = "ARSAMPLR"
@@ -142,6 +144,10 @@ type Record struct {
 	// 2^-Thin (the others went short).
 	Short bool
 	Thin  int
+	// Shift: the interval that ended in this sample had a mean of the
+	// rate << Shift (the sampler doubles it while arenactl cannot keep
+	// up): the sample is weighted by that rate.
+	Shift int
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
@@ -189,6 +195,9 @@ type Sampler struct {
 	// next one's (a drain's allocations were a third of its cost).
 	freed, whole, short, merged []Record
 	refs                        []recRef
+	// The sampler's shift as last seen, since when, and its most.
+	shift, maxShift int
+	shiftAt         time.Time
 	// Skipped are GOT entries left alone: they held neither the real
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
@@ -473,6 +482,9 @@ type Stats struct {
 	// FreesDropped: frees of sampled blocks the free ring had no room for
 	// (never, unless its bound is wrong): their blocks look held.
 	FreesDropped uint64
+	// Shift is how many times the mean interval is doubled now, MaxShift
+	// the most it was since Attach.
+	Shift, MaxShift int
 }
 
 // Drain reads the records written since the last drain, frees and
@@ -488,7 +500,7 @@ type Stats struct {
 // sampler's bound on the frees it may have to hold assumes it.
 func (s *Sampler) Drain() ([]Record, Stats, error) {
 	le := binary.LittleEndian
-	var fh [80]byte
+	var fh [88]byte
 	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
 		return nil, Stats{}, err
 	}
@@ -542,7 +554,30 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 		return nil, st, err
 	}
 	s.whole, s.short = whole, short
+	st.Shift, st.MaxShift = s.ease(int(min(le.Uint64(fh[cfgShift-cfgClock:]), maxShift)), len(short))
 	return s.mergeByStamp(frees, whole, short), st, nil
+}
+
+// ease halves the sampler's mean interval again, if it had doubled it
+// (shift, as read before this drain), when this drain found the short ring
+// under 1/16 full and the interval has not changed for a second: the
+// drains keep up. It returns the shift now and the most it was.
+func (s *Sampler) ease(shift, short int) (int, int) {
+	now := time.Now()
+	if shift != s.shift {
+		s.shift, s.shiftAt = shift, now
+	}
+	s.maxShift = max(s.maxShift, shift)
+	if shift > 0 && short < int(s.shortSlots)/16 && now.Sub(s.shiftAt) >= time.Second {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], uint64(shift-1))
+		// A rise the sampler makes meanwhile is undone: it rises
+		// again, at once, if it still needs to.
+		if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgShift); err == nil {
+			s.shift, s.shiftAt = shift-1, now
+		}
+	}
+	return s.shift, s.maxShift
 }
 
 // mergeByStamp puts the records of the three rings in the order of their
@@ -752,7 +787,7 @@ func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
+		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), Shift: int(le.Uint32(rec[recFlags:]) >> 16 & 0xff)}
 	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
 	// The ring's order of the callee-saved registers, which the hooks'
 	// code writes.

@@ -20,11 +20,22 @@
  * the stack's end) is written into a ring that arenactl drains. A ring
  * more than half full takes a record only with a chance that falls as it
  * fills (emit); the others, and all of a full ring's, go to a second ring
- * of short records, whose stack copy is only its top (SHORT_COPY): every
+ * the top of its stack (SHORT_COPY): every
  * sample is kept with its size, address and caller, and arenactl
  * completes a short stack from the full ones of the same calls. Only
  * when both are full is a sample dropped, and counted. Nothing ever
  * waits for arenactl.
+ *
+ * When the short ring is more than half full (arenactl cannot keep up:
+ * 16 threads allocating flat out on 2 CPUs outran a drain that had only
+ * its fair share of them, issue 28), the mean interval doubles
+ * (cfg.shift), at most once per eighth of the ring taken: the intervals
+ * drawn from then on are twice as long, and each record says the shift
+ * of the interval that ended in it, so that arenactl weights it by the
+ * rate it was taken at and the estimates stay unbiased. arenactl halves
+ * it again once its drains keep up. A thread's interval drawn before a
+ * change runs out at its own rate (a memoryless draw: the rest of it is
+ * as long as a fresh one of that rate).
  *
  * The free of a sampled block goes to a ring of its own, of small records,
  * which cannot fill: a lost free would show a freed block as held, a leak
@@ -64,6 +75,7 @@ typedef __SIZE_TYPE__ size_t;
 #define STACK_COPY 8192
 #define SHORT_COPY 376 /* a short record is 512 bytes */
 #define MAXPATCHES 2048
+#define MAX_SHIFT 10 /* the mean interval at most 1024 times the rate */
 #define FREE_SLOTS (1 << 17)
 
 enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
@@ -80,7 +92,9 @@ struct record {
 	u32 kind;
 	u32 flags; /* 1: no room in the address set, its free will not be seen;
 		    * bits 8-15: k, a ring more than half full took this
-		    * record with chance 2^-k (the others went short) */
+		    * record with chance 2^-k (the others went short);
+		    * bits 16-23: the shift of the interval that ended in
+		    * this sample (its mean was rate << shift) */
 	u64 addr, size;
 	u64 tid;
 	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
@@ -134,6 +148,9 @@ struct config {
 	struct record *shorts; /* short_slots records of shortsize bytes */
 	u64 short_slots;       /* a power of two */
 	volatile u64 shead, stail;
+	/* The mean interval is `rate` << shift; shift_head is the short
+	 * ring's slot at its last rise. */
+	volatile u64 shift, shift_head;
 };
 
 /* A short record is a record's header and SHORT_COPY bytes of stack. */
@@ -155,6 +172,8 @@ REAL(free);
 
 __attribute__((visibility("hidden"))) struct config cfg = {.magic = 0x524c504d41535241ull /* "ARSAMPLR" */, .version = 1};
 __attribute__((visibility("hidden"))) i64 counters[NCOUNTERS];
+/* The shift each counter's interval was drawn with. */
+__attribute__((visibility("hidden"))) volatile unsigned char shifts[NCOUNTERS];
 __attribute__((visibility("hidden"))) volatile u64 sampled[NSETS][WAYS];
 /* How many sampled blocks hash to each byte (255: many, never decreased):
  * free's fast path reads one byte of this 32 KiB table, which stays in
@@ -227,10 +246,27 @@ static inline i64 draw(void) { return cfg.draws[rnd64() & (NDRAWS - 1)]; }
  * the same one: reused, the draw known to be shorter than the rest of
  * the block made the next interval short and sampled the next calls too
  * often (issue 18: +14 % to +27 % behind realloc growth). */
-static void rearm(void) {
-	i64 *c = &counters[thread_slot()];
-	*c += draw();
-	if (*c < 0) *c = draw();
+static u32 rearm(void) {
+	u64 slot = thread_slot();
+	i64 *c = &counters[slot];
+	u32 was = shifts[slot];
+	u32 sh = (u32)__atomic_load_n(&cfg.shift, __ATOMIC_RELAXED);
+	if (sh > MAX_SHIFT) sh = MAX_SHIFT;
+	shifts[slot] = (unsigned char)sh;
+	*c += draw() << sh;
+	if (*c < 0) *c = draw() << sh;
+	return was;
+}
+
+/* busier doubles the mean interval when the short ring, whose slot i was
+ * just taken (or which was full, at i), is more than half full, unless it
+ * did so less than an eighth of the ring ago. */
+static void busier(u64 i) {
+	if (i - cfg.stail <= cfg.short_slots / 2) return;
+	u64 last = __atomic_load_n(&cfg.shift_head, __ATOMIC_RELAXED);
+	if (i < last + cfg.short_slots / 8 || __atomic_load_n(&cfg.shift, __ATOMIC_RELAXED) >= MAX_SHIFT) return;
+	if (__atomic_compare_exchange_n(&cfg.shift_head, &last, i, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&cfg.shift, 1, __ATOMIC_RELAXED);
 }
 
 static int track(u64 a) {
@@ -310,7 +346,7 @@ static inline int reserve(volatile u64 *head, volatile u64 *tail, u64 slots, u64
  * for: a site whose calls come in bursts (short-lived threads) was then
  * under-counted (issue 18). A sample is dropped only when both rings are
  * full. A failed call (no block) is not recorded. */
-static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, const struct regs *r) {
+static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift, const struct regs *r) {
 	if (!addr) return;
 	u64 stamp = tick();
 	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
@@ -322,12 +358,14 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, const stru
 		rec = (struct record *)((unsigned char *)cfg.shorts + (i & (cfg.short_slots - 1)) * SHORT_SIZE);
 		copy = SHORT_COPY;
 		__atomic_fetch_add(&cfg.shortened, 1, __ATOMIC_RELAXED);
+		busier(i);
 	} else {
 		__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
+		busier(__atomic_load_n(&cfg.shead, __ATOMIC_RELAXED));
 		return;
 	}
 	rec->kind = kind;
-	rec->flags = copy == STACK_COPY ? k << 8 : 0;
+	rec->flags = (copy == STACK_COPY ? k << 8 : 0) | shift << 16;
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
@@ -421,8 +459,8 @@ __attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs
 	ENTER();
 	void *p = ((void *(*)(size_t))r_malloc)(n);
 	if (cfg.enabled) {
-		rearm();
-		emit(K_MALLOC, (u64)p, n, 0, 0, r);
+		u32 sh = rearm();
+		emit(K_MALLOC, (u64)p, n, 0, 0, sh, r);
 	}
 	LEAVE();
 	return p;
@@ -432,8 +470,8 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 	ENTER();
 	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
 	if (cfg.enabled) {
-		rearm();
-		emit(K_CALLOC, (u64)p, n * m, 0, 0, r);
+		u32 sh = rearm();
+		emit(K_CALLOC, (u64)p, n * m, 0, 0, sh, r);
 	}
 	LEAVE();
 	return p;
@@ -449,8 +487,8 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 	if (cfg.enabled) {
 		if (was) reallocated((u64)old, (u64)p, n, stamp);
 		if (due) {
-			rearm();
-			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, r);
+			u32 sh = rearm();
+			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, sh, r);
 		}
 	}
 	LEAVE();
@@ -467,8 +505,8 @@ __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size
 	if (cfg.enabled) {
 		if (was && p) reallocated((u64)old, (u64)p, n * m, stamp);
 		if (due) {
-			rearm();
-			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, r);
+			u32 sh = rearm();
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, sh, r);
 		}
 	}
 	LEAVE();
@@ -479,8 +517,8 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 	ENTER();
 	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
 	if (cfg.enabled) {
-		rearm();
-		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, r);
+		u32 sh = rearm();
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, sh, r);
 	}
 	LEAVE();
 	return e;
@@ -491,8 +529,8 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 		ENTER();                                                                                   \
 		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
 		if (cfg.enabled) {                                                                         \
-			rearm();                                                                           \
-			emit(kind, (u64)p, n, 0, 0, r);                                                 \
+			u32 sh = rearm();                                                                       \
+			emit(kind, (u64)p, n, 0, 0, sh, r);                                             \
 		}                                                                                          \
 		LEAVE();                                                                                   \
 		return p;                                                                                  \
@@ -505,8 +543,8 @@ ALIGNED(memalign, K_MEMALIGN)
 		ENTER();                                                                          \
 		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
 		if (cfg.enabled) {                                                                \
-			rearm();                                                                  \
-			emit(kind, (u64)p, n, 0, 0, r);                                        \
+			u32 sh = rearm();                                                              \
+			emit(kind, (u64)p, n, 0, 0, sh, r);                                    \
 		}                                                                                 \
 		LEAVE();                                                                          \
 		return p;                                                                         \
@@ -625,6 +663,7 @@ _Static_assert(__builtin_offsetof(struct config, shortened) == 88 + 8 * NDRAWS +
 _Static_assert(__builtin_offsetof(struct config, shorts) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 48, "cfg.shorts");
 _Static_assert(__builtin_offsetof(struct config, shead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 64, "cfg.shead");
 _Static_assert(SHORT_SIZE == 512, "short record size");
+_Static_assert(__builtin_offsetof(struct config, shift) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 80, "cfg.shift");
 _Static_assert(__builtin_offsetof(struct record, old_size) == 128, "record.old_size");
 _Static_assert(sizeof(struct freerec) == 32 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

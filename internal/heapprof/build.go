@@ -96,7 +96,8 @@ type sample struct {
 	grown   bool
 	added   uint64
 	oldSize uint64
-	next    int32 // 1 + the block's sample before this one; 0: none
+	oldAddr uint64 // the block it grew, where it was
+	next    int32  // 1 + the block's sample before this one; 0: none
 }
 
 // Classify marks each block still held whose address leaked says is
@@ -177,7 +178,7 @@ func (b *Builder) Add(r Raw) {
 	pcs := b.pcKey[:len(b.pcKey)-1]
 	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size, shift: uint8(r.Shift)}
 	if r.Old != 0 {
-		s.grown, s.oldSize, s.added = true, r.OldSize, r.Size-min(r.OldSize, r.Size)
+		s.grown, s.oldSize, s.oldAddr, s.added = true, r.OldSize, r.Old, r.Size-min(r.OldSize, r.Size)
 	}
 	switch {
 	case r.Short && tr.Truncated:
@@ -203,8 +204,12 @@ func (b *Builder) Add(r Raw) {
 // place puts the held block whose latest sample is i at addr, where it
 // is as of stamp: frees and moves of it that came first (orphans) are
 // applied, and a block held at the same address is one of the two freed
-// unseen (the earlier by their stamps, at at).
+// unseen (the earlier by their stamps, at at), unless it is the same
+// block: a realloc's sample that grew it where it was moved from came
+// before this sample (a ring read up to a record still being written
+// holds back the ones after it).
 func (b *Builder) place(i int, addr, stamp uint64, at time.Duration) {
+	var came uint64 // the address the last move took it from
 	for {
 		o, ok := b.takeOrphan(addr, stamp)
 		if !ok {
@@ -215,7 +220,16 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration) {
 			return
 		}
 		b.from[o.to] = addr
-		addr, stamp = o.to, o.stamp
+		came, addr, stamp = addr, o.to, o.stamp
+	}
+	if old, held := b.live[addr]; held && came != 0 && b.grewFrom(old, came) {
+		// The same block: its samples join those already there.
+		j := old
+		for b.samples[j].next != 0 {
+			j = int(b.samples[j].next) - 1
+		}
+		b.samples[j].next = int32(i + 1)
+		return
 	}
 	if old, held := b.live[addr]; held {
 		if !before(b.samples[old].stamp, stamp) {
@@ -225,6 +239,18 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration) {
 		b.freeBlock(old, at)
 	}
 	b.live[addr] = i
+}
+
+// grewFrom says whether a sample of the block whose latest sample is i was
+// a realloc of the block at addr.
+func (b *Builder) grewFrom(i int, addr uint64) bool {
+	for i >= 0 {
+		if b.samples[i].grown && b.samples[i].oldAddr == addr {
+			return true
+		}
+		i = int(b.samples[i].next) - 1
+	}
+	return false
 }
 
 // freeBlock marks a block's samples, from its latest (i), freed at at.

@@ -274,6 +274,25 @@ func TestBuilderRealloc(t *testing.T) {
 	if !b.Free(0x6000, 23, time.Second) {
 		t.Error("the block moved by an early move is not held at its new address")
 	}
+
+	// A block's allocation read after its move and after the sample of
+	// the realloc that moved it (its ring held it back): the same block,
+	// both held, not one taken for the other freed unseen.
+	b = heapprof.NewBuilder(st.u, st.s)
+	b.Move(0x3000, 0x4000, 12, time.Second)
+	b.Add(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000))
+	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
+	})
+	if !b.Free(0x4000, 14, time.Second) {
+		t.Error("the free of the block found nothing held")
+	}
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, AllocBytes: 1000},
+		"reserve":     {Alloc: 1, AllocBytes: 3096},
+	})
 }
 
 // TestBuildOddStacks: a stack copy cut short and a pc in no module (JIT

@@ -185,30 +185,58 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		if kept > 0 && owed > 0 {
 			scale, owed = (kept+owed)/kept, 0
 		}
-		allocs := 0
-		for i := range recs {
-			r := &recs[i]
-			if r.Kind == "free" {
-				b.Move(r.Addr, r.To, r.Stamp, at)
-				continue
-			}
-			var rw heapprof.Raw
-			rw, scratch = raw(r, at, s.Real(r.Kind), ms, scratch)
-			rw.Scale = scale
-			b.Add(rw)
-			rep.Samples++
-			allocs++
+		// The window ends at the sampler's clock as the last drain
+		// began: what was stamped later is not counted.
+		var endClock uint64
+		if stop {
+			endClock = st.Clock
 		}
+		allocs := 0
+		add := func(recs []sampler.Record, at time.Duration, ms []maps.Mapping) {
+			for i := range recs {
+				r := &recs[i]
+				if endClock != 0 && r.Stamp > endClock {
+					continue
+				}
+				if r.Kind == "free" {
+					b.Move(r.Addr, r.To, r.Stamp, at)
+					continue
+				}
+				var rw heapprof.Raw
+				rw, scratch = raw(r, at, s.Real(r.Kind), ms, scratch)
+				rw.Scale = scale
+				b.Add(rw)
+				rep.Samples++
+				allocs++
+			}
+		}
+		add(recs, at, ms)
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)
 		}
 		timer.Reset(min(nextDrain(allocs-short, last-prev, s.RingSlots()), nextDrain(short, last-prev, s.ShortSlots())))
 		prev = last
 		if stop {
+			// A ring is read up to its first record still being written;
+			// the ones after it may have been taken in the window. A
+			// thread preempted in the middle of one (16 threads on 2
+			// CPUs) held back the window's last records, and their blocks
+			// went uncounted. Read again, a little later, for those.
+			for wait := 0; st.Pending && wait < finalWaits; wait++ {
+				time.Sleep(drainEvery / 20)
+				if recs, st, err = s.Drain(); err != nil {
+					return b, last, t.Explain(err)
+				}
+				add(recs, last, t.Mappings())
+			}
 			return b, last, nil
 		}
 	}
 }
+
+// finalWaits bounds how many more times the window's end reads the rings
+// for records that were being written at its last drain (5 ms apart).
+const finalWaits = 100
 
 // nextDrain is when to read a ring of slots records again, given that
 // the last read took n samples from it that came in over since: about

@@ -198,6 +198,7 @@ type Sampler struct {
 	// The sampler's shift as last seen, since when, and its most.
 	shift, maxShift int
 	shiftAt         time.Time
+	pending         bool // this drain stopped at a record being written
 	// Skipped are GOT entries left alone: they held neither the real
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
@@ -485,6 +486,11 @@ type Stats struct {
 	// Shift is how many times the mean interval is doubled now, MaxShift
 	// the most it was since Attach.
 	Shift, MaxShift int
+	// Clock is the sampler's clock (Record.Stamp) as the drain began;
+	// Pending: a ring was read up to a record still being written, and
+	// the records after it wait for the next drain.
+	Clock   uint64
+	Pending bool
 }
 
 // Drain reads the records written since the last drain, frees and
@@ -504,6 +510,7 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
 		return nil, Stats{}, err
 	}
+	s.pending = false
 	if s.freeBuf == nil {
 		s.freeBuf = make([]byte, freeSlots*freeRecSize)
 		s.ringBuf = make([]byte, s.slots*recordSize)
@@ -522,6 +529,7 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 			rec := buf[i*freeRecSize:]
 			if le.Uint64(rec) != s.ftail+1 {
 				fhead = s.ftail // reserved, not written yet
+				s.pending = true
 				break
 			}
 			frees = append(frees, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:]), To: le.Uint64(rec[24:])})
@@ -555,6 +563,7 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	}
 	s.whole, s.short = whole, short
 	st.Shift, st.MaxShift = s.ease(int(min(le.Uint64(fh[cfgShift-cfgClock:]), maxShift)), len(short))
+	st.Clock, st.Pending = le.Uint64(fh[:]), s.pending
 	return s.mergeByStamp(frees, whole, short), st, nil
 }
 
@@ -627,6 +636,7 @@ func (s *Sampler) drainRing(out []Record, head uint64, tail *uint64, ring uint64
 			rec := buf[i*size : (i+1)*size]
 			if le.Uint64(rec) != *tail+1 {
 				head = *tail // reserved, not written yet: the rest next time
+				s.pending = true
 				break
 			}
 			out = append(out, parseRecord(rec))

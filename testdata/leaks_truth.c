@@ -36,7 +36,10 @@
  *
  * Built with -lstdc++.
  *
- * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
+ * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD [CHURN]
+ * CHURN (1) is how many rounds of the churn each worker's round has: many
+ * make a load of mostly unlogged calls, whose log does not outgrow the
+ * machine when the threads run flat out.
  * Commands on stdin:
  *   truth START_NS END_NS  "truth B0 ... B8" (CLOCK_REALTIME ns)
  *   quit                   "bye", exit 0
@@ -71,6 +74,7 @@ static struct thread_log logs[MAXTHREADS];
 static int keep_depth = KEEP; /* per worker: KEEP shared among them, from 64 */
 static volatile int started;
 static long budget; /* bytes per second per thread */
+static int churn_rounds = 1;
 
 static int64_t now(void) {
 	struct timespec ts;
@@ -279,9 +283,12 @@ __attribute__((noinline)) size_t leak_in_thread(void) {
 	return 2560;
 }
 
+static volatile int short_alive;
+
 static void *short_lived(void *arg) {
 	(void)arg;
 	for (int i = 0; i < SHORT_CALLS; i++) leak_in_thread();
+	__atomic_sub_fetch(&short_alive, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -309,7 +316,12 @@ static void *spawner(void *arg) {
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	for (long k = 0;; k++) {
 		pthread_t t;
-		if (k % 5 == 0) pthread_create(&t, &a, short_lived, NULL);
+		/* At most 8 at once: with the workers flat out on few CPUs,
+		 * they would pile up by the hundred. */
+		if (k % 5 == 0 && __atomic_load_n(&short_alive, __ATOMIC_RELAXED) < 8) {
+			__atomic_add_fetch(&short_alive, 1, __ATOMIC_RELAXED);
+			if (pthread_create(&t, &a, short_lived, NULL)) __atomic_sub_fetch(&short_alive, 1, __ATOMIC_RELAXED);
+		}
 		pthread_kill(workers[k % nworkers], SIGUSR1);
 		if (k % 100 == 50) {
 			pid_t c = fork();
@@ -351,7 +363,10 @@ static void *worker(void *arg) {
 		case 3: case 11: case 6: done += leak_memalign(s); break;
 		case 5: case 12: case 7: done += leak_aligned(s); break;
 		case 4: done += leak_new(s) + leak_new(s) + leak_new(s) + leak_new(s); break;
-		default: done += churn(&seed) + grow_log(s); break;
+		default:
+			for (int c = 0; c < churn_rounds; c++) done += churn(&seed);
+			done += grow_log(s);
+			break;
 		}
 		if ((i & 15) == 15) {
 			/* SIGUSR1 is taken here only, outside every allocator call. */
@@ -375,6 +390,8 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
 	int n = argc > 1 ? atoi(argv[1]) : 2;
 	budget = argc > 2 ? atol(argv[2]) : 50 << 20;
+	churn_rounds = argc > 3 ? atoi(argv[3]) : 1;
+	if (churn_rounds < 1) churn_rounds = 1;
 	if (n > MAXTHREADS) n = MAXTHREADS;
 	nworkers = n;
 	keep_depth = 2 * KEEP / n < 64 ? 64 : 2 * KEEP / n;

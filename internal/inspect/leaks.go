@@ -235,8 +235,11 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 }
 
 // finalWaits bounds how many more times the window's end reads the rings
-// for records that were being written at its last drain (5 ms apart).
-const finalWaits = 100
+// for records that were being written at its last drain (5 ms apart): a
+// second, for a thread the machine's load keeps off the CPUs (a thread
+// stopped in the middle of one, by SIGSTOP, holds the window's end that
+// long).
+const finalWaits = 200
 
 // nextDrain is when to read a ring of slots records again, given that
 // the last read took n samples from it that came in over since: about

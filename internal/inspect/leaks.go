@@ -89,7 +89,16 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		rate = sampler.DefaultRate
 	}
 	start := time.Now()
-	b, last, runErr := sample(ctx, t, s, mods, u, sym, o, start, rep)
+	// The window begins at the sampler's clock now: samples taken since
+	// the threads were let go, before start, are not counted. Under load
+	// (16 threads on 2 CPUs) that can be long: one window put a site of
+	// 1 MiB blocks 14 % high.
+	startClock, err := s.Clock()
+	if err != nil {
+		_, _ = s.Detach(context.WithoutCancel(ctx))
+		return nil, t.Explain(err)
+	}
+	b, last, runErr := sample(ctx, t, s, mods, u, sym, o, start, startClock, rep)
 	// Detached whatever happened, and even when ctx is done: a Ctrl-C
 	// ends the window, never leaves the hooks in.
 	left, derr := s.Detach(context.WithoutCancel(ctx))
@@ -119,7 +128,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 // sample drains the ring until the window ends, building the profile as it
 // goes (each stack is unwound while the objects it names are mapped). It
 // returns when, since start, the last drain began.
-func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
+func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
 	end := start.Add(o.Duration)
@@ -195,7 +204,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 		add := func(recs []sampler.Record, at time.Duration, ms []maps.Mapping) {
 			for i := range recs {
 				r := &recs[i]
-				if endClock != 0 && r.Stamp > endClock {
+				if endClock != 0 && r.Stamp > endClock || r.Stamp != 0 && r.Stamp <= startClock {
 					continue
 				}
 				if r.Kind == "free" {

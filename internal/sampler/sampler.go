@@ -567,6 +567,15 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	return s.mergeByStamp(frees, whole, short), st, nil
 }
 
+// Clock is the sampler's clock now (what Record.Stamp counts).
+func (s *Sampler) Clock() (uint64, error) {
+	var w [8]byte
+	if _, err := s.t.ReadAt(w[:], s.base+symCfg+cfgClock); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(w[:]), nil
+}
+
 // ease halves the sampler's mean interval again, if it had doubled it
 // (shift, as read before this drain), when this drain found the short ring
 // under 1/16 full and the interval has not changed for a second: the

@@ -7,6 +7,12 @@
  * allocated in [start, end) and still held at end. A churn of small
  * blocks, freed at once and not logged, adds load.
  *
+ * A realloc counts what it added to the block (its new size less the
+ * old block's usable size, malloc_usable_size, read before the call; 0
+ * for a shrink), and the entries of every call that added to a block are
+ * given back together, when the block is freed (issue 29: a window's
+ * profile says which code made the heap grow in it).
+ *
  * Sites: 0 grow_realloc (a buffer grown by 1/8 from 1 KiB to 1 MiB, then
  * kept), 1 leak_malloc (4096), 2 leak_calloc (64 x 32), 3 leak_memalign
  * (posix_memalign 64, 1024), 4 leak_aligned (aligned_alloc 256, 768),
@@ -17,7 +23,11 @@
  * only between two rounds of calls, never inside malloc), 7 leak_new
  * (C++'s operator new of 208 bytes, called by its mangled name _Znwm:
  * libstdc++ reaches malloc through its own GOT, so the sample must be
- * counted once, for this caller, not for operator new). The spawner
+ * counted once, for this caller, not for operator new), 8 grow_log (NLOGS
+ * logs per worker, each grown by realloc by LOG_STEP bytes at most every
+ * LOG_EVERY_NS, to LOG_MAX, then freed: each lives for about ten seconds,
+ * across windows, and most windows see it grown from a block allocated
+ * before them). The spawner
  * also forks a child every 100 ms that allocates and exits: its calls go
  * through the hooks into its own copy of the ring, never the parent's.
  * Each site keeps its last blocks (KEEP among the workers, KEEP for the
@@ -26,9 +36,12 @@
  *
  * Built with -lstdc++.
  *
- * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD
+ * usage: leaks_truth THREADS BYTES_PER_SECOND_PER_THREAD [CHURN]
+ * CHURN (1) is how many rounds of the churn each worker's round has: many
+ * make a load of mostly unlogged calls, whose log does not outgrow the
+ * machine when the threads run flat out.
  * Commands on stdin:
- *   truth START_NS END_NS  "truth B0 ... B7" (CLOCK_REALTIME ns)
+ *   truth START_NS END_NS  "truth B0 ... B8" (CLOCK_REALTIME ns)
  *   quit                   "bye", exit 0
  * Prints "ready" once every thread runs. */
 #define _GNU_SOURCE
@@ -38,12 +51,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { NSITES = 8, SHORT_CALLS = 64, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 24, MAXTHREADS = 64 };
+enum { NSITES = 9, SHORT_CALLS = 64, KEEP = 4096, KEEP_GROWN = 8, MAXLOG = 1 << 24, MAXTHREADS = 64, MAXCHAIN = 128 };
 
 struct entry {
 	int64_t at, freed; /* ns, CLOCK_REALTIME; freed 0: held */
@@ -60,6 +74,7 @@ static struct thread_log logs[MAXTHREADS];
 static int keep_depth = KEEP; /* per worker: KEEP shared among them, from 64 */
 static volatile int started;
 static long budget; /* bytes per second per thread */
+static int churn_rounds = 1;
 
 static int64_t now(void) {
 	struct timespec ts;
@@ -92,6 +107,29 @@ struct kept {
 	int next, n;
 };
 
+/* chain is the log entries of the calls that made one block, given back
+ * together when it is freed. */
+struct chain {
+	long idx[MAXCHAIN];
+	int n;
+};
+
+static void chained(struct chain *c, long idx) {
+	if (c->n == MAXCHAIN) abort();
+	c->idx[c->n++] = idx;
+}
+
+static void chain_given_back(struct thread_log *l, struct chain *c) {
+	for (int i = 0; i < c->n; i++) given_back(l, c->idx[i]);
+	c->n = 0;
+}
+
+/* added is what a realloc of p to n bytes adds to the block. */
+static size_t added(void *p, size_t n) {
+	size_t had = p ? malloc_usable_size(p) : 0;
+	return n > had ? n - had : 0;
+}
+
 static void keep(struct thread_log *l, struct kept *k, int depth, void *p, long idx) {
 	if (k->n == depth) {
 		given_back(l, k->idx[k->next]);
@@ -109,25 +147,74 @@ struct state {
 	struct kept kept[NSITES];
 	char *grown;
 	size_t grown_size;
-	long grown_idx;
+	struct chain grown_chain;
+	/* The grown buffers kept, in keep's order, with their chains. */
+	struct chain kept_chains[KEEP_GROWN];
+	struct log {
+		char *p;
+		size_t size;
+		int64_t last; /* ns, when it last grew */
+		struct chain chain;
+	} logs[8]; /* NLOGS */
+	int next_log;
 };
 
 __attribute__((noinline)) size_t grow_realloc(struct state *s) {
 	size_t n = s->grown_size ? s->grown_size + s->grown_size / 8 : 1024;
 	if (n > (1 << 20)) {
-		keep(s->l, &s->kept[0], KEEP_GROWN, s->grown, s->grown_idx);
+		/* The buffer is kept; the oldest kept one is freed. */
+		struct kept *k = &s->kept[0];
+		int slot = k->next;
+		if (k->n == KEEP_GROWN) {
+			free(k->p[slot]);
+			chain_given_back(s->l, &s->kept_chains[slot]);
+		} else {
+			k->n++;
+		}
+		k->p[slot] = s->grown;
+		s->kept_chains[slot] = s->grown_chain;
+		k->next = (slot + 1) % KEEP_GROWN;
 		s->grown = NULL;
 		s->grown_size = 0;
+		s->grown_chain.n = 0;
 		n = 1024;
 	}
+	size_t a = added(s->grown, n);
 	char *p = realloc(s->grown, n);
-	if (s->grown) given_back(s->l, s->grown_idx);
-	s->grown_idx = logged(s->l, 0, n);
+	chained(&s->grown_chain, logged(s->l, 0, a));
 	p[n - 1] = 1;
 	s->grown = p;
 	s->grown_size = n;
 	__asm__ volatile("" ::: "memory"); /* no tail call */
 	return n;
+}
+
+enum { NLOGS = 8, LOG_STEP = 1024, LOG_MAX = 96 << 10, LOG_EVERY_NS = 100000000 };
+
+/* grow_log appends LOG_STEP bytes to the next of the thread's logs, if it
+ * did not grow in the last LOG_EVERY_NS; a log is freed once it has
+ * reached LOG_MAX. */
+__attribute__((noinline)) size_t grow_log(struct state *s) {
+	struct log *g = &s->logs[s->next_log];
+	s->next_log = (s->next_log + 1) % NLOGS;
+	int64_t t = now();
+	if (t - g->last < LOG_EVERY_NS) return 0;
+	g->last = t;
+	if (g->size + LOG_STEP > LOG_MAX) {
+		free(g->p);
+		chain_given_back(s->l, &g->chain);
+		g->p = NULL;
+		g->size = 0;
+	}
+	size_t n = g->size + LOG_STEP;
+	size_t a = added(g->p, n);
+	char *p = realloc(g->p, n);
+	chained(&g->chain, logged(s->l, 8, a));
+	memset(p + g->size, 1, LOG_STEP);
+	g->p = p;
+	g->size = n;
+	__asm__ volatile("" ::: "memory");
+	return a;
 }
 
 __attribute__((noinline)) size_t leak_malloc(struct state *s) {
@@ -196,9 +283,12 @@ __attribute__((noinline)) size_t leak_in_thread(void) {
 	return 2560;
 }
 
+static volatile int short_alive;
+
 static void *short_lived(void *arg) {
 	(void)arg;
 	for (int i = 0; i < SHORT_CALLS; i++) leak_in_thread();
+	__atomic_sub_fetch(&short_alive, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -226,7 +316,12 @@ static void *spawner(void *arg) {
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	for (long k = 0;; k++) {
 		pthread_t t;
-		if (k % 5 == 0) pthread_create(&t, &a, short_lived, NULL);
+		/* At most 8 at once: with the workers flat out on few CPUs,
+		 * they would pile up by the hundred. */
+		if (k % 5 == 0 && __atomic_load_n(&short_alive, __ATOMIC_RELAXED) < 8) {
+			__atomic_add_fetch(&short_alive, 1, __ATOMIC_RELAXED);
+			if (pthread_create(&t, &a, short_lived, NULL)) __atomic_sub_fetch(&short_alive, 1, __ATOMIC_RELAXED);
+		}
 		pthread_kill(workers[k % nworkers], SIGUSR1);
 		if (k % 100 == 50) {
 			pid_t c = fork();
@@ -268,7 +363,10 @@ static void *worker(void *arg) {
 		case 3: case 11: case 6: done += leak_memalign(s); break;
 		case 5: case 12: case 7: done += leak_aligned(s); break;
 		case 4: done += leak_new(s) + leak_new(s) + leak_new(s) + leak_new(s); break;
-		default: done += churn(&seed); break;
+		default:
+			for (int c = 0; c < churn_rounds; c++) done += churn(&seed);
+			done += grow_log(s);
+			break;
 		}
 		if ((i & 15) == 15) {
 			/* SIGUSR1 is taken here only, outside every allocator call. */
@@ -292,6 +390,8 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
 	int n = argc > 1 ? atoi(argv[1]) : 2;
 	budget = argc > 2 ? atol(argv[2]) : 50 << 20;
+	churn_rounds = argc > 3 ? atoi(argv[3]) : 1;
+	if (churn_rounds < 1) churn_rounds = 1;
 	if (n > MAXTHREADS) n = MAXTHREADS;
 	nworkers = n;
 	keep_depth = 2 * KEEP / n < 64 ? 64 : 2 * KEEP / n;
@@ -342,7 +442,7 @@ int main(int argc, char **argv) {
 			printf("full\n");
 			continue;
 		}
-		printf("truth %lu %lu %lu %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7]);
+		printf("truth %lu %lu %lu %lu %lu %lu %lu %lu %lu\n", sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8]);
 	}
 	return 0;
 }

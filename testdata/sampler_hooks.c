@@ -1,7 +1,9 @@
 /* The sampler's own code (internal/sampler/blob/sampler.c) run in this
  * process on a known stream of calls, for the tests of its estimates
  * (internal/sampler): the real hooks, counters, draws and ring, with a
- * fake allocator behind them that hands out addresses and no memory.
+ * fake allocator behind them that hands out addresses in a large
+ * read-only mapping of zero pages (the sampler reads the chunk header of a
+ * block given to realloc: it finds a size of 0 there).
  *
  * usage: sampler_hooks DRAWS SEED ROUNDS SLOTS DRAIN_EVERY
  *   DRAWS        a file of 4096 little-endian u64 intervals (sampler.Draws)
@@ -12,16 +14,22 @@
  *                posix_memalign(64, 1024)
  *   SLOTS        the ring's slots (a power of two); the short ring has
  *                64 times as many
- *   DRAIN_EVERY  the rings are read after every this many calls
+ *   DRAIN_EVERY  the rings are read after every this many calls; a read
+ *                that finds the short ring under 1/16 full halves the
+ *                interval again if the sampler had doubled it, as
+ *                arenactl's drain does
  * Prints "T SITE BYTES" (the truth: bytes each site allocated), then
- * "S SITE SIZE SHORT COUNT WEIGHT VAR" for the records read (SHORT 1 for
- * those of the short ring; WEIGHT the sum of 2^k over whole records, k as
- * their flags say, and VAR of 4^k - 2^k, the variance it estimates),
+ * "S SITE SIZE SHORT COUNT WEIGHT VAR SHIFT" for the records read (SHORT 1
+ * for those of the short ring; WEIGHT the sum of 2^k over whole records, k
+ * as their flags say, and VAR of 4^k - 2^k, the variance it estimates;
+ * SHIFT the shift of the interval that ended in them, their rate the
+ * rate << SHIFT),
  * then "D DROPPED SHORTENED". Sites: 0 realloc, 1 malloc
  * 4096, 2 malloc 208, 3 calloc, 4 posix_memalign. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../internal/sampler/blob/sampler.c"
 
@@ -46,9 +54,9 @@ static int f_posix_memalign(void **out, size_t align, size_t n) {
 }
 static void f_free(void *p) { (void)p; }
 
-enum { NSITES = 5, MAXSIZES = 256 };
+enum { NSITES = 5, MAXSIZES = 4096 };
 static struct {
-	u64 size, shortened, count;
+	u64 size, shortened, count, shift;
 	double weight, var;
 	int site;
 } seen[NSITES * MAXSIZES];
@@ -70,14 +78,15 @@ static void seen_one(const struct record *r, u64 i, u64 shortened) {
 		exit(1);
 	}
 	int s = site_of(r), j;
+	u64 shift = (r->flags >> 16) & 0xff;
 	for (j = 0; j < nseen; j++)
-		if (seen[j].site == s && seen[j].size == r->size && seen[j].shortened == shortened) break;
+		if (seen[j].site == s && seen[j].size == r->size && seen[j].shortened == shortened && seen[j].shift == shift) break;
 	if (j == nseen) {
 		if (nseen == NSITES * MAXSIZES) {
 			fprintf(stderr, "too many sizes\n");
 			exit(1);
 		}
-		seen[nseen].site = s, seen[nseen].size = r->size, seen[nseen].shortened = shortened;
+		seen[nseen].site = s, seen[nseen].size = r->size, seen[nseen].shortened = shortened, seen[nseen].shift = shift;
 		nseen++;
 	}
 	seen[j].count++;
@@ -88,7 +97,11 @@ static void seen_one(const struct record *r, u64 i, u64 shortened) {
 	}
 }
 
+static u64 max_shift;
+
 static void drain(void) {
+	if (cfg.shift > max_shift) max_shift = cfg.shift;
+	if (cfg.shift > 0 && cfg.shead - cfg.stail < cfg.short_slots / 16) cfg.shift--;
 	for (u64 i = cfg.tail; i < cfg.head; i++) seen_one(&cfg.ring[i & (cfg.ring_slots - 1)], i, 0);
 	for (u64 i = cfg.stail; i < cfg.shead; i++)
 		seen_one((struct record *)((unsigned char *)cfg.shorts + (i & (cfg.short_slots - 1)) * SHORT_SIZE), i, 1);
@@ -108,6 +121,11 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	fclose(f);
+	/* Room for every address handed out: 200,000 rounds take 16 GiB. */
+	if (mmap((void *)next_addr, 64ull << 30, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) != (void *)next_addr) {
+		perror("mmap");
+		return 2;
+	}
 	cfg.draw = strtoull(argv[2], 0, 0);
 	long rounds = atol(argv[3]);
 	cfg.ring_slots = strtoull(argv[4], 0, 0);
@@ -152,7 +170,8 @@ int main(int argc, char **argv) {
 	}
 	drain();
 	for (int s = 0; s < NSITES; s++) printf("T %d %lu\n", s, truth[s]);
-	for (int j = 0; j < nseen; j++) printf("S %d %lu %lu %lu %.0f %.0f\n", seen[j].site, seen[j].size, seen[j].shortened, seen[j].count, seen[j].weight, seen[j].var);
-	printf("D %lu %lu\n", cfg.dropped, cfg.shortened);
+	for (int j = 0; j < nseen; j++)
+		printf("S %d %lu %lu %lu %.0f %.0f %lu\n", seen[j].site, seen[j].size, seen[j].shortened, seen[j].count, seen[j].weight, seen[j].var, seen[j].shift);
+	printf("D %lu %lu %lu\n", cfg.dropped, cfg.shortened, max_shift);
 	return 0;
 }

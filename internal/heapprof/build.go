@@ -41,7 +41,13 @@ type Builder struct {
 	byKey   map[string]int // the symbolized stack -> site
 	sites   []*site
 	samples []sample
-	live    map[uint64]int // block address -> its sample, while held
+	// live maps a held block's address to its latest sample; the
+	// block's earlier ones (a realloc's sample joins those of the block
+	// it grew) follow by sample.next. from maps a block moved by realloc
+	// to the address it came from, to tell the realloc's own sample
+	// (Raw.Old) that it is the same block.
+	live map[uint64]int
+	from map[uint64]uint64
 	// orphans are frees of addresses no held sample had, by address: the
 	// allocation's record may come in a later drain (a ring is read up
 	// to its first record still being written, and the frees it holds
@@ -75,6 +81,7 @@ type site struct {
 type orphan struct {
 	stamp uint64
 	at    time.Duration
+	to    uint64 // a move by realloc, to there; 0: a free
 }
 
 type sample struct {
@@ -86,9 +93,17 @@ type sample struct {
 	freed   bool
 	freedAt time.Duration
 	scale   float64
+	shift   uint8
 	leaked  bool  // held at the window's end, and reachable from nothing (Classify)
 	partial int32 // 1 + the index of its short stack, to be completed (complete.go)
 	pend    int32 // 1 + the index of its cut stack, to be joined again (rejoin.go)
+	// A realloc of a block (Raw.Old): grown, the bytes it added to the
+	// block (added), and the size it had (oldSize). Else added is size.
+	grown   bool
+	added   uint64
+	oldSize uint64
+	oldAddr uint64 // the block it grew, where it was
+	next    int32  // 1 + the block's sample before this one; 0: none
 }
 
 // Classify marks each block still held whose address leaked says is
@@ -104,7 +119,12 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 		lost, known := leaked(addr)
 		if known {
 			n++
-			b.samples[i].leaked = lost
+			for j := i; ; {
+				b.samples[j].leaked = lost
+				if j = int(b.samples[j].next) - 1; j < 0 {
+					break
+				}
+			}
 		}
 	}
 	b.classified = true
@@ -114,7 +134,7 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
+		live: map[uint64]int{}, from: map[uint64]uint64{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
 		lastPending: -1}
 }
 
@@ -163,12 +183,16 @@ func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Tra
 // Add unwinds, symbolizes and records one sample. A sample at the address
 // of a block still held means that one of the two was freed unseen (the
 // allocator never hands out a held address twice): the earlier, by their
-// stamps, is counted freed then.
+// stamps, is counted freed then. A realloc's sample at the block it grew
+// in place, or moved (Move), is not that: it joins the block's samples.
 func (b *Builder) Add(r Raw) {
 	si, tr := b.trace(r.Start, r.Stack)
 	pcs := b.pcKey[:len(b.pcKey)-1]
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale,
+	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size, shift: uint8(r.Shift),
 		pend: int32(b.lastPending + 1)}
+	if r.Old != 0 {
+		s.grown, s.oldSize, s.oldAddr, s.added = true, r.OldSize, r.Old, r.Size-min(r.OldSize, r.Size)
+	}
 	switch {
 	case r.Short && tr.Truncated:
 		s.partial = b.short.partial(pcs)
@@ -178,20 +202,75 @@ func (b *Builder) Add(r Raw) {
 		b.count(tr)
 		b.short.full(pcs, si, math.Ldexp(1, r.Thin)-1)
 	}
-	if !s.freed {
-		s.freed, s.freedAt = b.takeOrphan(r.Addr, r.Stamp)
-	}
-	if old, held := b.live[r.Addr]; held && !s.freed {
-		if before(b.samples[old].stamp, r.Stamp) {
-			b.samples[old].freed, b.samples[old].freedAt = true, r.At
-			delete(b.live, r.Addr)
-		} else {
-			s.freed, s.freedAt = true, r.At
-		}
+	i := len(b.samples)
+	if head, held := b.live[r.Addr]; held && !s.freed && r.Old != 0 && (r.Old == r.Addr || b.from[r.Addr] == r.Old) &&
+		before(b.samples[head].stamp, r.Stamp) {
+		s.next = int32(head + 1)
+		delete(b.live, r.Addr)
 	}
 	b.samples = append(b.samples, s)
 	if !s.freed {
-		b.live[r.Addr] = len(b.samples) - 1
+		b.place(i, r.Addr, r.Stamp, r.At)
+	}
+}
+
+// place puts the held block whose latest sample is i at addr, where it
+// is as of stamp: frees and moves of it that came first (orphans) are
+// applied, and a block held at the same address is one of the two freed
+// unseen (the earlier by their stamps, at at), unless it is the same
+// block: a realloc's sample that grew it where it was moved from came
+// before this sample (a ring read up to a record still being written
+// holds back the ones after it).
+func (b *Builder) place(i int, addr, stamp uint64, at time.Duration) {
+	var came uint64 // the address the last move took it from
+	for {
+		o, ok := b.takeOrphan(addr, stamp)
+		if !ok {
+			break
+		}
+		if o.to == 0 {
+			b.freeBlock(i, o.at)
+			return
+		}
+		b.from[o.to] = addr
+		came, addr, stamp = addr, o.to, o.stamp
+	}
+	if old, held := b.live[addr]; held && came != 0 && b.grewFrom(old, came) {
+		// The same block: its samples join those already there.
+		j := old
+		for b.samples[j].next != 0 {
+			j = int(b.samples[j].next) - 1
+		}
+		b.samples[j].next = int32(i + 1)
+		return
+	}
+	if old, held := b.live[addr]; held {
+		if !before(b.samples[old].stamp, stamp) {
+			b.freeBlock(i, at)
+			return
+		}
+		b.freeBlock(old, at)
+	}
+	b.live[addr] = i
+}
+
+// grewFrom says whether a sample of the block whose latest sample is i was
+// a realloc of the block at addr.
+func (b *Builder) grewFrom(i int, addr uint64) bool {
+	for i >= 0 {
+		if b.samples[i].grown && b.samples[i].oldAddr == addr {
+			return true
+		}
+		i = int(b.samples[i].next) - 1
+	}
+	return false
+}
+
+// freeBlock marks a block's samples, from its latest (i), freed at at.
+func (b *Builder) freeBlock(i int, at time.Duration) {
+	for i >= 0 {
+		b.samples[i].freed, b.samples[i].freedAt = true, at
+		i = int(b.samples[i].next) - 1
 	}
 }
 
@@ -206,22 +285,35 @@ func before(a, b uint64) bool { return a == 0 || b == 0 || a < b }
 // when the ring was read): it is kept for that record (an orphan), and
 // the block is freed when it comes. It reports whether a held block was
 // freed.
-func (b *Builder) Free(addr, stamp uint64, at time.Duration) bool {
+func (b *Builder) Free(addr, stamp uint64, at time.Duration) bool { return b.Move(addr, 0, stamp, at) }
+
+// Move records that realloc moved the sampled block at addr to `to` at at
+// (stamped before), as Free does a free (to 0): the block is the same, and
+// its samples stay held, at the new address. It reports whether a held
+// block was moved.
+func (b *Builder) Move(addr, to, stamp uint64, at time.Duration) bool {
 	i, ok := b.live[addr]
 	if !ok || !before(b.samples[i].stamp, stamp) {
 		if stamp != 0 {
-			b.orphans[addr] = append(b.orphans[addr], orphan{stamp, at})
+			b.orphans[addr] = append(b.orphans[addr], orphan{stamp, at, to})
 		}
 		return false
 	}
-	b.samples[i].freed, b.samples[i].freedAt = true, at
 	delete(b.live, addr)
+	delete(b.from, addr)
+	if to == 0 {
+		b.freeBlock(i, at)
+		return true
+	}
+	b.from[to] = addr
+	b.place(i, to, stamp, at)
 	return true
 }
 
-// takeOrphan finds the first free at addr stamped after stamp that came
-// before its allocation's record, and takes it: the block was freed then.
-func (b *Builder) takeOrphan(addr, stamp uint64) (bool, time.Duration) {
+// takeOrphan finds the first free or move at addr stamped after stamp
+// that came before its allocation's record, and takes it: the block was
+// freed or moved then.
+func (b *Builder) takeOrphan(addr, stamp uint64) (orphan, bool) {
 	list := b.orphans[addr]
 	best := -1
 	for i, o := range list {
@@ -230,15 +322,15 @@ func (b *Builder) takeOrphan(addr, stamp uint64) (bool, time.Duration) {
 		}
 	}
 	if best < 0 {
-		return false, 0
+		return orphan{}, false
 	}
-	at := list[best].at
+	o := list[best]
 	if list = append(list[:best], list[best+1:]...); len(list) == 0 {
 		delete(b.orphans, addr)
 	} else {
 		b.orphans[addr] = list
 	}
-	return true, at
+	return o, true
 }
 
 // siteOf symbolizes an unwound stack and finds (or makes) its site.
@@ -361,14 +453,22 @@ func (b *Builder) Profile(w Window) *Profile {
 	p := &Profile{Window: w, Samples: len(b.samples), Incomplete: b.incomplete, Truncated: b.truncated, Classified: b.classified}
 	own := []Share{{Frac: 1}}
 	for _, smp := range b.samples {
-		wt, bytes, v := Weight(smp.size, w.Rate)
+		// The chance a call was sampled follows from the bytes it asked
+		// for, which the sampler counts down; a realloc that grew a block
+		// counts only what it added (issue 29), and no new block.
+		wt, bytes, v := Weight(smp.size, w.Rate<<smp.shift)
 		if smp.scale > 1 {
 			wt, bytes = wt*smp.scale, bytes*smp.scale
-			v = bytes * bytes * (1 - 1/wt)
 		}
+		objs, chunk := wt, chunkSize(smp.size)
+		if smp.grown {
+			bytes, objs = wt*float64(smp.added), 0
+			chunk -= min(chunk, chunkSize(smp.oldSize))
+		}
+		v = bytes * bytes * (1 - 1/wt)
 		held := !smp.freed && (b.MinAge <= 0 || w.Duration-smp.at >= b.MinAge)
 		if held {
-			chunks += wt * float64(chunkSize(smp.size))
+			chunks += wt * float64(chunk)
 		}
 		// A completed short stack's estimates are shared out among the
 		// full stacks it may be, its sampled counts go to the likeliest.
@@ -396,24 +496,24 @@ func (b *Builder) Profile(w Window) *Profile {
 			f := sh.Frac
 			if i == 0 {
 				a.counts.Alloc++
-				a.counts.AllocBytes += smp.size
+				a.counts.AllocBytes += smp.added
 				if held {
 					a.counts.InUse++
-					a.counts.InUseBytes += smp.size
+					a.counts.InUseBytes += smp.added
 					if smp.leaked {
 						a.counts.Leaked++
 					}
 				}
 			}
-			a.est.AllocObjects += f * wt
+			a.est.AllocObjects += f * objs
 			a.est.AllocBytes += f * bytes
 			a.est.AllocBytesVar += f * f * v
 			if held {
-				a.est.InUseObjects += f * wt
+				a.est.InUseObjects += f * objs
 				a.est.InUseBytes += f * bytes
 				a.est.InUseBytesVar += f * f * v
 				if smp.leaked {
-					a.est.LeakedObjects += f * wt
+					a.est.LeakedObjects += f * objs
 					a.est.LeakedBytes += f * bytes
 				}
 			}

@@ -220,6 +220,81 @@ func TestBuilderFrees(t *testing.T) {
 	}
 }
 
+// TestBuilderRealloc: a realloc's sample counts what the call added to
+// the block, and no new block; a shrink adds nothing. A sampled block that
+// realloc moved keeps its samples held at the new address, where a later
+// realloc's sample joins them (not taken for a block freed unseen), a
+// move that comes before the sample it moves (an earlier drain) is
+// applied when the sample comes, and the block's free frees them all
+// (issue 29).
+func TestBuilderRealloc(t *testing.T) {
+	st := startSites(t)
+	b := heapprof.NewBuilder(st.u, st.s)
+	stamped := func(r heapprof.Raw, s, old, oldSize uint64) heapprof.Raw {
+		r.Stamp, r.Old, r.OldSize = s, old, oldSize
+		return r
+	}
+	b.Add(stamped(with(st.widget, 0x1000, 100), 1, 0, 0))
+	b.Move(0x1000, 0x5000, 2, time.Second)                         // grown and moved, the call not sampled
+	b.Add(stamped(with(st.buffer, 0x5000, 4096), 4, 0x5000, 1000)) // grown in place: +3096
+	b.Move(0x5000, 0x7000, 5, time.Second)
+	b.Add(stamped(with(st.buffer, 0x7000, 8192), 6, 0x5000, 4104)) // moved: +4088
+	b.Add(stamped(with(st.buffer, 0x9000, 512), 8, 0x8000, 1000))  // a shrink of an unsampled block
+	held := func(want map[string]heapprof.Counts) {
+		t.Helper()
+		for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
+			if got := s.Sampled; got != want[s.Leaf().Function] {
+				t.Errorf("%s: %+v, want %+v", s.Leaf().Function, got, want[s.Leaf().Function])
+			}
+			if s.Leaf().Function == "reserve" && s.Est.AllocObjects != 0 {
+				t.Errorf("reserve: reallocs of existing blocks estimated as %v new blocks", s.Est.AllocObjects)
+			}
+		}
+	}
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 100, InUseBytes: 100},
+		"reserve":     {Alloc: 3, InUse: 3, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088},
+	})
+	if !b.Free(0x7000, 9, time.Second) {
+		t.Error("the free of the moved block found nothing held")
+	}
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, AllocBytes: 100},
+		"reserve":     {Alloc: 3, InUse: 1, AllocBytes: 3096 + 4088}, // the shrink's sample, held, counts 0 bytes
+	})
+
+	// A move read before the allocation it moves, then its free.
+	b = heapprof.NewBuilder(st.u, st.s)
+	b.Move(0x3000, 0x4000, 12, time.Second)
+	b.Free(0x4000, 13, time.Second)
+	b.Add(stamped(with(st.widget, 0x3000, 100), 11, 0, 0))
+	b.Move(0x2000, 0x6000, 22, time.Second)
+	b.Add(stamped(with(st.widget, 0x2000, 100), 21, 0, 0))
+	held(map[string]heapprof.Counts{"make_widget": {Alloc: 2, InUse: 1, AllocBytes: 200, InUseBytes: 100}})
+	if !b.Free(0x6000, 23, time.Second) {
+		t.Error("the block moved by an early move is not held at its new address")
+	}
+
+	// A block's allocation read after its move and after the sample of
+	// the realloc that moved it (its ring held it back): the same block,
+	// both held, not one taken for the other freed unseen.
+	b = heapprof.NewBuilder(st.u, st.s)
+	b.Move(0x3000, 0x4000, 12, time.Second)
+	b.Add(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000))
+	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
+	})
+	if !b.Free(0x4000, 14, time.Second) {
+		t.Error("the free of the block found nothing held")
+	}
+	held(map[string]heapprof.Counts{
+		"make_widget": {Alloc: 1, AllocBytes: 1000},
+		"reserve":     {Alloc: 1, AllocBytes: 3096},
+	})
+}
+
 // TestBuildOddStacks: a stack copy cut short and a pc in no module (JIT
 // code, or garbage) still make sites, counted as incomplete, that every
 // codec takes.

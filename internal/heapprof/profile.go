@@ -16,8 +16,17 @@ type Raw struct {
 	// (calloc's n*size), which must be what the sampler counts down its
 	// byte interval with: the unbiasing assumes it.
 	Addr, Size uint64
-	Tid        int
-	At         time.Duration // since the window's start
+	// Old: a realloc's sample, the block it was given (0 for none);
+	// OldSize its usable bytes at the call. Such a sample counts what the
+	// call added to the block, Size less OldSize (nothing for a shrink),
+	// and no new block: a window's profile says which code made the heap
+	// grow in it, and the rest of a block from before the window was not
+	// allocated in it (issue 29). What the block held before stays with
+	// the samples that counted it, which follow the block when realloc
+	// moves it (Builder.Move).
+	Old, OldSize uint64
+	Tid          int
+	At           time.Duration // since the window's start
 	// Freed: the block was freed (or realloc'd away) before the window
 	// ended, at FreedAt.
 	Freed   bool
@@ -37,6 +46,10 @@ type Raw struct {
 	// was chosen over in that sharing.
 	Short bool
 	Thin  int
+	// Shift: the sample was taken at Window.Rate << Shift (the sampler
+	// doubles its mean interval while arenactl cannot read its samples as
+	// fast as they come): it is weighted by that rate.
+	Shift int
 	// Scale (0: 1) is what the samples kept in this sample's drain stand
 	// for beyond themselves: samples dropped in that drain (both rings full),
 	// whose sites are unknown, are taken to be like those kept then.
@@ -59,6 +72,9 @@ type Window struct {
 	// Shortened counts the samples taken with a short stack copy
 	// (Raw.Short).
 	Shortened uint64
+	// MaxShift: the sampler doubled its mean interval up to this many
+	// times for part of the window (Raw.Shift); 0: never.
+	MaxShift int
 }
 
 // Profile is a sampled heap profile: one Site per distinct symbolized
@@ -203,16 +219,28 @@ type Call struct {
 // exactly as at the called function's first instruction; without Entry,
 // pc inside the call instruction, the caller's own frame as the leaf.
 func (c Call) Unwind() (unwind.Start, unwind.Stack) {
+	st, stack, _ := c.UnwindWith(nil)
+	return st, stack
+}
+
+// UnwindWith is Unwind with the stack put together in scratch when it is
+// large enough (grown and returned, for the next call, when not): for a
+// caller that unwinds one call after another and keeps no stack, as the
+// leaks drain does a few hundred thousand times a second.
+func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	st := unwind.Start{Regs: c.Regs, HaveCalleeSaved: true}
 	ret, sp := c.Regs.PC(), c.Regs.SP()
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
 		st.Regs[target.RegRIP] = ret - 1
-		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}
+		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
 	}
-	data := make([]byte, 8+len(c.Stack))
+	if cap(scratch) < 8+len(c.Stack) {
+		scratch = make([]byte, 8+len(c.Stack))
+	}
+	data := scratch[:8+len(c.Stack)]
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], c.Stack)
 	st.Regs[target.RegRIP], st.Regs[target.RegRSP], st.AtEntry = c.Entry, sp-8, true
-	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}
+	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}, scratch
 }

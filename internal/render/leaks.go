@@ -53,6 +53,10 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 		}
 		fmt.Fprintln(w)
 	}
+	if win.MaxShift > 0 {
+		fmt.Fprintf(w, "note: arenactl read the samples slower than they came: for part of the window the sampler took one per %s on average (up to %d times --rate), each sample weighted by the rate it was taken at\n",
+			Human(win.Rate<<win.MaxShift), 1<<win.MaxShift)
+	}
 	if win.Dropped > 0 {
 		fmt.Fprintf(w, "warning: %d samples (%.0f%%) found both rings full and were dropped: the ones kept in the same drains stand for them, which holds if what the process allocates is alike over a few milliseconds\n",
 			win.Dropped, 100*float64(win.Dropped)/float64(uint64(p.Samples)+win.Dropped))

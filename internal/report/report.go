@@ -212,10 +212,13 @@ type Leaks struct {
 	// (heapprof.Raw.Short).
 	Dropped, Untracked uint64
 	Shortened          uint64
-	Patched            int      // GOT entries pointed at the sampler
-	Skipped            []string // GOT entries left alone, and why
-	Left               SamplerLeft
-	Stopped            time.Duration // every thread stopped, at attach, rescans and detach
+	// MaxShift: the sampler doubled its mean interval up to this many
+	// times, arenactl reading its samples slower than they came.
+	MaxShift int
+	Patched  int      // GOT entries pointed at the sampler
+	Skipped  []string // GOT entries left alone, and why
+	Left     SamplerLeft
+	Stopped  time.Duration // every thread stopped, at attach, rescans and detach
 	// InUseBefore and InUseAfter are the bytes in use (chunks held by the
 	// program, tcaches excluded) from read-only walks before and after
 	// the window; Measured is false when the walk after failed.

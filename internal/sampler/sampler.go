@@ -70,8 +70,10 @@ const (
 	cfgShortN    = cfgClock + 56
 	cfgSHead     = cfgClock + 64
 	cfgSTail     = cfgClock + 72
+	cfgShift     = cfgClock + 80 // the mean interval is the rate << this
+	maxShift     = 10
 	freeSlots    = 1 << 17
-	freeRecSize  = 24 // seq, addr, stamp
+	freeRecSize  = 32 // seq, addr, stamp, to
 	magic        = "ARSAMPLR"
 
 	recKind     = 8
@@ -85,6 +87,7 @@ const (
 	recStackLen = 104
 	recOld      = 112
 	recStamp    = 120
+	recOldSize  = 128
 	recStack    = 136
 	StackCopy   = 8192
 	recordSize  = recStack + StackCopy
@@ -108,8 +111,9 @@ type Options struct {
 	// two drains (a power of two, 1024 by default); each is 8.3 KiB.
 	// ShortSlots is the ring of short records, which takes the samples
 	// the first has no room for (a power of two, 8192 by default, 512
-	// bytes each). Frees have a ring of their own (3 MiB), which cannot
-	// fill.
+	// bytes each). Frees have a ring of their own (4 MiB), which frees
+	// cannot fill (realloc's moves of sampled blocks can, and are counted
+	// as lost frees then).
 	RingSlots, ShortSlots int
 	// Timeout bounds stopping every thread at attach and detach.
 	Timeout time.Duration
@@ -120,10 +124,17 @@ const DefaultRate = 512 << 10
 
 // Record is one sampled call as the ring holds it.
 type Record struct {
-	Kind      string
-	Addr      uint64 // the block (for free, the block given back)
-	Size      uint64 // bytes requested
-	Old       uint64 // realloc: the block it replaced
+	Kind string
+	Addr uint64 // the block (for free, the block given back)
+	Size uint64 // bytes requested
+	Old  uint64 // realloc: the block it replaced
+	// OldSize: realloc, the usable bytes of Old, read from its chunk
+	// header before glibc's realloc ran (what the call added is Size
+	// less that).
+	OldSize uint64
+	// To: a free record of a sampled block that realloc moved: the
+	// block's new address (the sampler watches it from now on).
+	To        uint64
 	Tid       int
 	Untracked bool // the address set was full: this block's free goes unseen
 	// Short: the record came from the short ring, its Stack only the top
@@ -132,6 +143,10 @@ type Record struct {
 	// 2^-Thin (the others went short).
 	Short bool
 	Thin  int
+	// Shift: the interval that ended in this sample had a mean of the
+	// rate << Shift (the sampler doubles it while arenactl cannot keep
+	// up): the sample is weighted by that rate.
+	Shift int
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
@@ -172,7 +187,17 @@ type Sampler struct {
 	parsed     map[*module.Module]bool
 	mods       *module.Table
 	Patches    []Patch
-	readBuf    []byte
+	// arenactl's copies of the rings, each as large as its ring, a
+	// record at its slot's offset (Drain).
+	freeBuf, ringBuf, shortBuf []byte
+	// The records of the last drain, per ring and merged, kept for the
+	// next one's (a drain's allocations were a third of its cost).
+	freed, whole, short, merged []Record
+	refs                        []recRef
+	// The sampler's shift as last seen, since when, and its most.
+	shift, maxShift int
+	shiftAt         time.Time
+	pending         bool // this drain stopped at a record being written
 	// Skipped are GOT entries left alone: they held neither the real
 	// function nor their own object's PLT (an interposer's, or another
 	// tool's), with why.
@@ -430,10 +455,10 @@ func (s *Sampler) patch(c *live.FrozenCaller, slots []slot) error {
 //
 // It must cost the process nothing when nothing was loaded: the ranges are
 // read from /proc/PID/maps (smaps would walk the page tables under the
-// process's mmap lock every second), and only objects not seen before are
-// parsed.
+// process's mmap lock every second; no thread's syscall file is read),
+// and only objects not seen before are parsed.
 func (s *Sampler) Rescan(ctx context.Context) error {
-	if err := s.t.RefreshRanges(); err != nil {
+	if err := s.t.RefreshObjects(); err != nil {
 		return err
 	}
 	s.markUnloaded()
@@ -457,25 +482,45 @@ type Stats struct {
 	// FreesDropped: frees of sampled blocks the free ring had no room for
 	// (never, unless its bound is wrong): their blocks look held.
 	FreesDropped uint64
+	// Shift is how many times the mean interval is doubled now, MaxShift
+	// the most it was since Attach.
+	Shift, MaxShift int
+	// Clock is the sampler's clock (Record.Stamp) as the drain began;
+	// Pending: a ring was read up to a record still being written, and
+	// the records after it wait for the next drain.
+	Clock   uint64
+	Pending bool
 }
 
 // Drain reads the records written since the last drain, frees and
-// allocations in the order of their stamps.
+// allocations in the order of their stamps. A record's Stack points into
+// arenactl's copy of its ring, which the next Drain overwrites: the caller
+// uses it before then, or copies it. (Copied per record, and the records
+// sorted as whole structs, the drain cost about 10 µs a sample: a process
+// with 16 threads allocating flat out on 2 CPUs, whose fair share of the
+// CPUs was all arenactl had, outran it and half the samples were lost,
+// issue 28.)
 //
 // The free ring is read, and its room given back, before the other: the
 // sampler's bound on the frees it may have to hold assumes it.
 func (s *Sampler) Drain() ([]Record, Stats, error) {
 	le := binary.LittleEndian
-	var fh [80]byte
+	var fh [88]byte
 	if _, err := s.t.ReadAt(fh[:], s.base+symCfg+cfgClock); err != nil {
 		return nil, Stats{}, err
 	}
-	var out []Record
+	s.pending = false
+	if s.freeBuf == nil {
+		s.freeBuf = make([]byte, freeSlots*freeRecSize)
+		s.ringBuf = make([]byte, s.slots*recordSize)
+		s.shortBuf = make([]byte, s.shortSlots*shortSize)
+	}
+	frees := s.freed[:0]
 	fhead := le.Uint64(fh[cfgFHead-cfgClock:])
 	for s.ftail < fhead {
 		first := s.ftail & (freeSlots - 1)
 		n := min(fhead-s.ftail, freeSlots-first)
-		buf := s.buf(n * freeRecSize)
+		buf := s.freeBuf[first*freeRecSize : (first+n)*freeRecSize]
 		if _, err := s.t.ReadAt(buf, s.frees+first*freeRecSize); err != nil {
 			return nil, Stats{}, err
 		}
@@ -483,12 +528,14 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 			rec := buf[i*freeRecSize:]
 			if le.Uint64(rec) != s.ftail+1 {
 				fhead = s.ftail // reserved, not written yet
+				s.pending = true
 				break
 			}
-			out = append(out, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:])})
+			frees = append(frees, Record{Kind: "free", Addr: le.Uint64(rec[8:]), Stamp: le.Uint64(rec[16:]), To: le.Uint64(rec[24:])})
 			s.ftail++
 		}
 	}
+	s.freed = frees
 	var w [8]byte
 	le.PutUint64(w[:], s.ftail)
 	if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgFTail); err != nil {
@@ -505,28 +552,91 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	st := Stats{Dropped: le.Uint64(hdr[cfgDropped:]), Shortened: le.Uint64(fh[cfgShortened-cfgClock:]),
 		Untracked:    le.Uint64(hdr[cfgUntracked:]) + le.Uint64(fh[cfgFDropped-cfgClock:]),
 		FreesDropped: le.Uint64(fh[cfgFDropped-cfgClock:])}
-	out, err := s.drainRing(out, head, &s.tail, s.ring, s.slots, recordSize, cfgTail)
+	whole, err := s.drainRing(s.whole[:0], head, &s.tail, s.ring, s.ringBuf, s.slots, recordSize, cfgTail)
 	if err != nil {
-		return out, st, err
+		return nil, st, err
 	}
-	out, err = s.drainRing(out, le.Uint64(fh[cfgSHead-cfgClock:]), &s.stail, s.shorts, s.shortSlots, shortSize, cfgSTail)
+	short, err := s.drainRing(s.short[:0], le.Uint64(fh[cfgSHead-cfgClock:]), &s.stail, s.shorts, s.shortBuf, s.shortSlots, shortSize, cfgSTail)
 	if err != nil {
-		return out, st, err
+		return nil, st, err
 	}
-	slices.SortStableFunc(out, func(a, b Record) int { return cmp.Compare(a.Stamp, b.Stamp) })
-	return out, st, nil
+	s.whole, s.short = whole, short
+	st.Shift, st.MaxShift = s.ease(int(min(le.Uint64(fh[cfgShift-cfgClock:]), maxShift)), len(short))
+	st.Clock, st.Pending = le.Uint64(fh[:]), s.pending
+	return s.mergeByStamp(frees, whole, short), st, nil
+}
+
+// Clock is the sampler's clock now (what Record.Stamp counts).
+func (s *Sampler) Clock() (uint64, error) {
+	var w [8]byte
+	if _, err := s.t.ReadAt(w[:], s.base+symCfg+cfgClock); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(w[:]), nil
+}
+
+// ease halves the sampler's mean interval again, if it had doubled it
+// (shift, as read before this drain), when this drain found the short ring
+// under 1/16 full and the interval has not changed for a second: the
+// drains keep up. It returns the shift now and the most it was.
+func (s *Sampler) ease(shift, short int) (int, int) {
+	now := time.Now()
+	if shift != s.shift {
+		s.shift, s.shiftAt = shift, now
+	}
+	s.maxShift = max(s.maxShift, shift)
+	if shift > 0 && short < int(s.shortSlots)/16 && now.Sub(s.shiftAt) >= time.Second {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], uint64(shift-1))
+		// A rise the sampler makes meanwhile is undone: it rises
+		// again, at once, if it still needs to.
+		if _, err := s.t.WriteAt(w[:], s.base+symCfg+cfgShift); err == nil {
+			s.shift, s.shiftAt = shift-1, now
+		}
+	}
+	return s.shift, s.maxShift
+}
+
+// mergeByStamp puts the records of the three rings in the order of their
+// stamps, into s.merged. Each ring's are nearly in order already (a slot
+// is reserved right after the stamp is taken): their indices are sorted,
+// not the records, which are moved once.
+func (s *Sampler) mergeByStamp(parts ...[]Record) []Record {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	refs := s.refs[:0]
+	for pi, p := range parts {
+		for i := range p {
+			refs = append(refs, recRef{p[i].Stamp, int32(pi), int32(i)})
+		}
+	}
+	slices.SortStableFunc(refs, func(a, b recRef) int { return cmp.Compare(a.stamp, b.stamp) })
+	out := slices.Grow(s.merged[:0], n)[:n]
+	for i, r := range refs {
+		out[i] = parts[r.part][r.i]
+	}
+	s.refs, s.merged = refs, out
+	return out
+}
+
+type recRef struct {
+	stamp   uint64
+	part, i int32
 }
 
 // drainRing reads the records of one ring from *tail up to head, which
-// it then gives back (the tail at cfg offset tailOff). The records
-// written are read in one go (two where the ring wraps): reading them one
-// by one made the drain slower than a busy process's samples come.
-func (s *Sampler) drainRing(out []Record, head uint64, tail *uint64, ring, slots, size uint64, tailOff uint64) ([]Record, error) {
+// it then gives back (the tail at cfg offset tailOff), into buf, arenactl's
+// copy of the ring. The records written are read in one go (two where the
+// ring wraps): reading them one by one made the drain slower than a busy
+// process's samples come.
+func (s *Sampler) drainRing(out []Record, head uint64, tail *uint64, ring uint64, copyOf []byte, slots, size uint64, tailOff uint64) ([]Record, error) {
 	le := binary.LittleEndian
 	for *tail < head {
 		first := *tail & (slots - 1)
 		n := min(head-*tail, slots-first)
-		buf := s.buf(n * size)
+		buf := copyOf[first*size : (first+n)*size]
 		if _, err := s.t.ReadAt(buf, ring+first*size); err != nil {
 			return out, err
 		}
@@ -534,6 +644,7 @@ func (s *Sampler) drainRing(out []Record, head uint64, tail *uint64, ring, slots
 			rec := buf[i*size : (i+1)*size]
 			if le.Uint64(rec) != *tail+1 {
 				head = *tail // reserved, not written yet: the rest next time
+				s.pending = true
 				break
 			}
 			out = append(out, parseRecord(rec))
@@ -699,19 +810,11 @@ func findMapping(t *live.Target, addr uint64) (maps.Mapping, bool) {
 // allocator entry point a sample's stack starts in); 0 for none.
 func (s *Sampler) Real(kind string) uint64 { return s.real[kind] }
 
-// buf returns a reusable buffer of n bytes for reading the ring.
-func (s *Sampler) buf(n uint64) []byte {
-	if uint64(cap(s.readBuf)) < n {
-		s.readBuf = make([]byte, n)
-	}
-	return s.readBuf[:n]
-}
-
 func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
-		Old: le.Uint64(rec[recOld:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
-		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff)}
+		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), Shift: int(le.Uint32(rec[recFlags:]) >> 16 & 0xff)}
 	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
 	// The ring's order of the callee-saved registers, which the hooks'
 	// code writes.
@@ -719,7 +822,7 @@ func parseRecord(rec []byte) Record {
 		r.Regs[reg] = le.Uint64(rec[recRegs+8*i:])
 	}
 	if n := min(le.Uint64(rec[recStackLen:]), uint64(len(rec)-recStack)); n > 0 {
-		r.Stack = append([]byte(nil), rec[recStack:recStack+n]...)
+		r.Stack = rec[recStack : recStack+n : recStack+n]
 	}
 	return r
 }

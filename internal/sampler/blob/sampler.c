@@ -20,11 +20,22 @@
  * the stack's end) is written into a ring that arenactl drains. A ring
  * more than half full takes a record only with a chance that falls as it
  * fills (emit); the others, and all of a full ring's, go to a second ring
- * of short records, whose stack copy is only its top (SHORT_COPY): every
+ * the top of its stack (SHORT_COPY): every
  * sample is kept with its size, address and caller, and arenactl
  * completes a short stack from the full ones of the same calls. Only
  * when both are full is a sample dropped, and counted. Nothing ever
  * waits for arenactl.
+ *
+ * When the short ring is more than half full (arenactl cannot keep up:
+ * 16 threads allocating flat out on 2 CPUs outran a drain that had only
+ * its fair share of them, issue 28), the mean interval doubles
+ * (cfg.shift), at most once per eighth of the ring taken: the intervals
+ * drawn from then on are twice as long, and each record says the shift
+ * of the interval that ended in it, so that arenactl weights it by the
+ * rate it was taken at and the estimates stay unbiased. arenactl halves
+ * it again once its drains keep up. A thread's interval drawn before a
+ * change runs out at its own rate (a memoryless draw: the rest of it is
+ * as long as a fresh one of that rate).
  *
  * The free of a sampled block goes to a ring of its own, of small records,
  * which cannot fill: a lost free would show a freed block as held, a leak
@@ -35,6 +46,16 @@
  * carry a stamp from one clock, taken before a block is given back and
  * after one is handed out, so that arenactl can tell which of two blocks
  * at one address a free was for when the rings' records arrive apart.
+ *
+ * A realloc that moves a sampled block records a move (a free record with
+ * the new address), and the new address is watched instead: the block is
+ * the same, and what its earlier samples counted stays held (issue 29).
+ * A move is not bounded as a free is (a block moved again and again adds
+ * a record each time, with no allocation between); a lost one is counted
+ * as a lost free. A sampled realloc records the usable size of the block
+ * it was given (read from its chunk header before glibc's realloc runs),
+ * so that arenactl counts what the call added to the block, not the
+ * whole block.
  *
  * After a fork the child has private copies of all of this: its records go
  * to its own ring, which nobody reads; the parent's ring is untouched. */
@@ -54,6 +75,7 @@ typedef __SIZE_TYPE__ size_t;
 #define STACK_COPY 8192
 #define SHORT_COPY 376 /* a short record is 512 bytes */
 #define MAXPATCHES 2048
+#define MAX_SHIFT 10 /* the mean interval at most 1024 times the rate */
 #define FREE_SLOTS (1 << 17)
 
 enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
@@ -70,22 +92,26 @@ struct record {
 	u32 kind;
 	u32 flags; /* 1: no room in the address set, its free will not be seen;
 		    * bits 8-15: k, a ring more than half full took this
-		    * record with chance 2^-k (the others went short) */
+		    * record with chance 2^-k (the others went short);
+		    * bits 16-23: the shift of the interval that ended in
+		    * this sample (its mean was rate << shift) */
 	u64 addr, size;
 	u64 tid;
 	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
 	u64 stack_len;
 	u64 old_addr; /* realloc: the block given back */
 	u64 stamp;
-	u64 pad;
+	u64 old_size; /* realloc: old_addr's usable bytes, from its chunk header */
 	unsigned char stack[STACK_COPY];
 };
 
-/* The free of a sampled block; `seq` as in struct record. */
+/* The free of a sampled block, or its move by realloc to `to`; `seq` as
+ * in struct record. */
 struct freerec {
 	u64 seq;
 	u64 addr;
 	u64 stamp;
+	u64 to; /* 0: freed */
 };
 
 struct config {
@@ -122,6 +148,9 @@ struct config {
 	struct record *shorts; /* short_slots records of shortsize bytes */
 	u64 short_slots;       /* a power of two */
 	volatile u64 shead, stail;
+	/* The mean interval is `rate` << shift; shift_head is the short
+	 * ring's slot at its last rise. */
+	volatile u64 shift, shift_head;
 };
 
 /* A short record is a record's header and SHORT_COPY bytes of stack. */
@@ -143,6 +172,8 @@ REAL(free);
 
 __attribute__((visibility("hidden"))) struct config cfg = {.magic = 0x524c504d41535241ull /* "ARSAMPLR" */, .version = 1};
 __attribute__((visibility("hidden"))) i64 counters[NCOUNTERS];
+/* The shift each counter's interval was drawn with. */
+__attribute__((visibility("hidden"))) volatile unsigned char shifts[NCOUNTERS];
 __attribute__((visibility("hidden"))) volatile u64 sampled[NSETS][WAYS];
 /* How many sampled blocks hash to each byte (255: many, never decreased):
  * free's fast path reads one byte of this 32 KiB table, which stays in
@@ -215,10 +246,27 @@ static inline i64 draw(void) { return cfg.draws[rnd64() & (NDRAWS - 1)]; }
  * the same one: reused, the draw known to be shorter than the rest of
  * the block made the next interval short and sampled the next calls too
  * often (issue 18: +14 % to +27 % behind realloc growth). */
-static void rearm(void) {
-	i64 *c = &counters[thread_slot()];
-	*c += draw();
-	if (*c < 0) *c = draw();
+static u32 rearm(void) {
+	u64 slot = thread_slot();
+	i64 *c = &counters[slot];
+	u32 was = shifts[slot];
+	u32 sh = (u32)__atomic_load_n(&cfg.shift, __ATOMIC_RELAXED);
+	if (sh > MAX_SHIFT) sh = MAX_SHIFT;
+	shifts[slot] = (unsigned char)sh;
+	*c += draw() << sh;
+	if (*c < 0) *c = draw() << sh;
+	return was;
+}
+
+/* busier doubles the mean interval when the short ring, whose slot i was
+ * just taken (or which was full, at i), is more than half full, unless it
+ * did so less than an eighth of the ring ago. */
+static void busier(u64 i) {
+	if (i - cfg.stail <= cfg.short_slots / 2) return;
+	u64 last = __atomic_load_n(&cfg.shift_head, __ATOMIC_RELAXED);
+	if (i < last + cfg.short_slots / 8 || __atomic_load_n(&cfg.shift, __ATOMIC_RELAXED) >= MAX_SHIFT) return;
+	if (__atomic_compare_exchange_n(&cfg.shift_head, &last, i, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&cfg.shift, 1, __ATOMIC_RELAXED);
 }
 
 static int track(u64 a) {
@@ -298,7 +346,7 @@ static inline int reserve(volatile u64 *head, volatile u64 *tail, u64 slots, u64
  * for: a site whose calls come in bursts (short-lived threads) was then
  * under-counted (issue 18). A sample is dropped only when both rings are
  * full. A failed call (no block) is not recorded. */
-static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
+static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift, const struct regs *r) {
 	if (!addr) return;
 	u64 stamp = tick();
 	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
@@ -310,15 +358,18 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 		rec = (struct record *)((unsigned char *)cfg.shorts + (i & (cfg.short_slots - 1)) * SHORT_SIZE);
 		copy = SHORT_COPY;
 		__atomic_fetch_add(&cfg.shortened, 1, __ATOMIC_RELAXED);
+		busier(i);
 	} else {
 		__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
+		busier(__atomic_load_n(&cfg.shead, __ATOMIC_RELAXED));
 		return;
 	}
 	rec->kind = kind;
-	rec->flags = copy == STACK_COPY ? k << 8 : 0;
+	rec->flags = (copy == STACK_COPY ? k << 8 : 0) | shift << 16;
 	rec->addr = addr;
 	rec->size = size;
 	rec->old_addr = old;
+	rec->old_size = old_size;
 	rec->stamp = stamp;
 	rec->tid = sys6(186 /* gettid */, 0, 0, 0, 0, 0, 0);
 	rec->sp = r->sp + 8;
@@ -350,14 +401,31 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, const struct regs *r) {
 		long got = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, n, 0);
 		if (got > 0) rec->stack_len = (u64)got;
 	}
-	if (addr && !track(addr)) rec->flags |= 1;
+	/* A block a realloc kept in place, or moved (reallocated), is
+	 * watched already. */
+	if (addr && !is_sampled(addr) && !track(addr)) rec->flags |= 1;
 	__atomic_store_n(&rec->seq, i + 1, __ATOMIC_RELEASE);
 }
 
-/* freed records the free of a sampled block, stamped before it was given
- * back to glibc (another thread may get the address next). */
-static void freed(u64 a, u64 stamp) {
+/* usable is the bytes a block handed out by glibc holds, from the size
+ * field of its chunk header: the chunk's size less its own header, and
+ * less the next chunk's prev_size too for a chunk mmapped of its own
+ * (malloc/malloc.c, memsize and musable, glibc 2.35+; the same sizes
+ * before). The caller of realloc passes a block of glibc's, whose header
+ * glibc's realloc reads first too. */
+static u64 usable(u64 a) {
+	u64 v = *(volatile u64 *)(a - 8);
+	u64 size = v & ~7ull;
+	u64 over = (v & 2) ? 16 : 8; /* IS_MMAPPED */
+	return size > over ? size - over : 0;
+}
+
+/* freed_to records the free of a sampled block, stamped before it was
+ * given back to glibc (another thread may get the address next); with
+ * `to`, its move there by realloc, the new address watched from now on. */
+static void freed_to(u64 a, u64 stamp, u64 to) {
 	if (!untrack(a)) return;
+	if (to && !track(to)) to = 0; /* no room: as far as arenactl knows, it is freed */
 	u64 i = __atomic_load_n(&cfg.fhead, __ATOMIC_RELAXED);
 	do {
 		if (i - cfg.ftail >= FREE_SLOTS) {
@@ -368,7 +436,19 @@ static void freed(u64 a, u64 stamp) {
 	struct freerec *f = &cfg.frees[i & (FREE_SLOTS - 1)];
 	f->addr = a;
 	f->stamp = stamp;
+	f->to = to;
 	__atomic_store_n(&f->seq, i + 1, __ATOMIC_RELEASE);
+}
+
+static void freed(u64 a, u64 stamp) { freed_to(a, stamp, 0); }
+
+/* reallocated records what became of a sampled block old that realloc was
+ * given (p the block it returned, n the size asked): moved, freed
+ * (realloc to 0 bytes), or still there (grown or shrunk in place, or the
+ * call failed). */
+static void reallocated(u64 old, u64 p, u64 n, u64 stamp) {
+	if (p && p != old) freed_to(old, stamp, p);
+	else if (!p && n == 0) freed(old, stamp);
 }
 
 #define ENTER() __atomic_fetch_add(&cfg.inflight, 1, __ATOMIC_ACQUIRE)
@@ -379,8 +459,8 @@ __attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs
 	ENTER();
 	void *p = ((void *(*)(size_t))r_malloc)(n);
 	if (cfg.enabled) {
-		rearm();
-		emit(K_MALLOC, (u64)p, n, 0, r);
+		u32 sh = rearm();
+		emit(K_MALLOC, (u64)p, n, 0, 0, sh, r);
 	}
 	LEAVE();
 	return p;
@@ -390,8 +470,8 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 	ENTER();
 	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
 	if (cfg.enabled) {
-		rearm();
-		emit(K_CALLOC, (u64)p, n * m, 0, r);
+		u32 sh = rearm();
+		emit(K_CALLOC, (u64)p, n * m, 0, 0, sh, r);
 	}
 	LEAVE();
 	return p;
@@ -401,12 +481,14 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 	ENTER();
 	int was = old && is_sampled((u64)old);
 	u64 stamp = was ? tick() : 0;
+	int due = counters[thread_slot()] < 0;
+	u64 had = old && due && cfg.enabled ? usable((u64)old) : 0;
 	void *p = ((void *(*)(void *, size_t))r_realloc)(old, n);
 	if (cfg.enabled) {
-		if (was && (p || n == 0)) freed((u64)old, stamp);
-		if (counters[thread_slot()] < 0) {
-			rearm();
-			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, r);
+		if (was) reallocated((u64)old, (u64)p, n, stamp);
+		if (due) {
+			u32 sh = rearm();
+			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, sh, r);
 		}
 	}
 	LEAVE();
@@ -417,12 +499,14 @@ __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size
 	ENTER();
 	int was = old && is_sampled((u64)old);
 	u64 stamp = was ? tick() : 0;
+	int due = counters[thread_slot()] < 0;
+	u64 had = old && due && cfg.enabled ? usable((u64)old) : 0;
 	void *p = ((void *(*)(void *, size_t, size_t))r_reallocarray)(old, n, m);
 	if (cfg.enabled) {
-		if (was && p) freed((u64)old, stamp);
-		if (counters[thread_slot()] < 0) {
-			rearm();
-			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, r);
+		if (was && p) reallocated((u64)old, (u64)p, n * m, stamp);
+		if (due) {
+			u32 sh = rearm();
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, sh, r);
 		}
 	}
 	LEAVE();
@@ -433,8 +517,8 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 	ENTER();
 	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
 	if (cfg.enabled) {
-		rearm();
-		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, r);
+		u32 sh = rearm();
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, sh, r);
 	}
 	LEAVE();
 	return e;
@@ -445,8 +529,8 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 		ENTER();                                                                                   \
 		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
 		if (cfg.enabled) {                                                                         \
-			rearm();                                                                           \
-			emit(kind, (u64)p, n, 0, r);                                                    \
+			u32 sh = rearm();                                                                       \
+			emit(kind, (u64)p, n, 0, 0, sh, r);                                             \
 		}                                                                                          \
 		LEAVE();                                                                                   \
 		return p;                                                                                  \
@@ -459,8 +543,8 @@ ALIGNED(memalign, K_MEMALIGN)
 		ENTER();                                                                          \
 		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
 		if (cfg.enabled) {                                                                \
-			rearm();                                                                  \
-			emit(kind, (u64)p, n, 0, r);                                           \
+			u32 sh = rearm();                                                              \
+			emit(kind, (u64)p, n, 0, 0, sh, r);                                    \
 		}                                                                                 \
 		LEAVE();                                                                          \
 		return p;                                                                         \
@@ -579,5 +663,7 @@ _Static_assert(__builtin_offsetof(struct config, shortened) == 88 + 8 * NDRAWS +
 _Static_assert(__builtin_offsetof(struct config, shorts) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 48, "cfg.shorts");
 _Static_assert(__builtin_offsetof(struct config, shead) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 64, "cfg.shead");
 _Static_assert(SHORT_SIZE == 512, "short record size");
-_Static_assert(sizeof(struct freerec) == 24 && FREE_SLOTS == 1 << 17, "freerec");
+_Static_assert(__builtin_offsetof(struct config, shift) == 88 + 8 * NDRAWS + 32 + 24 * MAXPATCHES + 80, "cfg.shift");
+_Static_assert(__builtin_offsetof(struct record, old_size) == 128, "record.old_size");
+_Static_assert(sizeof(struct freerec) == 32 && FREE_SLOTS == 1 << 17, "freerec");
 _Static_assert(FILTER_BITS == 15 && NDRAWS == 4096 && NCOUNTERS == 4096 && NSETS * WAYS * 8 == 512 * 1024, "sizes");

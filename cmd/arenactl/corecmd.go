@@ -31,7 +31,7 @@ func isCoreArg(arg string) bool {
 
 // options are the flags as inspect takes them.
 func (f coreFlags) options(debugDirs []string) inspect.CoreOptions {
-	return inspect.CoreOptions{Sysroot: f.sysroot, Options: heap.Options{DebugDirs: debugDirs, LibcFile: f.libc, NoLibcFile: f.noLibcFile}, Unpack: f.maxUnpacked.unpackOptions()}
+	return inspect.CoreOptions{Sysroot: f.sysroot, Jobs: jobs(), Options: heap.Options{DebugDirs: debugDirs, LibcFile: f.libc, NoLibcFile: f.noLibcFile}, Unpack: f.maxUnpacked.unpackOptions()}
 }
 
 func (f *coreFlags) register(c *cobra.Command) {

@@ -75,7 +75,7 @@ root (see the README).`,
 			if isCoreArg(args[0]) {
 				r, err = inspect.CoreContents(c.Context(), args[0], cf.options(debugDirs), at)
 			} else {
-				r, err = inspect.Contents(c.Context(), parsePid(args), inspect.Options{Timeout: timeout, DebugDirs: debugDirs,
+				r, err = inspect.Contents(c.Context(), parsePid(args), inspect.Options{Timeout: timeout, DebugDirs: debugDirs, Jobs: jobs(),
 					Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}, hold.h, at)
 			}
 			if err != nil {

@@ -73,7 +73,7 @@ type injectFlags struct {
 
 // options are the flags as inspect takes them.
 func (f *injectFlags) options() inspect.Options {
-	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck,
+	return inspect.Options{Timeout: f.timeout, Tid: f.tid, DebugDirs: f.debugDirs, NoHeapCheck: f.noHeapCheck, Jobs: jobs(),
 		Note: func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sort"
+	"sync"
 )
 
 // WithFiles is a view of the core's memory that reads the pages the kernel
@@ -13,6 +14,7 @@ import (
 type WithFiles struct {
 	c     *Core
 	open  func(path string) (*os.File, error)
+	mu    sync.Mutex          // guards files: the walk's workers read at once
 	files map[string]*os.File // nil entry: could not be opened
 }
 
@@ -68,6 +70,8 @@ func (w *WithFiles) fileAt(a uint64) (FileMapping, bool) {
 }
 
 func (w *WithFiles) file(path string) *os.File {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if f, ok := w.files[path]; ok {
 		return f
 	}
@@ -79,8 +83,15 @@ func (w *WithFiles) file(path string) *os.File {
 	return f
 }
 
+// ReadsInParallel says that ReadAt may be called from several goroutines
+// at once: the core is read from its mapping (or bytes) in place, and a
+// file with pread, and the files opened are kept under a lock.
+func (w *WithFiles) ReadsInParallel() {}
+
 // Close closes every file the view opened.
 func (w *WithFiles) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, f := range w.files {
 		if f != nil {
 			f.Close()

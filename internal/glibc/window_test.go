@@ -25,6 +25,13 @@ func (c copied) ReadAt(p []byte, addr uint64) (int, error) { return c.mem.ReadAt
 
 func (c copied) ReadsInParallel() {}
 
+// alone is memory read through ReadAt by one walker only, as the walk of a
+// core read in place was before its arenas could be spread over workers:
+// the reference the others are compared with.
+type alone struct{ mem glibc.Memory }
+
+func (a alone) ReadAt(p []byte, addr uint64) (int, error) { return a.mem.ReadAt(p, addr) }
+
 type copiedRuns struct{ copied }
 
 func (c copiedRuns) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
@@ -36,8 +43,9 @@ func (c copiedRuns) DataRuns(start, end uint64, fn func(start, end uint64, data 
 }
 
 // The walk of a copy of the heaps (whole, or with pages left out, with a
-// loader running ahead) gives what the walk of the memory in place gives,
-// free lists and every chunk, on every core of testdata/cores.
+// loader running ahead, or by several workers) gives what one walker's walk
+// of the memory in place gives, free lists and every chunk, on every core
+// of testdata/cores.
 func TestWalkOfCopiesIsTheSame(t *testing.T) {
 	for _, fx := range testutil.CoreFixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
@@ -51,8 +59,8 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				t.Fatal(err)
 			}
 			tls := c.Threads()
-			walk := func(mem glibc.Memory) (string, string) {
-				w, caches, err := glibc.WalkAll(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls)
+			walk := func(mem glibc.Memory, jobs int) (string, string) {
+				w, caches, err := glibc.WalkAll(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls, jobs)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -63,7 +71,7 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				l, err := glibc.WalkLists(mem, h.Layout, h.Anchors, c.Mappings())
+				l, err := glibc.WalkLists(mem, h.Layout, h.Anchors, c.Mappings(), jobs)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,12 +81,13 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				}
 				return string(full), string(lists)
 			}
-			wantFull, wantLists := walk(c)
+			wantFull, wantLists := walk(alone{c}, 1)
 			for _, m := range []struct {
 				how   string
 				mem   glibc.Memory
 				small bool // no arena fits a copy whole: copied a page at a time (prewalkParts, loadPart)
 			}{
+				{"the core target", c, false},
 				{"copied whole, no page map", copied{mem: c}, false},
 				{"copied whole", copiedRuns{copied{mem: c}}, false},
 				{"copied with holes", copiedRuns{copied{mem: c, holes: true}}, false},
@@ -89,14 +98,16 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				if m.small {
 					restore = glibc.SetWindowCap(4 << 10)
 				}
-				full, lists := walk(m.mem)
+				for _, jobs := range []int{1, 2, 7, 16} {
+					full, lists := walk(m.mem, jobs)
+					if full != wantFull {
+						t.Errorf("%s, %d workers: the full walk differs\n--- in place, one walker\n%s\n--- %s\n%s", m.how, jobs, wantFull, m.how, full)
+					}
+					if lists != wantLists {
+						t.Errorf("%s, %d workers: the walk of the lists differs\n--- in place, one walker\n%s\n--- %s\n%s", m.how, jobs, wantLists, m.how, lists)
+					}
+				}
 				restore()
-				if full != wantFull {
-					t.Errorf("%s: the full walk differs\n--- in place\n%s\n--- %s\n%s", m.how, wantFull, m.how, full)
-				}
-				if lists != wantLists {
-					t.Errorf("%s: the walk of the lists differs\n--- in place\n%s\n--- %s\n%s", m.how, wantLists, m.how, lists)
-				}
 			}
 		})
 	}

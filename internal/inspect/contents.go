@@ -35,7 +35,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 		return nil, err
 	}
 	defer done(&err)
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func sortByBytes[T any](rows []T, key func(T) (uint64, string)) {
 // used: the scan takes seconds on a large heap, too long to stop the
 // process for.
 func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Builder) error {
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,10 @@ type Options struct {
 	// 2 CPUs shared with 8 allocating threads), at the price of not catching
 	// damage that would make glibc abort.
 	NoHeapCheck bool
+	// Jobs is how many workers a walk may spread its arenas over, as
+	// workers.Resolve takes it (0: its default). The thread that borrows or
+	// stops the target is never one of them.
+	Jobs int
 	// Note receives what an injection found of earlier runs' leftovers in
 	// the target (call sites, buffers, FILEs) and what it did with them;
 	// nil drops the notes.

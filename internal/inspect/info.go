@@ -205,7 +205,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	pid = t.Pid
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +232,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 // machine, and where debug files are.
 type CoreOptions struct {
 	Sysroot string
+	Jobs    int // workers the walk may spread arenas over (workers.Resolve)
 	heap.Options
 	Unpack core.Options // for a compressed core
 }
@@ -302,6 +303,7 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 		t.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	h.Jobs = o.Jobs
 	return t, h, nil
 }
 
@@ -353,10 +355,11 @@ func openLive(pid int, readOnly bool) (t *live.Target, done func(*error), err er
 // openHeap locates a live process's allocator: its libc is the file its
 // mapping points at. Symbols and static signatures come from files, so this
 // is done before anything is stopped.
-func openHeap(t *live.Target, debugDirs []string) (*heap.Heap, error) {
+func openHeap(t *live.Target, debugDirs []string, jobs int) (*heap.Heap, error) {
 	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: debugDirs})
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
 	}
+	h.Jobs = jobs
 	return h, nil
 }

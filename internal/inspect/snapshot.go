@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -33,6 +34,9 @@ type SnapshotOptions struct {
 	Hold Hold
 	// DebugDirs hold debug files by build-id, for main_arena and mp_.
 	DebugDirs []string
+	// Jobs is how many workers the walk may spread arenas over
+	// (workers.Resolve).
+	Jobs int
 }
 
 // Snapshot freezes the process, writes its core to a temporary file next
@@ -62,7 +66,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if err != nil {
 		return nil, err
 	}
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +426,15 @@ func splitResident(pid int, rs []maps.Range) (in, out []maps.Range) {
 type recorder struct {
 	mem   glibc.Memory
 	base  []maps.Range
+	mu    sync.Mutex // guards pages: the walk's workers read at once
 	pages map[uint64]bool
 }
+
+// ReadsInParallel lets the walk spread the arenas over workers: what is
+// under the recorder, the live process or its image, is read with
+// process_vm_readv or its mem file, which keep no state between reads
+// (live.Target, live.Image), and pages is kept under a lock.
+func (r *recorder) ReadsInParallel() {}
 
 var errNotRecorded = errors.New("a large read outside the dumped memory")
 
@@ -436,6 +447,8 @@ func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
 		return 0, errNotRecorded
 	}
 	n, err := r.mem.ReadAt(p, addr)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for pg := addr &^ (core.PageSize - 1); pg < addr+uint64(n); pg += core.PageSize {
 		if !covers(r.base, pg, pg+core.PageSize) {
 			r.pages[pg] = true

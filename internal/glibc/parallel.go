@@ -87,7 +87,9 @@ func (wk *walker) arenasParallel(a Anchors) error {
 	// arena.
 	idle := make(chan *walker, jobs)
 	for range jobs {
-		idle <- wk.fork()
+		sub := wk.fork()
+		sub.mem.keep = max(keepBlocks/jobs, 16)
+		idle <- sub
 	}
 	defer func() {
 		close(idle)

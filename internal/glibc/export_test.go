@@ -7,3 +7,11 @@ func SetWindowCap(n uint64) (restore func()) {
 	windowCap = n
 	return func() { windowCap = old }
 }
+
+// SetSegMin sets segMin for a test, so that heaps of a few pages are walked
+// in segments; it returns what puts it back.
+func SetSegMin(n uint64) (restore func()) {
+	old := segMin
+	segMin = n
+	return func() { segMin = old }
+}

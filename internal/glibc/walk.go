@@ -185,6 +185,7 @@ type walker struct {
 	list      int          // the list being walked, for damage reports (Damage.List)
 	only      map[int]bool // walk only these lists, when set (WalkArenaLists)
 	jobs      int          // workers the arenas may be walked by (workers.Resolve's)
+	segJobs   int          // workers a long heap's chunks may be walked by, in segments (parallel.go)
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -832,10 +833,19 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			spans = append(spans, span{start, end})
 		}
 	}
+spans:
 	for _, s := range spans {
 		if s.start > s.end || !wk.rw(s.start, 16) {
 			wk.damage(s.start, "heap start is not in writable memory", false)
 			return
+		}
+		if wk.segmentable(s.start, s.end) {
+			switch wk.chunksInSegments(aw, s.start, s.end) {
+			case segBad:
+				return
+			default:
+				continue spans
+			}
 		}
 		warm := ^uint64(0)
 		// The headers straight from the copy that holds them (an arena

@@ -86,17 +86,23 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				how   string
 				mem   glibc.Memory
 				small bool // no arena fits a copy whole: copied a page at a time (prewalkParts, loadPart)
+				segs  bool // every heap of more than two pages walked in segments by spare workers
 			}{
-				{"the core target", c, false},
-				{"copied whole, no page map", copied{mem: c}, false},
-				{"copied whole", copiedRuns{copied{mem: c}}, false},
-				{"copied with holes", copiedRuns{copied{mem: c, holes: true}}, false},
-				{"copied a page at a time", copiedRuns{copied{mem: c}}, true},
-				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true}}, true},
+				{"the core target", c, false, false},
+				{"copied whole, no page map", copied{mem: c}, false, false},
+				{"copied whole", copiedRuns{copied{mem: c}}, false, false},
+				{"copied with holes", copiedRuns{copied{mem: c, holes: true}}, false, false},
+				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false},
+				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true}}, true, false},
+				{"the core target, in segments", c, false, true},
+				{"copied with holes, in segments", copiedRuns{copied{mem: c, holes: true}}, false, true},
 			} {
 				restore := func() {}
 				if m.small {
 					restore = glibc.SetWindowCap(4 << 10)
+				}
+				if m.segs {
+					restore = glibc.SetSegMin(4 << 10)
 				}
 				for _, jobs := range []int{1, 2, 7, 16} {
 					full, lists := walk(m.mem, jobs)

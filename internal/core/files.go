@@ -83,10 +83,11 @@ func (w *WithFiles) file(path string) *os.File {
 	return f
 }
 
-// ReadsInParallel says that ReadAt may be called from several goroutines
-// at once: the core is read from its mapping (or bytes) in place, and a
-// file with pread, and the files opened are kept under a lock.
-func (w *WithFiles) ReadsInParallel() {}
+// ReadsShared says that ReadAt may be called from several goroutines at
+// once: the core is read from its mapping (or bytes) in place, and a file
+// with pread, and the files opened are kept under a lock. A walk may then
+// spread the arenas over workers.
+func (w *WithFiles) ReadsShared() {}
 
 // Close closes every file the view opened.
 func (w *WithFiles) Close() {

@@ -85,9 +85,9 @@ func (t *Target) openPath(recorded string) (*os.File, error) {
 // has none.
 func (t *Target) ReadAt(p []byte, addr uint64) (int, error) { return t.mem.ReadAt(p, addr) }
 
-// ReadsInParallel is WithFiles.ReadsInParallel: a walk may spread a core's
-// arenas over several workers.
-func (t *Target) ReadsInParallel() {}
+// ReadsShared is WithFiles.ReadsShared: a walk may spread a core's arenas
+// over several workers.
+func (t *Target) ReadsShared() {}
 
 // Process is the dumped process: NT_PRPSINFO's pid and name, the executable
 // from the auxiliary vector.

@@ -22,18 +22,27 @@ import (
 // not come back to main_arena): which arenas there are is what the pieces
 // of work are.
 
+// sharedReader is memory whose ReadAt may be called from several
+// goroutines at once, but that is not worth copying ahead of a single
+// walker (parallelReader): a core, already in this process's memory, or a
+// snapshot's recorder of reads.
+type sharedReader interface {
+	ReadsShared()
+}
+
 // parallel reports whether this walk may spread its arenas (and the long
-// heaps' chunks) over workers:
-// more than one asked for, memory that may be read from several threads at
-// once (parallelReader), and no visitor, which is handed the chunks in
-// address order within each heap and in ring order across arenas (the
-// chunk index and the reachability scan build on that order).
+// heaps' chunks) over workers: more than one asked for, memory that may be
+// read from several threads at once (parallelReader, sharedReader), and no
+// visitor, which is handed the chunks in address order within each heap
+// and in ring order across arenas (the chunk index and the reachability
+// scan build on that order).
 func (wk *walker) parallel() bool {
 	if workers.Resolve(wk.jobs) <= 1 || wk.visit != nil || wk.only != nil {
 		return false
 	}
-	_, ok := wk.mem.mem.(parallelReader)
-	return ok
+	_, par := wk.mem.mem.(parallelReader)
+	_, shared := wk.mem.mem.(sharedReader)
+	return par || shared
 }
 
 // ring reads the arena ring from main_arena as the serial walk goes round

@@ -88,7 +88,7 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				small bool // no arena fits a copy whole: copied a page at a time (prewalkParts, loadPart)
 				segs  bool // every heap of more than two pages walked in segments by spare workers
 			}{
-				{"the core target", c, false, false},
+				{"the core target (read by workers, not copied ahead)", c, false, false},
 				{"copied whole, no page map", copied{mem: c}, false, false},
 				{"copied whole", copiedRuns{copied{mem: c}}, false, false},
 				{"copied with holes", copiedRuns{copied{mem: c, holes: true}}, false, false},

@@ -430,11 +430,12 @@ type recorder struct {
 	pages map[uint64]bool
 }
 
-// ReadsInParallel lets the walk spread the arenas over workers: what is
-// under the recorder, the live process or its image, is read with
-// process_vm_readv or its mem file, which keep no state between reads
-// (live.Target, live.Image), and pages is kept under a lock.
-func (r *recorder) ReadsInParallel() {}
+// ReadsShared lets the walk spread the arenas over workers (glibc's
+// sharedReader): what is under the recorder, the live process or its
+// image, is read with process_vm_readv or its mem file, which keep no
+// state between reads (live.Target, live.Image), and pages is kept under a
+// lock.
+func (r *recorder) ReadsShared() {}
 
 var errNotRecorded = errors.New("a large read outside the dumped memory")
 

@@ -2,7 +2,7 @@
 # Every command that walks or scans a large heap, at one worker and at two
 # (and at N), on bench/walk/bigheap.c grown to the sizes asked for: wall
 # time, CPU time, peak RSS, RSS per GiB of heap, and how much faster two
-# workers are than one. See README.md beside this file.
+# workers are than one. See docs/scale.md.
 #
 # usage: bench/scale/run.sh [SIZE_GiB...]        (default: 1 4)
 #        bench/scale/run.sh build DIR            static binaries and this script into DIR

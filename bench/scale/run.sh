@@ -100,8 +100,17 @@ stop_bigheap() {
 
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
+# field NAME: the first number named NAME in the run's JSON, or -.
+field() {
+	local v
+	v=$(grep -o "\"$1\": *[0-9]*" "$work/out.json" | head -1 | grep -o '[0-9]*$')
+	echo "${v:--}"
+}
+
 # run NAME JOBS: one run of command NAME at --jobs JOBS; appends
-# "NAME JOBS WALL_US CPU_US MAXRSS_KIB" to $work/res.
+# "NAME JOBS WALL_US CPU_US MAXRSS_KIB FROZEN_US PREFLIGHT_US HELD_US" to
+# $work/res (from its JSON: how long the process was stopped, the
+# pre-flight walk, how long the borrowed thread was held; - where none).
 run() {
 	local name=$1 j=$2 out=$work/out.json
 	local -a cmd
@@ -115,7 +124,8 @@ run() {
 	esac
 	"$bin/rusage" "$work/ru" "$arenactl" --jobs "$j" "${cmd[@]}" >"$out" 2>"$work/err" ||
 		die "arenactl ${cmd[*]} --jobs $j failed: $(head -c 500 "$work/err")"
-	echo "$name $j $(cut -d' ' -f1-3 "$work/ru")" >>"$work/res"
+	echo "$name $j $(cut -d' ' -f1-3 "$work/ru") $(field frozen_us) $(field preflight_us) $(field stopped_us)" >>"$work/res"
+	awk -v n="$name" -v j="$j" '{printf "  %s --jobs %s: %.2f s\n", n, j, $1 / 1e6}' "$work/ru" >&2 # progress
 }
 
 for size in $sizes; do
@@ -150,7 +160,7 @@ for size in $sizes; do
 	unset churning
 	rm -f "$work/snap.core"
 	stop_bigheap
-	printf '%-10s %5s %9s %9s %10s %12s %10s\n' command jobs wall_s cpu_s peak_MiB "RSS B/GiB" "j1/j2 wall"
+	printf '%-10s %5s %9s %9s %10s %12s %10s  %s\n' command jobs wall_s cpu_s peak_MiB "RSS B/GiB" "j1/j2 wall" "stop / pre-flight / thread held (ms)"
 	for name in $only; do
 		w1=
 		for j in $jobs_list; do
@@ -160,8 +170,14 @@ for size in $sizes; do
 			[ -n "$w1" ] || w1=$wall
 			ratio=-
 			[ "$j" != 2 ] || ratio=$(awk -v a="$w1" -v b="$wall" 'BEGIN {printf "%.2fx", a / b}')
-			awk -v n="$name" -v j="$j" -v w="$wall" -v c="$cpu" -v r="$rss" -v h="$heap_kib" -v x="$ratio" 'BEGIN {
-				printf "%-10s %5s %9.2f %9.2f %10.0f %12.0f %10s\n", n, j, w / 1e6, c / 1e6, r / 1024, r * 1024 / (h / 1048576), x }'
+			detail=
+			for f in 6 7 8; do
+				v=$(awk -v n="$name" -v j="$j" -v f="$f" '$1 == n && $2 == j && $f != "-" {print $f}' "$work/res" | median)
+				detail="$detail $(awk -v v="$v" 'BEGIN {if (v == "") print "-"; else printf "%.1f", v / 1e3}')"
+			done
+			awk -v n="$name" -v j="$j" -v w="$wall" -v c="$cpu" -v r="$rss" -v h="$heap_kib" -v x="$ratio" -v d="$detail" 'BEGIN {
+				split(d, a, " ")
+				printf "%-10s %5s %9.2f %9.2f %10.0f %12.0f %10s  %s / %s / %s\n", n, j, w / 1e6, c / 1e6, r / 1024, r * 1024 / (h / 1048576), x, a[1], a[2], a[3] }'
 		done
 	done
 done

@@ -63,8 +63,17 @@ func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 		t.Fatal(err)
 	}
 	ch.exact = ch.walk.Exact
-	// Spread over workers, the walk is the same to the byte.
+	// Spread over workers, the walk is the same to the byte, and a
+	// visitor is handed the same chunks in the same order.
 	one := walkJSON(t, ch.walk, ch.caches)
+	visits := func() string {
+		var got []glibc.Chunk
+		if _, _, err := h.WalkChunks(func(c glibc.Chunk) { got = append(got, c) }); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+	oneVisits := visits()
 	for _, jobs := range []int{2, 7, 16} {
 		h.Jobs = jobs
 		w, caches, err := h.Walk()
@@ -74,7 +83,11 @@ func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 		if got := walkJSON(t, w, caches); got != one {
 			t.Fatalf("%d workers: the walk differs from one walker's\n--- one\n%s\n--- %d\n%s", jobs, one, jobs, got)
 		}
+		if got := visits(); got != oneVisits {
+			t.Fatalf("%d workers: the chunks visited differ from one walker's\n--- one\n%s\n--- %d\n%s", jobs, oneVisits, jobs, got)
+		}
 	}
+	h.Jobs = 1
 	return ch
 }
 

@@ -31,13 +31,14 @@ type sharedReader interface {
 }
 
 // parallel reports whether this walk may spread its arenas (and the long
-// heaps' chunks) over workers: more than one asked for, memory that may be
-// read from several threads at once (parallelReader, sharedReader), and no
-// visitor, which is handed the chunks in address order within each heap
-// and in ring order across arenas (the chunk index and the reachability
-// scan build on that order).
+// heaps' chunks) over workers: more than one asked for, and memory that
+// may be read from several threads at once (parallelReader,
+// sharedReader). A visitor is handed the chunks in address order within
+// each heap and in ring order across arenas (the chunk index and the
+// reachability scan build on that order): the arenas' chunk walks then
+// take turns, in ring order, while their copies and lists are made at once.
 func (wk *walker) parallel() bool {
-	if workers.Resolve(wk.jobs) <= 1 || wk.visit != nil || wk.only != nil {
+	if workers.Resolve(wk.jobs) <= 1 || wk.only != nil {
 		return false
 	}
 	_, par := wk.mem.mem.(parallelReader)
@@ -113,9 +114,24 @@ func (wk *walker) arenasParallel(a Anchors) error {
 			sub.mem.releaseWindows()
 		}
 	}()
+	// turns[i] is closed once arena i may hand its chunks to the visitor:
+	// when every arena before it has, or has failed. Arenas are handed to
+	// the workers in ring order, so the one whose turn it is always runs.
+	turns := make([]chan struct{}, len(ring)+1)
+	for i := range turns {
+		turns[i] = make(chan struct{})
+	}
+	close(turns[0])
 	err = workers.Run(context.Background(), jobs, len(ring), func(i int) error {
 		sub := <-idle
 		defer func() { idle <- sub }()
+		defer close(turns[i+1])
+		if wk.visit != nil {
+			sub.inTurn = func(walk func()) {
+				<-turns[i]
+				walk()
+			}
+		}
 		sub.w = &Walk{Layout: wk.lay, Anchors: a, Params: wk.w.Params, Malloc: &MallocInfo{HasFast: wk.w.Malloc.HasFast, HasMmap: wk.w.Malloc.HasMmap}, Exact: wk.w.Exact}
 		if _, err := sub.arena(ring[i], i); err != nil {
 			return err
@@ -146,7 +162,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 func (wk *walker) fork() *walker {
 	c := newBlockMemSized(wk.mem.mem, wk.mem.size)
 	c.noWin = wk.mem.noWin
-	return &walker{mem: c, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, jobs: 1}
+	return &walker{mem: c, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
 }
 
 // A long heap (the main arena's, or a thread arena's heap of up to

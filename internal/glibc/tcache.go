@@ -267,9 +267,10 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, thre
 // use, in a bin, in a fastbin, in a tcache), each arena's top chunk, and
 // the mmapped chunks. An arena whose chunks cannot be walked to the end
 // (damage, a non-contiguous main arena) gives those met before, and its
-// Walked is false. It is one walker's: visit sees the chunks in that order.
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk)) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, false, visit, 1)
+// Walked is false. Visit is called from one goroutine at a time, in that
+// order, at any number of workers (as WalkHeap's).
+func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
 }
 
 // WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,

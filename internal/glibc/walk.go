@@ -186,6 +186,10 @@ type walker struct {
 	only      map[int]bool // walk only these lists, when set (WalkArenaLists)
 	jobs      int          // workers the arenas may be walked by (workers.Resolve's)
 	segJobs   int          // workers a long heap's chunks may be walked by, in segments (parallel.go)
+	index     int          // the arena being walked: its place in the ring
+	// inTurn runs the chunk walk of the arena when it is the arena's turn
+	// to hand its chunks to visit (in ring order; parallel.go); nil: now.
+	inTurn func(walk func())
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -412,6 +416,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading arena %d at %#x: %w", n, addr, err)
 	}
+	wk.index = n
 	main := addr == wk.w.Anchors.MainArena
 	aw := ArenaWalk{Addr: addr, Main: main, Mutex: uint32(le(st, 0)), Flags: uint32(le(st, lay.StateFlags)), Top: le(st, lay.StateTop)}
 	if lay.StateAttached >= 0 {
@@ -483,7 +488,11 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		wk.heaps(&aw, &mi)
 	}
 	if !wk.listsOnly && !wk.noChunks {
-		wk.chunks(&aw)
+		if wk.inTurn != nil {
+			wk.inTurn(func() { wk.chunks(&aw) })
+		} else {
+			wk.chunks(&aw)
+		}
 	}
 	wk.trimRanges(&aw, st)
 	wk.w.Malloc.Arenas = append(wk.w.Malloc.Arenas, mi)
@@ -914,13 +923,13 @@ spans:
 				aw.InUseBytes += sz
 			}
 			if wk.visit != nil {
-				wk.visit(Chunk{Addr: p, Size: sz, Arena: len(wk.w.Arenas), State: state})
+				wk.visit(Chunk{Addr: p, Size: sz, Arena: wk.index, State: state})
 			}
 			p += sz
 		}
 	}
 	if wk.visit != nil && aw.Top != 0 && aw.TopSize != 0 {
-		wk.visit(Chunk{Addr: aw.Top, Size: aw.TopSize, Arena: len(wk.w.Arenas), State: ChunkTop})
+		wk.visit(Chunk{Addr: aw.Top, Size: aw.TopSize, Arena: wk.index, State: ChunkTop})
 	}
 	aw.Walked = true
 }

@@ -44,8 +44,9 @@ func (c copiedRuns) DataRuns(start, end uint64, fn func(start, end uint64, data 
 
 // The walk of a copy of the heaps (whole, or with pages left out, with a
 // loader running ahead, or by several workers) gives what one walker's walk
-// of the memory in place gives, free lists and every chunk, on every core
-// of testdata/cores.
+// of the memory in place gives, free lists and every chunk (also every
+// chunk a visitor is handed, in the same order), on every core of
+// testdata/cores.
 func TestWalkOfCopiesIsTheSame(t *testing.T) {
 	for _, fx := range testutil.CoreFixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
@@ -64,10 +65,19 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The chunks handed to a visitor, in the order given.
+				var visited []glibc.Chunk
+				vw, _, err := glibc.WalkChunks(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls, func(ch glibc.Chunk) {
+					visited = append(visited, ch)
+				}, jobs)
+				if err != nil {
+					t.Fatal(err)
+				}
 				full, err := json.Marshal(struct {
-					W *glibc.Walk
-					C []glibc.ThreadCache
-				}{w, caches})
+					W, VW   *glibc.Walk
+					C       []glibc.ThreadCache
+					Visited []glibc.Chunk
+				}{w, vw, caches, visited})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -96,7 +96,7 @@ func (h *Heap) Walk() (*glibc.Walk, []glibc.ThreadCache, error) {
 // WalkChunks is Walk that also hands visit every chunk it meets
 // (glibc.WalkChunks): what internal/chunks indexes.
 func (h *Heap) WalkChunks(visit func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadCache, error) {
-	w, caches, err := glibc.WalkChunks(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visit)
+	w, caches, err := glibc.WalkChunks(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visit, h.Jobs)
 	if w != nil {
 		w.Exact = w.Exact && h.SameFormat
 	}

@@ -14,8 +14,9 @@ import (
 // A live process's walks give the same result, to the byte, whatever the
 // number of workers they are spread over: the read-only walk from an image
 // and with every thread stopped (XML and all it found), the busy
-// pre-flight's walk of the lists, the dry run of trim and a snapshot's walk
-// (read back as a core). The target is bench/walk/bigheap.c at a small
+// pre-flight's walk of the lists, the dry run of trim, heap's contents
+// (its chunk index is handed the chunks in ring order) and a snapshot's
+// walk (read back as a core). The target is bench/walk/bigheap.c at a small
 // size: 8 arenas of a few thousand chunks, half of them free, parked
 // (nothing changes while it is read). That the XML is glibc's own is the
 // cores' test (internal/glibc's TestWalkCoreFixtures, at every worker
@@ -67,6 +68,13 @@ func TestWalksSameAtEveryJobCount(t *testing.T) {
 			t.Fatalf("%d workers: trim --dry-run: %v", jobs, err)
 		}
 		same("trim's prediction", jobs, text(struct{ P, D any }{dry.Prediction, dry.Damage}))
+
+		hc, err := Contents(ctx, tg.Pid, o, HoldImage, nil)
+		if err != nil {
+			t.Fatalf("%d workers: heap: %v", jobs, err)
+		}
+		hc.Frozen, hc.Scan = 0, 0
+		same("heap's contents", jobs, text(hc))
 
 		out := filepath.Join(t.TempDir(), "snap.core")
 		if _, err := Snapshot(ctx, tg.Pid, SnapshotOptions{Out: out, Timeout: 10 * time.Second, Hold: HoldImage, Jobs: jobs}); err != nil {

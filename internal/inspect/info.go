@@ -141,7 +141,14 @@ func (h *held) release(ro *report.ReadOnly) error {
 			ro.LeftOut++
 			ro.LeftOutBytes += sp.End - sp.Start
 		}
-		return h.image.Close()
+		// An image that ended under the read leaves it short, not
+		// wrong where it says so: a walk takes an unreadable chunk for
+		// the end of its heap, a scan an unreadable root for none.
+		gone := h.image.Gone()
+		if err := h.image.Close(); gone == nil {
+			return err
+		}
+		return fmt.Errorf("image %d: %w", h.image.Pid, gone)
 	case h.frozen != nil:
 		d, err := h.frozen.Thaw()
 		h.boost.restore()

@@ -3,11 +3,16 @@ package inspect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -85,6 +90,38 @@ func TestWalksSameAtEveryJobCount(t *testing.T) {
 			t.Fatalf("%d workers: the snapshot read back: %v", jobs, err)
 		}
 		same("the snapshot's walk", jobs, text(struct{ W, C any }{crep.ReadOnly.Walk, crep.ReadOnly.Tcaches}))
+	}
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Errorf("target: %q %d", line, code)
+	}
+}
+
+// An image that ends while it is read (killed here; its lease can also run
+// out when arenactl's threads do not run for 2 s) makes the read fail with
+// ErrImageGone when it is let go, not yield a walk or a scan short of
+// what it could not read.
+func TestImageGoneUnderTheReadFails(t *testing.T) {
+	bin := testutil.BuildC(t, filepath.Join(testutil.RepoRoot(t), "bench", "walk", "bigheap.c"))
+	tg := testutil.Start(t, bin, "2", "1000", "400")
+	tgt, err := live.Open(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	hd, err := hold(context.Background(), tgt, HoldImage, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(hd.image.Pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitUntil(t, "the image gone", func() bool { return hd.image.Gone() != nil })
+	var ro report.ReadOnly
+	if err := hd.release(&ro); !errors.Is(err, errkind.ErrImageGone) {
+		t.Fatalf("release after the image was killed: %v, want ErrImageGone", err)
+	}
+	if err := hd.release(&ro); err != nil {
+		t.Fatalf("a second release: %v", err)
 	}
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Errorf("target: %q %d", line, code)

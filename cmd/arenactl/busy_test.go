@@ -18,7 +18,8 @@ var busyRuns = flag.Int("busy-runs", 40, "runs of info and trim in TestBusyHeap 
 // the free chunks beside them, and allocate new ones from the bins), as a
 // loaded server's is. A walk made with nothing stopped reads lists in flux
 // there most of the time; every such arena is walked again under its lock,
-// and info and trim go ahead: never a false alarm. With the churn paused,
+// and info and trim go ahead: never a false alarm, whether the walk is one
+// worker's or spread over two (--jobs). With the churn paused,
 // the XML is glibc's own to the byte; after hundreds of calls the target
 // and its churn are intact (glibc itself would abort on a heap we had
 // damaged).
@@ -35,9 +36,10 @@ func TestBusyHeap(t *testing.T) {
 	locked, lockedRuns := 0, 0
 	for i := 0; i < *busyRuns; i++ {
 		verb := []string{"info", "trim"}[i%2]
-		r := runWithin(t, 2*time.Minute, verb, "--json", pid)
+		jobs := []string{"1", "2"}[i/2%2]
+		r := runWithin(t, 2*time.Minute, "--jobs", jobs, verb, "--json", pid)
 		if r.code != 0 {
-			t.Fatalf("run %d: %s on a busy heap: exit %d: %s", i, verb, r.code, r.stderr)
+			t.Fatalf("run %d: %s --jobs %s on a busy heap: exit %d: %s", i, verb, jobs, r.code, r.stderr)
 		}
 		var doc struct {
 			Injection jsonInjection `json:"injection"`

@@ -130,10 +130,10 @@ func (e *Error) Is(target error) bool { return target == errkind.ErrNoMemory }
 // and the garbage collector their shares of the estimate (Apply). A
 // process whose maps cannot be read is left to the command to report; it
 // is given the budget of an empty heap.
-func Check(pid int, op Op, maxMemory uint64) error {
+func Check(pid int, op Op, maxMemory uint64, jobs int) error {
 	heap, err := HeapOfPid(pid)
 	if err != nil {
-		Apply(Need(op, 0))
+		Apply(Need(op, 0), jobs)
 		return nil
 	}
 	need := Need(op, heap)
@@ -150,15 +150,16 @@ func Check(pid int, op Op, maxMemory uint64) error {
 		}
 		return refuse(spare, by)
 	}
-	Apply(need)
+	Apply(need, jobs)
 	return nil
 }
 
 // Apply holds what follows to budget bytes: the walker's copies and cache
 // (glibc.SetMemory) and, through the garbage collector's soft limit, the
-// Go heap, which gets what they and the program's own pages leave.
-func Apply(budget uint64) {
-	glibc.SetMemory(budget)
+// Go heap, which gets what they and the program's own pages leave. jobs is
+// the walk's workers (--jobs), among whom the walker's share is divided.
+func Apply(budget uint64, jobs int) {
+	glibc.SetMemory(budget, jobs)
 	goShare := budget - budget/4 - 16<<20
 	debug.SetMemoryLimit(int64(max(goShare, 32<<20)))
 }

@@ -64,16 +64,16 @@ func TestHeapOfPid(t *testing.T) {
 // that says what set the limit; one above it lets the work go ahead.
 func TestCheck(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "bigcheck.c"), "32", "1", "still")
-	err := budget.Check(tg.Pid, budget.Scan, 1<<20)
+	err := budget.Check(tg.Pid, budget.Scan, 1<<20, 1)
 	var be *budget.Error
 	if !errors.Is(err, errkind.ErrNoMemory) || !errors.As(err, &be) || be.By != "--max-memory" || be.Need < budget.Base {
 		t.Fatalf("Check with 1 MiB: %v", err)
 	}
-	if err := budget.Check(tg.Pid, budget.Scan, 1<<40); err != nil {
+	if err := budget.Check(tg.Pid, budget.Scan, 1<<40, 1); err != nil {
 		t.Fatalf("Check with 1 TiB: %v", err)
 	}
 	// A process that is gone is left to the command to report.
-	if err := budget.Check(1<<30, budget.Scan, 1<<20); err != nil {
+	if err := budget.Check(1<<30, budget.Scan, 1<<20, 1); err != nil {
 		t.Errorf("Check of no process: %v", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 type WithFiles struct {
 	c     *Core
 	open  func(path string) (*os.File, error)
-	mu    sync.Mutex          // files: a parallel scan reads from several goroutines
+	mu    sync.Mutex          // guards files: the walk's workers and a parallel scan read at once
 	files map[string]*os.File // nil entry: could not be opened
 }
 
@@ -83,8 +83,16 @@ func (w *WithFiles) file(path string) *os.File {
 	return f
 }
 
+// ReadsShared says that ReadAt may be called from several goroutines at
+// once: the core is read from its mapping (or bytes) in place, and a file
+// with pread, and the files opened are kept under a lock. A walk may then
+// spread the arenas over workers.
+func (w *WithFiles) ReadsShared() {}
+
 // Close closes every file the view opened.
 func (w *WithFiles) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, f := range w.files {
 		if f != nil {
 			f.Close()

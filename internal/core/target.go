@@ -90,6 +90,10 @@ func (t *Target) ReadAt(p []byte, addr uint64) (int, error) { return t.mem.ReadA
 // not all stay in arenactl's RSS.
 func (t *Target) Release() { t.mem.Release() }
 
+// ReadsShared is WithFiles.ReadsShared: a walk may spread a core's arenas
+// over several workers.
+func (t *Target) ReadsShared() {}
+
 // Process is the dumped process: NT_PRPSINFO's pid and name, the executable
 // from the auxiliary vector.
 func (t *Target) Process() target.Process {

@@ -60,3 +60,14 @@ func (s *addrSet) region(a uint64) []uint64 {
 	}
 	return s.bits.get(a, false)
 }
+
+// reader is a view of s for one more goroutine to test, never to add to:
+// it shares s's bitmaps but remembers its own last region (regionMap.get
+// writes that on every change of region, so two goroutines cannot share
+// one).
+func (s *addrSet) reader() *addrSet {
+	if s == nil {
+		return nil
+	}
+	return &addrSet{bits: regionMap[uint64]{m: s.bits.m, n: s.bits.n}, odd: s.odd}
+}

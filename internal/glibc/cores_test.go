@@ -1,6 +1,7 @@
 package glibc_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -57,11 +58,50 @@ func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 	if libcFile != "" && ch.libc.Source != glibc.SourceFile {
 		t.Fatalf("libc from %v, not the file %s: %q", ch.libc.Source, libcFile, h.LibcNotes)
 	}
+	h.Jobs = 1
 	if ch.walk, ch.caches, err = h.Walk(); err != nil {
 		t.Fatal(err)
 	}
 	ch.exact = ch.walk.Exact
+	// Spread over workers, the walk is the same to the byte, and a
+	// visitor is handed the same chunks in the same order.
+	one := walkJSON(t, ch.walk, ch.caches)
+	visits := func() string {
+		var got []glibc.Chunk
+		if _, _, err := h.WalkChunks(func(c glibc.Chunk) { got = append(got, c) }); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+	oneVisits := visits()
+	for _, jobs := range []int{2, 7, 16} {
+		h.Jobs = jobs
+		w, caches, err := h.Walk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := walkJSON(t, w, caches); got != one {
+			t.Fatalf("%d workers: the walk differs from one walker's\n--- one\n%s\n--- %d\n%s", jobs, one, jobs, got)
+		}
+		if got := visits(); got != oneVisits {
+			t.Fatalf("%d workers: the chunks visited differ from one walker's\n--- one\n%s\n--- %d\n%s", jobs, oneVisits, jobs, got)
+		}
+	}
+	h.Jobs = 1
 	return ch
+}
+
+// walkJSON is all a walk found, as text to compare.
+func walkJSON(t *testing.T, w *glibc.Walk, caches []glibc.ThreadCache) string {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		W *glibc.Walk
+		C []glibc.ThreadCache
+	}{w, caches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestWalkCoreFixtures(t *testing.T) {

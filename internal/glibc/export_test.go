@@ -15,3 +15,11 @@ func SetCacheLimits(cache uint64, links int) (restore func()) {
 	cacheCap, prewalkBudget, prewalkBudgetParts = cache, links, links
 	return func() { cacheCap, prewalkBudget, prewalkBudgetParts = oc, ob, op }
 }
+
+// SetSegMin sets segMin for a test, so that heaps of a few pages are walked
+// in segments; it returns what puts it back.
+func SetSegMin(n uint64) (restore func()) {
+	old := segMin
+	segMin = n
+	return func() { segMin = old }
+}

@@ -1,5 +1,7 @@
 package glibc
 
+import "github.com/arenactl/arenactl/internal/workers"
+
 // SetMemory bounds what a walk keeps in memory by the budget arenactl
 // gives it (internal/budget): the copies of an arena's heaps (two buffers
 // of windowCap, the walker's and the loader's running ahead) and the cache
@@ -12,10 +14,14 @@ package glibc
 // a read per word where the lists hop over more than the cache holds.
 // Links are only held for free chunks there are, so the floor costs an
 // ordinary heap nothing. The rest is left to the chunk index and the scan.
-// Call it before a walk, never during one.
-func SetMemory(budget uint64) {
-	share := budget / 8
-	windowCap = min(max(share, 8<<20), 96<<20) &^ (2<<20 - 1) // whole huge pages
-	cacheCap = max(share, 8<<20)
-	prewalkBudgetParts = int(max(budget/6/24, 2<<20))
+// A walk spread over jobs workers (parallel.go) gives each its own copies,
+// cache and links: each gets a jobs-th of those shares (at least 4 MiB of
+// copies and cache), so that what the walk holds does not grow with the
+// workers. Call it before a walk, never during one.
+func SetMemory(budget uint64, jobs int) {
+	jobs = max(workers.Resolve(jobs), 1)
+	share := budget / 8 / uint64(jobs)
+	windowCap = min(max(share, 4<<20), 96<<20) &^ (2<<20 - 1) // whole huge pages
+	cacheCap = max(share, 4<<20)
+	prewalkBudgetParts = int(max(budget/6/24, 2<<20)) / jobs
 }

@@ -20,7 +20,14 @@ type blockMem struct {
 	win    windows  // the current arena's heaps, copied whole (see load)
 	noWin  bool     // never copy heaps whole (a recorder of reads)
 	ahead  *ahead   // copying the next arenas' heaps meanwhile; nil when not
+	keep   int      // copied blocks kept from one arena to the next (0: keepBlocks())
 }
+
+// keepBlocks is how many copied blocks a walk keeps between two arenas,
+// cached or as spare buffers: a quarter of cacheCap (64 MiB at its
+// default). A walk spread over workers shares it out among them (fork), so
+// that what they keep does not grow with their number.
+func keepBlocks() int { return int(cacheCap / 4 / blockSize) }
 
 const blockSize = 256 << 10
 
@@ -67,7 +74,7 @@ func newBlockMemSized(mem Memory, size uint64) *blockMem {
 
 // drop forgets cached blocks once an arena has been walked, so memory use
 // stays bounded by what one walk step needs: copied blocks when there are
-// more than 256 of them (their buffers serve the next ones), a slicer's
+// more than it keeps (their buffers serve the next ones), a slicer's
 // always (their pages are released).
 func (c *blockMem) drop() {
 	if c.win.lent != nil {
@@ -80,10 +87,17 @@ func (c *blockMem) drop() {
 		return
 	}
 	c.direct = false
-	if uint64(c.loaded)*c.size <= cacheCap/4 {
+	if c.loaded <= c.kept() {
 		return
 	}
 	c.recycle()
+}
+
+func (c *blockMem) kept() int {
+	if c.keep > 0 {
+		return c.keep
+	}
+	return int(cacheCap / 4 / c.size)
 }
 
 // recycle forgets every copied block, keeping their buffers for the next.
@@ -97,6 +111,10 @@ func (c *blockMem) recycle() {
 	}
 	c.blocks.reset()
 	c.loaded, c.hits = 0, 0
+	if k := c.kept(); len(c.spare) > k {
+		clear(c.spare[k:]) // to the garbage collector
+		c.spare = c.spare[:k]
+	}
 }
 
 // block returns the block at start, reading it if needed; nil when it

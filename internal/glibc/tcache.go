@@ -256,9 +256,10 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 // thread's tcache (when its thread pointer is known: threads is empty for
 // a process read without stopping it), then the heaps, with the chunks the
 // tcaches hold counted as cached. The live, core and snapshot paths all
-// read a target through this one function.
-func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, false, nil)
+// read a target through this one function. Its arenas are walked by up to
+// jobs workers, as WalkHeap's.
+func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, jobs int) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, false, nil, jobs)
 }
 
 // WalkChunks is WalkAll that also hands visit every chunk it meets, in
@@ -266,9 +267,10 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, thre
 // use, in a bin, in a fastbin, in a tcache), each arena's top chunk, and
 // the mmapped chunks. An arena whose chunks cannot be walked to the end
 // (damage, a non-contiguous main arena) gives those met before, and its
-// Walked is false.
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk)) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, false, visit)
+// Walked is false. Visit is called from one goroutine at a time, in that
+// order, at any number of workers (as WalkHeap's).
+func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
 }
 
 // WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,
@@ -276,18 +278,18 @@ func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, t
 // see to record the layout, the anchors, the TLS slots and the pages a later
 // reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
 // large heap the chunk walk is most of a walk's time, and the process is
-// frozen for it.
-func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, true, nil)
+// frozen for it. Its arenas are walked by up to jobs workers, as WalkHeap's.
+func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, jobs int) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, true, nil, jobs)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, noChunks bool, visit func(Chunk)) (*Walk, []ThreadCache, error) {
+func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := newBlockMem(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a
 	// snapshot's recorder refuses large reads (it dumps the heaps anyway).
 	c.noWin = noChunks
-	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks, visit: visit}, a)
+	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks, visit: visit, jobs: jobs}, a)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -184,14 +184,22 @@ type walker struct {
 	visit     func(Chunk)  // given every chunk met, when set (WalkChunks)
 	list      int          // the list being walked, for damage reports (Damage.List)
 	only      map[int]bool // walk only these lists, when set (WalkArenaLists)
+	jobs      int          // workers the arenas may be walked by (workers.Resolve's)
+	segJobs   int          // workers a long heap's chunks may be walked by, in segments (parallel.go)
+	index     int          // the arena being walked: its place in the ring
+	// inTurn runs the chunk walk of the arena when it is the arena's turn
+	// to hand its chunks to visit (in ring order; parallel.go); nil: now.
+	inTurn func(walk func())
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
 // mappings, used to check every pointer before it is followed. tcached holds
 // the chunk addresses (not user pointers) sitting in threads' tcaches, when
-// the caller could find them (nil otherwise).
-func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool) (*Walk, error) {
-	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(tcached)}, a)
+// the caller could find them (nil otherwise). The arenas are walked by up to
+// jobs workers (as workers.Resolve takes it) when mem may be read from
+// several at once; the result is the same for any count.
+func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool, jobs int) (*Walk, error) {
+	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(tcached), jobs: jobs}, a)
 }
 
 // WalkLists reads only what glibc's malloc_info and malloc_trim read: the
@@ -201,16 +209,19 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // Malloc and TrimRanges are those of WalkHeap. It leaves the pages
 // malloc_trim gave back alone: it copies only the pages of the heaps that
 // hold data, when mem can tell which (dataRuns), else whole pages around
-// the headers only.
-func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) (*Walk, error) {
-	return walkHeap(listsWalker(mem, lay, ms), a)
+// the headers only. Its arenas are walked by up to jobs workers, as
+// WalkHeap's.
+func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, jobs int) (*Walk, error) {
+	wk := listsWalker(mem, lay, ms)
+	wk.jobs = jobs
+	return walkHeap(wk, a)
 }
 
 func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
 	c := newBlockMemSized(mem, pageSz)
 	_, runs := mem.(dataRuns)
 	c.noWin = !runs // copying whole heaps would map the zero page into the pages trimmed
-	return &walker{mem: c, lay: lay, ms: ms, listsOnly: true}
+	return &walker{mem: c, lay: lay, ms: ms, listsOnly: true, jobs: 1}
 }
 
 // WalkArenaLists is WalkLists of one arena, the one at addr (index is its
@@ -257,32 +268,12 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
-		wk.mem.ahead = startAhead(wk.mem.mem, lay, a, w.Params, ArenaRing(wk.mem.mem, lay, a), newRWSpans(wk.ms))
-	}
-	seen := map[uint64]bool{}
-	ar := a.MainArena
-	for n := 0; ; n++ {
-		if n == maxArenas || seen[ar] {
-			// A ring that loops without main_arena: glibc's loops over the
-			// arenas (malloc_info, malloc_trim) never end.
-			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: ar, What: "the arena ring does not return to main_arena", Hang: seen[ar], Ring: true})
-			break
-		}
-		seen[ar] = true
-		next, err := wk.arena(ar, n)
-		if err != nil {
+	if wk.parallel() {
+		if err := wk.arenasParallel(a); err != nil {
 			return nil, err
 		}
-		if next == a.MainArena {
-			break
-		}
-		if !wk.rw(next, uint64(lay.StateSize)) {
-			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), true)
-			wk.w.Damage[len(wk.w.Damage)-1].Ring = true
-			break
-		}
-		ar = next
+	} else if err := wk.arenasSerial(a); err != nil {
+		return nil, err
 	}
 	mi := w.Malloc
 	mi.MmapCount, mi.MmapBytes = uint64(uint32(w.Params.NMmaps)), w.Params.MmappedMem
@@ -302,6 +293,40 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	}
 	mi.Raw = RenderMallocInfo(mi, lay)
 	return w, nil
+}
+
+// arenasSerial walks the arenas one after the other, in ring order, with
+// the next one's heaps copied meanwhile where the memory allows (ahead.go).
+func (wk *walker) arenasSerial(a Anchors) error {
+	lay := wk.lay
+	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
+		wk.mem.ahead = startAhead(wk.mem.mem, lay, a, wk.w.Params, ArenaRing(wk.mem.mem, lay, a), newRWSpans(wk.ms))
+	}
+	seen := map[uint64]bool{}
+	ar := a.MainArena
+	for n := 0; ; n++ {
+		if n == maxArenas || seen[ar] {
+			// A ring that loops without main_arena: glibc's loops over the
+			// arenas (malloc_info, malloc_trim) never end.
+			wk.w.Damage = append(wk.w.Damage, Damage{Arena: wk.cur, Addr: ar, What: "the arena ring does not return to main_arena", Hang: seen[ar], Ring: true})
+			break
+		}
+		seen[ar] = true
+		next, err := wk.arena(ar, n)
+		if err != nil {
+			return err
+		}
+		if next == a.MainArena {
+			break
+		}
+		if !wk.rw(next, uint64(lay.StateSize)) {
+			wk.damage(ar, fmt.Sprintf("next arena pointer %#x is not in writable memory", next), true)
+			wk.w.Damage[len(wk.w.Damage)-1].Ring = true
+			break
+		}
+		ar = next
+	}
+	return nil
 }
 
 func (wk *walker) damage(at uint64, what string, abort bool) {
@@ -391,6 +416,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading arena %d at %#x: %w", n, addr, err)
 	}
+	wk.index = n
 	main := addr == wk.w.Anchors.MainArena
 	aw := ArenaWalk{Addr: addr, Main: main, Mutex: uint32(le(st, 0)), Flags: uint32(le(st, lay.StateFlags)), Top: le(st, lay.StateTop)}
 	if lay.StateAttached >= 0 {
@@ -462,7 +488,11 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		wk.heaps(&aw, &mi)
 	}
 	if !wk.listsOnly && !wk.noChunks {
-		wk.chunks(&aw)
+		if wk.inTurn != nil {
+			wk.inTurn(func() { wk.chunks(&aw) })
+		} else {
+			wk.chunks(&aw)
+		}
 	}
 	wk.trimRanges(&aw, st)
 	wk.w.Malloc.Arenas = append(wk.w.Malloc.Arenas, mi)
@@ -812,10 +842,19 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 			spans = append(spans, span{start, end})
 		}
 	}
+spans:
 	for _, s := range spans {
 		if s.start > s.end || !wk.rw(s.start, 16) {
 			wk.damage(s.start, "heap start is not in writable memory", false)
 			return
+		}
+		if wk.segmentable(s.start, s.end) {
+			switch wk.chunksInSegments(aw, s.start, s.end) {
+			case segBad:
+				return
+			default:
+				continue spans
+			}
 		}
 		warm := ^uint64(0)
 		// The headers straight from the copy that holds them (an arena
@@ -884,13 +923,13 @@ func (wk *walker) chunks(aw *ArenaWalk) {
 				aw.InUseBytes += sz
 			}
 			if wk.visit != nil {
-				wk.visit(Chunk{Addr: p, Size: sz, Arena: len(wk.w.Arenas), State: state})
+				wk.visit(Chunk{Addr: p, Size: sz, Arena: wk.index, State: state})
 			}
 			p += sz
 		}
 	}
 	if wk.visit != nil && aw.Top != 0 && aw.TopSize != 0 {
-		wk.visit(Chunk{Addr: aw.Top, Size: aw.TopSize, Arena: len(wk.w.Arenas), State: ChunkTop})
+		wk.visit(Chunk{Addr: aw.Top, Size: aw.TopSize, Arena: wk.index, State: ChunkTop})
 	}
 	aw.Walked = true
 }

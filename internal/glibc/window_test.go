@@ -29,6 +29,13 @@ func (c copied) ReadAt(p []byte, addr uint64) (int, error) { return c.mem.ReadAt
 
 func (c copied) ReadsInParallel() {}
 
+// alone is memory read through ReadAt by one walker only, as the walk of a
+// core read in place was before its arenas could be spread over workers:
+// the reference the others are compared with.
+type alone struct{ mem glibc.Memory }
+
+func (a alone) ReadAt(p []byte, addr uint64) (int, error) { return a.mem.ReadAt(p, addr) }
+
 type copiedRuns struct{ copied }
 
 func (c copiedRuns) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
@@ -42,8 +49,10 @@ func (c copiedRuns) DataRuns(start, end uint64, fn func(start, end uint64, data 
 }
 
 // The walk of a copy of the heaps (whole, or with pages left out, with a
-// loader running ahead) gives what the walk of the memory in place gives,
-// free lists and every chunk, on every core of testdata/cores.
+// loader running ahead, or by several workers) gives what one walker's walk
+// of the memory in place gives, free lists and every chunk (also every
+// chunk a visitor is handed, in the same order), on every core of
+// testdata/cores.
 func TestWalkOfCopiesIsTheSame(t *testing.T) {
 	for _, fx := range testutil.CoreFixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
@@ -57,19 +66,28 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				t.Fatal(err)
 			}
 			tls := c.Threads()
-			walk := func(mem glibc.Memory) (string, string) {
-				w, caches, err := glibc.WalkAll(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls)
+			walk := func(mem glibc.Memory, jobs int) (string, string) {
+				w, caches, err := glibc.WalkAll(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls, jobs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The chunks handed to a visitor, in the order given.
+				var visited []glibc.Chunk
+				vw, _, err := glibc.WalkChunks(mem, h.Libc, h.Layout, h.Anchors, c.Mappings(), tls, func(ch glibc.Chunk) {
+					visited = append(visited, ch)
+				}, jobs)
 				if err != nil {
 					t.Fatal(err)
 				}
 				full, err := json.Marshal(struct {
-					W *glibc.Walk
-					C []glibc.ThreadCache
-				}{w, caches})
+					W, VW   *glibc.Walk
+					C       []glibc.ThreadCache
+					Visited []glibc.Chunk
+				}{w, vw, caches, visited})
 				if err != nil {
 					t.Fatal(err)
 				}
-				l, err := glibc.WalkLists(mem, h.Layout, h.Anchors, c.Mappings())
+				l, err := glibc.WalkLists(mem, h.Layout, h.Anchors, c.Mappings(), jobs)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -79,7 +97,7 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				}
 				return string(full), string(lists)
 			}
-			wantFull, wantLists := walk(c)
+			wantFull, wantLists := walk(alone{c}, 1)
 			for _, m := range []struct {
 				how   string
 				mem   glibc.Memory
@@ -89,14 +107,18 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				// itself, recycling its cache and reading words alone
 				// (the bounds a small memory budget sets).
 				tiny bool
+				segs bool // every heap of more than two pages walked in segments by spare workers
 			}{
-				{"copied whole, no page map", copied{mem: c}, false, false},
-				{"copied whole", copiedRuns{copied{mem: c}}, false, false},
-				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false},
-				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false},
-				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false},
-				{"copied a page at a time, cache and links bounded", copiedRuns{copied{mem: c}}, true, true},
-				{"in place, cache and links bounded", c, false, true},
+				{"the core target (read by workers, not copied ahead)", c, false, false, false},
+				{"copied whole, no page map", copied{mem: c}, false, false, false},
+				{"copied whole", copiedRuns{copied{mem: c}}, false, false, false},
+				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, false},
+				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false, false},
+				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false, false},
+				{"copied a page at a time, cache and links bounded", copiedRuns{copied{mem: c}}, true, true, false},
+				{"in place, cache and links bounded", c, false, true, false},
+				{"the core target, in segments", c, false, false, true},
+				{"copied with holes, in segments", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, true},
 			} {
 				restore := func() {}
 				if m.small {
@@ -107,14 +129,21 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 					undo := glibc.SetCacheLimits(1, 4)
 					restore = func() { undo(); r() }
 				}
-				full, lists := walk(m.mem)
+				if m.segs {
+					r := restore
+					undo := glibc.SetSegMin(4 << 10)
+					restore = func() { undo(); r() }
+				}
+				for _, jobs := range []int{1, 2, 7, 16} {
+					full, lists := walk(m.mem, jobs)
+					if full != wantFull {
+						t.Errorf("%s, %d workers: the full walk differs\n--- in place, one walker\n%s\n--- %s\n%s", m.how, jobs, wantFull, m.how, full)
+					}
+					if lists != wantLists {
+						t.Errorf("%s, %d workers: the walk of the lists differs\n--- in place, one walker\n%s\n--- %s\n%s", m.how, jobs, wantLists, m.how, lists)
+					}
+				}
 				restore()
-				if full != wantFull {
-					t.Errorf("%s: the full walk differs\n--- in place\n%s\n--- %s\n%s", m.how, wantFull, m.how, full)
-				}
-				if lists != wantLists {
-					t.Errorf("%s: the walk of the lists differs\n--- in place\n%s\n--- %s\n%s", m.how, wantLists, m.how, lists)
-				}
 			}
 		})
 	}

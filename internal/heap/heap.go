@@ -37,6 +37,10 @@ type Heap struct {
 	// TcachesSkipped says why no thread's tcache can be read ("" when they
 	// can): the TLS slots are unknown without libc's file.
 	TcachesSkipped string
+	// Jobs is how many workers the walks may spread the arenas over, as
+	// workers.Resolve takes it (0: its default); a walk's result is the
+	// same for any count.
+	Jobs int
 }
 
 // Options are where debug files may be found, and for a core, its libc.
@@ -82,7 +86,7 @@ func (h *Heap) tls() []target.Thread {
 // Walk is the full read-only walk: every arena's lists and chunks, the
 // mmapped chunks, and every known thread's tcache.
 func (h *Heap) Walk() (*glibc.Walk, []glibc.ThreadCache, error) {
-	w, caches, err := glibc.WalkAll(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls())
+	w, caches, err := glibc.WalkAll(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), h.Jobs)
 	if w != nil {
 		w.Exact = w.Exact && h.SameFormat
 	}
@@ -92,7 +96,7 @@ func (h *Heap) Walk() (*glibc.Walk, []glibc.ThreadCache, error) {
 // WalkChunks is Walk that also hands visit every chunk it meets
 // (glibc.WalkChunks): what internal/chunks indexes.
 func (h *Heap) WalkChunks(visit func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadCache, error) {
-	w, caches, err := glibc.WalkChunks(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visit)
+	w, caches, err := glibc.WalkChunks(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visit, h.Jobs)
 	if w != nil {
 		w.Exact = w.Exact && h.SameFormat
 	}
@@ -103,7 +107,7 @@ func (h *Heap) WalkChunks(visit func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadC
 // fastbins, bins, heaps), without the chunks: the pre-flight check and the
 // trim prediction.
 func (h *Heap) WalkLists() (*glibc.Walk, error) {
-	return glibc.WalkLists(h.T, h.Layout, h.Anchors, h.T.Mappings())
+	return glibc.WalkLists(h.T, h.Layout, h.Anchors, h.T.Mappings(), h.Jobs)
 }
 
 // WalkArenaLists walks the top, heaps and the lists named (all when nil)
@@ -117,7 +121,7 @@ func (h *Heap) WalkArenaLists(addr uint64, index int, lists []int) (*glibc.Walk,
 // WalkThrough is the walk without the chunks, reading through mem (a
 // recorder of what it reads, for a snapshot).
 func (h *Heap) WalkThrough(mem glibc.Memory) (*glibc.Walk, error) {
-	w, _, err := glibc.WalkWithoutChunks(mem, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls())
+	w, _, err := glibc.WalkWithoutChunks(mem, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), h.Jobs)
 	return w, err
 }
 

@@ -33,7 +33,7 @@ const (
 // the read. Nothing is left out of the image: memory malloc does not own is
 // a root of the scan.
 func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64) (_ *report.Contents, err error) {
-	if err := budget.Check(pid, budget.Scan, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Scan, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	t, done, err := openLive(pid, true)
@@ -41,7 +41,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 		return nil, err
 	}
 	defer done(&err)
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func sortByBytes[T any](rows []T, key func(T) (uint64, string)) {
 // used: the scan takes seconds on a large heap, too long to stop the
 // process for.
 func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Builder) error {
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return err
 	}

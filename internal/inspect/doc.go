@@ -38,8 +38,9 @@ type Options struct {
 	// process is touched (budget.Check), as is one larger than the machine
 	// or arenactl's cgroup can spare.
 	MaxMemory uint64
-	// Jobs is how many workers a scan may use (workers.Resolve's; 0: the
-	// default).
+	// Jobs is how many workers a walk may spread its arenas over and a scan
+	// its marking, as workers.Resolve takes it (0: its default). The thread
+	// that borrows or stops the target is never one of them.
 	Jobs int
 	// Note receives what an injection found of earlier runs' leftovers in
 	// the target (call sites, buffers, FILEs) and what it did with them;

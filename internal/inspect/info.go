@@ -22,7 +22,7 @@ import (
 // that reading them adds nothing to the time the thread is held.
 func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error) {
 	// The pre-flight walks the lists over copies of the arenas' heaps.
-	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	t, done, err := openLive(pid, false)
@@ -146,7 +146,14 @@ func (h *held) release(ro *report.ReadOnly) error {
 			ro.LeftOut++
 			ro.LeftOutBytes += sp.End - sp.Start
 		}
-		return h.image.Close()
+		// An image that ended under the read leaves it short, not
+		// wrong where it says so: a walk takes an unreadable chunk for
+		// the end of its heap, a scan an unreadable root for none.
+		gone := h.image.Gone()
+		if err := h.image.Close(); gone == nil {
+			return err
+		}
+		return fmt.Errorf("image %d: %w", h.image.Pid, gone)
 	case h.frozen != nil:
 		d, err := h.frozen.Thaw()
 		h.boost.restore()
@@ -202,7 +209,7 @@ func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Op
 // summary after. A static executable is accepted: its own copy of glibc's
 // malloc is read.
 func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Report, err error) {
-	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	t, done, err := openLive(pid, true)
@@ -213,7 +220,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	pid = t.Pid
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -240,9 +247,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 // machine, and where debug files are.
 type CoreOptions struct {
 	Sysroot string
+	Jobs    int // workers the walk and scan may use (as Options.Jobs)
 	heap.Options
 	Unpack core.Options // for a compressed core
-	Jobs   int          // as Options.Jobs
 	// Note, when set, is told what a user should know that is not an
 	// error (a debug file fetched or not).
 	Note func(string)
@@ -316,7 +323,8 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 	}
 	// No process to protect, but the machine's memory: a core's walk and
 	// scan are held to the same budget as a live one's.
-	budget.Apply(budget.Need(budget.Scan, budget.HeapOf(t.Mappings())))
+	budget.Apply(budget.Need(budget.Scan, budget.HeapOf(t.Mappings())), o.Jobs)
+	h.Jobs = o.Jobs
 	return t, h, nil
 }
 
@@ -368,10 +376,11 @@ func openLive(pid int, readOnly bool) (t *live.Target, done func(*error), err er
 // openHeap locates a live process's allocator: its libc is the file its
 // mapping points at. Symbols and static signatures come from files, so this
 // is done before anything is stopped.
-func openHeap(t *live.Target, debugDirs []string) (*heap.Heap, error) {
+func openHeap(t *live.Target, debugDirs []string, jobs int) (*heap.Heap, error) {
 	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: debugDirs})
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
 	}
+	h.Jobs = jobs
 	return h, nil
 }

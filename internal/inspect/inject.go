@@ -57,7 +57,7 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 		pf.skipped = "--no-heap-check"
 		return pf, nil
 	}
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		pf.skipped = err.Error()
 		return pf, nil

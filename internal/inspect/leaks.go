@@ -58,7 +58,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	if o.NoScan {
 		op = budget.Walk
 	}
-	if err := budget.Check(pid, op, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, op, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	before, err := inUse(ctx, pid, o.Options)

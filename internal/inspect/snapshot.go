@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -36,6 +37,9 @@ type SnapshotOptions struct {
 	DebugDirs []string
 	// MaxMemory: as Options.MaxMemory, for the walk.
 	MaxMemory uint64
+	// Jobs is how many workers the walk may spread arenas over
+	// (workers.Resolve).
+	Jobs int
 }
 
 // Snapshot freezes the process, writes its core to a temporary file next
@@ -48,7 +52,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	// device, a full or read-only file system) is refused before anything
 	// is done to it. Refused unless o.Out is new or a regular file
 	// (hostfs.CheckOutput).
-	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	tmp, err := hostfs.CreateOutput(o.Out)
@@ -68,7 +72,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	if err != nil {
 		return nil, err
 	}
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -448,8 +452,16 @@ func splitResident(pid int, rs []maps.Range) (in, out []maps.Range) {
 type recorder struct {
 	mem   glibc.Memory
 	base  []maps.Range
+	mu    sync.Mutex // guards pages: the walk's workers read at once
 	pages map[uint64]bool
 }
+
+// ReadsShared lets the walk spread the arenas over workers (glibc's
+// sharedReader): what is under the recorder, the live process or its
+// image, is read with process_vm_readv or its mem file, which keep no
+// state between reads (live.Target, live.Image), and pages is kept under a
+// lock.
+func (r *recorder) ReadsShared() {}
 
 var errNotRecorded = errors.New("a large read outside the dumped memory")
 
@@ -462,6 +474,8 @@ func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
 		return 0, errNotRecorded
 	}
 	n, err := r.mem.ReadAt(p, addr)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for pg := addr &^ (core.PageSize - 1); pg < addr+uint64(n); pg += core.PageSize {
 		if !covers(r.base, pg, pg+core.PageSize) {
 			r.pages[pg] = true

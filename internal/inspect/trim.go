@@ -16,7 +16,7 @@ import (
 // lists predicted just before the call.
 func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimReport, err error) {
 	// The pre-flight walks the lists over copies of the arenas' heaps.
-	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	t, done, err := openLive(pid, false)
@@ -74,7 +74,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 // the process allocates them meanwhile, which would change the lists as
 // much.
 func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) (_ *report.TrimReport, err error) {
-	if err := budget.Check(pid, budget.Walk, o.MaxMemory); err != nil {
+	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
 	t, done, err := openLive(pid, false)
@@ -83,7 +83,7 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 	}
 	defer done(&err)
 	pid = t.Pid
-	h, err := openHeap(t, o.DebugDirs)
+	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}

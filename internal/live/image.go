@@ -396,6 +396,16 @@ func (im *Image) alive() bool {
 	return im.pidfd >= 0 && unix.PidfdSendSignal(im.pidfd, 0, nil, 0) == nil
 }
 
+// Gone returns ErrImageGone when the image ended before Close (killed,
+// or its lease ran out): reads of it failed from then on, and what a walk
+// or a scan made of them is short of the process's memory.
+func (im *Image) Gone() error {
+	if !im.closed && !im.alive() {
+		return ErrImageGone
+	}
+	return nil
+}
+
 // Process is the imaged process.
 func (im *Image) Process() target.Process { return im.t.Process() }
 

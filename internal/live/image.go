@@ -393,7 +393,14 @@ func (im *Image) ReadAt(b []byte, addr uint64) (int, error) {
 var ErrImageGone = errkind.ErrImageGone
 
 func (im *Image) alive() bool {
-	return im.pidfd >= 0 && unix.PidfdSendSignal(im.pidfd, 0, nil, 0) == nil
+	if im.pidfd < 0 {
+		return false
+	}
+	// Signal 0 checks permission too: the image of another user's process
+	// answers EPERM to an arenactl without CAP_KILL (a least-privilege
+	// container), and is alive; only ESRCH says it ended.
+	err := unix.PidfdSendSignal(im.pidfd, 0, nil, 0)
+	return err == nil || err == unix.EPERM
 }
 
 // Gone returns ErrImageGone when the image ended before Close (killed,

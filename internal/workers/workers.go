@@ -8,10 +8,10 @@
 // project): the server's CPUs are the server's. So by
 // default a walk uses at most half of the CPUs this process may run on
 // (runtime.GOMAXPROCS, which since Go 1.25 follows the cgroup's CPU quota
-// as well as the affinity mask), and every worker thread runs at nice 10
-// above arenactl's own. The thread that holds a target's thread or stops
-// it for an image is never a worker: it keeps arenactl's priority, so the
-// workers cannot slow a stop.
+// as well as the affinity mask), and every worker thread but the caller's
+// runs at nice 10 above arenactl's own. The thread that holds a target's
+// thread or stops it for an image is never a lowered worker: it keeps
+// arenactl's priority, so the workers cannot slow a stop.
 package workers
 
 import (
@@ -74,8 +74,9 @@ func lower() {
 // Resolve takes it) and returns the error of the lowest i that failed, or
 // ctx's error; after a failure no new piece is started. fn must put its
 // result where index i says, so the caller's output is the same for any
-// worker count. With one worker (or one piece) fn runs on the calling
-// goroutine, at the caller's priority, as a serial loop would.
+// worker count. The calling goroutine is one of the workers, at its own
+// priority; the others run at Nice below it. With one worker (or one
+// piece) fn runs on the calling goroutine alone, as a serial loop would.
 func Run(ctx context.Context, jobs, n int, fn func(i int) error) error {
 	jobs = Resolve(jobs)
 	if jobs > n {
@@ -100,34 +101,42 @@ func Run(ctx context.Context, jobs, n int, fn func(i int) error) error {
 		firstE error
 		wg     sync.WaitGroup
 	)
-	for w := 0; w < jobs; w++ {
+	work := func() {
+		for !failed.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			err := ctx.Err()
+			if err == nil {
+				err = fn(i)
+			}
+			if err != nil {
+				mu.Lock()
+				if i < firstI {
+					firstI, firstE = i, err
+				}
+				mu.Unlock()
+				failed.Store(true)
+				return
+			}
+		}
+	}
+	for w := 1; w < jobs; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// Never unlocked: the thread ends with the goroutine.
 			runtime.LockOSThread()
 			lower()
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				err := ctx.Err()
-				if err == nil {
-					err = fn(i)
-				}
-				if err != nil {
-					mu.Lock()
-					if i < firstI {
-						firstI, firstE = i, err
-					}
-					mu.Unlock()
-					failed.Store(true)
-					return
-				}
-			}
+			work()
 		}()
 	}
+	// The caller is a worker too, at its own priority: on a machine whose
+	// CPUs the server keeps busy, the lowered workers may get next to
+	// nothing, and the work then goes at least at a serial walk's pace
+	// instead of stalling (a busy heap's pre-flight took minutes).
+	work()
 	wg.Wait()
 	return firstE
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,11 +63,42 @@ func runWithin(t *testing.T, d time.Duration, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	r := runCmd(t, exec.CommandContext(ctx, arenactl, args...))
+	cmd := exec.CommandContext(ctx, arenactl, args...)
+	// Before a run past d is killed, what its threads were doing: state,
+	// wait channel and system call of each (a hang is told from a crawl).
+	var where string
+	cmd.Cancel = func() error {
+		where = threadsOf(cmd.Process.Pid)
+		return cmd.Process.Kill()
+	}
+	r := runCmd(t, cmd)
 	if ctx.Err() != nil {
-		t.Fatalf("arenactl %s did not finish within %s", strings.Join(args, " "), d)
+		t.Fatalf("arenactl %s did not finish within %s; its threads then:\n%s", strings.Join(args, " "), d, where)
 	}
 	return r
+}
+
+// threadsOf lists each thread of pid with its state, wait channel and
+// /proc syscall line, and the process's CPU time so far.
+func threadsOf(pid int) string {
+	var b strings.Builder
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if f := strings.Fields(string(st)); len(f) > 14 {
+			fmt.Fprintf(&b, "utime %s stime %s (ticks)\n", f[13], f[14])
+		}
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		st, _ := os.ReadFile(task + "/stat")
+		wchan, _ := os.ReadFile(task + "/wchan")
+		sc, _ := os.ReadFile(task + "/syscall")
+		state := "?"
+		if i := strings.LastIndexByte(string(st), ')'); i >= 0 && i+2 < len(st) {
+			state = string(st[i+2])
+		}
+		fmt.Fprintf(&b, "%s %s %s %s\n", filepath.Base(task), state, wchan, strings.Fields(string(sc) + " ?")[0])
+	}
+	return b.String()
 }
 
 // untouched checks that the target was left as it was: running, untraced,

@@ -153,7 +153,9 @@ func TestWatchJSONLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !at.After(grown[i-1]) {
-			t.Fatalf("sample %d began at %s, before the growth ended (%s): the machine is too slow for this test",
+			// The test cannot judge then: a skip, not a failure (it
+			// failed so once in a run of the whole, heavier suite).
+			t.Skipf("sample %d began at %s, before the growth ended (%s): the machine is too slow for this test",
 				i, at.Format(time.StampMicro), grown[i-1].Format(time.StampMicro))
 		}
 		prev, cur := &samples[i-1].jsonInfo, &samples[i].jsonInfo

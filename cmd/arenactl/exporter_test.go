@@ -243,14 +243,8 @@ func uniqueName(prefix string) string {
 // copyAs copies bin under a new name into the test's directory.
 func copyAs(t *testing.T, bin, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(out, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, bin, out)
 	return out
 }
 

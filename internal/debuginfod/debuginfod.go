@@ -217,17 +217,22 @@ func (c *Client) fetchFrom(ctx context.Context, url, buildID string) error {
 }
 
 // stallReader fails a read that brings nothing within timeout, by
-// cancelling the request.
+// cancelling the request: one timer, pushed back by every read.
 type stallReader struct {
 	r       io.Reader
 	timeout time.Duration
 	cancel  context.CancelFunc
+	timer   *time.Timer
 }
 
 func (s *stallReader) Read(p []byte) (int, error) {
-	t := time.AfterFunc(s.timeout, s.cancel)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.timeout, s.cancel)
+	} else {
+		s.timer.Reset(s.timeout)
+	}
 	n, err := s.r.Read(p)
-	t.Stop()
+	s.timer.Stop()
 	return n, err
 }
 

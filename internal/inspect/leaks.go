@@ -85,16 +85,6 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	if err != nil {
 		return nil, err
 	}
-	if o.Note != nil {
-		for _, n := range s.Notes {
-			o.Note(n)
-		}
-		until := "until interrupted (Ctrl-C)"
-		if o.Duration > 0 {
-			until = "for " + o.Duration.String() + " (Ctrl-C ends it earlier)"
-		}
-		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open %s", len(s.Patches), until))
-	}
 	rate := o.Rate
 	if rate == 0 {
 		rate = sampler.DefaultRate
@@ -108,6 +98,20 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	if err != nil {
 		_, _ = s.Detach(context.WithoutCancel(ctx))
 		return nil, t.Explain(err)
+	}
+	// Said only now that the window's clock has begun: said before, a
+	// caller that acts on it (the tests send "go" at once) could allocate
+	// before startClock, and those samples were not counted: one window
+	// of 128 sampled blocks, under load, counted none.
+	if o.Note != nil {
+		for _, n := range s.Notes {
+			o.Note(n)
+		}
+		until := "until interrupted (Ctrl-C)"
+		if o.Duration > 0 {
+			until = "for " + o.Duration.String() + " (Ctrl-C ends it earlier)"
+		}
+		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open %s", len(s.Patches), until))
 	}
 	b, last, runErr := sample(ctx, t, s, mods, u, sym, o, start, startClock, rep)
 	// Detached whatever happened, and even when ctx is done: a Ctrl-C

@@ -405,27 +405,13 @@ func (ix *Index) Find(addr uint64) (Chunk, bool) {
 	if c, ok := ix.findMmapped(addr); ok {
 		return c, true
 	}
-	sp := ix.spanOf(addr)
-	if sp == nil {
+	si := ix.spanIndex(addr)
+	if si < 0 {
 		return Chunk{}, false
 	}
-	k, ok := sp.last((addr - sp.lo) / 32)
+	sp := ix.spans[si]
+	k, e, ok := sp.locate(addr)
 	if !ok {
-		return Chunk{}, false
-	}
-	e := sp.number(k)
-	if sp.addrOf(k, e) > addr {
-		// addr is in the first half of a slot whose chunk starts in the
-		// second: the chunk before holds it.
-		if k == 0 {
-			return Chunk{}, false
-		}
-		if k, ok = sp.last(k - 1); !ok {
-			return Chunk{}, false
-		}
-		e--
-	}
-	if sp.infoOf(e)&infoAlloc == 0 {
 		return Chunk{}, false
 	}
 	c := sp.chunk(k, e)
@@ -433,6 +419,39 @@ func (ix *Index) Find(addr uint64) (Chunk, bool) {
 		return Chunk{}, false
 	}
 	return c, true
+}
+
+// locate finds the allocated start whose chunk may hold addr (in s): its
+// slot and number. The caller checks addr against the chunk's user bytes.
+func (s *span) locate(addr uint64) (k uint64, e int, ok bool) {
+	k, ok = s.last((addr - s.lo) / 32)
+	if !ok {
+		return 0, 0, false
+	}
+	e = s.number(k)
+	info := s.infoOf(e)
+	if s.lo+32*k+16*(info&infoOdd) > addr {
+		// addr is in the first half of a slot whose chunk starts in the
+		// second: the chunk before holds it.
+		if k == 0 {
+			return 0, 0, false
+		}
+		if k, ok = s.last(k - 1); !ok {
+			return 0, 0, false
+		}
+		e--
+		info = s.infoOf(e)
+	}
+	return k, e, info&infoAlloc != 0
+}
+
+// spanIndex is the index of the span that holds addr, or -1.
+func (ix *Index) spanIndex(addr uint64) int {
+	i := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].hi > addr })
+	if i < len(ix.spans) && ix.spans[i].lo <= addr {
+		return i
+	}
+	return -1
 }
 
 // FindStart is Find for pointers to the start of a chunk's user bytes only
@@ -454,14 +473,6 @@ func (ix *Index) findMmapped(addr uint64) (Chunk, bool) {
 		}
 	}
 	return Chunk{}, false
-}
-
-func (ix *Index) spanOf(addr uint64) *span {
-	i := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].hi > addr })
-	if i < len(ix.spans) && ix.spans[i].lo <= addr {
-		return ix.spans[i]
-	}
-	return nil
 }
 
 // ForEach calls fn with every allocated chunk, arena chunks by address
@@ -510,11 +521,23 @@ type Marks struct {
 	last int        // the span of the last chunk asked of
 }
 
-// NewMarks gives every allocated chunk of the index the mark 0.
+// NewMarks gives every allocated chunk of the index the mark 0, and every
+// free one 3.
 func (ix *Index) NewMarks() *Marks {
 	m := &Marks{ix: ix, mm: make([]uint32, len(ix.mmapped))}
 	for _, sp := range ix.spans {
-		m.m = append(m.m, make([]uint64, (sp.n+31)/32))
+		// A free start's mark is 3, which no analysis asks of (it marks
+		// allocated chunks), so that Refs can tell a free chunk by its
+		// mark, without reading the start's own bits.
+		w := make([]uint64, (sp.n+31)/32)
+		for i, info := range sp.info[:len(w)] {
+			free := ^(info >> 1) & 0x5555555555555555 // the low bit of every free start's pair
+			w[i] = free | free<<1
+		}
+		if r := sp.n % 32; r != 0 {
+			w[len(w)-1] &= 1<<(2*r) - 1
+		}
+		m.m = append(m.m, w)
 	}
 	return m
 }
@@ -626,62 +649,136 @@ func (m *Marks) CAS(c Chunk, old, v uint8) bool {
 	}
 }
 
-// MarkRef is, for goroutines that share the marks, Find(addr) followed by
-// CAS of the chunk found from old to v, unless that chunk starts at from
-// (a chunk's reference to itself): it returns the chunk and true when this
-// call changed its mark. A chunk whose mark is not old is let go as soon
-// as its start is found, before its size is (most words of a scan point
-// into chunks already marked).
-func (m *Marks) MarkRef(addr, from uint64, old, v uint8) (Chunk, bool) {
+// Ref is where a word of a batch points: a start of a span (its slot and
+// number), or an mmapped chunk (span -1, e its index). Refs keeps them
+// between its two steps; the caller lends it the memory.
+type Ref struct {
+	span, e int
+	k       uint64
+}
+
+// Refs takes every word of ws for a reference to the allocated chunk whose
+// user bytes hold it (as Find finds it): each such chunk whose mark is old,
+// other than the one that starts at from (a chunk's reference to itself),
+// is given the mark v and handed to fn, in the order of ws. old must not
+// be 3, the mark a free chunk has from NewMarks on: a word into a free
+// chunk or a header changes nothing. shared says that goroutines share the
+// marks: each mark is then changed by compare-and-swap, and of goroutines
+// that race to mark a chunk, one is handed it. It returns buf, to be lent
+// again.
+//
+// A scan looks up every word of the heap, each at a random place of the
+// index, and most point into chunks already marked. The words of a batch
+// are located first, all of them, before any mark is read, so that the
+// processor waits for the index's memory of several words at once rather
+// than one after another. A start's own two bits are read only where the
+// word lies in the start's slot (is it in the header, or before a start at
+// +16?), and its size only for a chunk whose mark changes: where its mark
+// is old, the chunk is allocated (a free one's is 3).
+func (m *Marks) Refs(buf []Ref, ws []uint64, from uint64, old, v uint8, shared bool, fn func(Chunk)) []Ref {
 	ix := m.ix
-	if i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr+ix.mmapped[i].Size > addr }); i < len(ix.mmapped) {
-		if c := ix.mmapped[i]; addr >= c.User() && addr < c.UserEnd() {
-			if c.Addr == from || !atomic.CompareAndSwapUint32(&m.mm[i], uint32(old), uint32(v)) {
-				return Chunk{}, false
+	buf = buf[:0]
+	last := -1
+	for _, addr := range ws {
+		if len(ix.mmapped) > 0 {
+			if i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr+ix.mmapped[i].Size > addr }); i < len(ix.mmapped) {
+				if c := ix.mmapped[i]; addr >= c.User() && addr < c.UserEnd() {
+					buf = append(buf, Ref{span: -1, e: i})
+					continue
+				}
 			}
-			return c, true
+		}
+		if last < 0 || addr < ix.spans[last].lo || addr >= ix.spans[last].hi {
+			if last = ix.spanIndex(addr); last < 0 {
+				continue
+			}
+		}
+		if k, e, ok := ix.spans[last].start(addr); ok {
+			buf = append(buf, Ref{span: last, e: e, k: k})
 		}
 	}
-	si := sort.Search(len(ix.spans), func(i int) bool { return ix.spans[i].hi > addr })
-	if si == len(ix.spans) || ix.spans[si].lo > addr {
-		return Chunk{}, false
-	}
-	sp := ix.spans[si]
-	k, ok := sp.last((addr - sp.lo) / 32)
-	if !ok {
-		return Chunk{}, false
-	}
-	e := sp.number(k)
-	if sp.addrOf(k, e) > addr {
-		if k == 0 {
-			return Chunk{}, false
+	for _, r := range buf {
+		if r.span < 0 {
+			c := ix.mmapped[r.e]
+			w := &m.mm[r.e]
+			if c.Addr == from {
+				continue
+			}
+			if shared {
+				if !atomic.CompareAndSwapUint32(w, uint32(old), uint32(v)) {
+					continue
+				}
+			} else if uint8(*w) != old {
+				continue
+			} else {
+				*w = uint32(v)
+			}
+			fn(c)
+			continue
 		}
-		if k, ok = sp.last(k - 1); !ok {
-			return Chunk{}, false
+		w := &m.m[r.span][r.e/32]
+		sh := 2 * (r.e % 32)
+		var cur uint64
+		if shared {
+			cur = atomic.LoadUint64(w)
+		} else {
+			cur = *w
 		}
-		e--
-	}
-	if sp.infoOf(e)&infoAlloc == 0 {
-		return Chunk{}, false
-	}
-	w := &m.m[si][e/32]
-	sh := 2 * (e % 32)
-	if uint8(atomic.LoadUint64(w)>>sh&3) != old {
-		return Chunk{}, false
-	}
-	c := sp.chunk(k, e)
-	if addr < c.User() || addr >= c.UserEnd() || c.Addr == from {
-		return Chunk{}, false
-	}
-	for {
-		cur := atomic.LoadUint64(w)
 		if uint8(cur>>sh&3) != old {
-			return Chunk{}, false
+			continue
 		}
-		if atomic.CompareAndSwapUint64(w, cur, cur&^(3<<sh)|uint64(v&3)<<sh) {
-			return c, true
+		c := ix.spans[r.span].chunk(r.k, r.e)
+		if c.Addr == from {
+			continue
 		}
+		if shared {
+			for !atomic.CompareAndSwapUint64(w, cur, cur&^(3<<sh)|uint64(v&3)<<sh) {
+				if cur = atomic.LoadUint64(w); uint8(cur>>sh&3) != old {
+					break
+				}
+			}
+			if uint8(cur>>sh&3) != old {
+				continue
+			}
+		} else {
+			*w = cur&^(3<<sh) | uint64(v&3)<<sh
+		}
+		fn(c)
 	}
+	return buf
+}
+
+// start is the start whose chunk's user bytes hold addr (in s), if any:
+// its slot and number. It does not say whether the chunk is allocated.
+// The start before addr's slot, or in it, is the chunk's, unless addr lies
+// before a start at +16 in that slot (then the one before is) or in the
+// start's header (then none is). A word past its slot lies past its header
+// (a start is at +0 or +16 of its slot) and before the next start (which
+// is in a later slot): within the chunk's user bytes.
+func (s *span) start(addr uint64) (k uint64, e int, ok bool) {
+	ka := (addr - s.lo) / 32
+	k, ok = s.last(ka)
+	if !ok {
+		return 0, 0, false
+	}
+	e = s.number(k)
+	if k != ka {
+		return k, e, true
+	}
+	a := s.lo + 32*k + 16*(s.infoOf(e)&infoOdd)
+	switch {
+	case a > addr:
+		if k == 0 {
+			return 0, 0, false
+		}
+		if k, ok = s.last(k - 1); !ok {
+			return 0, 0, false
+		}
+		return k, e - 1, true
+	case addr < a+16:
+		return 0, 0, false
+	}
+	return k, e, true
 }
 
 // ForEachIn is ForEach for the allocated chunks that start in [lo, hi):

@@ -59,6 +59,38 @@ func TestSpanAgreesWithAList(t *testing.T) {
 				}
 			}
 		}
+		// Refs, a batch at a time, marks what Find finds, each chunk
+		// once, in the order of the words, free chunks never, and not
+		// the chunk from; shared or not.
+		for _, shared := range []bool{false, true} {
+			m := ix.NewMarks()
+			var ws []uint64
+			for _, c := range list {
+				ws = append(ws, c.addr, c.addr+8, c.addr+16, c.addr+24, c.addr+c.size/2, c.addr+c.size-8, c.addr+c.size-1, c.addr+c.size+8)
+			}
+			r.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+			from := list[len(list)/2].addr
+			var want, got []Chunk
+			seen := map[uint64]bool{}
+			for _, w := range ws {
+				if c, ok := find(w); ok && !seen[c.Addr] && c.Addr != from {
+					seen[c.Addr] = true
+					want = append(want, c)
+				}
+			}
+			var buf []Ref
+			for i := 0; i < len(ws); i += 61 {
+				buf = m.Refs(buf, ws[i:min(len(ws), i+61)], from, 0, 2, shared, func(c Chunk) { got = append(got, Chunk{Addr: c.Addr, Size: c.Size}) })
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d: Refs (shared %v) marked %d chunks, Find finds %d, or in another order", seed, shared, len(got), len(want))
+			}
+			for _, c := range want {
+				if m.Get(c) != 2 {
+					t.Fatalf("seed %d: %#x not marked", seed, c.Addr)
+				}
+			}
+		}
 		n := 0
 		ix.ForEach(func(c Chunk) bool {
 			for n < len(list) && !list[n].alloc {

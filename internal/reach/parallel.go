@@ -2,7 +2,6 @@ package reach
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"sort"
 	"sync/atomic"
@@ -83,9 +82,7 @@ func ScanJobs(ctx context.Context, jobs int, t target.Target, ix *chunks.Index, 
 			defer func() { p.pool <- w }()
 			w.mark, w.seg = pass.mark, -1
 			if pc := pieces[i]; pc.Kind == RootRegs {
-				for _, v := range pc.regs {
-					w.ref(v, 0)
-				}
+				w.refs(pc.regs, 0)
 			} else {
 				w.rootBytes += w.scan(pc.Start, pc.End, 0)
 			}
@@ -189,26 +186,26 @@ type parWorker struct {
 	work                  []chunks.Chunk
 	maxWork               int // Scan's maxWork, shared out: what the workers hold stays Scan's
 	own                   []byte
+	ws                    []uint64     // a batch's words that may point into the heap
+	refBuf                []chunks.Ref // lent to Marks.Refs
 	rootBytes, chunkBytes uint64
 }
 
-// ref takes v for a reference, as scanner.ref does: in the leaked pass an
-// unmarked chunk it points into is marked markInner; in the others it
-// becomes pending, and waits to be read here when its segment's sweep has
-// passed it.
-func (w *parWorker) ref(v uint64, from uint64) {
-	p := w.p
-	if v < p.lo || v >= p.hi {
-		return
-	}
+// refs takes the words of ws for references, as scanner.refs does: in the
+// leaked pass an unmarked chunk a word points into is marked markInner; in
+// the others it becomes pending (pended).
+func (w *parWorker) refs(ws []uint64, from uint64) {
 	if w.mark == markInner {
-		p.marks.MarkRef(v, from, markNone, markInner)
+		w.refBuf = w.p.marks.Refs(w.refBuf, ws, from, markNone, markInner, true, ignore)
 		return
 	}
-	c, ok := p.marks.MarkRef(v, from, markNone, markPending)
-	if !ok {
-		return
-	}
+	w.refBuf = w.p.marks.Refs(w.refBuf, ws, from, markNone, markPending, true, w.pended)
+}
+
+// pended counts c, which this worker just marked pending, and waits to read
+// it here when its segment's sweep has passed it.
+func (w *parWorker) pended(c chunks.Chunk) {
+	p := w.p
 	p.pending.Add(1)
 	// The sweep stores its cursor before it loads a chunk's mark, and
 	// this loads the cursor after its swap: either the sweep sees the
@@ -244,8 +241,9 @@ func (w *parWorker) read(c chunks.Chunk, behind bool) {
 		}
 		b := w.own[:end-start]
 		if n, err := w.p.t.ReadAt(b, start); err == nil && n == len(b) {
-			for off := 0; off+8 <= len(b); off += 8 {
-				w.ref(binary.LittleEndian.Uint64(b[off:]), c.Addr)
+			for off := 0; off < len(b); off += batch {
+				w.ws = words(w.ws[:0], b[off:min(len(b), off+batch)], w.p.lo, w.p.hi)
+				w.refs(w.ws, c.Addr)
 			}
 			w.chunkBytes += uint64(len(b))
 			return
@@ -292,8 +290,9 @@ func (w *parWorker) scan(start, end uint64, from uint64) uint64 {
 		base := a &^ (blockSize - 1)
 		blk := w.cache.get(base)
 		off, stop := a-base, min(blockSize, end-base)
-		for ; off+8 <= stop; off += 8 {
-			w.ref(binary.LittleEndian.Uint64(blk.b[off:]), from)
+		for ; off < stop; off += batch {
+			w.ws = words(w.ws[:0], blk.b[off:min(stop, off+batch)], w.p.lo, w.p.hi)
+			w.refs(w.ws, from)
 		}
 		n += blk.readable(a-base, stop)
 		a = base + blockSize

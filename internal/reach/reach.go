@@ -248,9 +248,7 @@ func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, 
 				continue
 			}
 			if root.Kind == RootRegs {
-				for _, v := range root.regs {
-					s.ref(v, pass.mark, 0)
-				}
+				s.refs(root.regs, pass.mark, 0)
 				continue
 			}
 			n := s.scan(root.Start, root.End, pass.mark, 0)
@@ -313,7 +311,9 @@ type scanner struct {
 	sweeps  int
 	visit   func(chunks.Chunk, bool, []byte)
 	head    [HeadSize]byte
-	own     []byte // a chunk read on its own
+	own     []byte       // a chunk read on its own
+	ws      []uint64     // the words of a batch that may point into the heap
+	refBuf  []chunks.Ref // lent to Marks.Refs
 }
 
 const (
@@ -379,29 +379,43 @@ func (s *scanner) told(c chunks.Chunk, leaked bool) {
 	s.visit(c, leaked, h)
 }
 
-// ref takes v for a reference to a chunk. In the leaked pass (mark
-// markInner) an unmarked chunk it points into is marked so; in the others
-// it becomes pending, and is read now (work) if it lies behind the sweep in
-// a block at hand. from is the chunk being read (0 for a root): a chunk's
-// reference to itself does not count.
-func (s *scanner) ref(v uint64, mark uint8, from uint64) {
-	if v < s.lo || v >= s.hi {
-		return
-	}
-	c, ok := s.ix.Find(v)
-	if !ok || c.Addr == from || s.marks.Get(c) != markNone {
-		return
-	}
+// refs takes every word of ws for a reference to a chunk, in order. In
+// the leaked pass (mark markInner) an unmarked chunk a word points into is
+// marked so; in the others it becomes pending (pended). from is the chunk
+// being read (0 for a root): a chunk's reference to itself does not count.
+func (s *scanner) refs(ws []uint64, mark uint8, from uint64) {
 	if mark == markInner {
-		s.marks.Set(c, markInner)
+		s.refBuf = s.marks.Refs(s.refBuf, ws, from, markNone, markInner, false, ignore)
 		return
 	}
-	s.marks.Set(c, markPending)
+	s.refBuf = s.marks.Refs(s.refBuf, ws, from, markNone, markPending, false, s.pended)
+}
+
+func ignore(chunks.Chunk) {}
+
+// pended counts c, just marked pending, and reads it now (work) if it lies
+// behind the sweep in a block at hand.
+func (s *scanner) pended(c chunks.Chunk) {
 	s.pending++
 	if s.behind(c) && (len(s.work) < maxWork || s.cache.has(c.User())) {
 		s.work = append(s.work, c)
 	}
 }
+
+// words appends to ws the words of b that lie within [lo, hi), the only
+// ones that can point into the heap.
+func words(ws []uint64, b []byte, lo, hi uint64) []uint64 {
+	for off := 0; off+8 <= len(b); off += 8 {
+		if v := binary.LittleEndian.Uint64(b[off:]); v >= lo && v < hi {
+			ws = append(ws, v)
+		}
+	}
+	return ws
+}
+
+// batch is how many bytes of a block the scan looks up at once: enough
+// words for the lookups' memory to be waited for together.
+const batch = 512
 
 // propagate reads every pending chunk, and what they reach, giving each
 // the pass's mark.
@@ -417,8 +431,9 @@ func (s *scanner) propagate(mark uint8) uint64 {
 			if s.visit != nil {
 				s.visit(c, false, b[:min(HeadSize, len(b))])
 			}
-			for off := 0; off+8 <= len(b); off += 8 {
-				s.ref(binary.LittleEndian.Uint64(b[off:]), mark, c.Addr)
+			for off := 0; off < len(b); off += batch {
+				s.ws = words(s.ws[:0], b[off:min(len(b), off+batch)], s.lo, s.hi)
+				s.refs(s.ws, mark, c.Addr)
 			}
 			n += uint64(len(b))
 			return
@@ -455,8 +470,9 @@ func (s *scanner) scan(start, end uint64, mark uint8, from uint64) uint64 {
 		base := p &^ (blockSize - 1)
 		blk := s.cache.get(base)
 		off, stop := p-base, min(blockSize, end-base)
-		for ; off+8 <= stop; off += 8 {
-			s.ref(binary.LittleEndian.Uint64(blk.b[off:]), mark, from)
+		for ; off < stop; off += batch {
+			s.ws = words(s.ws[:0], blk.b[off:min(stop, off+batch)], s.lo, s.hi)
+			s.refs(s.ws, mark, from)
 		}
 		n += blk.readable(p-base, stop)
 		p = base + blockSize

@@ -92,6 +92,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 		}
 		counted = t.Mappings()
 	}
+	t.ImageXState = true // the core's NT_PRFPREG and NT_X86_XSTATE
 	hd, err := hold(ctx, t, o.Hold, o.Timeout, leaveOut(h, o.Hold, o.Full)...)
 	if err != nil {
 		return nil, err

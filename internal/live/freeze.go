@@ -67,6 +67,11 @@ func (t *Target) Freeze(ctx context.Context, timeout time.Duration) (*Frozen, er
 		}
 		// Asked to stop all at once, in one request to the tracer thread:
 		// one request per thread cost more than the kernel's work.
+		if round == 0 {
+			// The process runs on while its threads are seized: its stop
+			// begins with the first request to stop.
+			f.start = time.Now()
+		}
 		if err := t.proc.InterruptAll(fresh); err != nil {
 			return fail(err)
 		}
@@ -121,11 +126,22 @@ func (t *Target) refreshMaps(f *Frozen) error {
 // Threads lists the stopped threads with their registers and extended
 // state (XState nil where it could not be read), in the order they were
 // stopped: the main thread first.
-func (f *Frozen) Threads() []target.Thread {
+func (f *Frozen) Threads() []target.Thread { return f.threadList(true) }
+
+// threadList is Threads, with their extended state only when xstate says:
+// it is read from each thread (a system call) while every thread waits.
+func (f *Frozen) threadList(xstate bool) []target.Thread {
+	if xstate {
+		f.t.proc.ReadXStates(f.threads)
+	}
 	out := make([]target.Thread, 0, len(f.threads))
 	for _, th := range f.threads {
 		r := th.Regs()
-		out = append(out, target.Thread{Tid: th.Tid, Regs: regsOf(&r), XState: th.XState()})
+		t := target.Thread{Tid: th.Tid, Regs: regsOf(&r)}
+		if xstate {
+			t.XState = th.XState()
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -198,7 +198,10 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...m
 	if err != nil {
 		return nil, err
 	}
-	im := &Image{t: t, Room: room, pidfd: -1, frozen: f.Threads(), threads: t.Threads(), mappings: t.mappings}
+	// The threads as the freeze stopped them: the same list as the
+	// target's own Threads, without their extended state unless asked.
+	frozen := f.threadList(t.ImageXState)
+	im := &Image{t: t, Room: room, pidfd: -1, frozen: frozen, threads: frozen, mappings: t.mappings}
 	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout, lookForSites, im.leavable(leaveOut))
 	held, thawErr := f.Thaw()
 	im.Stopped = held

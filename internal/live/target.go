@@ -24,6 +24,11 @@ type Target struct {
 	Allocator glibc.Allocator
 	proc      *ptrace.Process
 	frozen    *Frozen // the freeze in force, if any
+	// ImageXState makes Image keep every stopped thread's extended state
+	// (FPU, SSE, AVX) in FrozenThreads, as a core's notes want it. It is
+	// read from each thread while all of them wait: a walk or a scan,
+	// which reads only the general registers, goes without.
+	ImageXState bool
 }
 
 // NotGlibcError: the process does not allocate with glibc's malloc.

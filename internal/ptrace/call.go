@@ -134,6 +134,9 @@ func (th *Thread) arm() error {
 	if err := unix.PtraceSetOptions(th.Tid, traceOptions); err != nil {
 		return th.gone(err)
 	}
+	// From here the thread is moved (into its syscall again, at least):
+	// Detach puts back what it had.
+	th.written = true
 	in := &injector{exact: *th.saved, at: atOther}
 	in.exact.Orig_rax = ^uint64(0)
 	in.fallback = in.exact
@@ -173,7 +176,7 @@ func (th *Thread) arm() error {
 	if err != nil {
 		return fmt.Errorf("thread %d: reading extended registers: %w", th.Tid, err)
 	}
-	in.xs, th.xstate = xs, xs
+	in.xs, th.xstate, th.xsRead = xs, xs, true
 	th.inj = in
 	sp, img, err := sigFrame(in.exact.Rsp-redZone, &in.fallback, mask, xs)
 	if err != nil {
@@ -557,7 +560,7 @@ func (th *Thread) teardown() error {
 		}
 		th.saved, th.inj = &r, nil
 		if xs, err := getXState(th.Tid); err == nil {
-			th.xstate = xs
+			th.xstate, th.xsRead = xs, true
 		}
 		return nil
 	}

@@ -4,11 +4,20 @@
  *   many_threads N      (N threads besides the main one)
  *
  * It prints "ready" once every thread is parked, then answers on stdin:
+ *   tick   starts a ticker thread (allocating nothing) that wakes every
+ *          100 us and records the longest gap between two of its wake-ups
+ *          (a tool that stops every thread shows as a gap that long);
+ *          prints "ok"
+ *   gaps   prints "gaps NS", the longest gap since the last "gaps" (or
+ *          "tick"), once the ticker has woken twice more, and starts afresh
  *   quit   prints "clean" and exits */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_barrier_t started;
@@ -21,6 +30,32 @@ static void *worker(void *arg) {
 	pthread_barrier_wait(&started);
 	for (;;)
 		pause();
+	return NULL;
+}
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static _Atomic uint64_t max_gap, wakeups;
+static _Atomic int restart;
+
+static void *ticker(void *arg) {
+	(void)arg;
+	struct timespec ts = {0, 100000};
+	uint64_t last = now_ns();
+	for (;;) {
+		nanosleep(&ts, NULL);
+		uint64_t t = now_ns();
+		if (atomic_exchange(&restart, 0))
+			atomic_store(&max_gap, 0);
+		else if (t - last > atomic_load(&max_gap))
+			atomic_store(&max_gap, t - last);
+		last = t;
+		atomic_fetch_add(&wakeups, 1);
+	}
 	return NULL;
 }
 
@@ -39,11 +74,28 @@ int main(int argc, char **argv) {
 	printf("ready\n");
 	fflush(stdout);
 	char line[64];
-	while (fgets(line, sizeof line, stdin) != NULL)
+	int ticking = 0;
+	while (fgets(line, sizeof line, stdin) != NULL) {
 		if (strncmp(line, "quit", 4) == 0) {
 			printf("clean\n");
 			fflush(stdout);
 			return 0;
 		}
+		if (strncmp(line, "tick", 4) == 0) {
+			pthread_t t;
+			if (!ticking && pthread_create(&t, NULL, ticker, NULL) != 0)
+				abort();
+			ticking = 1;
+			printf("ok\n");
+		} else if (strncmp(line, "gaps", 4) == 0 && ticking) {
+			uint64_t w = atomic_load(&wakeups);
+			struct timespec ms = {0, 1000000};
+			while (atomic_load(&wakeups) < w + 2)
+				nanosleep(&ms, NULL);
+			printf("gaps %llu\n", (unsigned long long)atomic_load(&max_gap));
+			atomic_store(&restart, 1);
+		}
+		fflush(stdout);
+	}
 	return 0;
 }

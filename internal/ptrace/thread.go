@@ -417,11 +417,11 @@ func (th *Thread) Regs() Regs {
 	return *th.saved
 }
 
-// XState returns the extended (FPU, SSE, AVX) state saved by Stop, as
-// PTRACE_GETREGSET gives NT_X86_XSTATE: an XSAVE area whose first 512 bytes
-// are the FXSAVE layout of NT_PRFPREG.
-// It is read the first time it is asked for (or by ReadXStates), while
-// the thread is still stopped; nil where it could not be read.
+// XState returns the extended (FPU, SSE, AVX) state the thread stopped
+// with, as PTRACE_GETREGSET gives NT_X86_XSTATE: an XSAVE area whose first
+// 512 bytes are the FXSAVE layout of NT_PRFPREG. It is read the first time
+// it is asked for (or by ReadXStates), while the thread is still stopped;
+// nil where it could not be read.
 func (th *Thread) XState() []byte {
 	if th.xsRead || th.saved == nil || !th.stopped || th.detached || th.execStop {
 		return th.xstate
@@ -431,9 +431,9 @@ func (th *Thread) XState() []byte {
 }
 
 // ReadXStates reads the extended state of those of ths that are stopped
-// and have not had it read, in one request to the tracer thread (one a
-// thread cost a switch of threads each, thousands while every thread of
-// the process waited).
+// and have not had it read, in one request to the tracer thread: a request
+// per thread costs a switch to the tracer thread each, thousands of them
+// while every thread of the process waits.
 func (p *Process) ReadXStates(ths []*Thread) {
 	p.t.do(func() error {
 		for _, th := range ths {

@@ -391,6 +391,8 @@ func (s *scanner) refs(ws []uint64, mark uint8, from uint64) {
 	s.refBuf = s.marks.Refs(s.refBuf, ws, from, markNone, markPending, false, s.pended)
 }
 
+// ignore is what the leaked pass does with a chunk it marks: nothing (it
+// reads every unreached chunk anyway, in address order).
 func ignore(chunks.Chunk) {}
 
 // pended counts c, just marked pending, and reads it now (work) if it lies

@@ -245,3 +245,45 @@ func TestImageLeavesOutOnlyExactMappings(t *testing.T) {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
 }
+
+// A thread's extended state is read while every thread is stopped only
+// where a core needs it: an image for a walk or a scan goes without, one
+// for a snapshot (ImageXState) and a freeze's Threads have it for every
+// thread, as PTRACE_GETREGSET gives it (an FXSAVE area at least).
+func TestImageXStateOnlyWhenAsked(t *testing.T) {
+	lt := startLive(t, "park")
+	tgt := openLive(t, lt.Pid)
+	for _, want := range []bool{false, true} {
+		tgt.ImageXState = want
+		im, err := tgt.Image(context.Background(), 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ths := im.FrozenThreads()
+		if len(ths) != len(lt.threads) {
+			t.Errorf("the image has %d threads, the process %d", len(ths), len(lt.threads))
+		}
+		for _, th := range ths {
+			if got := len(th.XState) >= 512; got != want || (!want && th.XState != nil) {
+				t.Errorf("ImageXState %v: thread %d has %d bytes of extended state", want, th.Tid, len(th.XState))
+			}
+		}
+		im.Close()
+		allLetGo(t, lt.Pid)
+	}
+	f, err := tgt.Freeze(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range f.Threads() {
+		if len(th.XState) < 512 {
+			t.Errorf("frozen thread %d has %d bytes of extended state", th.Tid, len(th.XState))
+		}
+	}
+	if _, err := f.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	allLetGo(t, lt.Pid)
+	lt.check(t)
+	lt.quit(t)
+}

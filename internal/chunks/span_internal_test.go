@@ -3,6 +3,7 @@ package chunks
 import (
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -62,22 +63,28 @@ func TestSpanAgreesWithAList(t *testing.T) {
 		// Refs, a batch at a time, marks what Find finds, each chunk
 		// once, in the order of the words, free chunks never, and not
 		// the chunk from; shared or not.
+		var ws []uint64
+		for _, c := range list {
+			ws = append(ws, c.addr, c.addr+8, c.addr+16, c.addr+24, c.addr+c.size/2, c.addr+c.size-8, c.addr+c.size-1, c.addr+c.size+8)
+		}
+		r.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+		from := list[len(list)/2].addr
+		var want []Chunk
+		seen := map[uint64]bool{}
+		for _, w := range ws {
+			// find's answer, from the one chunk of the list that holds w
+			i := sort.Search(len(list), func(i int) bool { return list[i].addr > w }) - 1
+			if i < 0 || w >= list[i].addr+list[i].size || !list[i].alloc || w < list[i].addr+16 {
+				continue
+			}
+			if c := (Chunk{Addr: list[i].addr, Size: list[i].size}); !seen[c.Addr] && c.Addr != from {
+				seen[c.Addr] = true
+				want = append(want, c)
+			}
+		}
 		for _, shared := range []bool{false, true} {
 			m := ix.NewMarks()
-			var ws []uint64
-			for _, c := range list {
-				ws = append(ws, c.addr, c.addr+8, c.addr+16, c.addr+24, c.addr+c.size/2, c.addr+c.size-8, c.addr+c.size-1, c.addr+c.size+8)
-			}
-			r.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-			from := list[len(list)/2].addr
-			var want, got []Chunk
-			seen := map[uint64]bool{}
-			for _, w := range ws {
-				if c, ok := find(w); ok && !seen[c.Addr] && c.Addr != from {
-					seen[c.Addr] = true
-					want = append(want, c)
-				}
-			}
+			var got []Chunk
 			var buf []Ref
 			for i := 0; i < len(ws); i += 61 {
 				buf = m.Refs(buf, ws[i:min(len(ws), i+61)], from, 0, 2, shared, func(c Chunk) { got = append(got, Chunk{Addr: c.Addr, Size: c.Size}) })

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/arenactl/arenactl/internal/arch/site"
 )
 
 // CallLimits bound an injected call. After Soft, or when Cancel is closed,
@@ -197,19 +199,11 @@ func (th *Thread) arm() error {
 		return fmt.Errorf("thread %d: mmap of the call site failed: %w", th.Tid, unix.Errno(-base))
 	}
 	in.base, in.size = base, size
-	text, entry, restore := routine(base)
-	in.entry, in.restore = base+entry, base+restore
-	imageOff := codeOff + uint64(len(text)+15)&^15
-	text = append(text, make([]byte, imageOff-codeOff-uint64(len(text)))...)
-	text = append(text, imageRoutine(base, base+imageOff)...)
-	in.image = base + imageOff
-	in.raw = base + uint64(codeOff+len(text))
-	text = append(text, rawRoutine()...)
-	lockOff := codeOff + uint64(len(text)+15)&^15
-	text = append(text, make([]byte, lockOff-codeOff-uint64(len(text)))...)
-	lockText, lockWait := lockRoutine(base, base+lockOff)
-	text = append(text, lockText...)
-	in.lock, in.lockEnd, in.lockWait = base+lockOff, base+codeOff+uint64(len(text)), base+lockOff+lockWait
+	pg := site.AMD64
+	text := pg.Text
+	in.entry, in.restore = base+codeOff, base+codeOff+pg.Restore
+	in.image, in.raw = base+codeOff+pg.Image, base+codeOff+pg.Raw
+	in.lock, in.lockEnd, in.lockWait = base+codeOff+pg.Lock, base+codeOff+pg.LockEnd, base+codeOff+pg.LockWait
 	if len(text) > pageSize {
 		return errors.New("ptrace: the call site's code does not fit its page")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -159,7 +160,7 @@ func TestHoldLockWaitIsAbandoned(t *testing.T) {
 		return nil
 	})
 	var te *TimeoutError
-	if !errors.As(err, &te) || !te.Blocked || te.Syscall != sysFutex {
+	if !errors.As(err, &te) || !te.Blocked || te.Syscall != int64(arch.AMD64.MustSys("futex")) {
 		t.Fatalf("HoldLock on a kept lock = %v, want a timeout blocked in futex", err)
 	}
 	if ran {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+
+	"github.com/arenactl/arenactl/internal/errkind"
 )
 
 // Arch is one machine's facts. The values are AMD64 and ARM64; compare
@@ -114,17 +116,50 @@ func ByName(name string) (*Arch, bool) {
 var all = []*Arch{AMD64, ARM64}
 
 // UnsupportedError is an ELF file (a core, a process's executable) of a
-// machine or class arenactl does not read.
+// machine or class arenactl does not read, or (Built set) of one it reads
+// but this build of arenactl cannot trace: a live process is traced by an
+// arenactl of its own machine. It is an errkind.ErrArch.
 type UnsupportedError struct {
 	Machine elf.Machine
 	Class   elf.Class
+	Built   *Arch // the machine this arenactl was built for, when that is what is wrong
 }
 
+func (e *UnsupportedError) Is(target error) bool { return target == errkind.ErrArch }
+
 func (e *UnsupportedError) Error() string {
+	if e.Built != nil {
+		return fmt.Sprintf("an %s program; this arenactl is built for %s (an arenactl built with GOARCH=%s reads it)", machineName(e.Machine), e.Built.ELFName, goarchOf(e.Machine))
+	}
 	if e.Class != elf.ELFCLASS64 {
 		return fmt.Sprintf("a %d-bit %s program; arenactl reads 64-bit x86_64 and aarch64 ones", classBits(e.Class), machineName(e.Machine))
 	}
 	return fmt.Sprintf("a program of another architecture (%s); arenactl reads x86_64 and aarch64 ones", machineName(e.Machine))
+}
+
+func goarchOf(m elf.Machine) string {
+	for _, a := range all {
+		if a.Machine == m {
+			return a.Name
+		}
+	}
+	return "?"
+}
+
+// ForProcess returns the Arch of a live process from its executable's ELF
+// header, which hdr holds (its first 64 bytes, through /proc/PID/exe): a
+// 32-bit program, one of a machine arenactl does not read, or one of
+// another machine than the host's (run under binfmt emulation, or by a
+// CPU that runs two) is refused. ok is false when hdr is no ELF header.
+func ForProcess(hdr []byte) (a *Arch, ok bool, err error) {
+	a, ok, err = FromHeader(hdr)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if h := Host(); a != h {
+		return nil, true, &UnsupportedError{Machine: a.Machine, Class: elf.ELFCLASS64, Built: h}
+	}
+	return a, true, nil
 }
 
 func classBits(c elf.Class) int {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,6 +100,10 @@ func (t *Target) ReadsShared() {}
 func (t *Target) Process() target.Process {
 	return target.Process{Pid: t.Core.Pid, Exe: t.Core.Exe(), Command: t.Core.Command}
 }
+
+// Arch is the core's machine, from its ELF header (only x86_64 cores are
+// read yet).
+func (t *Target) Arch() *arch.Arch { return t.Core.Arch }
 
 // Mappings are the core's mappings, classified.
 func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }

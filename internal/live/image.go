@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"slices"
 	"sort"
@@ -421,6 +422,9 @@ func (im *Image) Mappings() []maps.Mapping { return im.mappings }
 
 // Threads are the process's threads with their registers at the freeze.
 func (im *Image) Threads() []target.Thread { return im.threads }
+
+// Arch is the process's.
+func (im *Image) Arch() *arch.Arch { return im.t.arch }
 
 // FrozenThreads are the same with their extended state.
 func (im *Image) FrozenThreads() []target.Thread { return im.frozen }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/target"
@@ -9,6 +10,10 @@ import (
 // Process is the live process: its pid and executable. Its short name is
 // not read: no report of a live process shows it.
 func (t *Target) Process() target.Process { return target.Process{Pid: t.Pid, Exe: t.Exe} }
+
+// Arch is the host's machine, which Open checked the process's executable
+// is of.
+func (t *Target) Arch() *arch.Arch { return t.arch }
 
 // Mappings are the mappings as last read, classified: at Open, by Refresh,
 // and again once a Freeze has stopped every thread.

@@ -543,7 +543,7 @@ func removeIdleSites(f *Frozen, c *FrozenCaller, own uint64) []string {
 			return "it holds what an injected call made (an injected run removes it)"
 		}
 		for _, ft := range f.threads {
-			if r := ft.Regs(); si.Contains(r.Rip) {
+			if r := ft.Regs(); si.Contains(ptrace.PC(&r)) {
 				return fmt.Sprintf("thread %d is still executing in it", ft.Tid)
 			}
 		}

@@ -29,13 +29,13 @@ func (t *Target) Threads() []target.Thread {
 	return t.frozen.Threads()
 }
 
-// regsOf puts ptrace's registers in user_regs_struct's word order (r15 r14
-// r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags
-// rsp ss fs_base gs_base ds es fs gs), the order target.Regs keeps.
+// regsOf puts ptrace's registers in NT_PRSTATUS's word order, the order
+// target.Regs keeps (x86_64's user_regs_struct; Open refuses a process of
+// another machine until target.Regs holds theirs).
 func regsOf(r *ptrace.Regs) target.Regs {
-	return target.Regs{r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10, r.R9, r.R8,
-		r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Orig_rax, r.Rip, r.Cs, r.Eflags, r.Rsp, r.Ss,
-		r.Fs_base, r.Gs_base, r.Ds, r.Es, r.Fs, r.Gs}
+	var out target.Regs
+	copy(out[:], ptrace.Words(r))
+	return out
 }
 
 var _ target.Target = (*Target)(nil)

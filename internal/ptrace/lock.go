@@ -161,5 +161,5 @@ func (th *Thread) holdAbandonable(h *lockHold, r *Regs) bool {
 		return false
 	}
 	nr, blocked := InSyscall(r)
-	return blocked && nr == int64(arch.AMD64.MustSys("futex")) && r.Rip == h.waitEnd
+	return blocked && nr == int64(arch.AMD64.MustSys("futex")) && PC(r) == h.waitEnd
 }

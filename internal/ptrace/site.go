@@ -43,35 +43,6 @@ const (
 	xsaveOff    = site.XsaveOff
 )
 
-// Register slots in the site, in the order the routine loads them
-// (internal/arch/site's site_amd64.S, restore).
-var siteRegs = []struct {
-	name string
-	get  func(*Regs) uint64
-}{
-	{"r8", func(r *Regs) uint64 { return r.R8 }},
-	{"r9", func(r *Regs) uint64 { return r.R9 }},
-	{"r10", func(r *Regs) uint64 { return r.R10 }},
-	{"r11", func(r *Regs) uint64 { return r.R11 }},
-	{"r12", func(r *Regs) uint64 { return r.R12 }},
-	{"r13", func(r *Regs) uint64 { return r.R13 }},
-	{"r14", func(r *Regs) uint64 { return r.R14 }},
-	{"r15", func(r *Regs) uint64 { return r.R15 }},
-	{"rdi", func(r *Regs) uint64 { return r.Rdi }},
-	{"rsi", func(r *Regs) uint64 { return r.Rsi }},
-	{"rbp", func(r *Regs) uint64 { return r.Rbp }},
-	{"rbx", func(r *Regs) uint64 { return r.Rbx }},
-	{"rdx", func(r *Regs) uint64 { return r.Rdx }},
-	{"rcx", func(r *Regs) uint64 { return r.Rcx }},
-	{"rax", func(r *Regs) uint64 { return r.Rax }},
-}
-
-const (
-	slotFlags = regsOff + 8*15
-	slotRsp   = regsOff + 8*16
-	slotRip   = regsOff + 8*17
-)
-
 // gateTimeout bounds how long the routine waits, after the call returned,
 // for arenactl to take the thread back (a ppoll on nothing). arenactl sees
 // the call's end in the site's done word and interrupts the thread in that
@@ -100,43 +71,6 @@ const (
 // the extended state, the registers, the flags, rsp and rip, and marks the
 // site restored), and the routines of clone.go and lock.go.
 
-// sitePage0 builds the header and register block.
-func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
-	p := make([]byte, codeOff)
-	copy(p, siteMagic)
-	le := binary.LittleEndian
-	le.PutUint32(p[hdrVersion:], siteVersion)
-	le.PutUint32(p[hdrVersion+4:], uint32(size))
-	self := procfs.Self()
-	le.PutUint64(p[hdrCreator:], uint64(self.Pid))
-	le.PutUint64(p[hdrStart:], self.Start)
-	le.PutUint64(p[hdrTid:], uint64(tid))
-	le.PutUint64(p[hdrFrameSP:], frameSP)
-	le.PutUint64(p[hdrRFBM:], rfbm)
-	le.PutUint64(p[hdrSigAll:], ^uint64(0))
-	for i, s := range siteRegs {
-		le.PutUint64(p[regsOff+8*i:], s.get(r))
-	}
-	le.PutUint64(p[slotFlags:], r.Eflags)
-	le.PutUint64(p[slotRsp:], r.Rsp)
-	le.PutUint64(p[slotRip:], r.Rip)
-	return p
-}
-
-// rfbmFor is the feature mask xrstor gets: every user feature XCR0 enables,
-// except AMX tile state the thread does not use (restoring it would fault
-// on a thread whose XFD arms it). Bytes 464..471 of the NT_X86_XSTATE area
-// hold XCR0, as gdb reads it; 512..519 are XSTATE_BV.
-func rfbmFor(xs []byte) uint64 {
-	if len(xs) < 520 {
-		return 3 // x87 and SSE
-	}
-	xcr0 := binary.LittleEndian.Uint64(xs[464:])
-	bv := binary.LittleEndian.Uint64(xs[512:])
-	const amx = 3 << 17
-	return xcr0 &^ (amx &^ bv)
-}
-
 // SiteInfo is a call site found in a process: one made by another arenactl
 // run that did not remove it (it was killed, or left it on purpose because
 // its journal records objects it could not remove).
@@ -151,10 +85,10 @@ type SiteInfo struct {
 	Restored     bool   // the thread was put back (by the routine, or by arenactl)
 	FrameSP      uint64
 	Journal      []byte // the creator's own record of what else it made
-	// Rip is where the routine puts the thread back. It lies inside
+	// Resume is where the routine puts the thread back. It lies inside
 	// another call site when the thread was borrowed while still in that
 	// one: the older site must then outlive this one.
-	Rip uint64
+	Resume uint64
 }
 
 // CreatorAlive reports whether the arenactl that made the site still runs.
@@ -181,7 +115,7 @@ func (s *SiteInfo) Contains(addr uint64) bool { return addr >= s.Addr && addr < 
 // or restoring itself), or it is the site's thread and a call started there
 // has not returned yet, so it will return into the routine later.
 func (s *SiteInfo) Holds(tid int, r *Regs) string {
-	if s.Contains(r.Rip) {
+	if s.Contains(PC(r)) {
 		return "is executing in"
 	}
 	if tid == s.Tid && !s.Restored && s.Pending != s.Done {
@@ -254,7 +188,7 @@ func (p *Process) FindSites() ([]SiteInfo, error) {
 			Done: le.Uint64(page[hdrDone:]), Result: le.Uint64(page[hdrResult:]),
 			Restored: le.Uint64(page[hdrRestored:]) == 1, FrameSP: le.Uint64(page[hdrFrameSP:]),
 			Journal: append([]byte(nil), page[journalOff:journalOff+journalSize]...),
-			Rip:     le.Uint64(page[slotRip:]),
+			Resume:  le.Uint64(page[slotPC:]),
 		})
 	}
 	return out, nil

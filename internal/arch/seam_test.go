@@ -42,7 +42,7 @@ var pending = []string{
 }
 
 var (
-	regFields = regexp.MustCompile(`\.(Rax|Rbx|Rcx|Rdx|Rsi|Rdi|Rbp|Rsp|Rip|Orig_rax|Eflags|Fs_base|Gs_base|R8|R9|R10|R11|R12|R13|R14|R15|Pc|Sp|Pstate)\b|\bOrig_rax\b|PtraceGetRegs|PtraceSetRegs|PTRACE_GETREGS\b|PTRACE_SETREGS\b`)
+	regFields  = regexp.MustCompile(`\.(Rax|Rbx|Rcx|Rdx|Rsi|Rdi|Rbp|Rsp|Rip|Orig_rax|Eflags|Fs_base|Gs_base|R8|R9|R10|R11|R12|R13|R14|R15|Pc|Sp|Pstate)\b|\bOrig_rax\b|PtraceGetRegs|PtraceSetRegs|PTRACE_GETREGS\b|PTRACE_SETREGS\b`)
 	regIndexes = regexp.MustCompile(`\bReg(RAX|RBX|RCX|RDX|RSI|RDI|RBP|RSP|RIP|R8|R9|R10|R11|R12|R13|R14|R15|OrigRAX|CS|SS|DS|ES|FS|GS|FSBase|GSBase|EFLAGS)\b|\breg(RBP|RBX|RSP|RIP|RA)\b`)
 	oneMachine = regexp.MustCompile(`^//go:build (amd64|arm64)$`)
 )

@@ -34,6 +34,7 @@ const (
 	LeaveEntry          = 0x30
 	CodeOff             = 0x1000
 	XsaveOff            = 0x2000
+	FrameOff            = 0x2000
 	GateSec             = 1
 	GateNsec            = 0
 	ImageTickNsec       = 100000000

@@ -35,9 +35,12 @@
 #define LEAVE_QUERY 0x410
 #define LEAVE_ENTRIES 0x480
 #define LEAVE_ENTRY 0x30
-/* page 1: the code; page 2 on: the thread's extended state */
+/* page 1: the code; page 2 on: the thread's extended state (x86_64: its
+ * XSAVE area, for xrstor; aarch64: a whole rt_sigframe, general registers
+ * and FP/SIMD state, which the routine's rt_sigreturn restores) */
 #define CODE_OFF 0x1000
 #define XSAVE_OFF 0x2000
+#define FRAME_OFF 0x2000
 
 /* How long the gate waits for arenactl after a call (a timespec). */
 #define GATE_SEC 1

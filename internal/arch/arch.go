@@ -267,6 +267,14 @@ func (a *Arch) StripTag(p uint64) uint64 {
 	return p
 }
 
+// AddrMask is StripTag as a mask: p&AddrMask() == StripTag(p).
+func (a *Arch) AddrMask() uint64 {
+	if a.tagByte {
+		return 1<<56 - 1
+	}
+	return ^uint64(0)
+}
+
 // TagsPointers reports whether data pointers may carry a tag StripTag
 // removes.
 func (a *Arch) TagsPointers() bool { return a.tagByte }

@@ -38,7 +38,7 @@ func ScanJobs(ctx context.Context, jobs int, t target.Target, ix *chunks.Index, 
 	if jobs <= 1 {
 		return Scan(ctx, t, ix, roots, visit)
 	}
-	p := &par{ix: ix, marks: ix.NewMarks(), t: t}
+	p := &par{ix: ix, marks: ix.NewMarks(), t: t, addr: addrMask(t)}
 	p.lo, p.hi = ix.Bounds()
 	for _, sp := range ix.Spans() {
 		for lo := sp[0]; lo < sp[1]; lo += segmentSize {
@@ -160,6 +160,7 @@ const (
 
 // par is what the workers of ScanJobs share.
 type par struct {
+	addr    uint64 // addrMask's
 	ix      *chunks.Index
 	marks   *chunks.Marks
 	t       target.Target
@@ -198,6 +199,7 @@ type parWorker struct {
 // passed it.
 func (w *parWorker) ref(v uint64, from uint64) {
 	p := w.p
+	v &= p.addr
 	if v < p.lo || v >= p.hi {
 		return
 	}

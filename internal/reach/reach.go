@@ -234,7 +234,7 @@ const HeadSize = 32
 // The scan ends early, with ctx's error, once ctx is done: a scan of a
 // large heap takes seconds, and Ctrl-C must end it.
 func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
-	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit}
+	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit, addr: addrMask(t)}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
 	// Static roots first, so that what they reach is Static even where a
@@ -298,6 +298,7 @@ func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, 
 // minutes. Only when more than maxWork such chunks wait does the rest wait
 // for the next sweep.
 type scanner struct {
+	addr    uint64 // addrMask's
 	ctx     context.Context
 	polls   int  // chunks read since ctx was last asked
 	stopped bool // ctx was found done
@@ -379,12 +380,25 @@ func (s *scanner) told(c chunks.Chunk, leaked bool) {
 	s.visit(c, leaked, h)
 }
 
+// addrMask is what of a word can be an address in the target: on aarch64
+// a pointer may carry a tag in its top byte, which loads ignore (TBI) and
+// memory tagging sets (glibc's malloc returns tagged pointers with
+// glibc.mem.tagging, sysdeps/aarch64/libc-mtag.h): a tagged reference to a
+// block is still a reference. Everything on x86_64.
+func addrMask(t target.Target) uint64 {
+	if a := t.Arch(); a != nil {
+		return a.AddrMask()
+	}
+	return ^uint64(0)
+}
+
 // ref takes v for a reference to a chunk. In the leaked pass (mark
 // markInner) an unmarked chunk it points into is marked so; in the others
 // it becomes pending, and is read now (work) if it lies behind the sweep in
 // a block at hand. from is the chunk being read (0 for a root): a chunk's
 // reference to itself does not count.
 func (s *scanner) ref(v uint64, mark uint8, from uint64) {
+	v &= s.addr
 	if v < s.lo || v >= s.hi {
 		return
 	}

@@ -80,6 +80,9 @@ var AMD64 = &Arch{
 			AMD64DS, AMD64ES, AMD64FS, AMD64GS,
 		},
 	},
+	// rip, rsp and fs_base in user_regs_struct.
+	Words:      WordIndex{PC: 16, SP: 19, TP: 21},
+	NumWords:   27,
 	StackAlign: 16,
 	RedZone:    128,
 	syscalls:   amd64Syscalls,

@@ -43,6 +43,13 @@ type Arch struct {
 	// Prstatus is a core's NT_PRSTATUS layout.
 	Prstatus PrstatusLayout
 
+	// Words says where the pc, the stack pointer and the thread pointer
+	// are among the words a target.Regs holds for this machine: pr_reg's,
+	// then (aarch64) the thread pointer from TLSNote. NumWords is how
+	// many it holds.
+	Words    WordIndex
+	NumWords int
+
 	// TLSNote is the core note that holds the thread pointer when
 	// NT_PRSTATUS does not (aarch64's NT_ARM_TLS); 0 when pr_reg has it.
 	TLSNote elf.NType
@@ -72,6 +79,9 @@ type RegFile struct {
 	// Names are the registers' names by DWARF number ("" where none).
 	Names []string
 }
+
+// WordIndex is where registers are among a machine's pr_reg words.
+type WordIndex struct{ PC, SP, TP int }
 
 // Convention says which registers (DWARF numbers) hold what across a call
 // or a syscall. Nr is -1 for a function call.

@@ -72,6 +72,9 @@ var ARM64 = &Arch{
 		}(),
 	},
 	TLSNote: 0x401, // NT_ARM_TLS (include/uapi/linux/elf.h)
+	// pc and sp in user_pt_regs; tpidr_el0 after its 34 words.
+	Words:    WordIndex{PC: 32, SP: 31, TP: 34},
+	NumWords: 35,
 	// AAPCS64: sp 16-byte aligned at every public interface; Linux's arm64
 	// ABI has no red zone.
 	StackAlign: 16,

@@ -134,8 +134,8 @@ func identify(hdr []byte) string {
 	if typ != elf.ET_CORE {
 		return fmt.Sprintf("an ELF file of type %s, not a core file", typ)
 	}
-	if a, err := arch.ForELF(elf.Class(hdr[elf.EI_CLASS]), machine); err != nil || a != arch.AMD64 {
-		return fmt.Sprintf("a core of another architecture (%s, %s); arenactl reads x86_64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
+	if _, err := arch.ForELF(elf.Class(hdr[elf.EI_CLASS]), machine); err != nil || hdr[elf.EI_DATA] != byte(elf.ELFDATA2LSB) {
+		return fmt.Sprintf("a core of another architecture (%s, %s); arenactl reads x86_64 and aarch64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
 	}
 	return ""
 }
@@ -186,7 +186,7 @@ func (c *Core) parse() error {
 	if what := identify(hdr); what != "" {
 		return c.bad("%s", what)
 	}
-	c.Arch = arch.AMD64 // identify accepts no other yet
+	c.Arch, _ = arch.ForELF(elf.Class(hdr[elf.EI_CLASS]), elf.Machine(binary.LittleEndian.Uint16(hdr[18:])))
 	ef, err := elf.NewFile(bytes.NewReader(c.data))
 	if err != nil {
 		return c.bad("truncated or damaged ELF headers: %v", err)

@@ -43,8 +43,8 @@ func TestAArch64Core(t *testing.T) {
 	if !ok || sp%16 != 0 || m.Class != maps.ClassMainStack && m.Class != maps.ClassThreadStack {
 		t.Errorf("sp %#x: in %+v (found %v), want 16-aligned in the stack", sp, m, ok)
 	}
-	if ps := tg.Core.Auxv[6]; ps != 4096 { // AT_PAGESZ
-		t.Errorf("AT_PAGESZ %d, want 4096", ps)
+	if ps := tg.PageSize(); ps != 4096 {
+		t.Errorf("page size %d, want AT_PAGESZ's 4096", ps)
 	}
 	if _, err := heap.OpenCore(tg, heap.Options{NoLibcFile: true}); !errors.Is(err, errkind.ErrArch) {
 		t.Errorf("heap.OpenCore: %v, want a refusal of the machine (errkind.ErrArch)", err)

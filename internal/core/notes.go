@@ -173,6 +173,7 @@ func (c *Core) fileNote(d []byte) error {
 // Auxiliary vector keys arenactl uses.
 const (
 	atPhdr        = 3
+	atPagesz      = 6
 	atEntry       = 9
 	atSysinfoEhdr = 33
 )

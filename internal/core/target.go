@@ -105,6 +105,17 @@ func (t *Target) Process() target.Process {
 // read yet).
 func (t *Target) Arch() *arch.Arch { return t.Core.Arch }
 
+// PageSize is the dumped process's page size, from its auxiliary vector
+// (AT_PAGESZ), or its machine's usual one when the core has none.
+func (t *Target) PageSize() uint64 {
+	for _, s := range t.Core.Arch.PageSizes {
+		if s == t.Core.Auxv[atPagesz] {
+			return s
+		}
+	}
+	return t.Core.Arch.PageSize
+}
+
 // Mappings are the core's mappings, classified.
 func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }
 

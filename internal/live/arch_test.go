@@ -71,3 +71,21 @@ func TestOpenRefuses32Bit(t *testing.T) {
 		t.Error("the refused process was left stopped")
 	}
 }
+
+// A live process's page size is the kernel's (AT_PAGESZ), here the host's.
+func TestPageSizeFromAuxv(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	tg, err := live.OpenObserved(cmd.Process.Pid)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer tg.Close()
+	if ps := tg.PageSize(); ps != uint64(os.Getpagesize()) {
+		t.Errorf("page size %d, want %d", ps, os.Getpagesize())
+	}
+}

@@ -1,6 +1,8 @@
 package live
 
 import (
+	"os"
+
 	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -14,6 +16,17 @@ func (t *Target) Process() target.Process { return target.Process{Pid: t.Pid, Ex
 // Arch is the host's machine, which Open checked the process's executable
 // is of.
 func (t *Target) Arch() *arch.Arch { return t.arch }
+
+// PageSize is the process's page size, as the kernel told it (AT_PAGESZ in
+// /proc/PID/auxv), or its machine's usual one when that cannot be read.
+func (t *Target) PageSize() uint64 {
+	if b, err := os.ReadFile(t.proc.Dir() + "/auxv"); err == nil {
+		if ps, ok := t.arch.PageSizeFromAuxv(b); ok {
+			return ps
+		}
+	}
+	return t.arch.PageSize
+}
 
 // Mappings are the mappings as last read, classified: at Open, by Refresh,
 // and again once a Freeze has stopped every thread.

@@ -27,12 +27,13 @@ const (
 	exitCallFailed  = 9   // the injected call failed, faulted or timed out; target restored
 	exitGone        = 10  // the target exited while we worked
 	exitDamaged     = 11  // the heap is damaged where glibc would abort or hang: nothing injected
-	exitBadCore     = 12  // the file is not a usable x86_64 core, or its libc memory matches no glibc layout
+	exitBadCore     = 12  // the file is not a usable core (only x86_64 cores are read yet), or its libc memory matches no glibc layout
 	exitLockedStop  = 13  // an arena lock is held while threads are stopped: nothing injected
 	exitNoImage     = 14  // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitNoPerf      = 16  // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
 	exitNoMemory    = 17  // a walk or scan would need more memory than --max-memory, the machine or the cgroup allows; target untouched
+	exitArch        = 18  // a 32-bit program, or one of another machine than arenactl's (binfmt emulation); an aarch64 core's heap
 	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 
@@ -84,6 +85,7 @@ var outcomes = []outcome{
 		hint: " (run arenactl as the same user as the process, or as root; with Yama, kernel.yama.ptrace_scope must allow attaching)"},
 	{match: is(errkind.ErrPermission), exit: exitPermission, reason: exporter.ReasonPermission},
 	{match: isFilePermission, exit: exitPermission},
+	{match: is(errkind.ErrArch), exit: exitArch},
 	{match: is(errkind.ErrNoCalls), exit: exitNotGlibc, reason: exporter.ReasonNotGlibc,
 		hint: " (info --read-only reads its allocator without calling anything)"},
 	{match: is(errkind.ErrNotGlibc), exit: exitNotGlibc, reason: exporter.ReasonNotGlibc},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"io/fs"
 	"os"
 	"strings"
@@ -75,6 +77,7 @@ func TestOutcomes(t *testing.T) {
 		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, exitNotGlibc, " (info --read-only"},
 		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocInterposed, MallocDebug: true}}, exitNotGlibc, " (info --read-only"},
 		{&live.NoSafeThreadError{Pid: 1}, exitNoSafe, ""},
+		{fmt.Errorf("process 1: %w", &arch.UnsupportedError{Machine: elf.EM_386, Class: elf.ELFCLASS32}), exitArch, ""},
 		{&ptrace.AtCallSiteError{Tid: 1}, exitNoSafe, ""},
 		{wrap(&glibc.HeapDamageError{}), exitDamaged, "; use --read-only"},
 		{&glibc.LockedArenaError{Stopped: []int{2}}, exitLockedStop, "; continue the process"},
@@ -114,7 +117,7 @@ func TestOutcomesReachable(t *testing.T) {
 		ptrace.ErrPermission,
 		fmt.Errorf("the same user: %w", ptrace.ErrPermission), &fs.PathError{Err: fs.ErrPermission},
 		&live.NotGlibcError{Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, &live.NotGlibcError{},
-		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{},
+		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{}, &arch.UnsupportedError{},
 		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &budget.Error{}, &inspect.ArenaCheckError{},
 		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
 		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"),

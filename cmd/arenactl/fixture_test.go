@@ -178,7 +178,7 @@ func TestCoreFixtureDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	arm := append([]byte(nil), raw[:1<<16]...)
-	arm[18], arm[19] = 183, 0 // EM_AARCH64
+	arm[18], arm[19] = 243, 0 // EM_RISCV
 	exe, _ := os.ReadFile(arenactl)
 	dir := t.TempDir()
 	for _, c := range []struct {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"sort"
 	"strings"
@@ -27,6 +28,7 @@ type Core struct {
 	Threads []target.Thread // in note order: the thread that received the signal first
 	Signal  *Signal         // from NT_SIGINFO; nil when the core has none (gcore)
 	Auxv    map[uint64]uint64
+	Arch    *arch.Arch    // from the ELF header
 	Files   []FileMapping // NT_FILE: which file backs which range
 	// FilesFromLinkMap: the core has no NT_FILE, and Files were found
 	// through the dynamic linker's list in its memory (linkMapFiles).
@@ -132,8 +134,8 @@ func identify(hdr []byte) string {
 	if typ != elf.ET_CORE {
 		return fmt.Sprintf("an ELF file of type %s, not a core file", typ)
 	}
-	if machine != elf.EM_X86_64 || elf.Class(hdr[elf.EI_CLASS]) != elf.ELFCLASS64 {
-		return fmt.Sprintf("a core of another architecture (%s, %s); arenactl reads x86_64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
+	if _, err := arch.ForELF(elf.Class(hdr[elf.EI_CLASS]), machine); err != nil || hdr[elf.EI_DATA] != byte(elf.ELFDATA2LSB) {
+		return fmt.Sprintf("a core of another architecture (%s, %s); arenactl reads x86_64 and aarch64 cores", machine, elf.Class(hdr[elf.EI_CLASS]))
 	}
 	return ""
 }
@@ -184,6 +186,7 @@ func (c *Core) parse() error {
 	if what := identify(hdr); what != "" {
 		return c.bad("%s", what)
 	}
+	c.Arch, _ = arch.ForELF(elf.Class(hdr[elf.EI_CLASS]), elf.Machine(binary.LittleEndian.Uint16(hdr[18:])))
 	ef, err := elf.NewFile(bytes.NewReader(c.data))
 	if err != nil {
 		return c.bad("truncated or damaged ELF headers: %v", err)

@@ -172,7 +172,7 @@ func TestBadCores(t *testing.T) {
 	raw, _ := os.ReadFile(cr.core)
 	exe, _ := os.ReadFile("/proc/self/exe")
 	arm := append([]byte(nil), raw[:64]...)
-	arm[18], arm[19] = 183, 0 // e_machine = EM_AARCH64
+	arm[18], arm[19] = 243, 0 // e_machine = EM_RISCV
 	for _, c := range []struct{ name, path, want string }{
 		{"empty", write("empty", nil), "empty file"},
 		{"random", write("random", bytes.Repeat([]byte{0x5a, 0x17, 0x99}, 5000)), "not an ELF file"},

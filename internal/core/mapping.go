@@ -45,7 +45,7 @@ func (c *Core) mappings() []maps.Mapping {
 		case m.Path != "":
 		case vdso != 0 && m.Start == vdso:
 			m.Path = "[vdso]"
-		case main != nil && m.Contains(main.SP()):
+		case main != nil && m.Contains(main.SPOf(c.Arch)):
 			m.Path = "[stack]"
 		case !heapNamed && exeEnd != 0 && m.Start >= exeEnd && m.Start <= exeEnd+brkRandom && m.Writable():
 			m.Path, heapNamed = "[heap]", true
@@ -99,7 +99,7 @@ func (c *Core) mainThread() *target.Thread {
 func (c *Core) StackPointers() map[int]uint64 {
 	sps := map[int]uint64{}
 	for _, t := range c.Threads {
-		sps[t.Tid] = t.SP()
+		sps[t.Tid] = t.SPOf(c.Arch)
 	}
 	return sps
 }

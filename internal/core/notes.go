@@ -16,7 +16,9 @@ const (
 	ntSiginfo  = 0x53494749
 )
 
-// Offsets inside struct elf_prstatus and elf_prpsinfo on x86_64.
+// Offsets inside struct elf_prstatus (the writer's, x86_64: the reader
+// takes the core's machine's, arch.Arch.Prstatus) and elf_prpsinfo (the
+// same on x86_64 and aarch64).
 const (
 	prstatusPid  = 32
 	prstatusRegs = 112 // pr_reg, a user_regs_struct of 27 words
@@ -65,14 +67,22 @@ func (c *Core) notes(b []byte) error {
 			if len(c.Threads) == maxThreads {
 				return c.bad("more than %d threads (NT_PRSTATUS notes): more than arenactl reads of one process", maxThreads)
 			}
-			if len(desc) < prstatusRegs+target.NumRegs*8 {
+			lay := c.Arch.Prstatus
+			if len(desc) < lay.RegsOff+len(lay.Words)*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
-			th := target.Thread{Tid: int(le32(desc[prstatusPid:]))}
-			for i := range th.Regs {
-				th.Regs[i] = le64(desc[prstatusRegs+8*i:])
+			th := target.Thread{Tid: int(le32(desc[lay.PidOff:]))}
+			for i := range lay.Words {
+				th.Regs[i] = le64(desc[lay.RegsOff+8*i:])
 			}
 			c.Threads = append(c.Threads, th)
+		case uint32(c.Arch.TLSNote):
+			// aarch64's thread pointer (tpidr_el0), in a note of its own
+			// after its thread's NT_PRSTATUS (fs/binfmt_elf.c writes a
+			// thread's notes together, NT_PRSTATUS first).
+			if c.Arch.TLSNote != 0 && len(c.Threads) > 0 && len(desc) >= 8 {
+				c.Threads[len(c.Threads)-1].Regs[c.Arch.Words.TP] = le64(desc)
+			}
 		case ntPrpsinfo:
 			if len(desc) >= prpsinfoName+16 {
 				c.Pid = int(le32(desc[prpsinfoPid:]))
@@ -163,6 +173,7 @@ func (c *Core) fileNote(d []byte) error {
 // Auxiliary vector keys arenactl uses.
 const (
 	atPhdr        = 3
+	atPagesz      = 6
 	atEntry       = 9
 	atSysinfoEhdr = 33
 )

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,6 +99,21 @@ func (t *Target) ReadsShared() {}
 // from the auxiliary vector.
 func (t *Target) Process() target.Process {
 	return target.Process{Pid: t.Core.Pid, Exe: t.Core.Exe(), Command: t.Core.Command}
+}
+
+// Arch is the core's machine, from its ELF header (only x86_64 cores are
+// read yet).
+func (t *Target) Arch() *arch.Arch { return t.Core.Arch }
+
+// PageSize is the dumped process's page size, from its auxiliary vector
+// (AT_PAGESZ), or its machine's usual one when the core has none.
+func (t *Target) PageSize() uint64 {
+	for _, s := range t.Core.Arch.PageSizes {
+		if s == t.Core.Auxv[atPagesz] {
+			return s
+		}
+	}
+	return t.Core.Arch.PageSize
 }
 
 // Mappings are the core's mappings, classified.

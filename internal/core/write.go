@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
@@ -489,7 +490,7 @@ func prstatus(s *Snapshot, th target.Thread) []byte {
 	endian.PutUint32(d[prstatusPid+4:], uint32(s.PPid))
 	endian.PutUint32(d[prstatusPid+8:], uint32(s.Pgrp))
 	endian.PutUint32(d[prstatusPid+12:], uint32(s.Sid))
-	for i, r := range th.Regs {
+	for i, r := range th.Regs[:len(arch.AMD64.Prstatus.Words)] {
 		endian.PutUint64(d[prstatusRegs+8*i:], r)
 	}
 	if len(th.XState) >= fxsaveSize {

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,7 +58,7 @@ func testSnapshot() *Snapshot {
 		Command: "prog", Args: "/usr/bin/prog --flag", Mappings: testMaps}
 	for i, tid := range []int{100, 101} {
 		th := target.Thread{Tid: tid}
-		for r := range th.Regs {
+		for r := range th.Regs[:arch.AMD64.NumWords] { // an x86_64 snapshot's
 			th.Regs[r] = uint64(1000*(i+1) + r)
 		}
 		if i == 0 {

@@ -33,6 +33,10 @@ var (
 	// zombie, a kernel thread).
 	ErrState = errors.New("in a state that cannot be examined")
 
+	// ErrArch: the process is a 32-bit program, or one of a machine
+	// arenactl does not read or was not built for.
+	ErrArch = errors.New("an architecture arenactl does not read")
+
 	// ErrNotGlibc: the process does not allocate with glibc's malloc, or
 	// glibc's malloc cannot be called in it.
 	ErrNotGlibc = errors.New("not glibc malloc")
@@ -86,7 +90,7 @@ var (
 	// done to the target.
 	ErrNoMemory = errors.New("not enough memory for the walk")
 
-	// ErrBadCore: the file is not a usable x86_64 core.
+	// ErrBadCore: the file is not a usable core of a machine arenactl reads.
 	ErrBadCore = errors.New("not a usable core")
 	// ErrCoreTooLarge: a compressed core unpacks past the limit set.
 	ErrCoreTooLarge = errors.New("core unpacks past the limit")

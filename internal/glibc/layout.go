@@ -9,6 +9,29 @@ import "fmt"
 // heap_info and the tcache structs in malloc/malloc.c and malloc/arena.c of
 // each version (x86_64);
 // an offset of -1 means the field does not exist in that version.
+//
+// The same offsets hold on aarch64 (issue 31), checked against glibc's
+// source: every field is a pointer, size_t, INTERNAL_SIZE_T (size_t), int
+// or mutex_t (__libc_lock_t, an int: sysdeps/nptl/libc-lockP.h), 8 and 4
+// bytes on both LP64 machines with the same natural alignment;
+// MALLOC_ALIGNMENT is sysdeps/generic/malloc-alignment.h's on both (no
+// sysdeps/aarch64 or sysdeps/x86_64 override; sysdeps/i386 has one):
+// 2 * SIZE_SZ = 16, which __alignof__ (long double) equals on both (x87's
+// 80-bit and aarch64's 128-bit long double are both 16-aligned), so
+// MINSIZE is 32 and heap_info's pad (-6 * SIZE_SZ & MALLOC_ALIGN_MASK,
+// malloc/arena.c) is the same; HEAP_MAX_SIZE is 2 *
+// DEFAULT_MMAP_THRESHOLD_MAX = 64 MiB for sizeof (long) 8 (malloc/arena.c,
+// malloc/malloc.c), and from 2.35 heap_max_size() depends on the huge page
+// size only; TCACHE_MAX_BINS, the tcache counts' type and tcache_entry's
+// key and next are machine-independent C. What differs on aarch64 lies
+// outside these structs: the page size a heap and an mmapped chunk are
+// aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: walk.go's pageSz is
+// x86_64's), the thread pointer's place relative to static TLS (TLS
+// variant I, sysdeps/aarch64/nptl/tls.h, where x86_64 has variant II:
+// internal/reach's tcache locator), and memory tagging: with
+// glibc.mem.tagging (sysdeps/aarch64/libc-mtag.h, 2.33 on) the pointers
+// malloc returns, and so tcache entries' next links, carry a tag in their
+// top byte (arch.Arch.StripTag).
 type Layout struct {
 	Profile string // versions sharing this Layout (profileName): "A" (2.17) ... "K" (2.35-2.41), "L" (2.42), "M" (2.43)
 

@@ -39,6 +39,9 @@ func (e *MemoryOnlyError) Is(target error) bool {
 // used is in LibcNotes. A core of a static executable, without libc.so.6,
 // is read through the executable's own allocator (openStaticCore).
 func OpenCore(t *core.Target, o Options) (*Heap, error) {
+	if err := walkable(t); err != nil {
+		return nil, err
+	}
 	h := &Heap{T: t, SameFormat: true}
 	first, hasLibc := glibc.LibcMapping(t.Mappings())
 	if b := t.Note(core.NoteAllocator); b != nil {

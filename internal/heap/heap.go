@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
@@ -56,9 +58,32 @@ type Options struct {
 	NoLibcFile bool
 }
 
+// walkable refuses a target of a machine whose heap is not walked yet:
+// internal/core reads aarch64 cores, but the layers above still take
+// target.Regs' x86_64 words (the tcache's thread pointer, the stacks) and
+// the walker x86_64's page size (issue 31).
+func walkable(t target.Target) error {
+	if a := t.Arch(); a != nil && a != arch.AMD64 {
+		return &ArchError{Arch: a}
+	}
+	return nil
+}
+
+// ArchError: the heap of a target of this machine is not walked yet.
+type ArchError struct{ Arch *arch.Arch }
+
+func (e *ArchError) Error() string {
+	return fmt.Sprintf("an %s target: its heap is not walked yet (cores of it are read; issue 31)", e.Arch)
+}
+
+func (e *ArchError) Is(target error) bool { return target == errkind.ErrArch }
+
 // Open locates the allocator of a target whose libc is known (a live
 // process: the file behind its mapping is the one it runs).
 func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
+	if err := walkable(t); err != nil {
+		return nil, err
+	}
 	if l.MallocDebug {
 		return openMallocDebug(t, l, o)
 	}

@@ -52,7 +52,7 @@ func keepChained(sites []ptrace.SiteInfo, why []string) {
 				continue
 			}
 			for j := range sites {
-				if j != i && why[j] == "" && sites[j].Contains(sites[i].Rip) {
+				if j != i && why[j] == "" && sites[j].Contains(sites[i].Resume) {
 					why[j] = fmt.Sprintf("thread %d returns into it from the call site at %#x, which is kept", sites[i].Tid, sites[i].Addr)
 					changed = true
 				}

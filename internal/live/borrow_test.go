@@ -3,6 +3,7 @@ package live_test
 import (
 	"context"
 	"errors"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"os/exec"
 	"slices"
@@ -77,7 +78,7 @@ func TestBorrowEachParkedThread(t *testing.T) {
 		if err != nil {
 			t.Fatalf("borrowing thread %s (%d): %v", th.name, th.tid, err)
 		}
-		want := map[string][]int64{"main": {unix.SYS_READ}, "nanosleep": sleeping, "poll": {unix.SYS_POLL}, "condvar": {unix.SYS_FUTEX}}[th.name]
+		want := map[string][]int64{"main": {unix.SYS_READ}, "nanosleep": sleeping, "poll": {pollNr()}, "condvar": {unix.SYS_FUTEX}}[th.name]
 		if s.Tid != th.tid || !glibc.SafeSyscall(s.Syscall) || !slices.Contains(want, s.Syscall) {
 			t.Errorf("borrowed thread %d in syscall %d, want thread %s (%d) in one of %v", s.Tid, s.Syscall, th.name, th.tid, want)
 		}
@@ -294,4 +295,13 @@ func TestBorrowNoSafeThread(t *testing.T) {
 	}
 	allLetGo(t, tg.Pid)
 	testutil.WaitUntil(t, "the target to be back in write", func() bool { return inSyscall(tg.Pid, tg.Pid, unix.SYS_WRITE) })
+}
+
+// pollNr is the syscall glibc's poll makes: poll, or ppoll where the
+// machine has no poll (aarch64).
+func pollNr() int64 {
+	if nr, ok := arch.Host().Sys("poll"); ok {
+		return int64(nr)
+	}
+	return int64(arch.Host().MustSys("ppoll"))
 }

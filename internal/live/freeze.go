@@ -118,7 +118,8 @@ const releasePatience = 500 * time.Millisecond
 func (t *Target) refreshMaps(f *Frozen) error {
 	sps := map[int]uint64{}
 	for _, th := range f.threads {
-		sps[th.Tid] = th.Regs().Rsp
+		r := th.Regs()
+		sps[th.Tid] = ptrace.SP(&r)
 	}
 	return t.readMappings(false, sps)
 }

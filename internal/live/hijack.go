@@ -223,7 +223,7 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 	ts := glibc.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
 	if nr, ok := ptrace.InSyscall(&r); ok {
 		ts.Syscall = nr
-		ts.Args = [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}
+		ts.Args = ptrace.SyscallArgs(&r)
 	}
 	if err := policy.Check(ts, t); err != nil {
 		if derr := th.Detach(); derr != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"slices"
 	"sort"
@@ -425,6 +426,9 @@ func (im *Image) Mappings() []maps.Mapping { return im.mappings }
 // Threads are the process's threads with their registers at the freeze.
 func (im *Image) Threads() []target.Thread { return im.threads }
 
+// Arch is the process's.
+func (im *Image) Arch() *arch.Arch { return im.t.arch }
+
 // FrozenThreads are the same with their extended state.
 func (im *Image) FrozenThreads() []target.Thread { return im.frozen }
 
@@ -542,7 +546,7 @@ func removeIdleSites(f *Frozen, c *FrozenCaller, own uint64) []string {
 			return "it holds what an injected call made (an injected run removes it)"
 		}
 		for _, ft := range f.threads {
-			if r := ft.Regs(); si.Contains(r.Rip) {
+			if r := ft.Regs(); si.Contains(ptrace.PC(&r)) {
 				return fmt.Sprintf("thread %d is still executing in it", ft.Tid)
 			}
 		}

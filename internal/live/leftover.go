@@ -73,7 +73,7 @@ var _ glibc.LeftoverFinder = (*Session)(nil)
 func (s *Session) runsIn(si *ptrace.SiteInfo) (bool, error) {
 	if si.Tid == s.Tid {
 		r := s.th.Regs()
-		return si.Contains(r.Rip), nil
+		return si.Contains(ptrace.PC(&r)), nil
 	}
 	th, err := s.t.proc.Seize(si.Tid)
 	if errors.Is(err, ptrace.ErrNoProcess) {
@@ -90,5 +90,5 @@ func (s *Session) runsIn(si *ptrace.SiteInfo) (bool, error) {
 		return true, err
 	}
 	r := th.Regs()
-	return si.Contains(r.Rip), nil
+	return si.Contains(ptrace.PC(&r)), nil
 }

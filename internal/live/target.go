@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,7 @@ type Target struct {
 	Allocator glibc.Allocator
 	proc      *ptrace.Process
 	frozen    *Frozen // the freeze in force, if any
+	arch      *arch.Arch
 	// ImageXState makes Image keep every stopped thread's extended state
 	// (FPU, SSE, AVX) in FrozenThreads, as a core's notes want it. It is
 	// read from each thread while all of them wait: a walk or a scan,
@@ -120,6 +122,9 @@ func (t *Target) load(allow int) error {
 		return fmt.Errorf("process %d: reading its executable: %w", t.Pid, err)
 	}
 	t.Exe = exe
+	if t.arch, err = t.readArch(); err != nil {
+		return err
+	}
 	// Finding libc and choosing a thread need the ranges and classes, not
 	// the smaps counters: every report reads those again when it needs
 	// them (after the thread is released, or just before the call), and
@@ -157,6 +162,36 @@ func (t *Target) load(allow int) error {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
 	}
 	return nil
+}
+
+// readArch reads the machine of the process's executable from its ELF
+// header: a 32-bit program, or one of another machine than arenactl's (run
+// under binfmt emulation), is refused before anything is read or stopped.
+// An executable that cannot be read (the process is in another mount
+// namespace whose file went away) is taken to be the host's, as every
+// process was before arenactl knew of machines; so is one whose
+// /proc/PID/exe is not ELF, which the kernel does not run.
+func (t *Target) readArch() (*arch.Arch, error) {
+	f, err := os.Open(t.proc.Dir() + "/exe")
+	if err != nil {
+		return arch.Host(), nil
+	}
+	defer f.Close()
+	hdr := make([]byte, 64)
+	n, _ := f.ReadAt(hdr, 0)
+	a, ok, err := arch.ForProcess(hdr[:n])
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
+	}
+	if !ok {
+		return arch.Host(), nil
+	}
+	if a != arch.AMD64 {
+		// The registers a frozen thread gives every layer above are still
+		// x86_64's (target.Regs), and calls are injected on x86_64 only.
+		return nil, fmt.Errorf("process %d: live %s processes are not read yet (cores of them neither; issue 31): %w", t.Pid, a, errkind.ErrArch)
+	}
+	return a, nil
 }
 
 // startPatience bounds the wait for a program that has just started (or

@@ -1,6 +1,9 @@
 package live
 
 import (
+	"os"
+
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/target"
@@ -9,6 +12,21 @@ import (
 // Process is the live process: its pid and executable. Its short name is
 // not read: no report of a live process shows it.
 func (t *Target) Process() target.Process { return target.Process{Pid: t.Pid, Exe: t.Exe} }
+
+// Arch is the host's machine, which Open checked the process's executable
+// is of.
+func (t *Target) Arch() *arch.Arch { return t.arch }
+
+// PageSize is the process's page size, as the kernel told it (AT_PAGESZ in
+// /proc/PID/auxv), or its machine's usual one when that cannot be read.
+func (t *Target) PageSize() uint64 {
+	if b, err := os.ReadFile(t.proc.Dir() + "/auxv"); err == nil {
+		if ps, ok := t.arch.PageSizeFromAuxv(b); ok {
+			return ps
+		}
+	}
+	return t.arch.PageSize
+}
 
 // Mappings are the mappings as last read, classified: at Open, by Refresh,
 // and again once a Freeze has stopped every thread.
@@ -24,13 +42,13 @@ func (t *Target) Threads() []target.Thread {
 	return t.frozen.Threads()
 }
 
-// regsOf puts ptrace's registers in user_regs_struct's word order (r15 r14
-// r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags
-// rsp ss fs_base gs_base ds es fs gs), the order target.Regs keeps.
+// regsOf puts ptrace's registers in NT_PRSTATUS's word order, the order
+// target.Regs keeps (x86_64's user_regs_struct; Open refuses a process of
+// another machine until target.Regs holds theirs).
 func regsOf(r *ptrace.Regs) target.Regs {
-	return target.Regs{r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10, r.R9, r.R8,
-		r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Orig_rax, r.Rip, r.Cs, r.Eflags, r.Rsp, r.Ss,
-		r.Fs_base, r.Gs_base, r.Ds, r.Es, r.Fs, r.Gs}
+	var out target.Regs
+	copy(out[:], ptrace.Words(r))
+	return out
 }
 
 var _ target.Target = (*Target)(nil)

@@ -21,7 +21,6 @@ import (
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // This file records system calls with an eBPF program instead of the
@@ -29,7 +28,8 @@ import (
 // process that maps and unmaps in a loop 1.5x its pace even with a 64-byte
 // stack copy (docs/commands/growth.md): the sample's own machinery, not the copy.
 // The program (bpf/calls.c, compiled by go generate with bpf2go into
-// calls_x86_bpfel.o and its Go types) runs at the exit of the memory
+// calls_x86_bpfel.o and calls_arm64_bpfel.o and their Go types: the
+// asm/ptrace.h of each machine) runs at the exit of the memory
 // syscalls only (their own tracepoints: no other syscall runs it; see
 // docs/growth-ebpf.md for what they still cost other processes), keeps
 // the calls of one process, known by its tgid and start time, and writes
@@ -43,6 +43,7 @@ import (
 // into the process.
 
 //go:generate go tool bpf2go -target amd64 -type call -type sys_exit calls bpf/calls.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
+//go:generate go tool bpf2go -target arm64 -type call -type sys_exit calls bpf/calls.c -- -I/usr/aarch64-linux-gnu/include -Wall -Werror
 
 // Syscall is a recorded call: its number, arguments, result, and how its
 // stack was copied.
@@ -93,20 +94,9 @@ const (
 // are these.
 const _ = uint(CallShortStack-256) + uint(256-CallShortStack) + uint(CallWholeStack-8192) + uint(8192-CallWholeStack) + uint(maxThin-8) + uint(8-maxThin)
 
-// A record is a callsCall (bpf/calls.c's struct call), then the stack.
-// Its registers are struct pt_regs, user_regs_struct's first 21 words:
-// target.Regs' order.
-const (
-	nPtRegs   = 21
-	callBytes = int(unsafe.Sizeof(callsCall{}))
-	// userCS64 is __USER_CS, the code segment of 64-bit user code
-	// (arch/x86/include/asm/segment.h); x32Bit marks an x32 call's
-	// number (__X32_SYSCALL_BIT, arch/x86/include/uapi/asm/unistd.h).
-	userCS64 = 0x33
-	x32Bit   = 0x40000000
-)
-
-var _ = [1]struct{}{}[unsafe.Sizeof(callsCall{}.Regs)-8*nPtRegs]
+// A record is a callsCall (bpf/calls.c's struct call), then the stack; its
+// registers are each machine's (decodeCall).
+const callBytes = int(unsafe.Sizeof(callsCall{}))
 
 // callPrograms are the program (bpf/calls.c) for each syscall it can
 // record, and the syscall's kind there (its bit in whole_kinds).
@@ -412,23 +402,14 @@ func (c *Calls) Read(f func(Sample)) {
 		s.Event = -1
 		s.Time = h.Time
 		s.Pid, s.Tid = int(h.Tgid), int(h.Tid)
-		copy(s.Regs[:nPtRegs], (*[nPtRegs]uint64)(unsafe.Pointer(&h.Regs))[:])
-		s.HaveRegs = true
-		r := &s.Regs
-		// The registers are those saved at entry: the result is
-		// the wrapper's.
-		r[target.RegRAX] = uint64(h.Ret)
 		if n := int(h.StackLen); callBytes+n <= len(rec) {
 			s.Stack = rec[callBytes : callBytes+n]
 		}
-		// The program sees 64-bit calls only (ia32 ones have wrappers of
-		// their own); x32 ones share them, with numbers of their own.
-		if r[target.RegCS] != userCS64 || r[target.RegOrigRAX]&x32Bit != 0 {
+		if !decodeCall(&h, &s) {
 			continue
 		}
-		s.Call = Syscall{Nr: int(r[target.RegOrigRAX]), Ret: h.Ret,
-			Args:  [6]uint64{r[target.RegRDI], r[target.RegRSI], r[target.RegRDX], r[target.RegR10], r[target.RegR8], r[target.RegR9]},
-			Short: h.Flags&1 == 0, Forced: h.Flags&2 != 0, Thin: int(h.Flags >> 8 & 0xff)}
+		s.Call.Ret = h.Ret
+		s.Call.Short, s.Call.Forced, s.Call.Thin = h.Flags&1 == 0, h.Flags&2 != 0, int(h.Flags>>8&0xff)
 		f(s)
 	}
 }

@@ -67,15 +67,10 @@ const (
 	DefaultRingPages = 512 // 2 MiB per CPU
 )
 
-// regsMask selects the user registers the unwinder needs, in the kernel's
-// x86 perf_regs numbering: BX 1, BP 6, SP 7, IP 8, R12..R15 20..23. The
-// sample lists them in that order, sampleRegs' order.
-const regsMask = 1<<1 | 1<<6 | 1<<7 | 1<<8 | 1<<20 | 1<<21 | 1<<22 | 1<<23
-
-// sampleRegs are where the registers regsMask selects go in target.Regs,
-// in the order a sample lists them.
-var sampleRegs = [...]int{target.RegRBX, target.RegRBP, target.RegRSP, target.RegRIP,
-	target.RegR12, target.RegR13, target.RegR14, target.RegR15}
+// regsMask selects the user registers the unwinder needs (the machine's
+// arch.Arch.Perf); the sample lists them in ascending bit order, and
+// sampleRegs says where each goes in target.Regs (-1: nowhere yet), in
+// perfregs_ARCH.go.
 
 // Sample is one PERF_RECORD_SAMPLE, its data owned by the sample.
 type Sample struct {
@@ -569,12 +564,16 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 		if abi != 0 { // PERF_SAMPLE_REGS_ABI_NONE: no user registers
 			var r target.Regs
 			for _, reg := range sampleRegs {
-				if r[reg], ok = u64(); !ok {
+				v, ok := u64()
+				if !ok {
 					return smp, false
+				}
+				if reg >= 0 {
+					r[reg] = v
 				}
 			}
 			smp.Regs = r
-			smp.HaveRegs = true
+			smp.HaveRegs = haveSampleRegs
 		}
 	}
 	if st&unix.PERF_SAMPLE_STACK_USER != 0 {

@@ -1,3 +1,7 @@
+// The calls these tests make are injected on x86_64 only (call_arm64.go).
+
+//go:build amd64
+
 package ptrace
 
 import (

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/arch/site"
 )
 
 // A borrowed thread can hold a lock of the target's while arenactl reads
@@ -41,109 +44,23 @@ import (
 // under the lock: 1 read after the reads means the routine had not yet
 // written 2, so had not let the lock go.
 const (
-	hdrLockState   = 0x1a0 // 0 taking the lock, 1 holding it, 2 letting it go (written by the routine)
-	hdrLockRelease = 0x1a8 // 1: let it go now (written by arenactl)
-	hdrLockTs      = 0x1b0 // struct timespec: one poll
-	lockTick       = 100 * time.Microsecond
+	hdrLockState   = site.HdrLockState   // 0 taking the lock, 1 holding it, 2 letting it go (written by the routine)
+	hdrLockRelease = site.HdrLockRelease // 1: let it go now (written by arenactl)
+	hdrLockTs      = site.HdrLockTs      // struct timespec: one poll
+	lockTick       = site.LockTickNsec * time.Nanosecond
 
-	sysFutex           = 202
-	futexWaitPrivate   = 128
-	futexWakePrivate   = 129
-	sysRtSigprocmask   = 14
-	sigSetmask         = 2
 	lockStateTaking    = 0
-	lockStateHolding   = 1
-	lockStateLettingGo = 2
+	lockStateHolding   = site.LockStateHolding
+	lockStateLettingGo = site.LockStateLettingGo
 )
 
 // The lock block must end before the journal (a compile-time check).
 const _ = uint(journalOff - (hdrLockTs + 16))
 
-// lockRoutine assembles the routine at pc; site is the call site's base.
-// It is called like a function: rdi the lock word's address, rsi the
-// number of polls it may hold the lock for. It returns where its futex
-// wait for the lock ends (just after the syscall instruction), as an
-// offset from pc.
-func lockRoutine(site, pc uint64) ([]byte, uint64) {
-	a := newAsm(pc)
-	imm := a.imm32
-	a.emit(0x49, 0x89, 0xfc)                   // mov r12, rdi
-	a.emit(0x49, 0x89, 0xf5)                   // mov r13, rsi
-	a.emit(0x31, 0xc0)                         // xor eax, eax
-	a.emit(0xb9, 1, 0, 0, 0)                   // mov ecx, 1
-	a.emit(0xf0, 0x41, 0x0f, 0xb1, 0x0c, 0x24) // lock cmpxchg [r12], ecx
-	a.jump("got", 0x0f, 0x84)                  // jz got
-	a.label("slow")
-	a.emit(0xb8, 2, 0, 0, 0)       // mov eax, 2
-	a.emit(0x41, 0x87, 0x04, 0x24) // xchg [r12], eax
-	a.emit(0x85, 0xc0)             // test eax, eax
-	a.jump("got", 0x0f, 0x84)      // jz got
-	a.emit(0x4c, 0x89, 0xe7)       // mov rdi, r12
-	a.emit(0xbe)                   // mov esi, FUTEX_WAIT_PRIVATE
-	a.emit(imm(futexWaitPrivate)...)
-	a.emit(0xba, 2, 0, 0, 0) // mov edx, 2
-	a.emit(0x45, 0x31, 0xd2) // xor r10d, r10d
-	a.emit(0xb8)             // mov eax, SYS_futex
-	a.emit(imm(sysFutex)...)
-	a.emit(0x0f, 0x05) // syscall
-	waitEnd := uint64(len(a.b))
-	a.jump("slow", 0xe9) // jmp slow
-
-	a.label("got")
-	sigprocmask := func(set, old uint64) {
-		a.emit(0xb8)
-		a.emit(imm(sysRtSigprocmask)...) // mov eax, SYS_rt_sigprocmask
-		a.emit(0xbf)
-		a.emit(imm(sigSetmask)...)        // mov edi, SIG_SETMASK
-		a.rip(set, nil, 0x48, 0x8d, 0x35) // lea rsi, [rip+set]
-		if old != 0 {
-			a.rip(old, nil, 0x48, 0x8d, 0x15) // lea rdx, [rip+old]
-		} else {
-			a.emit(0x31, 0xd2) // xor edx, edx
-		}
-		a.emit(0x41, 0xba, 8, 0, 0, 0) // mov r10d, 8
-		a.emit(0x0f, 0x05)             // syscall
-	}
-	sigprocmask(site+hdrSigAll, site+hdrSigOld)
-	a.rip(site+hdrLockState, imm(lockStateHolding), 0x48, 0xc7, 0x05) // mov qword [rip+state], 1
-	a.label("wait")
-	a.rip(site+hdrLockRelease, []byte{0}, 0x48, 0x83, 0x3d) // cmp qword [rip+release], 0
-	a.jump("out", 0x0f, 0x85)                               // jne out
-	a.emit(0x4d, 0x85, 0xed)                                // test r13, r13
-	a.jump("out", 0x0f, 0x84)                               // jz out
-	a.emit(0x49, 0xff, 0xcd)                                // dec r13
-	// ppoll(NULL, 0, &ts, NULL, 8); it writes back the time left when
-	// interrupted, so ts is set afresh each time.
-	a.rip(site+hdrLockTs, imm(0), 0x48, 0xc7, 0x05)                                // mov qword [rip+tv_sec], 0
-	a.rip(site+hdrLockTs+8, imm(uint32(lockTick.Nanoseconds())), 0x48, 0xc7, 0x05) // mov qword [rip+tv_nsec], tick
-	a.emit(0xb8, 0x0f, 0x01, 0, 0)                                                 // mov eax, 271 (SYS_ppoll)
-	a.emit(0x31, 0xff)                                                             // xor edi, edi
-	a.emit(0x31, 0xf6)                                                             // xor esi, esi
-	a.rip(site+hdrLockTs, nil, 0x48, 0x8d, 0x15)                                   // lea rdx, [rip+ts]
-	a.emit(0x45, 0x31, 0xd2)                                                       // xor r10d, r10d
-	a.emit(0x41, 0xb8, 8, 0, 0, 0)                                                 // mov r8d, 8
-	a.emit(0x0f, 0x05)                                                             // syscall
-	a.jump("wait", 0xe9)                                                           // jmp wait
-
-	a.label("out")
-	a.rip(site+hdrLockState, imm(lockStateLettingGo), 0x48, 0xc7, 0x05) // mov qword [rip+state], 2
-	a.emit(0x31, 0xc0)                                                  // xor eax, eax
-	a.emit(0x41, 0x87, 0x04, 0x24)                                      // xchg [r12], eax
-	a.emit(0x83, 0xf8, 0x01)                                            // cmp eax, 1
-	a.jump("unmask", 0x0f, 0x8e)                                        // jle unmask
-	a.emit(0x4c, 0x89, 0xe7)                                            // mov rdi, r12
-	a.emit(0xbe)
-	a.emit(imm(futexWakePrivate)...) // mov esi, FUTEX_WAKE_PRIVATE
-	a.emit(0xba, 1, 0, 0, 0)         // mov edx, 1
-	a.emit(0xb8)
-	a.emit(imm(sysFutex)...) // mov eax, SYS_futex
-	a.emit(0x0f, 0x05)       // syscall
-	a.label("unmask")
-	sigprocmask(site+hdrSigOld, 0)
-	a.emit(0x31, 0xc0) // xor eax, eax
-	a.emit(0xc3)       // ret
-	return a.done(), waitEnd
-}
+// The lock routine (internal/arch/site, lock) is called like a function:
+// its first argument the lock word's address, its second the number of
+// polls it may hold the lock for. LockWait is where its futex wait for the
+// lock ends (just after the syscall instruction).
 
 // lockHold is a HoldLock call under way, as run sees it.
 type lockHold struct {
@@ -244,5 +161,5 @@ func (th *Thread) holdAbandonable(h *lockHold, r *Regs) bool {
 		return false
 	}
 	nr, blocked := InSyscall(r)
-	return blocked && nr == sysFutex && r.Rip == h.waitEnd
+	return blocked && nr == int64(arch.AMD64.MustSys("futex")) && PC(r) == h.waitEnd
 }

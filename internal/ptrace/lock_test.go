@@ -1,3 +1,7 @@
+// The calls these tests make are injected on x86_64 only (call_arm64.go).
+
+//go:build amd64
+
 package ptrace
 
 import (
@@ -12,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -159,7 +164,7 @@ func TestHoldLockWaitIsAbandoned(t *testing.T) {
 		return nil
 	})
 	var te *TimeoutError
-	if !errors.As(err, &te) || !te.Blocked || te.Syscall != sysFutex {
+	if !errors.As(err, &te) || !te.Blocked || te.Syscall != int64(arch.AMD64.MustSys("futex")) {
 		t.Fatalf("HoldLock on a kept lock = %v, want a timeout blocked in futex", err)
 	}
 	if ran {

@@ -1,35 +1,55 @@
 package ptrace
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Regs are the general-purpose registers of a stopped thread (x86_64).
-type Regs = unix.PtraceRegs
+// getRegs reads a stopped thread's general registers through
+// PTRACE_GETREGSET with NT_PRSTATUS, which every architecture has (unlike
+// PTRACE_GETREGS): Regs is the machine's elf_gregset_t.
+func getRegs(tid int, r *Regs) error {
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(r))}
+	iov.SetLen(int(unsafe.Sizeof(*r)))
+	if err := ptraceRaw(unix.PTRACE_GETREGSET, tid, ntPrstatus, uintptr(unsafe.Pointer(&iov))); err != nil {
+		return err
+	}
+	if iov.Len != uint64(unsafe.Sizeof(*r)) {
+		return fmt.Errorf("thread %d: NT_PRSTATUS gave %d bytes of registers, not %d", tid, iov.Len, unsafe.Sizeof(*r))
+	}
+	return nil
+}
 
-// xstateMax bounds the NT_X86_XSTATE buffer; the kernel trims the iovec to
-// the real size (about 2.7 KiB with AVX-512, 11 KiB with AMX).
-const xstateMax = 16 << 10
+// setRegs writes them back the same way.
+func setRegs(tid int, r *Regs) error {
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(r))}
+	iov.SetLen(int(unsafe.Sizeof(*r)))
+	return ptraceRaw(unix.PTRACE_SETREGSET, tid, ntPrstatus, uintptr(unsafe.Pointer(&iov)))
+}
 
-func getXState(tid int) ([]byte, error) {
-	buf := make([]byte, xstateMax)
+const ntPrstatus = 1 // NT_PRSTATUS (include/uapi/linux/elf.h)
+
+// getRegset reads a regset of at most max bytes.
+func getRegset(tid int, typ uintptr, max int) ([]byte, error) {
+	buf := make([]byte, max)
 	iov := unix.Iovec{Base: &buf[0]}
 	iov.SetLen(len(buf))
-	if err := ptraceRaw(unix.PTRACE_GETREGSET, tid, unix.NT_X86_XSTATE, uintptr(unsafe.Pointer(&iov))); err != nil {
+	if err := ptraceRaw(unix.PTRACE_GETREGSET, tid, typ, uintptr(unsafe.Pointer(&iov))); err != nil {
 		return nil, err
 	}
 	return buf[:iov.Len], nil
 }
 
-func setXState(tid int, buf []byte) error {
+// setRegset writes one back.
+func setRegset(tid int, typ uintptr, buf []byte) error {
 	if len(buf) == 0 {
 		return nil
 	}
 	iov := unix.Iovec{Base: &buf[0]}
 	iov.SetLen(len(buf))
-	return ptraceRaw(unix.PTRACE_SETREGSET, tid, unix.NT_X86_XSTATE, uintptr(unsafe.Pointer(&iov)))
+	return ptraceRaw(unix.PTRACE_SETREGSET, tid, typ, uintptr(unsafe.Pointer(&iov)))
 }
 
 // siginfo is the kernel's 128-byte siginfo_t, kept whole so that a signal we
@@ -68,27 +88,12 @@ const (
 	errRestartRestartBlk = 516
 )
 
-// InSyscall reports whether the registers belong to a thread that was
-// blocked in a syscall when it stopped, and which one.
-func InSyscall(r *Regs) (nr int64, ok bool) {
-	nr = int64(r.Orig_rax)
-	if nr < 0 {
-		return -1, false
-	}
-	switch -int64(r.Rax) {
-	case errRestartSys, errRestartNoIntr, errRestartNoHand, errRestartRestartBlk:
-		return nr, true
-	}
-	return nr, false
-}
-
 const (
 	ptraceGetSigmask       = 0x420a
 	ptraceGetSyscallInfo   = 0x420e
 	syscallInfoEntry       = 1
 	syscallInfoExit        = 2
 	errRestartRestartBlock = errRestartRestartBlk
-	sysRestartSyscall      = 219
 )
 
 // getSigmask reads the thread's blocked-signal mask (kernel sigset, 64 bits).

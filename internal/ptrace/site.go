@@ -3,6 +3,7 @@ package ptrace
 import (
 	"encoding/binary"
 
+	"github.com/arenactl/arenactl/internal/arch/site"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
 
@@ -24,51 +25,22 @@ const (
 	siteMagic   = "ARENACTL"
 	siteVersion = 1
 
-	hdrVersion  = 0x08 // u32 version, u32 total size
-	hdrCreator  = 0x10 // pid of the arenactl that made it
-	hdrStart    = 0x18 // its start time (clock ticks after boot, /proc/PID/stat field 22)
-	hdrTid      = 0x20 // the borrowed thread
-	hdrPending  = 0x28 // sequence number of the call started last (written by arenactl)
-	hdrDone     = 0x30 // sequence number of the call that returned last (written by the routine)
-	hdrResult   = 0x38 // its rax (written by the routine)
-	hdrRestored = 0x40 // 1 once the routine put the thread back itself, or arenactl did
-	hdrFrameSP  = 0x48 // where the return address into the routine sits on the thread's stack
-	hdrRFBM     = 0x50 // xrstor's requested-feature bitmap
-	hdrTimeout  = 0x60 // struct timespec: gateTimeout
-	regsOff     = 0x100
-	journalOff  = 0x200
-	journalSize = 0x200
-	codeOff     = 0x1000
-	xsaveOff    = 0x2000
-)
-
-// Register slots in the site, in the order the routine loads them.
-var siteRegs = []struct {
-	name string
-	code byte // x86 register number; 8..15 need REX.R
-	get  func(*Regs) uint64
-}{
-	{"r8", 8, func(r *Regs) uint64 { return r.R8 }},
-	{"r9", 9, func(r *Regs) uint64 { return r.R9 }},
-	{"r10", 10, func(r *Regs) uint64 { return r.R10 }},
-	{"r11", 11, func(r *Regs) uint64 { return r.R11 }},
-	{"r12", 12, func(r *Regs) uint64 { return r.R12 }},
-	{"r13", 13, func(r *Regs) uint64 { return r.R13 }},
-	{"r14", 14, func(r *Regs) uint64 { return r.R14 }},
-	{"r15", 15, func(r *Regs) uint64 { return r.R15 }},
-	{"rdi", 7, func(r *Regs) uint64 { return r.Rdi }},
-	{"rsi", 6, func(r *Regs) uint64 { return r.Rsi }},
-	{"rbp", 5, func(r *Regs) uint64 { return r.Rbp }},
-	{"rbx", 3, func(r *Regs) uint64 { return r.Rbx }},
-	{"rdx", 2, func(r *Regs) uint64 { return r.Rdx }},
-	{"rcx", 1, func(r *Regs) uint64 { return r.Rcx }},
-	{"rax", 0, func(r *Regs) uint64 { return r.Rax }},
-}
-
-const (
-	slotFlags = regsOff + 8*15
-	slotRsp   = regsOff + 8*16
-	slotRip   = regsOff + 8*17
+	hdrVersion  = site.HdrVersion  // u32 version, u32 total size
+	hdrCreator  = site.HdrCreator  // pid of the arenactl that made it
+	hdrStart    = site.HdrStart    // its start time (clock ticks after boot, /proc/PID/stat field 22)
+	hdrTid      = site.HdrTid      // the borrowed thread
+	hdrPending  = site.HdrPending  // sequence number of the call started last (written by arenactl)
+	hdrDone     = site.HdrDone     // sequence number of the call that returned last (written by the routine)
+	hdrResult   = site.HdrResult   // its rax (written by the routine)
+	hdrRestored = site.HdrRestored // 1 once the routine put the thread back itself, or arenactl did
+	hdrFrameSP  = site.HdrFrameSp  // where the return address into the routine sits on the thread's stack
+	hdrRFBM     = site.HdrRfbm     // xrstor's requested-feature bitmap
+	hdrTimeout  = site.HdrTimeout  // struct timespec: gateTimeout
+	regsOff     = site.RegsOff
+	journalOff  = site.JournalOff
+	journalSize = site.JournalSize
+	codeOff     = site.CodeOff
+	xsaveOff    = site.XsaveOff
 )
 
 // gateTimeout bounds how long the routine waits, after the call returned,
@@ -89,99 +61,15 @@ const (
 // 250 ms it did, once; short enough that a thread whose arenactl was killed
 // mid-call waits no more than that before it goes on.
 const (
-	gateSec  = 1 // timespec.tv_sec
-	gateNsec = 0 // timespec.tv_nsec
+	gateSec  = site.GateSec  // timespec.tv_sec
+	gateNsec = site.GateNsec // timespec.tv_nsec
 )
 
-// routine assembles the code page. base is the site's address. It returns
-// the code, the offset of the entry (where calls return to) and of restore
-// (just after the gate's futex wait).
-func routine(base uint64) (code []byte, entry, restore uint64) {
-	pc := base + codeOff
-	var b []byte
-	// rip-relative instruction: op bytes, then disp32 to target, then imm.
-	rel := func(target uint64, imm []byte, op ...byte) {
-		end := pc + uint64(len(b)) + uint64(len(op)) + 4 + uint64(len(imm))
-		b = append(b, op...)
-		b = binary.LittleEndian.AppendUint32(b, uint32(int32(int64(target)-int64(end))))
-		b = append(b, imm...)
-	}
-	entry = codeOff
-	rel(base+hdrResult, nil, 0x48, 0x89, 0x05)  // mov [rip+result], rax
-	rel(base+hdrPending, nil, 0x48, 0x8b, 0x05) // mov rax, [rip+pending]
-	rel(base+hdrDone, nil, 0x48, 0x89, 0x05)    // mov [rip+done], rax
-	// ppoll(NULL, 0, &timeout, NULL, 8). ppoll writes back the time left
-	// when interrupted, so the timeout is set afresh each time.
-	var sec, ns [4]byte
-	binary.LittleEndian.PutUint32(sec[:], gateSec)
-	binary.LittleEndian.PutUint32(ns[:], gateNsec)
-	rel(base+hdrTimeout, sec[:], 0x48, 0xc7, 0x05)  // mov qword [rip+tv_sec], gateSec
-	rel(base+hdrTimeout+8, ns[:], 0x48, 0xc7, 0x05) // mov qword [rip+tv_nsec], gateNsec
-	b = append(b, 0xb8, 0x0f, 0x01, 0, 0)           // mov eax, 271 (SYS_ppoll)
-	b = append(b, 0x31, 0xff)                       // xor edi, edi
-	b = append(b, 0x31, 0xf6)                       // xor esi, esi
-	rel(base+hdrTimeout, nil, 0x48, 0x8d, 0x15)     // lea rdx, [rip+timeout]
-	b = append(b, 0x45, 0x31, 0xd2)                 // xor r10d, r10d
-	b = append(b, 0x41, 0xb8, 8, 0, 0, 0)           // mov r8d, 8
-	b = append(b, 0x0f, 0x05)                       // syscall
-	restore = codeOff + uint64(len(b))
-	rel(base+hdrRFBM, nil, 0x8b, 0x05)              // mov eax, [rip+rfbm]
-	rel(base+hdrRFBM+4, nil, 0x8b, 0x15)            // mov edx, [rip+rfbm+4]
-	rel(base+xsaveOff, nil, 0x48, 0x0f, 0xae, 0x2d) // xrstor64 [rip+xsave]
-	for i, r := range siteRegs {
-		rex := byte(0x48)
-		if r.code >= 8 {
-			rex |= 0x04
-		}
-		rel(base+regsOff+uint64(8*i), nil, rex, 0x8b, 0x05|(r.code&7)<<3) // mov reg, [rip+slot]
-	}
-	// rflags, then rsp and rip with instructions that change no flag. The
-	// push writes 8 bytes below the current rsp, which is below the red zone
-	// of the thread's own rsp.
-	rel(base+slotFlags, nil, 0xff, 0x35)                        // push qword [rip+flags]
-	b = append(b, 0x9d)                                         // popfq
-	rel(base+hdrRestored, []byte{1, 0, 0, 0}, 0x48, 0xc7, 0x05) // mov qword [rip+restored], 1
-	rel(base+slotRsp, nil, 0x48, 0x8b, 0x25)                    // mov rsp, [rip+rsp]
-	rel(base+slotRip, nil, 0xff, 0x25)                          // jmp qword [rip+rip]
-	return b, entry, restore
-}
-
-// sitePage0 builds the header and register block.
-func sitePage0(size uint64, tid int, r *Regs, frameSP, rfbm uint64) []byte {
-	p := make([]byte, codeOff)
-	copy(p, siteMagic)
-	le := binary.LittleEndian
-	le.PutUint32(p[hdrVersion:], siteVersion)
-	le.PutUint32(p[hdrVersion+4:], uint32(size))
-	self := procfs.Self()
-	le.PutUint64(p[hdrCreator:], uint64(self.Pid))
-	le.PutUint64(p[hdrStart:], self.Start)
-	le.PutUint64(p[hdrTid:], uint64(tid))
-	le.PutUint64(p[hdrFrameSP:], frameSP)
-	le.PutUint64(p[hdrRFBM:], rfbm)
-	le.PutUint64(p[hdrSigAll:], ^uint64(0))
-	for i, s := range siteRegs {
-		le.PutUint64(p[regsOff+8*i:], s.get(r))
-	}
-	le.PutUint64(p[slotFlags:], r.Eflags)
-	le.PutUint64(p[slotRsp:], r.Rsp)
-	le.PutUint64(p[slotRip:], r.Rip)
-	return p
-}
-
-// rfbmFor is the feature mask xrstor gets: every user feature XCR0 enables,
-// except AMX tile state the thread does not use (restoring it would fault
-// on a thread whose XFD arms it). Bytes 464..471 of the NT_X86_XSTATE area
-// hold XCR0, as gdb reads it; 512..519 are XSTATE_BV.
-func rfbmFor(xs []byte) uint64 {
-	if len(xs) < 520 {
-		return 3 // x87 and SSE
-	}
-	xcr0 := binary.LittleEndian.Uint64(xs[464:])
-	bv := binary.LittleEndian.Uint64(xs[512:])
-	const amx = 3 << 17
-	return xcr0 &^ (amx &^ bv)
-}
+// The code page is internal/arch/site's image for the machine: the entry
+// (where calls return to: it stores the result and the done word, then
+// waits at the gate), restore (just after the gate's wait: it puts back
+// the extended state, the registers, the flags, rsp and rip, and marks the
+// site restored), and the routines of clone.go and lock.go.
 
 // SiteInfo is a call site found in a process: one made by another arenactl
 // run that did not remove it (it was killed, or left it on purpose because
@@ -197,10 +85,10 @@ type SiteInfo struct {
 	Restored     bool   // the thread was put back (by the routine, or by arenactl)
 	FrameSP      uint64
 	Journal      []byte // the creator's own record of what else it made
-	// Rip is where the routine puts the thread back. It lies inside
+	// Resume is where the routine puts the thread back. It lies inside
 	// another call site when the thread was borrowed while still in that
 	// one: the older site must then outlive this one.
-	Rip uint64
+	Resume uint64
 }
 
 // CreatorAlive reports whether the arenactl that made the site still runs.
@@ -227,7 +115,7 @@ func (s *SiteInfo) Contains(addr uint64) bool { return addr >= s.Addr && addr < 
 // or restoring itself), or it is the site's thread and a call started there
 // has not returned yet, so it will return into the routine later.
 func (s *SiteInfo) Holds(tid int, r *Regs) string {
-	if s.Contains(r.Rip) {
+	if s.Contains(PC(r)) {
 		return "is executing in"
 	}
 	if tid == s.Tid && !s.Restored && s.Pending != s.Done {
@@ -300,7 +188,7 @@ func (p *Process) FindSites() ([]SiteInfo, error) {
 			Done: le.Uint64(page[hdrDone:]), Result: le.Uint64(page[hdrResult:]),
 			Restored: le.Uint64(page[hdrRestored:]) == 1, FrameSP: le.Uint64(page[hdrFrameSP:]),
 			Journal: append([]byte(nil), page[journalOff:journalOff+journalSize]...),
-			Rip:     le.Uint64(page[slotRip:]),
+			Resume:  le.Uint64(page[slotPC:]),
 		})
 	}
 	return out, nil

@@ -402,7 +402,7 @@ func (th *Thread) onExec() {
 // waits was a good part of the stop.
 func (th *Thread) save() error {
 	var r Regs
-	if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+	if err := getRegs(th.Tid, &r); err != nil {
 		return th.gone(err)
 	}
 	th.saved, th.xstate, th.xsRead = &r, nil, false
@@ -466,7 +466,7 @@ func (th *Thread) restoreLocked() error {
 		return th.teardown()
 	}
 	r := *th.saved
-	if err := unix.PtraceSetRegs(th.Tid, &r); err != nil {
+	if err := setRegs(th.Tid, &r); err != nil {
 		return th.gone(err)
 	}
 	if err := setXState(th.Tid, th.xstate); err != nil {
@@ -613,11 +613,10 @@ func (th *Thread) detachLocked() error {
 // into a new one whose exec stop we have not seen yet.
 func (th *Thread) looksExeced() bool {
 	var r Regs
-	if err := unix.PtraceGetRegs(th.Tid, &r); err != nil {
+	if err := getRegs(th.Tid, &r); err != nil {
 		return false
 	}
-	return (r.Orig_rax == unix.SYS_EXECVE || r.Orig_rax == unix.SYS_EXECVEAT) && r.Rax == 0 &&
-		(th.saved == nil || r.Rip != th.saved.Rip)
+	return justExeced(&r, th.saved)
 }
 
 // Settle gives back what Detach could not (see settle), waiting at most d.

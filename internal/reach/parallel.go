@@ -37,7 +37,7 @@ func ScanJobs(ctx context.Context, jobs int, t target.Target, ix *chunks.Index, 
 	if jobs <= 1 {
 		return Scan(ctx, t, ix, roots, visit)
 	}
-	p := &par{ix: ix, marks: ix.NewMarks(), t: t}
+	p := &par{ix: ix, marks: ix.NewMarks(), t: t, addr: addrMask(t)}
 	p.lo, p.hi = ix.Bounds()
 	for _, sp := range ix.Spans() {
 		for lo := sp[0]; lo < sp[1]; lo += segmentSize {
@@ -157,6 +157,7 @@ const (
 
 // par is what the workers of ScanJobs share.
 type par struct {
+	addr    uint64 // addrMask's
 	ix      *chunks.Index
 	marks   *chunks.Marks
 	t       target.Target
@@ -188,6 +189,7 @@ type parWorker struct {
 	own                   []byte
 	ws                    []uint64     // a batch's words that may point into the heap
 	refBuf                []chunks.Ref // lent to Marks.Refs
+	untagged              []uint64     // untag's
 	rootBytes, chunkBytes uint64
 }
 
@@ -195,6 +197,7 @@ type parWorker struct {
 // leaked pass an unmarked chunk a word points into is marked markInner; in
 // the others it becomes pending (pended).
 func (w *parWorker) refs(ws []uint64, from uint64) {
+	ws = untag(ws, w.p.addr, &w.untagged)
 	if w.mark == markInner {
 		w.refBuf = w.p.marks.Refs(w.refBuf, ws, from, markNone, markInner, true, ignore)
 		return
@@ -242,7 +245,7 @@ func (w *parWorker) read(c chunks.Chunk, behind bool) {
 		b := w.own[:end-start]
 		if n, err := w.p.t.ReadAt(b, start); err == nil && n == len(b) {
 			for off := 0; off < len(b); off += batch {
-				w.ws = words(w.ws[:0], b[off:min(len(b), off+batch)], w.p.lo, w.p.hi)
+				w.ws = words(w.ws[:0], b[off:min(len(b), off+batch)], w.p.lo, w.p.hi, w.p.addr)
 				w.refs(w.ws, c.Addr)
 			}
 			w.chunkBytes += uint64(len(b))
@@ -291,7 +294,7 @@ func (w *parWorker) scan(start, end uint64, from uint64) uint64 {
 		blk := w.cache.get(base)
 		off, stop := a-base, min(blockSize, end-base)
 		for ; off < stop; off += batch {
-			w.ws = words(w.ws[:0], blk.b[off:min(stop, off+batch)], w.p.lo, w.p.hi)
+			w.ws = words(w.ws[:0], blk.b[off:min(stop, off+batch)], w.p.lo, w.p.hi, w.p.addr)
 			w.refs(w.ws, from)
 		}
 		n += blk.readable(a-base, stop)

@@ -234,7 +234,7 @@ const HeadSize = 32
 // The scan ends early, with ctx's error, once ctx is done: a scan of a
 // large heap takes seconds, and Ctrl-C must end it.
 func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
-	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit}
+	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit, addr: addrMask(t)}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
 	// Static roots first, so that what they reach is Static even where a
@@ -296,24 +296,26 @@ func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, 
 // minutes. Only when more than maxWork such chunks wait does the rest wait
 // for the next sweep.
 type scanner struct {
-	ctx     context.Context
-	polls   int  // chunks read since ctx was last asked
-	stopped bool // ctx was found done
-	t       target.Target
-	ix      *chunks.Index
-	marks   *chunks.Marks
-	cache   *blocks
-	lo, hi  uint64
-	work    []chunks.Chunk
-	pending int    // chunks marked pending
-	cursor  uint64 // where the sweep is; 0 outside a sweep
-	mmapped bool   // the sweep is past the arenas, among the mmapped chunks
-	sweeps  int
-	visit   func(chunks.Chunk, bool, []byte)
-	head    [HeadSize]byte
-	own     []byte       // a chunk read on its own
-	ws      []uint64     // the words of a batch that may point into the heap
-	refBuf  []chunks.Ref // lent to Marks.Refs
+	addr     uint64 // addrMask's
+	ctx      context.Context
+	polls    int  // chunks read since ctx was last asked
+	stopped  bool // ctx was found done
+	t        target.Target
+	ix       *chunks.Index
+	marks    *chunks.Marks
+	cache    *blocks
+	lo, hi   uint64
+	work     []chunks.Chunk
+	pending  int    // chunks marked pending
+	cursor   uint64 // where the sweep is; 0 outside a sweep
+	mmapped  bool   // the sweep is past the arenas, among the mmapped chunks
+	sweeps   int
+	visit    func(chunks.Chunk, bool, []byte)
+	head     [HeadSize]byte
+	own      []byte       // a chunk read on its own
+	ws       []uint64     // the words of a batch that may point into the heap
+	refBuf   []chunks.Ref // lent to Marks.Refs
+	untagged []uint64     // untag's
 }
 
 const (
@@ -379,16 +381,44 @@ func (s *scanner) told(c chunks.Chunk, leaked bool) {
 	s.visit(c, leaked, h)
 }
 
+// addrMask is what of a word can be an address in the target: on aarch64
+// a pointer may carry a tag in its top byte, which loads ignore (TBI) and
+// memory tagging sets (glibc's malloc returns tagged pointers with
+// glibc.mem.tagging, sysdeps/aarch64/libc-mtag.h): a tagged reference to a
+// block is still a reference. Everything on x86_64.
+func addrMask(t target.Target) uint64 {
+	if a := t.Arch(); a != nil {
+		return a.AddrMask()
+	}
+	return ^uint64(0)
+}
+
 // refs takes every word of ws for a reference to a chunk, in order. In
 // the leaked pass (mark markInner) an unmarked chunk a word points into is
 // marked so; in the others it becomes pending (pended). from is the chunk
 // being read (0 for a root): a chunk's reference to itself does not count.
 func (s *scanner) refs(ws []uint64, mark uint8, from uint64) {
+	ws = untag(ws, s.addr, &s.untagged)
 	if mark == markInner {
 		s.refBuf = s.marks.Refs(s.refBuf, ws, from, markNone, markInner, false, ignore)
 		return
 	}
 	s.refBuf = s.marks.Refs(s.refBuf, ws, from, markNone, markPending, false, s.pended)
+}
+
+// untag is ws with each word's tag bits cleared (mask: addrMask's) in buf,
+// or ws itself where no word can carry a tag (x86_64): the words are the
+// target's, read once, and stay as read for whoever else looks at them.
+func untag(ws []uint64, mask uint64, buf *[]uint64) []uint64 {
+	if mask == ^uint64(0) {
+		return ws
+	}
+	b := append((*buf)[:0], ws...)
+	for i := range b {
+		b[i] &= mask
+	}
+	*buf = b
+	return b
 }
 
 // ignore is what the leaked pass does with a chunk it marks: nothing (it
@@ -404,11 +434,12 @@ func (s *scanner) pended(c chunks.Chunk) {
 	}
 }
 
-// words appends to ws the words of b that lie within [lo, hi), the only
-// ones that can point into the heap.
-func words(ws []uint64, b []byte, lo, hi uint64) []uint64 {
+// words appends to ws the words of b, without their tag bits (mask:
+// addrMask's), that lie within [lo, hi), the only ones that can point into
+// the heap.
+func words(ws []uint64, b []byte, lo, hi, mask uint64) []uint64 {
 	for off := 0; off+8 <= len(b); off += 8 {
-		if v := binary.LittleEndian.Uint64(b[off:]); v >= lo && v < hi {
+		if v := binary.LittleEndian.Uint64(b[off:]) & mask; v >= lo && v < hi {
 			ws = append(ws, v)
 		}
 	}
@@ -434,7 +465,7 @@ func (s *scanner) propagate(mark uint8) uint64 {
 				s.visit(c, false, b[:min(HeadSize, len(b))])
 			}
 			for off := 0; off < len(b); off += batch {
-				s.ws = words(s.ws[:0], b[off:min(len(b), off+batch)], s.lo, s.hi)
+				s.ws = words(s.ws[:0], b[off:min(len(b), off+batch)], s.lo, s.hi, s.addr)
 				s.refs(s.ws, mark, c.Addr)
 			}
 			n += uint64(len(b))
@@ -473,7 +504,7 @@ func (s *scanner) scan(start, end uint64, mark uint8, from uint64) uint64 {
 		blk := s.cache.get(base)
 		off, stop := p-base, min(blockSize, end-base)
 		for ; off < stop; off += batch {
-			s.ws = words(s.ws[:0], blk.b[off:min(stop, off+batch)], s.lo, s.hi)
+			s.ws = words(s.ws[:0], blk.b[off:min(stop, off+batch)], s.lo, s.hi, s.addr)
 			s.refs(s.ws, mark, from)
 		}
 		n += blk.readable(p-base, stop)

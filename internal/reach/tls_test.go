@@ -3,6 +3,7 @@ package reach
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/arenactl/arenactl/internal/arch"
 	"os"
 	"testing"
 
@@ -29,6 +30,7 @@ func (f *flat) ReadAt(p []byte, addr uint64) (int, error) {
 func (f *flat) Process() target.Process                 { return target.Process{} }
 func (f *flat) Mappings() []maps.Mapping                { return nil }
 func (f *flat) Threads() []target.Thread                { return nil }
+func (f *flat) Arch() *arch.Arch                        { return arch.AMD64 }
 func (f *flat) OpenFile(maps.Mapping) (*os.File, error) { return nil, os.ErrNotExist }
 func (f *flat) Close() error                            { return nil }
 

@@ -1,8 +1,14 @@
 package target
 
-// Regs is a thread's general-purpose registers (x86_64), word for word in
-// the order of the kernel's struct user_regs_struct: what PTRACE_GETREGS
-// fills, and what a core's NT_PRSTATUS holds as pr_reg. Every consumer
+import "github.com/arenactl/arenactl/internal/arch"
+
+// Regs is a thread's general-purpose registers, word for word as the
+// machine's NT_PRSTATUS holds them in pr_reg (arch.Arch.Prstatus): on
+// x86_64 the 27 words of struct user_regs_struct, whose indexes are below;
+// on aarch64 the 34 of struct user_pt_regs, then the thread pointer
+// (NT_ARM_TLS). PCOf, SPOf and TPOf find them for either machine; PC, SP
+// and FsBase, and the indexes, are x86_64's (issue 31 moves their users
+// onto arch). Every consumer
 // takes this one type, whether the registers came from a stopped thread, a
 // core, a perf sample or the heap sampler's ring; one that knows only some
 // of them (a stack sample: pc, sp and the callee-saved ones) leaves the
@@ -38,8 +44,16 @@ const (
 	RegES
 	RegFS
 	RegGS
-	NumRegs
 )
+
+// NumRegs is the most words a machine's Regs holds (arch.Arch.NumWords).
+const NumRegs = 35
+
+// PCOf, SPOf and TPOf are the pc, the stack pointer and the thread
+// pointer of a thread of machine a.
+func (r Regs) PCOf(a *arch.Arch) uint64 { return r[a.Words.PC] }
+func (r Regs) SPOf(a *arch.Arch) uint64 { return r[a.Words.SP] }
+func (r Regs) TPOf(a *arch.Arch) uint64 { return r[a.Words.TP] }
 
 // PC is the instruction pointer.
 func (r Regs) PC() uint64 { return r[RegRIP] }

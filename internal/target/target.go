@@ -19,6 +19,7 @@ package target
 import (
 	"os"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -34,6 +35,10 @@ type Target interface {
 	// Threads are the threads whose registers are known: a core's every
 	// thread; a live process's while it is frozen, none otherwise.
 	Threads() []Thread
+	// Arch is the target's machine: a core's from its ELF header's
+	// e_machine, a live process's the host's, once its executable was
+	// found to be of that machine (internal/arch).
+	Arch() *arch.Arch
 	// OpenFile opens the file behind a mapping: for a live process through
 	// /proc/PID/map_files (so targets in containers work), for a core under
 	// the sysroot it was opened with. The caller closes the file.

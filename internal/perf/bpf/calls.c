@@ -37,6 +37,25 @@ enum { KIND_MMAP, KIND_MUNMAP, KIND_MREMAP, KIND_BRK, KIND_MADVISE, KIND_MPROTEC
 #define MAX_THIN 8
 #define PAGE 4096
 
+/* The user registers saved at entry, as the kernel's struct pt_regs begins
+ * (bpf_task_pt_regs). On x86_64 it is user_regs_struct's first 21 words,
+ * orig_rax (the syscall's number) among them. On aarch64 it is struct
+ * user_pt_regs (x0..x30, sp, pc, pstate), then orig_x0 (the first
+ * argument: x0 is the result by now) and syscallno
+ * (arch/arm64/include/asm/ptrace.h, struct pt_regs); bpf_tracing.h reads
+ * it as user_pt_regs under __TARGET_ARCH_arm64, which bpf2go's -target
+ * arm64 defines. */
+#if defined(__TARGET_ARCH_arm64)
+struct call_regs {
+	struct user_pt_regs user;
+	__u64 orig_x0;
+	__s32 syscallno;
+	__u32 unused;
+};
+#else
+#define call_regs pt_regs
+#endif
+
 /* A record: the call, then stack_len bytes of stack from the user sp. */
 struct call {
 	__u64 time; /* CLOCK_MONOTONIC, as perf's samples are stamped */
@@ -44,7 +63,7 @@ struct call {
 	__u32 stack_len;
 	__u32 flags; /* bit 0: whole copy; bit 1: forced whole; bits 8-15: k */
 	__s64 ret;
-	struct pt_regs regs; /* the user registers saved at entry */
+	struct call_regs regs; /* the user registers saved at entry */
 };
 /* So that struct call is in the object's BTF, for bpf2go's Go type. */
 const struct call *unused_call __attribute__((unused));
@@ -125,7 +144,7 @@ static __always_inline __u32 copy_stack(void *dst, __u64 sp, int whole)
 	return 0;
 }
 
-static __always_inline void fill(struct call *c, const struct pt_regs *regs, long ret, __u32 tgid,
+static __always_inline void fill(struct call *c, const struct call_regs *regs, long ret, __u32 tgid,
 				 __u32 tid, __u32 flags)
 {
 	c->tgid = tgid;
@@ -155,7 +174,7 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 		return 0;
 	long ret = ctx->ret;
 	/* A BTF pointer too: its registers are read where they are. */
-	const struct pt_regs *regs = (const void *)bpf_task_pt_regs(task);
+	const struct call_regs *regs = (const void *)bpf_task_pt_regs(task);
 	/* A whole copy for the kinds asked (brk: rare, and the main heap's
 	 * growth) and large lengths (mremap's new one too); else with chance
 	 * 2^-k, k the ring's unread bytes over thin_step: a process that calls

@@ -1,0 +1,40 @@
+package perf
+
+import (
+	"unsafe"
+
+	"github.com/arenactl/arenactl/internal/target"
+)
+
+// The registers of a record are struct pt_regs, user_regs_struct's first
+// 21 words: target.Regs' order.
+const (
+	nPtRegs = 21
+	// userCS64 is __USER_CS, the code segment of 64-bit user code
+	// (arch/x86/include/asm/segment.h); x32Bit marks an x32 call's
+	// number (__X32_SYSCALL_BIT, arch/x86/include/uapi/asm/unistd.h).
+	userCS64 = 0x33
+	x32Bit   = 0x40000000
+)
+
+var _ = [1]struct{}{}[unsafe.Sizeof(callsCall{}.Regs)-8*nPtRegs]
+
+// decodeCall fills the sample's registers and the call's number and
+// arguments from a record; false for a call that is not the process's
+// 64-bit one.
+func decodeCall(h *callsCall, s *Sample) bool {
+	copy(s.Regs[:nPtRegs], (*[nPtRegs]uint64)(unsafe.Pointer(&h.Regs))[:])
+	s.HaveRegs = true
+	r := &s.Regs
+	// The registers are those saved at entry: the result is the
+	// wrapper's.
+	r[target.RegRAX] = uint64(h.Ret)
+	// The program sees 64-bit calls only (ia32 ones have wrappers of
+	// their own); x32 ones share them, with numbers of their own.
+	if r[target.RegCS] != userCS64 || r[target.RegOrigRAX]&x32Bit != 0 {
+		return false
+	}
+	s.Call = Syscall{Nr: int(r[target.RegOrigRAX]),
+		Args: [6]uint64{r[target.RegRDI], r[target.RegRSI], r[target.RegRDX], r[target.RegR10], r[target.RegR8], r[target.RegR9]}}
+	return true
+}

@@ -1,4 +1,13 @@
-package inspect
+// Package growth owns the RSS-growth engine: a window of a live process's
+// page faults (sampled) and memory syscalls (every one, by the eBPF
+// program or perf's tracepoints), each charged to its call stack and to
+// the memory class it touched (main heap, each arena's heaps, mmapped
+// chunks, other anonymous memory, stacks, files), with the process's RSS
+// before and after. Nothing is placed in or written to the process. The
+// kernel interface is internal/perf's; what glibc's heap is, internal/heap
+// and internal/glibc say; the profile is heapprof's. inspect.Growth is the
+// use case that opens the process and hands it here.
+package growth
 
 import (
 	"context"
@@ -8,6 +17,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,9 +39,8 @@ import (
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
-// GrowthOptions say how long and how finely to watch.
-type GrowthOptions struct {
-	Options
+// Options say how long and how finely to watch.
+type Options struct {
 	// Duration is the window; it ends earlier when ctx is done.
 	Duration time.Duration
 	// Period: one fault sample every Period page faults
@@ -51,6 +60,8 @@ type GrowthOptions struct {
 	// the eBPF program (perf.Calls); it is the way taken where the
 	// kernel refuses eBPF.
 	Tracepoints bool
+	// Note receives what the window does as it goes (nil drops it).
+	Note func(string)
 }
 
 // DefaultFaultPeriod is one fault sample in 16: about 64 KiB of memory
@@ -62,6 +73,9 @@ const DefaultFaultPeriod = 16
 // 3.5 times slower; most stacks from a syscall to the code that asked
 // for the memory fit in less.
 const DefaultSyscallStack = 8192
+
+// drainEvery is how often the rings are read, as leaks reads its ring.
+const drainEvery = 100 * time.Millisecond
 
 // streamQueue bounds the samples read from the rings and not yet unwound.
 const streamQueue = 256 << 20
@@ -122,47 +136,38 @@ const (
 	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
 )
 
-// Growth watches a process's page faults and memory syscalls over the
+// Input is what a window watches: the process, observed only; its heap
+// where its allocator is glibc's (nil: its heaps are not told apart by
+// arena, NoArenas says why); the objects it has mapped.
+type Input struct {
+	Target   *live.Target
+	Libc     report.LibcInfo
+	Heap     *heap.Heap
+	NoArenas string
+	Modules  *module.Table
+}
+
+// Watch watches a process's page faults and memory syscalls over the
 // window, with the kernel's perf events (nothing is placed in or written
 // to the process), and charges them to call stacks and memory classes.
-func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, err error) {
+func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err error) {
 	if o.Period == 0 {
 		o.Period = DefaultFaultPeriod
 	}
-	// Nothing is stopped in or placed in the process: the kernel samples
-	// it. So any allocator will do (its heaps are then not told apart by
-	// arena) and so will a process another tracer holds.
-	t, err := live.OpenObserved(pid)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		err = t.Explain(err)
-		t.Close()
-	}()
-	pid = t.Pid
-	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
-	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
+	t := in.Target
+	pid := t.Pid
+	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize()), Libc: in.Libc, NoArenas: in.NoArenas}
+	w := &growthWatch{t: t, g: g, h: in.Heap, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
 		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes)), rssLast: map[int64]int64{}, fileFault: map[int]fileFault{}}
-	if t.Libc == nil {
-		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
-	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
-		g.Libc = report.LibcOf(t.Libc)
-		w.h = h
-	} else {
-		g.Libc = report.LibcOf(t.Libc)
-		g.NoArenas = err.Error()
-	}
-	mods := module.NewTable(t, o.DebugDirs...)
-	fetchDebug(ctx, mods, o.Note)
+	mods := in.Modules
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
-	blocked := newBlockedStacks(t, w.stacks.Learn) // outer.go
-	blocked.read()
+	blocked := heapprof.NewBlockedStacks(t, w.stacks.Learn)
+	blocked.Read()
 	cut := 0
 
 	if err := perf.Probe(pid); err != nil {
@@ -308,13 +313,13 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		stream.Recycle()
 		if n := w.stacks.Cut(); n > cut {
 			cut = n
-			blocked.read() // as leaks does
+			blocked.Read() // as leaks does
 		}
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
-			was := moduleSet(mods)
+			was := mods.Modules()
 			mods.Refresh()
-			if moduleSet(mods) != was {
+			if !slices.Equal(mods.Modules(), was) {
 				u.Forget()
 				sym.Forget()
 			}

@@ -11,7 +11,6 @@ package growth
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -133,7 +132,6 @@ const (
 	mapFixed     = 0x10
 	mapStack     = 0x20000
 	mapAnonymous = 0x20
-	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
 )
 
 // Input is what a window watches: the process, observed only; its heap
@@ -160,6 +158,9 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	w := &growthWatch{t: t, g: g, h: in.Heap, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
 		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes)), rssLast: map[int64]int64{}, fileFault: map[int]fileFault{}}
+	if w.h != nil {
+		w.heapMax, _ = w.h.HeapMax()
+	}
 	mods := in.Modules
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
@@ -347,15 +348,17 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 // the ones before, syscall entries waiting for their exits, and the values
 // so far by site and class.
 type growthWatch struct {
-	t      *live.Target
-	g      *report.Growth
-	h      *heap.Heap
-	pm     *procfs.Pagemap
-	mods   *module.Table
-	u      *unwind.Unwinder
-	sym    *symbolize.Symbolizer
-	stacks *heapprof.Stacks
-	tps    []*perf.Tracepoint // events[i+1]
+	t *live.Target
+	g *report.Growth
+	h *heap.Heap
+	// heapMax: a thread arena's heaps' size and alignment (0: unknown).
+	heapMax uint64
+	pm      *procfs.Pagemap
+	mods    *module.Table
+	u       *unwind.Unwinder
+	sym     *symbolize.Symbolizer
+	stacks  *heapprof.Stacks
+	tps     []*perf.Tracepoint // events[i+1]
 	// rssTP is kmem:rss_stat, events[rssEvent] (0: not recorded);
 	// rssLast the last size of each counter it reported, by member;
 	// fileFault the class of the last sampled fault in memory backed by
@@ -1313,7 +1316,7 @@ func (w *growthWatch) classifyIn(m maps.Mapping, addr uint64) (class, arena stri
 	case maps.ClassMainHeap:
 		return m.Class.String(), mainArena
 	case maps.ClassArenaHeap:
-		if ar, ok := w.arenaAt(addr &^ (heapMax - 1)); ok {
+		if ar, ok := w.arenaAt(addr); ok {
 			return m.Class.String(), arenaKey(ar)
 		}
 		return m.Class.String(), ""
@@ -1327,21 +1330,20 @@ func (w *growthWatch) classifyIn(m maps.Mapping, addr uint64) (class, arena stri
 	return m.Class.String(), ""
 }
 
-// arenaAt is the arena whose heap starts at hb: its heap_info's first
-// word, ar_ptr. Arenas are numbered at the end (arenaNumbers), as
+// arenaAt is the arena of the thread arena's heap holding addr: its
+// heap_info's ar_ptr (glibc.HeapArena), at addr rounded down to the
+// heaps' size (glibc.HeapMax, which the hugetlb tunable changes). Arenas are numbered at the end (arenaNumbers), as
 // malloc_info numbers them then: a new arena goes in right after
 // main_arena, so the ring's order changes as arenas are made.
-func (w *growthWatch) arenaAt(hb uint64) (uint64, bool) {
-	if w.h == nil {
+func (w *growthWatch) arenaAt(addr uint64) (uint64, bool) {
+	if w.h == nil || w.heapMax == 0 {
 		return 0, false
 	}
+	hb := addr &^ (w.heapMax - 1)
 	if ar, ok := w.arenaOf[hb]; ok {
 		return ar, ar != 0
 	}
-	ar, ok := w.word(hb)
-	if !ok || ar == 0 || ar%16 != 0 {
-		ar = 0
-	}
+	ar, _ := glibc.HeapArena(w.mem(), hb)
 	w.arenaOf[hb] = ar
 	return ar, ar != 0
 }
@@ -1377,7 +1379,7 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	}
 	var cs [][2]uint64
 	if w.h != nil && glibc.MayHoldMmapped(m) {
-		glibc.ScanMmapped(w.t, w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
+		glibc.ScanMmapped(w.mem(), w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
 			r := c.Region()
 			cs = append(cs, [2]uint64{r.Start, r.End})
 			return true
@@ -1393,20 +1395,23 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 // maxHeaderTries bounds the chunk headers read in one mapping per drain.
 const maxHeaderTries = 4096
 
-// word reads 8 bytes of the process, only where its page holds data.
-func (w *growthWatch) word(addr uint64) (uint64, bool) {
-	if w.pm != nil {
-		page := addr &^ uint64(os.Getpagesize()-1)
-		data := false
-		if err := w.pm.Runs(page, page+uint64(os.Getpagesize()), func(_, _ uint64, d bool) { data = d }); err != nil || !data {
-			return 0, false
-		}
+// mem is the process's memory as glibc's readers take it, its pages
+// told by the page map the window keeps open (else by the target, which
+// opens it for each look).
+func (w *growthWatch) mem() glibc.Memory {
+	if w.pm == nil {
+		return w.t
 	}
-	var b [8]byte
-	if _, err := w.t.ReadAt(b[:], addr); err != nil {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return pagedMem{w.t, w.pm}
+}
+
+type pagedMem struct {
+	*live.Target
+	pm *procfs.Pagemap
+}
+
+func (m pagedMem) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
+	return m.pm.Runs(start, end, fn)
 }
 
 // profile turns the values per site and class into the valued profile,

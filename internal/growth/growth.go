@@ -138,7 +138,7 @@ const (
 // where its allocator is glibc's (nil: its heaps are not told apart by
 // arena, NoArenas says why); the objects it has mapped.
 type Input struct {
-	Target   *live.Target
+	Target   live.Observed
 	Libc     report.LibcInfo
 	Heap     *heap.Heap
 	NoArenas string
@@ -153,8 +153,8 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		o.Period = DefaultFaultPeriod
 	}
 	t := in.Target
-	pid := t.Pid
-	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize()), Libc: in.Libc, NoArenas: in.NoArenas}
+	pid := t.Process().Pid
+	g := &report.Growth{Pid: pid, Exe: t.Process().Exe, Period: o.Period, PageSize: uint64(os.Getpagesize()), Libc: in.Libc, NoArenas: in.NoArenas}
 	w := &growthWatch{t: t, g: g, h: in.Heap, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
 		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes)), rssLast: map[int64]int64{}, fileFault: map[int]fileFault{}}
@@ -348,7 +348,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 // the ones before, syscall entries waiting for their exits, and the values
 // so far by site and class.
 type growthWatch struct {
-	t *live.Target
+	t live.Observed
 	g *report.Growth
 	h *heap.Heap
 	// heapMax: a thread arena's heaps' size and alignment (0: unknown).
@@ -1406,7 +1406,7 @@ func (w *growthWatch) mem() glibc.Memory {
 }
 
 type pagedMem struct {
-	*live.Target
+	live.Observed
 	pm *procfs.Pagemap
 }
 

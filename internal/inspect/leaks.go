@@ -143,7 +143,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 // sample drains the ring until the window ends, building the profile as it
 // goes (each stack is unwound while the objects it names are mapped). It
 // returns when, since start, the last drain began.
-func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
+func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
 	blocked := heapprof.NewBlockedStacks(t, b.Learn)

@@ -58,8 +58,12 @@ type Stat struct {
 }
 
 // ReadStat reads /proc/PID/stat.
-func ReadStat(pid int) (Stat, error) {
-	b, err := os.ReadFile(Path(pid, "stat"))
+func ReadStat(pid int) (Stat, error) { return ByPid(pid).ReadStat() }
+
+// ReadStat reads the stat file of the process p holds.
+func (p *Proc) ReadStat() (Stat, error) {
+	pid := p.Pid
+	b, err := os.ReadFile(p.Path("stat"))
 	if err != nil {
 		return Stat{}, Error(pid, err)
 	}

@@ -153,6 +153,10 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		o.Period = DefaultFaultPeriod
 	}
 	t := in.Target
+	// Every file of the process is read through its /proc directory held
+	// since it was opened: a process that exits in the window and whose
+	// pid is given to another is never read in its place.
+	proc := t.Proc()
 	pid := t.Process().Pid
 	g := &report.Growth{Pid: pid, Exe: t.Process().Exe, Period: o.Period, PageSize: uint64(os.Getpagesize()), Libc: in.Libc, NoArenas: in.NoArenas}
 	w := &growthWatch{t: t, g: g, h: in.Heap, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
@@ -185,7 +189,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		for _, sc := range growthSyscalls {
 			nrs = append(nrs, syscallNrs[sc])
 		}
-		calls, err = perf.OpenCalls(pid, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
+		calls, err = perf.OpenCallsProc(proc, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
 		if err != nil {
 			g.NoBPF = err.Error()
 			if o.Note != nil {
@@ -222,19 +226,19 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		events = append(events, perf.Event{Name: "kmem:rss_stat", Type: unix.PERF_TYPE_TRACEPOINT, Config: rssTP.ID,
 			Period: 1, Stack: true, Raw: true, Filter: rssFilter})
 	}
-	if ru, err := maps.ReadRollup(pid); err == nil {
+	if ru, err := maps.ReadRollupProc(proc); err == nil {
 		g.RSSBefore = ru.Rss
 	} else {
 		return nil, t.Explain(fmt.Errorf("process %d: reading smaps_rollup: %w", pid, err))
 	}
-	if pm, err := procfs.OpenPagemap(pid); err == nil {
+	if pm, err := proc.OpenPagemap(); err == nil {
 		w.pm = pm
 		defer pm.Close()
 	}
 	if o.RingPages == 0 {
 		o.RingPages = ringPages()
 	}
-	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+	s, err := perf.OpenProc(proc, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	var pe *perf.Error
 	if err != nil && w.rssEvent > 0 && errors.As(err, &pe) && pe.Kind == errkind.ErrNoPerf {
 		// A kernel whose rss_stat takes no filter (or has other
@@ -242,7 +246,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		rssWhy = err.Error()
 		events = events[:w.rssEvent]
 		w.rssTP, w.rssEvent = nil, 0
-		s, err = perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+		s, err = perf.OpenProc(proc, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	}
 	if err != nil {
 		if errors.Is(err, errkind.ErrNoProcess) {
@@ -255,7 +259,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	if w.rssEvent > 0 {
 		// The counters as the events found them: each record's size
 		// less the last one is what its fault mapped.
-		w.rssLast = rssCounters(pid)
+		w.rssLast = rssCounters(proc)
 	}
 	if calls != nil {
 		// Attached once the events are open, as they are: a call
@@ -332,7 +336,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	if calls != nil {
 		g.Lost += calls.Lost()
 	}
-	if ru, err := maps.ReadRollup(pid); err == nil {
+	if ru, err := maps.ReadRollupProc(proc); err == nil {
 		g.RSSAfter, g.Measured = ru.Rss, true
 	}
 	w.resolve(true)
@@ -718,9 +722,9 @@ func rssStat() (*perf.Tracepoint, string) {
 
 // rssCounters reads the process's file and shmem page counters from its
 // status (kB), by member.
-func rssCounters(pid int) map[int64]int64 {
+func rssCounters(proc *procfs.Proc) map[int64]int64 {
 	out := map[int64]int64{}
-	b, err := os.ReadFile(procfs.Path(pid, "status"))
+	b, err := os.ReadFile(proc.Path("status"))
 	if err != nil {
 		return out
 	}

@@ -53,8 +53,13 @@ func (r *BlockedStacks) Read() {
 	}
 	r.at = time.Now()
 	t := r.t
-	pid := t.Process().Pid
-	tids, err := procfs.Tasks(pid)
+	// A live target holds its /proc directory (live.Observed): its
+	// threads are read there, never a later process's with its pid.
+	proc := procfs.ByPid(t.Process().Pid)
+	if o, ok := t.(interface{ Proc() *procfs.Proc }); ok {
+		proc = o.Proc()
+	}
+	tids, err := proc.Tasks()
 	if err != nil {
 		return
 	}
@@ -65,7 +70,7 @@ func (r *BlockedStacks) Read() {
 		if i == learnThreads {
 			break
 		}
-		before, err := procfs.ReadSyscall(pid, tid)
+		before, err := proc.ReadSyscall(tid)
 		if err != nil || before.Running || !before.InSyscall || r.last[tid] == before {
 			continue
 		}
@@ -81,7 +86,7 @@ func (r *BlockedStacks) Read() {
 		if got <= 0 {
 			continue
 		}
-		after, err := procfs.ReadSyscall(pid, tid)
+		after, err := proc.ReadSyscall(tid)
 		if err != nil || after != before {
 			continue
 		}

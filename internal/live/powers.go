@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/target"
 )
 
@@ -29,6 +30,9 @@ type Observed interface {
 	RefreshRanges() error
 	DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error
 	Explain(err error) error
+	// Proc is its /proc directory, held: what is read there is never a
+	// later process's given its pid.
+	Proc() *procfs.Proc
 }
 
 // Freezer stops every thread of the process for a read.

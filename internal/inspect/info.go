@@ -9,6 +9,7 @@ import (
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -39,8 +40,8 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		return nil, err
 	}
 	var raw []byte
-	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
-		raw, err = glibc.RunMallocInfo(ctx, c, t.Libc)
+	in, err := injectCall(ctx, t, pf, o, func(c inject.Caller) (err error) {
+		raw, err = inject.RunMallocInfo(ctx, c, t.Libc)
 		return err
 	})
 	if err != nil {

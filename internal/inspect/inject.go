@@ -9,6 +9,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -244,7 +245,7 @@ func (pf *preflight) record(in *report.Injection) {
 // locks again now that it is known which thread that is, runs call in it and
 // gives it back. It reports the borrowed thread, the time it was held and
 // the pre-flight walk that preceded it.
-func injectCall(ctx context.Context, t live.Borrower, pf *preflight, o Options, call func(glibc.Caller) error) (report.Injection, error) {
+func injectCall(ctx context.Context, t live.Borrower, pf *preflight, o Options, call func(inject.Caller) error) (report.Injection, error) {
 	// From the hijack's first stop to the release, every ptrace round trip
 	// waits for arenactl to run: its threads run at the normal level
 	// (priority.go), and no garbage collection starts meanwhile. Turning
@@ -303,5 +304,5 @@ func blockedName(nr int64) string {
 	if nr < 0 {
 		return "running"
 	}
-	return glibc.SyscallName(nr)
+	return inject.SyscallName(nr)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -47,8 +48,8 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 		return nil, err
 	}
 	var result int
-	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
-		result, err = glibc.RunMallocTrim(ctx, c, t.Libc, pad)
+	in, err := injectCall(ctx, t, pf, o, func(c inject.Caller) (err error) {
+		result, err = inject.RunMallocTrim(ctx, c, t.Libc, pad)
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/inject"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -47,7 +48,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	if err != nil {
 		return nil, err
 	}
-	mi, err := glibc.ParseMallocInfo(raw)
+	mi, err := mallocinfo.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("glibc's malloc_info output could not be parsed: %w", err)
 	}

@@ -356,7 +356,7 @@ func readMaps(t live.Observed, h *heap.Heap) (report.MapsSummary, error) {
 	if h != nil {
 		h.Unclaim(t.Mappings())
 	}
-	roll, err := maps.ReadRollup(t.Process().Pid)
+	roll, err := maps.ReadRollupProc(t.Proc())
 	if err != nil {
 		return report.MapsSummary{}, err
 	}

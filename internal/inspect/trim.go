@@ -41,7 +41,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	// made leaves Prediction nil; it never stops the trim.
 	var pred *glibc.TrimPrediction
 	if pf.walk != nil {
-		pred, _ = predictTrim(t.Pid, pf.walk, pad)
+		pred, _ = predictTrim(t.Proc(), pf.walk, pad)
 	}
 	before, err := readMaps(t, pf.heap)
 	if err != nil {
@@ -96,7 +96,7 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 	if err != nil {
 		return nil, err
 	}
-	pred, err := predictTrim(pid, walk, pad)
+	pred, err := predictTrim(t.Proc(), walk, pad)
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +108,11 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 		Prediction: pred, DryRun: true, Frozen: ro.Frozen, Hold: ro.Hold, ImageSkipped: ro.ImageSkipped, Damage: walk.Damage}, nil
 }
 
-func predictTrim(pid int, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
-	pm, err := procfs.OpenPagemap(pid)
+// predictTrim predicts malloc_trim(pad) from w, with the residency of the
+// process p holds.
+func predictTrim(p *procfs.Proc, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
+	pid := p.Pid
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func readProc(p *procfs.Proc, name string, parse func(io.Reader) error) error {
 	}
 	defer f.Close()
 	if err := parse(f); err != nil {
-		return fmt.Errorf("%s: %w", path, procErr(pid, err))
+		return fmt.Errorf("%s: %w", procfs.Shown(pid, path), procErr(pid, err))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"fmt"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +39,19 @@ func ByPid(pid int) *Proc { return &Proc{Pid: pid, base: fmt.Sprintf("/proc/%d",
 
 // Path names a file of the process (name relative to /proc/PID).
 func (p *Proc) Path(name string) string { return p.base + "/" + name }
+
+// Shown names a file of process pid as its user knows it (/proc/PID/...),
+// also when it was read through a held directory (/proc/self/fd/N/...).
+func Shown(pid int, path string) string {
+	rest, ok := strings.CutPrefix(path, "/proc/self/fd/")
+	if !ok {
+		return path
+	}
+	if _, name, ok := strings.Cut(rest, "/"); ok {
+		return fmt.Sprintf("/proc/%d/%s", pid, name)
+	}
+	return fmt.Sprintf("/proc/%d", pid)
+}
 
 // Close lets the directory go; a ByPid Proc holds nothing.
 func (p *Proc) Close() error {

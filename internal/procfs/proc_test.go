@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -73,4 +74,21 @@ func TestProcNeverReadsAReusedPid(t *testing.T) {
 		}
 	}
 	t.Skip("another process took the pid each time")
+}
+
+// A file read through a held directory is named to the user as /proc/PID's.
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"/proc/self/fd/7/task/12/syscall": "/proc/42/task/12/syscall",
+		"/proc/self/fd/7":                 "/proc/42",
+		"/proc/42/maps":                   "/proc/42/maps",
+	} {
+		if got := Shown(42, in); got != want {
+			t.Errorf("Shown(42, %q) = %q, want %q", in, got, want)
+		}
+	}
+	err := Error(42, &os.PathError{Op: "open", Path: "/proc/self/fd/7/smaps", Err: os.ErrPermission})
+	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "/proc/42/smaps") || strings.Contains(err.Error(), "self") {
+		t.Errorf("a refused read through a held directory: %v", err)
+	}
 }

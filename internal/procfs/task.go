@@ -56,7 +56,7 @@ func (p *Proc) ReadSyscall(tid int) (Syscall, error) {
 	}
 	s, err := ParseSyscall(string(b))
 	if err != nil {
-		return s, fmt.Errorf("process %d: %s: %w", pid, path, err)
+		return s, fmt.Errorf("process %d: %s: %w", pid, Shown(pid, path), err)
 	}
 	return s, nil
 }

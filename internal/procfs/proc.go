@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -29,8 +30,15 @@ func OpenProc(pid int) (*Proc, error) {
 	}
 	// The held directory is reached by name through this process's own
 	// descriptor table: a path under it resolves from the directory held,
-	// not from the pid.
-	return &Proc{Pid: pid, base: fmt.Sprintf("/proc/self/fd/%d", fd), fd: fd}, nil
+	// not from the pid. Where /proc/self does not name arenactl (a /proc
+	// mounted for a pid namespace it is not in), the pid's directory is
+	// all there is, as before.
+	p := &Proc{Pid: pid, base: fmt.Sprintf("/proc/self/fd/%d", fd), fd: fd}
+	if _, err := os.Stat(p.base); err != nil {
+		unix.Close(fd)
+		return ByPid(pid), nil
+	}
+	return p, nil
 }
 
 // ByPid is /proc/PID of whatever process has the pid when each file is

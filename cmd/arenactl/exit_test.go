@@ -19,6 +19,7 @@ import (
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
@@ -55,7 +56,7 @@ func TestOutcomes(t *testing.T) {
 		{&ptrace.StateError{Pid: 1, What: "is a zombie"}, exitState, ""},
 		{wrap(ptrace.ErrGone), exitGone, ""},
 		{ptrace.ErrExec, exitGone, ""},
-		{&glibc.InjectError{Step: "malloc_info", Err: wrap(ptrace.ErrGone)}, exitGone, ""},
+		{&inject.InjectError{Step: "malloc_info", Err: wrap(ptrace.ErrGone)}, exitGone, ""},
 		{wrap(ptrace.ErrNoProcess), exitNoProcess, ""},
 		{&inspect.NoThreadError{Pid: 1, Tid: 2}, exitNoProcess, ""},
 		{&perf.Error{Kind: errkind.ErrNoProcess, Op: "perf_event_open", Err: unix.ESRCH}, exitNoProcess, ""},
@@ -87,7 +88,7 @@ func TestOutcomes(t *testing.T) {
 		{&budget.Error{Pid: 1, Op: budget.Scan, By: "--max-memory"}, exitNoMemory, " (a larger --max-memory"},
 		{&ptrace.FaultError{Signal: "SIGSEGV"}, exitCallFailed, ""},
 		{&ptrace.TimeoutError{}, exitCallFailed, ""},
-		{&glibc.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
+		{&inject.InjectError{Step: "fmemopen", Err: errors.New("it returned NULL")}, exitCallFailed, ""},
 		{wrap(ptrace.ErrRestoredItself), exitCallFailed, ""},
 		{&inspect.ArenaCheckError{Pid: 1}, exitCallFailed, " (--read-only reads the heap"},
 		{&heap.MemoryOnlyError{Err: errors.New("no arena found")}, exitBadCore, " (no file to read it with"},

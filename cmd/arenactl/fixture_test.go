@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -133,8 +134,8 @@ func glibcVersion(s string) (glibc.Version, bool) {
 // fast and rest totals and on the trailer's.
 func sameTotals(t *testing.T, want, got []byte) {
 	t.Helper()
-	w, err1 := glibc.ParseMallocInfo(want)
-	g, err2 := glibc.ParseMallocInfo(got)
+	w, err1 := mallocinfo.Parse(want)
+	g, err2 := mallocinfo.Parse(got)
 	if err1 != nil || err2 != nil {
 		t.Fatalf("%v, %v", err1, err2)
 	}

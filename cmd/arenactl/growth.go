@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/arenactl/arenactl/internal/growth"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
@@ -30,7 +31,7 @@ type growthFlags struct {
 
 func newGrowthCmd() *cobra.Command {
 	var f injectFlags
-	gf := growthFlags{period: inspect.DefaultFaultPeriod, stack: 8192, sysStack: inspect.DefaultSyscallStack}
+	gf := growthFlags{period: growth.DefaultFaultPeriod, stack: 8192, sysStack: growth.DefaultSyscallStack}
 	c := &cobra.Command{
 		Use:   "growth PID",
 		Short: "Which code makes RSS grow: page faults and mmap/munmap/brk/madvise by call stack and memory class, from perf events",
@@ -68,8 +69,8 @@ refused).`,
 				return err
 			}
 			defer po.close()
-			o := inspect.GrowthOptions{Options: f.options(), Duration: gf.duration, Period: gf.period,
-				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack), Tracepoints: gf.tps}
+			o := inspect.GrowthOptions{Options: f.options(), Window: growth.Options{Duration: gf.duration, Period: gf.period,
+				StackSize: uint32(gf.stack), SyscallStackSize: uint32(gf.sysStack), Tracepoints: gf.tps}}
 			o.Note = func(s string) { fmt.Fprintln(os.Stderr, "arenactl: "+s) }
 			g, err := inspect.Growth(c.Context(), parsePid(args), o)
 			if err != nil {
@@ -86,7 +87,7 @@ refused).`,
 	fl.BoolVar(&f.json, "json", false, "print JSON (the schema: docs/json.md)")
 	fl.StringArrayVar(&f.debugDirs, "debug-dir", nil, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) for file:line; repeat for several (/usr/lib/debug is always searched)")
 	fl.DurationVar(&gf.duration, "duration", 10*time.Second, "how long to watch; 0: until interrupted (Ctrl-C)")
-	fl.Uint64Var(&gf.period, "period", inspect.DefaultFaultPeriod, "one page-fault sample every N faults (1: every fault)")
+	fl.Uint64Var(&gf.period, "period", growth.DefaultFaultPeriod, "one page-fault sample every N faults (1: every fault)")
 	fl.StringVarP(&gf.out, "output", "o", "", "also write the profile to FILE as gzipped pprof (go tool pprof -sample_index=touched_space FILE)")
 	fl.BoolVar(&gf.folded, "folded", false, "print FlameGraph's folded stacks of the bytes first touched (the memory class as the last frame) instead of the table")
 	fl.StringVar(&gf.http, "http", "", "after the window, serve pprof's web UI with the profile's flame graph on ADDR (e.g. localhost:8080; :8080 is loopback) at a secret URL it prints, until interrupted")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 )
 
 // The target writes malloc_info itself, from its main thread, at a quiescent
@@ -27,7 +27,7 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 		t.Fatalf("arenactl's XML differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.stdout)
 	}
 
-	mi, err := glibc.ParseMallocInfo(want)
+	mi, err := mallocinfo.Parse(want)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
 const mib = 1 << 20
 
-func reportOf(arenas ...glibc.Arena) *report.Report {
-	mi := &glibc.MallocInfo{Arenas: arenas}
+func reportOf(arenas ...mallocinfo.Arena) *report.Report {
+	mi := &mallocinfo.Info{Arenas: arenas}
 	for i := range arenas {
 		mi.Arenas[i].Index = i
 		mi.SystemCurrent += arenas[i].SystemCurrent
@@ -31,9 +32,9 @@ func ids(fs []Finding) string {
 }
 
 func TestArenaBloat(t *testing.T) {
-	var as []glibc.Arena
+	var as []mallocinfo.Arena
 	for i := 0; i < 16; i++ {
-		as = append(as, glibc.Arena{SystemCurrent: 64 * mib, RestBytes: 40 * mib})
+		as = append(as, mallocinfo.Arena{SystemCurrent: 64 * mib, RestBytes: 40 * mib})
 	}
 	r := reportOf(as...)
 	fs := Diagnose(r, Env{OnlineCPUs: 2, AffinityCPUs: 2, Vars: map[string]string{}})
@@ -58,7 +59,7 @@ func TestArenaBloat(t *testing.T) {
 }
 
 func TestFragmentationNeedsResidentFreeMemory(t *testing.T) {
-	r := reportOf(glibc.Arena{SystemCurrent: 200 * mib, RestBytes: 180 * mib})
+	r := reportOf(mallocinfo.Arena{SystemCurrent: 200 * mib, RestBytes: 180 * mib})
 	heap := func(rss uint64) {
 		r.Maps = report.MapsSummary{Classes: []maps.ClassSummary{{Class: maps.ClassMainHeap, Rss: rss}}, Rollup: maps.Rollup{Rss: rss + 10*mib}}
 	}
@@ -74,7 +75,7 @@ func TestFragmentationNeedsResidentFreeMemory(t *testing.T) {
 }
 
 func TestThresholdsAndStacks(t *testing.T) {
-	r := reportOf(glibc.Arena{SystemCurrent: 10 * mib})
+	r := reportOf(mallocinfo.Arena{SystemCurrent: 10 * mib})
 	r.ReadOnly = &report.ReadOnly{Walk: &glibc.Walk{Params: glibc.Params{MmapThreshold: 8 * mib, TrimThreshold: 16 * mib}}}
 	r.Maps = report.MapsSummary{
 		Classes: []maps.ClassSummary{{Class: maps.ClassThreadStack, Count: 48, Rss: 96 * mib}, {Class: maps.ClassMainHeap, Rss: 10 * mib}},
@@ -94,9 +95,9 @@ func TestThresholdsAndStacks(t *testing.T) {
 // arenas' heaps reserving 64 MiB each, as after 15 threads ran at once and
 // ended (testdata/spentarenas.c).
 func spentArenasReport(threads int) *report.Report {
-	var as []glibc.Arena
+	var as []mallocinfo.Arena
 	for i := 0; i < 16; i++ {
-		as = append(as, glibc.Arena{SystemCurrent: 132 << 10, RestBytes: 1 << 10})
+		as = append(as, mallocinfo.Arena{SystemCurrent: 132 << 10, RestBytes: 1 << 10})
 	}
 	r := reportOf(as...)
 	r.Threads = threads
@@ -183,7 +184,7 @@ func TestArenasOutliveThreads(t *testing.T) {
 // outside the malloc heaps" (issue 22, item 7); memory beyond what the
 // mmapped chunks can hold still is.
 func TestMmappedChunksAreMallocs(t *testing.T) {
-	r := reportOf(glibc.Arena{SystemCurrent: 1 * mib})
+	r := reportOf(mallocinfo.Arena{SystemCurrent: 1 * mib})
 	r.Malloc.HasMmap, r.Malloc.MmapCount, r.Malloc.MmapBytes = true, 1, 50*mib+4096
 	anon := func(rss uint64) {
 		r.Maps = report.MapsSummary{Classes: []maps.ClassSummary{{Class: maps.ClassAnon, Count: 2, Rss: rss}, {Class: maps.ClassMainHeap, Rss: mib}},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -263,8 +264,8 @@ func versionIn(v string, l *glibc.Libc) bool {
 // when it fits versions that print differently.
 func sameTotals(t *testing.T, want, got []byte) {
 	t.Helper()
-	w, err1 := glibc.ParseMallocInfo(want)
-	g, err2 := glibc.ParseMallocInfo(got)
+	w, err1 := mallocinfo.Parse(want)
+	g, err2 := mallocinfo.Parse(got)
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}

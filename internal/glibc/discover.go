@@ -248,7 +248,7 @@ func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
 			if uint64(got) == want {
 				w += scanWindow
 			} else { // on past the page memory lacks
-				w = (w + uint64(got) + pageSize) &^ (pageSize - 1)
+				w = (w + uint64(got) + pageSz) &^ (pageSz - 1)
 			}
 		}
 	}

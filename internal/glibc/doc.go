@@ -1,11 +1,10 @@
 // Package glibc owns what arenactl knows about glibc's allocator: finding the
 // target's libc and its version, the symbols it exports, the layouts of its
-// structures from 2.17 to 2.43 as data, the read-only walk, deciding which
-// thread may run allocator code safely and the calls injected into it (with
-// the journal through which a later run removes what they made; the call
-// sites themselves are arenactl's memory, internal/implant's), and
-// the malloc_info XML in every format (parsed and rendered). The per-run
-// report is internal/report's; opening a target's heap once is
+// structures from 2.17 to 2.43 as data, the read-only walk, what a walk
+// says of an injection's safety (damage, arena locks), and the malloc_info
+// XML in every format (parsed and rendered). Which thread may run
+// allocator code and the calls injected into it are internal/glibc/inject's.
+// The per-run report is internal/report's; opening a target's heap once is
 // internal/heap's.
 //
 // It never talks to the kernel: it reads a target through the small

@@ -1,6 +1,10 @@
 package glibc
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
+)
 
 // Layout is everything version-dependent that arenactl needs to read
 // glibc's allocator from memory and to print malloc_info as that version
@@ -66,11 +70,9 @@ type Layout struct {
 	SafeLinking     bool // fastbin and tcache next pointers are mangled (2.32+)
 	RestIncludesTop bool // malloc_info counts the top chunk in "rest" (2.31+)
 	AllSubheaps     bool // aspace sums every heap and <aspace type="subheaps"> is printed (2.27+)
-	MmapLine        bool // <total type="mmap"> (2.20+)
-	FastTotals      bool // <total type="fast"> lines (absent on 2.43)
 	GarbageUnsorted bool // <unsorted> is uninitialised stack (2.17, 2.18)
-	SizePrefix      string
-	UnsortedPrefix  string
+	// Format is how this version prints malloc_info.
+	mallocinfo.Format
 }
 
 // Offsets of the arena struct, struct malloc_state in malloc/malloc.c: L1

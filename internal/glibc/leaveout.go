@@ -95,7 +95,7 @@ type ring struct {
 // readRing follows the arena ring from main_arena; ok is false when it
 // cannot be read.
 func readRing(mem Memory, lay Layout, a Anchors) (*ring, bool) {
-	rg := &ring{arenas: map[uint64]bool{}, keep: []uint64{a.MainArena, a.Mp}, heapMax: defaultHeap}
+	rg := &ring{arenas: map[uint64]bool{}, keep: []uint64{a.MainArena, a.Mp}}
 	rg.word = func(addr uint64) (uint64, bool) {
 		var b [8]byte
 		if _, err := mem.ReadAt(b[:], addr); err != nil {
@@ -118,14 +118,9 @@ func readRing(mem Memory, lay Layout, a Anchors) (*ring, bool) {
 		}
 		return data
 	}
-	if lay.MpHpPagesize >= 0 {
-		hp, ok := rg.word(a.Mp + uint64(lay.MpHpPagesize))
-		if !ok {
-			return nil, false
-		}
-		if hp != 0 {
-			rg.heapMax = 4 * hp
-		}
+	var ok bool
+	if rg.heapMax, ok = HeapMax(mem, lay, a); !ok {
+		return nil, false
 	}
 	for ar, n := a.MainArena, 0; n < 1024 && !rg.arenas[ar]; n++ {
 		rg.arenas[ar] = true

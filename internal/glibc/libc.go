@@ -89,6 +89,12 @@ func isLoader(m maps.Mapping) bool {
 	return isFileMapping(m) && loaderName.MatchString(baseName(m.Path))
 }
 
+// OwnObject says whether m maps glibc's own code or data (libc.so.6 or
+// ld.so), and names its file.
+func OwnObject(m maps.Mapping) (name string, own bool) {
+	return baseName(m.Path), isLibc(m) || isLoader(m)
+}
+
 // FindLoader returns the executable mappings of glibc's dynamic loader
 // (ld-linux-x86-64.so.2), none for a static or musl process.
 func FindLoader(ms []maps.Mapping) []maps.Mapping {

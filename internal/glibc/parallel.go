@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/workers"
 )
 
@@ -90,7 +91,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 	}
 	type result struct {
 		aw  ArenaWalk
-		mi  Arena
+		mi  mallocinfo.Arena
 		dmg []Damage
 	}
 	out := make([]result, len(ring))
@@ -132,7 +133,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 				walk()
 			}
 		}
-		sub.w = &Walk{Layout: wk.lay, Anchors: a, Params: wk.w.Params, Malloc: &MallocInfo{HasFast: wk.w.Malloc.HasFast, HasMmap: wk.w.Malloc.HasMmap}, Exact: wk.w.Exact}
+		sub.w = &Walk{Layout: wk.lay, Anchors: a, Params: wk.w.Params, Malloc: &mallocinfo.Info{HasFast: wk.w.Malloc.HasFast, HasMmap: wk.w.Malloc.HasMmap}, Exact: wk.w.Exact}
 		if _, err := sub.arena(ring[i], i); err != nil {
 			return err
 		}

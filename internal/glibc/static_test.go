@@ -174,6 +174,11 @@ func openMem(t *testing.T, pid int) Memory {
 	return procMem{f}
 }
 
+// procMem reads a live process's memory through /proc/PID/mem.
+type procMem struct{ f *os.File }
+
+func (m procMem) ReadAt(b []byte, addr uint64) (int, error) { return m.f.ReadAt(b, int64(addr)) }
+
 // A static executable is its own libc: FindStaticImage dates it and finds
 // its allocator, with symbols (unstripped) and without (stripped), PIE or
 // not, single-threaded so that no nptl version string helps.

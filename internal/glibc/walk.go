@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -15,8 +16,8 @@ type Walk struct {
 	Layout  Layout
 	Anchors Anchors
 	Params  Params
-	Malloc  *MallocInfo // exactly what malloc_info would have printed
-	Arenas  []ArenaWalk // same order as Malloc.Arenas
+	Malloc  *mallocinfo.Info // exactly what malloc_info would have printed
+	Arenas  []ArenaWalk      // same order as Malloc.Arenas
 	Mmapped MmappedChunks
 	Damage  []Damage
 	// Exact is false when glibc's own output cannot be reproduced: 2.17
@@ -257,7 +258,7 @@ func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr u
 // begin starts a walk: its result, and the allocator's parameters read.
 func (wk *walker) begin(a Anchors) (*Walk, error) {
 	lay := wk.lay
-	wk.w = &Walk{Layout: lay, Anchors: a, Malloc: &MallocInfo{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
+	wk.w = &Walk{Layout: lay, Anchors: a, Malloc: &mallocinfo.Info{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
 	return wk.w, wk.params()
 }
 
@@ -291,7 +292,7 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	if !wk.listsOnly {
 		wk.mmapped()
 	}
-	mi.Raw = RenderMallocInfo(mi, lay)
+	mi.Raw = mallocinfo.Render(mi, lay.Format)
 	return w, nil
 }
 
@@ -422,7 +423,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	if lay.StateAttached >= 0 {
 		aw.AttachedThreads = le(st, lay.StateAttached)
 	}
-	mi := Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
+	mi := mallocinfo.Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
 	wk.free, wk.fast, wk.badSize = newAddrSet(), newAddrSet(), map[uint64]bool{}
 
 	if aw.Top != 0 && wk.rw(aw.Top, 16) {
@@ -442,7 +443,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	wk.prewalkLists(addr, st)
 
 	// Fastbins: buckets of the first chunk's size times the list length.
-	var sizes []SizeClass
+	var sizes []mallocinfo.SizeClass
 	for i := 0; i < lay.NFastbins; i++ {
 		p := le(st, lay.StateFastbins+int64(i)*8)
 		if p == 0 || wk.skip(-(i + 1)) {
@@ -458,7 +459,7 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		mi.FastCount += cnt
 		aw.FastChunks += cnt
 		aw.FastBytes += cnt * sz
-		sizes = append(sizes, SizeClass{From: sz - 15, To: sz, Total: cnt * sz, Count: cnt, Fast: true})
+		sizes = append(sizes, mallocinfo.SizeClass{From: sz - 15, To: sz, Total: cnt * sz, Count: cnt, Fast: true})
 	}
 	// Bins 1 (unsorted) to 127: raw size fields, flags included.
 	for i := 1; i < nbins; i++ {
@@ -714,13 +715,13 @@ func (wk *walker) freshLink(l chain, p uint64) (uint64, bool) {
 // does not fit the chunk's heap is counted as glibc counts it, but is
 // Abort too: malloc_trim would madvise that many bytes past the chunk
 // (unsorted and large bins), or abort consolidating a neighbour into it.
-func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
+func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) mallocinfo.SizeClass {
 	off := wk.lay.StateBins + int64(i-1)*16
 	head := ar + uint64(off) - 16
 	list := chain{head: ar + uint64(off), end: head}
 	k := wk.listIndex(i)
 	r := le(st, off)
-	var sc SizeClass
+	var sc mallocinfo.SizeClass
 	if r == 0 {
 		return sc
 	}
@@ -783,7 +784,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) SizeClass {
 
 // heaps follows a thread arena's heaps from the top one back through prev.
 // Before 2.27 malloc_info reported the top heap alone.
-func (wk *walker) heaps(aw *ArenaWalk, mi *Arena) {
+func (wk *walker) heaps(aw *ArenaWalk, mi *mallocinfo.Arena) {
 	wk.list = ListHeaps
 	defer func() { wk.list = 0 }()
 	h := aw.Top &^ (wk.w.Params.HeapMax - 1)

@@ -161,6 +161,10 @@ func (h *Heap) LeaveOut() []maps.Range {
 // (glibc.ArenaRing).
 func (h *Heap) ArenaRing() []uint64 { return glibc.ArenaRing(h.T, h.Layout, h.Anchors) }
 
+// HeapMax is the size and alignment of a thread arena's heaps
+// (glibc.HeapMax); ok is false when mp_ cannot be read.
+func (h *Heap) HeapMax() (uint64, bool) { return glibc.HeapMax(h.T, h.Layout, h.Anchors) }
+
 // Unclaim corrects the class of mappings the classifier took for a thread
 // arena's heap by their place alone but that hold none (glibc.Unclaim).
 func (h *Heap) Unclaim(ms []maps.Mapping) { glibc.Unclaim(h.T, h.Layout, h.Anchors, ms) }

@@ -14,7 +14,6 @@ import (
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
-	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/reach"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -59,7 +58,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 	hh.T = hd.mem
 	// Guard regions hold nothing: their pages are no unread roots.
 	var guarded func(lo, hi uint64) uint64
-	if pm, err := procfs.OpenPagemap(t.Pid); err == nil {
+	if pm, err := t.Proc().OpenPagemap(); err == nil {
 		defer pm.Close()
 		guarded = func(lo, hi uint64) uint64 {
 			n, _ := pm.Guarded(lo, hi)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -38,7 +38,7 @@ func TestInjectHoldReadsNoPerThreadFiles(t *testing.T) {
 			t.Fatalf("no pre-flight walk (%s): the lock check would be skipped", pf.skipped)
 		}
 		var sess *live.Session
-		if _, err := injectCall(ctx, tgt, pf, o, func(c glibc.Caller) error {
+		if _, err := injectCall(ctx, tgt, pf, o, func(c inject.Caller) error {
 			sess = c.(*live.Session)
 			return nil
 		}); err != nil {

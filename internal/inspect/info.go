@@ -9,6 +9,8 @@ import (
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -39,14 +41,14 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		return nil, err
 	}
 	var raw []byte
-	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
-		raw, err = glibc.RunMallocInfo(ctx, c, t.Libc)
+	in, err := injectCall(ctx, t, pf, o, func(c inject.Caller) (err error) {
+		raw, err = inject.RunMallocInfo(ctx, c, t.Libc)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	mi, err := glibc.ParseMallocInfo(raw)
+	mi, err := mallocinfo.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("glibc's malloc_info output could not be parsed: %w", err)
 	}
@@ -104,9 +106,16 @@ type held struct {
 	boost   *boost // arenactl at normal priority while the process is stopped
 }
 
+// holder is a live process that can be kept still either way: an image
+// or a freeze.
+type holder interface {
+	live.Freezer
+	live.Imager
+}
+
 // hold keeps t still as mode says. The caller reads h.mem, then calls
 // release, which says how long the process was stopped.
-func hold(ctx context.Context, t *live.Target, mode Hold, timeout time.Duration, leaveOut ...maps.Range) (*held, error) {
+func hold(ctx context.Context, t holder, mode Hold, timeout time.Duration, leaveOut ...maps.Range) (*held, error) {
 	h := &held{mem: t}
 	switch mode {
 	case HoldNone:
@@ -179,7 +188,7 @@ func leaveOut(h *heap.Heap, mode Hold, full bool) []maps.Range {
 // readHeld holds t as mode says, runs read on h over what is held (the
 // image, or the stopped process), lets the process go, and says how it was
 // held and how long read took.
-func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Options, read func(*heap.Heap) error) (*report.ReadOnly, error) {
+func readHeld(ctx context.Context, t holder, h *heap.Heap, mode Hold, o Options, read func(*heap.Heap) error) (*report.ReadOnly, error) {
 	ro := &report.ReadOnly{}
 	hd, err := hold(ctx, t, mode, o.Timeout, leaveOut(h, mode, false)...)
 	if err != nil {
@@ -199,7 +208,7 @@ func readHeld(ctx context.Context, t *live.Target, h *heap.Heap, mode Hold, o Op
 		err = rerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
+		return nil, fmt.Errorf("process %d: %w", t.Process().Pid, err)
 	}
 	return ro, nil
 }
@@ -340,14 +349,14 @@ func countThreads(pid int) int {
 
 // readMaps reads the memory map with its smaps counters, by class, and the
 // process-wide rollup.
-func readMaps(t *live.Target, h *heap.Heap) (report.MapsSummary, error) {
+func readMaps(t live.Observed, h *heap.Heap) (report.MapsSummary, error) {
 	if err := t.Refresh(); err != nil {
 		return report.MapsSummary{}, err
 	}
 	if h != nil {
 		h.Unclaim(t.Mappings())
 	}
-	roll, err := maps.ReadRollup(t.Pid)
+	roll, err := maps.ReadRollupProc(t.Proc())
 	if err != nil {
 		return report.MapsSummary{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -88,20 +89,20 @@ func runPreflight(ctx context.Context, t *live.Target, o Options) (*preflight, e
 // ... is not in writable memory"). An arena can be linked between the two
 // reads again, so a few tries; a damaged pointer stays damaged, and
 // refuses the injection here.
-func (pf *preflight) recheckRing(t *live.Target) error {
+func (pf *preflight) recheckRing(t live.Observed) error {
 	for try := 0; try < ringTries && ringDamage(pf.walk) != nil; try++ {
 		if err := t.RefreshRanges(); err != nil {
-			return fmt.Errorf("process %d: %w", t.Pid, err)
+			return fmt.Errorf("process %d: %w", t.Process().Pid, err)
 		}
 		w, err := pf.heap.WalkLists()
 		if err != nil {
-			return fmt.Errorf("process %d: %w", t.Pid, err)
+			return fmt.Errorf("process %d: %w", t.Process().Pid, err)
 		}
 		pf.walk = w
 		pf.walks++
 	}
 	if fatal := ringDamage(pf.walk); fatal != nil {
-		return fmt.Errorf("process %d: %w", t.Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
+		return fmt.Errorf("process %d: %w", t.Process().Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func ringDamage(w *glibc.Walk) []glibc.Damage {
 // confirm is the second step of the check, made in the borrowed thread:
 // the damage the first walk suspected, read again where it can be decided.
 // It refuses the injection (glibc.HeapDamageError) on damage that stays.
-func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) error {
+func (pf *preflight) confirm(t live.Observed, sess *live.Session, o Options) error {
 	if pf.walk == nil {
 		return nil
 	}
@@ -170,17 +171,17 @@ func (pf *preflight) confirm(t *live.Target, sess *live.Session, o Options) erro
 		pf.lockHeld += time.Since(held)
 		pf.locked++
 		if errors.Is(err, ptrace.ErrLockLapsed) {
-			return &ArenaCheckError{Pid: t.Pid, Index: i, Arena: a.Addr, Held: lockHold(o)}
+			return &ArenaCheckError{Pid: t.Process().Pid, Index: i, Arena: a.Addr, Held: lockHold(o)}
 		}
 		if err != nil {
-			return fmt.Errorf("process %d: checking arena %d (%#x) under its lock: %w", t.Pid, i, a.Addr, err)
+			return fmt.Errorf("process %d: checking arena %d (%#x) under its lock: %w", t.Process().Pid, i, a.Addr, err)
 		}
 		fatal = append(fatal, w.FatalDamage()...)
 	}
 	if len(fatal) == 0 {
 		return nil
 	}
-	return fmt.Errorf("process %d: %w", t.Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
+	return fmt.Errorf("process %d: %w", t.Process().Pid, &glibc.HeapDamageError{Damage: fatal[0], More: len(fatal) - 1})
 }
 
 // ringTries bounds the reads of a ring that looks damaged.
@@ -221,7 +222,7 @@ func (e *ArenaCheckError) Is(target error) bool { return target == errkind.ErrAr
 // the other threads' states as read just before the thread was held (read
 // while it is held, they would hold it for as long as reading every
 // thread's status takes). The caller releases the thread on an error.
-func (pf *preflight) checkLocks(t *live.Target, stopped []int) error {
+func (pf *preflight) checkLocks(t live.Observed, stopped []int) error {
 	if pf.walk == nil || len(stopped) == 0 {
 		return nil
 	}
@@ -229,7 +230,7 @@ func (pf *preflight) checkLocks(t *live.Target, stopped []int) error {
 		return err
 	}
 	if err := glibc.PreflightLocks(pf.walk, stopped); err != nil {
-		return fmt.Errorf("process %d: %w", t.Pid, err)
+		return fmt.Errorf("process %d: %w", t.Process().Pid, err)
 	}
 	return nil
 }
@@ -244,7 +245,7 @@ func (pf *preflight) record(in *report.Injection) {
 // locks again now that it is known which thread that is, runs call in it and
 // gives it back. It reports the borrowed thread, the time it was held and
 // the pre-flight walk that preceded it.
-func injectCall(ctx context.Context, t *live.Target, pf *preflight, o Options, call func(glibc.Caller) error) (report.Injection, error) {
+func injectCall(ctx context.Context, t live.Borrower, pf *preflight, o Options, call func(inject.Caller) error) (report.Injection, error) {
 	// From the hijack's first stop to the release, every ptrace round trip
 	// waits for arenactl to run: its threads run at the normal level
 	// (priority.go), and no garbage collection starts meanwhile. Turning
@@ -303,5 +304,5 @@ func blockedName(nr int64) string {
 	if nr < 0 {
 		return "running"
 	}
-	return glibc.SyscallName(nr)
+	return inject.SyscallName(nr)
 }

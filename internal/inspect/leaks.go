@@ -143,11 +143,11 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 // sample drains the ring until the window ends, building the profile as it
 // goes (each stack is unwound while the objects it names are mapped). It
 // returns when, since start, the last drain began.
-func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
+func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
 	b := heapprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
-	blocked := newBlockedStacks(t, b.Learn) // outer.go
-	blocked.read()
+	blocked := heapprof.NewBlockedStacks(t, b.Learn)
+	blocked.Read()
 	cut := 0
 	end := start.Add(o.Duration)
 	// The first read comes soon, to learn how fast samples come.
@@ -242,7 +242,7 @@ func sample(ctx context.Context, t *live.Target, s *sampler.Sampler, mods *modul
 			// New stacks cut short and not joined: the threads blocked
 			// now may show their outer frames.
 			cut = n
-			blocked.read()
+			blocked.Read()
 		}
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -52,7 +52,7 @@ func TestHoldRunsAtNormalPriority(t *testing.T) {
 		}
 		var during map[int][2]int
 		gcPercent := 0
-		if _, err := injectCall(ctx, tgt, pf, o, func(c glibc.Caller) error {
+		if _, err := injectCall(ctx, tgt, pf, o, func(c inject.Caller) error {
 			during = ownLevels(t)
 			gcPercent = debug.SetGCPercent(-1)
 			debug.SetGCPercent(gcPercent)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -40,15 +41,15 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	// made leaves Prediction nil; it never stops the trim.
 	var pred *glibc.TrimPrediction
 	if pf.walk != nil {
-		pred, _ = predictTrim(t.Pid, pf.walk, pad)
+		pred, _ = predictTrim(t.Proc(), pf.walk, pad)
 	}
 	before, err := readMaps(t, pf.heap)
 	if err != nil {
 		return nil, err
 	}
 	var result int
-	in, err := injectCall(ctx, t, pf, o, func(c glibc.Caller) (err error) {
-		result, err = glibc.RunMallocTrim(ctx, c, t.Libc, pad)
+	in, err := injectCall(ctx, t, pf, o, func(c inject.Caller) (err error) {
+		result, err = inject.RunMallocTrim(ctx, c, t.Libc, pad)
 		return err
 	})
 	if err != nil {
@@ -95,7 +96,7 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 	if err != nil {
 		return nil, err
 	}
-	pred, err := predictTrim(pid, walk, pad)
+	pred, err := predictTrim(t.Proc(), walk, pad)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +108,11 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 		Prediction: pred, DryRun: true, Frozen: ro.Frozen, Hold: ro.Hold, ImageSkipped: ro.ImageSkipped, Damage: walk.Damage}, nil
 }
 
-func predictTrim(pid int, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
-	pm, err := procfs.OpenPagemap(pid)
+// predictTrim predicts malloc_trim(pad) from w, with the residency of the
+// process p holds.
+func predictTrim(p *procfs.Proc, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
+	pid := p.Pid
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil, err
 	}

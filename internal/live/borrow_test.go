@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -79,7 +79,7 @@ func TestBorrowEachParkedThread(t *testing.T) {
 			t.Fatalf("borrowing thread %s (%d): %v", th.name, th.tid, err)
 		}
 		want := map[string][]int64{"main": {unix.SYS_READ}, "nanosleep": sleeping, "poll": {pollNr()}, "condvar": {unix.SYS_FUTEX}}[th.name]
-		if s.Tid != th.tid || !glibc.SafeSyscall(s.Syscall) || !slices.Contains(want, s.Syscall) {
+		if s.Tid != th.tid || !inject.SafeSyscall(s.Syscall) || !slices.Contains(want, s.Syscall) {
 			t.Errorf("borrowed thread %d in syscall %d, want thread %s (%d) in one of %v", s.Tid, s.Syscall, th.name, th.tid, want)
 		}
 		if got := stoppedOthers(t, lt.Pid, 0); !slices.Equal(got, []int{th.tid}) {
@@ -123,7 +123,7 @@ func TestBorrowChooses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(lt.threads, func(th targetThread) bool { return th.tid == s.Tid }) || !glibc.SafeSyscall(s.Syscall) {
+	if !slices.ContainsFunc(lt.threads, func(th targetThread) bool { return th.tid == s.Tid }) || !inject.SafeSyscall(s.Syscall) {
 		t.Errorf("borrowed thread %d in syscall %d; want one of %+v, in a safe syscall", s.Tid, s.Syscall, lt.threads)
 	}
 	if got := call(t, tgt, s, "gettid"); got != uint64(s.Tid) {

@@ -11,11 +11,11 @@ import (
 // target, and its walk of the free lists leaves the pages malloc_trim gave
 // back as they are.
 func (t *Target) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
-	return dataRuns(t.Pid, start, end, fn)
+	return dataRuns(t.Proc(), start, end, fn)
 }
 
-func dataRuns(pid int, start, end uint64, fn func(start, end uint64, data bool)) error {
-	pm, err := procfs.OpenPagemap(pid)
+func dataRuns(p *procfs.Proc, start, end uint64, fn func(start, end uint64, data bool)) error {
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return err
 	}
@@ -35,5 +35,5 @@ func (im *Image) ReadsInParallel() {}
 // DataRuns is Target.DataRuns over the image's own pagemap, which shows
 // the process's pages as they were when the image was made.
 func (im *Image) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
-	return dataRuns(im.Pid, start, end, fn)
+	return dataRuns(procfs.ByPid(im.Pid), start, end, fn)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/errkind"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
@@ -47,7 +47,7 @@ func (e *NoSafeThreadError) Error() string {
 	return fmt.Sprintf("no thread of process %d was safe to borrow within %s (%s)", e.Pid, e.Waited.Round(time.Millisecond), strings.Join(parts, "; "))
 }
 
-// Session is one borrowed thread. It implements glibc.Caller. Release must
+// Session is one borrowed thread. It implements inject.Caller. Release must
 // be called: it restores the thread and lets it go.
 type Session struct {
 	t        *Target
@@ -81,7 +81,7 @@ func (t *Target) hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 	// Found in libc's file: reading its text through the process would
 	// map every page of it not touched yet into the process.
 	tramp, _ := ptrace.FindTrampoline(t.proc)
-	policy := glibc.NewHijackPolicy(t.Libc, t.mappings, tramp)
+	policy := inject.NewHijackPolicy(t.Libc, t.mappings, tramp)
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
 	reasons := map[int]string{}
@@ -165,7 +165,7 @@ func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 		switch {
 		case st.Running:
 			running = append(running, tid)
-		case st.InSyscall && glibc.SafeSyscall(st.Nr):
+		case st.InSyscall && inject.SafeSyscall(st.Nr):
 			blocked = append(blocked, tid)
 		case st.InSyscall:
 			reasons[tid] = fmt.Sprintf("blocked in syscall %d, which the allocator itself may issue", st.Nr)
@@ -180,7 +180,7 @@ func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 
 // try stops one thread and asks the policy. A refused thread is let go at
 // once with its registers untouched.
-func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, opts HijackOptions, deadline time.Time) (*Session, string, error) {
+func (t *Target) try(ctx context.Context, tid int, policy *inject.HijackPolicy, opts HijackOptions, deadline time.Time) (*Session, string, error) {
 	b := ptrace.Bound{Deadline: deadline, Cancel: ctx.Done()}
 	th, err := t.proc.SeizeWithin(tid, b)
 	if err != nil {
@@ -220,7 +220,7 @@ func (t *Target) try(ctx context.Context, tid int, policy *glibc.HijackPolicy, o
 		}
 		return nil, "", err
 	}
-	ts := glibc.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
+	ts := inject.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
 	if nr, ok := ptrace.InSyscall(&r); ok {
 		ts.Syscall = nr
 		ts.Args = ptrace.SyscallArgs(&r)

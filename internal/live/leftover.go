@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
 // Journal gives glibc's injection the journal of the call site (see
-// glibc.Journaler).
+// inject.Journaler).
 func (s *Session) Journal() (addr, seq uint64) {
 	_, _, j := s.th.Site()
 	return j, s.th.CallSeq()
@@ -23,7 +23,7 @@ func (s *Session) Note(msg string) { s.Notes = append(s.Notes, msg) }
 // Leftovers finds the call sites earlier runs left in the target and keeps
 // those it cannot prove idle (implant.KeepSites): here, a site's thread is
 // stopped for a moment to see that it is not executing in it.
-func (s *Session) Leftovers() ([]glibc.LeftoverSite, []string, error) {
+func (s *Session) Leftovers() ([]inject.LeftoverSite, []string, error) {
 	sites, err := s.t.proc.FindSites()
 	if err != nil {
 		return nil, nil, err
@@ -38,14 +38,14 @@ func (s *Session) Leftovers() ([]glibc.LeftoverSite, []string, error) {
 		}
 		return ""
 	})
-	var out []glibc.LeftoverSite
+	var out []inject.LeftoverSite
 	var notes []string
 	for i, si := range sites {
 		if why[i] != "" {
 			notes = append(notes, implant.Kept(&si, why[i]))
 			continue
 		}
-		out = append(out, glibc.LeftoverSite{Addr: si.Addr, Size: si.Size, Creator: si.Creator,
+		out = append(out, inject.LeftoverSite{Addr: si.Addr, Size: si.Size, Creator: si.Creator,
 			Pending: si.Pending, Done: si.Done, Result: si.Result, Journal: si.Journal, JournalAddr: si.JournalAddr()})
 	}
 	return out, notes, nil
@@ -54,7 +54,7 @@ func (s *Session) Leftovers() ([]glibc.LeftoverSite, []string, error) {
 // RemoveSite unmaps a leftover site that glibc's calls emptied, by a raw
 // munmap in the borrowed thread: the site is arenactl's memory, not the
 // program's, so no code of the program's runs to remove it.
-func (s *Session) RemoveSite(ls glibc.LeftoverSite) error {
+func (s *Session) RemoveSite(ls inject.LeftoverSite) error {
 	return implant.Unmap(s, ls.Addr, ls.Size)
 }
 
@@ -66,7 +66,7 @@ func (s *Session) RawSyscall(nr uint64, args ...uint64) (uint64, error) {
 
 // glibc finds the leftovers through its Caller by a type assertion: a
 // Session that stopped being a LeftoverFinder would leave them silently.
-var _ glibc.LeftoverFinder = (*Session)(nil)
+var _ inject.LeftoverFinder = (*Session)(nil)
 
 // runsIn stops the site's thread for a moment to see where it is. The
 // routine marks the thread restored two instructions before it leaves.

@@ -12,6 +12,7 @@ import (
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 )
 
@@ -243,7 +244,7 @@ func (t *Target) RefreshObjects() error {
 // stack pointers (frozen threads), else from what /proc shows of blocked
 // threads.
 func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
-	ms, err := maps.Read(t.Pid, smaps)
+	ms, err := maps.ReadProc(t.proc.Proc(), smaps)
 	if err != nil {
 		return t.proc.Explain(err)
 	}
@@ -253,12 +254,16 @@ func (t *Target) readMappings(smaps bool, sps map[int]uint64) error {
 		return t.proc.Explain(fmt.Errorf("process %d shows no memory: %w", t.Pid, ptrace.ErrGone))
 	}
 	if sps == nil {
-		sps, _ = maps.StackPointers(t.Pid)
+		sps, _ = maps.StackPointersProc(t.proc.Proc())
 	}
 	maps.Classify(ms, maps.Hints{ExePath: t.Exe, StackPointers: sps})
 	t.mappings, t.sps = ms, sps
 	return nil
 }
+
+// Proc is the process's /proc directory, held since it was opened: what
+// is read through it is never a later process's that was given its pid.
+func (t *Target) Proc() *procfs.Proc { return t.proc.Proc() }
 
 // Dir is the /proc directory that shows the process's memory and files: that
 // of a live thread, since the main thread may have exited.
@@ -267,7 +272,7 @@ func (t *Target) Dir() string { return t.proc.Dir() }
 // OpenFile opens the file behind a mapping through /proc/PID/map_files, which
 // reaches it even when the target lives in another mount namespace.
 func (t *Target) OpenFile(m maps.Mapping) (*os.File, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", t.Pid, m.Start, m.End))
+	f, err := os.Open(t.proc.Proc().Path(fmt.Sprintf("map_files/%x-%x", m.Start, m.End)))
 	if err == nil {
 		return f, nil
 	}

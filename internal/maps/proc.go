@@ -17,15 +17,18 @@ import (
 // directory of one of those, /proc/PID/task/TID/: the main thread's own
 // files then show no memory at all (an empty maps, no exe). A process with
 // no thread left is a zombie (procfs.StateError).
-func procDir(pid int) (string, error) {
-	tid, _, err := procfs.LiveThread(pid)
+func procDir(pid int) (string, error) { return procDirOf(procfs.ByPid(pid)) }
+
+// procDirOf is procDir under the directory p holds.
+func procDirOf(p *procfs.Proc) (string, error) {
+	tid, _, err := p.LiveThread()
 	if err != nil {
 		return "", err
 	}
-	if tid == pid {
-		return fmt.Sprintf("/proc/%d", pid), nil
+	if tid == p.Pid {
+		return p.Path("."), nil
 	}
-	return fmt.Sprintf("/proc/%d/task/%d", pid, tid), nil
+	return p.Path(fmt.Sprintf("task/%d", tid)), nil
 }
 
 // procErr types what reading a live process's file can say about the
@@ -46,13 +49,17 @@ func procErr(pid int, err error) error {
 // Errors are conditions: errors.Is(err, procfs.ErrNoProcess) tells a gone
 // process, procfs.ErrGone one that went while it was read, and
 // procfs.ErrPermission a missing ptrace right.
-func Read(pid int, smaps bool) ([]Mapping, error) {
+func Read(pid int, smaps bool) ([]Mapping, error) { return ReadProc(procfs.ByPid(pid), smaps) }
+
+// ReadProc is Read of the process p holds: never of a later process given
+// its pid.
+func ReadProc(p *procfs.Proc, smaps bool) ([]Mapping, error) {
 	name, parse := "maps", ParseMaps
 	if smaps {
 		name, parse = "smaps", ParseSmaps
 	}
 	var ms []Mapping
-	err := readProc(pid, name, func(r io.Reader) (err error) {
+	err := readProc(p, name, func(r io.Reader) (err error) {
 		ms, err = parse(r)
 		return err
 	})
@@ -60,9 +67,12 @@ func Read(pid int, smaps bool) ([]Mapping, error) {
 }
 
 // ReadRollup reads /proc/PID/smaps_rollup of a live process (Linux ≥ 4.14).
-func ReadRollup(pid int) (Rollup, error) {
+func ReadRollup(pid int) (Rollup, error) { return ReadRollupProc(procfs.ByPid(pid)) }
+
+// ReadRollupProc is ReadRollup of the process p holds.
+func ReadRollupProc(p *procfs.Proc) (Rollup, error) {
 	var ru Rollup
-	err := readProc(pid, "smaps_rollup", func(r io.Reader) (err error) {
+	err := readProc(p, "smaps_rollup", func(r io.Reader) (err error) {
 		ru, err = ParseRollup(r)
 		return err
 	})
@@ -72,8 +82,9 @@ func ReadRollup(pid int) (Rollup, error) {
 // readProc opens /proc/PID/name and hands it to parse. The file is parsed
 // as it streams in rather than read whole first: smaps of a big process
 // runs to megabytes.
-func readProc(pid int, name string, parse func(io.Reader) error) error {
-	dir, err := procDir(pid)
+func readProc(p *procfs.Proc, name string, parse func(io.Reader) error) error {
+	pid := p.Pid
+	dir, err := procDirOf(p)
 	if err != nil {
 		return err
 	}
@@ -84,7 +95,7 @@ func readProc(pid int, name string, parse func(io.Reader) error) error {
 	}
 	defer f.Close()
 	if err := parse(f); err != nil {
-		return fmt.Errorf("%s: %w", path, procErr(pid, err))
+		return fmt.Errorf("%s: %w", procfs.Shown(pid, path), procErr(pid, err))
 	}
 	return nil
 }
@@ -123,14 +134,17 @@ func ReadHints(pid int) (Hints, error) {
 // reports it in /proc/PID/task/TID/syscall. Running threads have no entry:
 // their registers are not saved anywhere the kernel can show. Reading the
 // syscall file needs ptrace rights over the process.
-func StackPointers(pid int) (map[int]uint64, error) {
-	tids, err := procfs.Tasks(pid)
+func StackPointers(pid int) (map[int]uint64, error) { return StackPointersProc(procfs.ByPid(pid)) }
+
+// StackPointersProc is StackPointers of the process p holds.
+func StackPointersProc(p *procfs.Proc) (map[int]uint64, error) {
+	tids, err := p.Tasks()
 	if err != nil {
 		return nil, err
 	}
 	sps := make(map[int]uint64, len(tids))
 	for _, tid := range tids {
-		sc, err := procfs.ReadSyscall(pid, tid)
+		sc, err := p.ReadSyscall(tid)
 		if errors.Is(err, procfs.ErrNoProcess) {
 			continue // the thread exited after the directory was listed
 		}

@@ -159,12 +159,17 @@ type Calls struct {
 // arenactl sees it), disarmed: it records from Attach on. Whether the
 // kernel can run it is known here, so that a caller can choose another
 // way before it starts.
-func OpenCalls(pid int, o CallOptions) (*Calls, error) {
-	st, err := procfs.ReadStat(pid)
+func OpenCalls(pid int, o CallOptions) (*Calls, error) { return OpenCallsProc(procfs.ByPid(pid), o) }
+
+// OpenCallsProc is OpenCalls for the process whose /proc directory p
+// holds: its start time, which the program matches besides the pid, is
+// that process's.
+func OpenCallsProc(p *procfs.Proc, o CallOptions) (*Calls, error) {
+	st, err := p.ReadStat()
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("perf: process %d", pid), err)
+		return nil, wrap(fmt.Sprintf("perf: process %d", p.Pid), err)
 	}
-	return openCalls(pid, st.StartTime, o)
+	return openCalls(p.Pid, st.StartTime, o)
 }
 
 // openCalls is OpenCalls for the process with this pid that started at

@@ -100,6 +100,7 @@ type Sample struct {
 // per CPU.
 type Session struct {
 	Pid    int
+	proc   *procfs.Proc // the process's /proc directory
 	events []Event
 	attrs  []unix.PerfEventAttr
 	cpus   []int
@@ -148,6 +149,16 @@ type eventOwner struct {
 // record -p does), but not the processes it forks: a ring per CPU that
 // every event of that CPU writes to.
 func Open(pid int, events []Event, o Options) (_ *Session, err error) {
+	return OpenProc(procfs.ByPid(pid), events, o)
+}
+
+// OpenProc is Open on the process whose /proc directory p holds: its
+// threads are listed there, and a thread an event was opened on is kept
+// only if it is still one of that process's once the event is open (a
+// thread id, like a pid, may be given to another process once its thread
+// has exited).
+func OpenProc(p *procfs.Proc, events []Event, o Options) (_ *Session, err error) {
+	pid := p.Pid
 	if o.StackSize == 0 {
 		o.StackSize = DefaultStackSize
 	}
@@ -162,7 +173,7 @@ func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 	if err != nil {
 		return nil, &Error{Op: "listing CPUs", Err: err}
 	}
-	s := &Session{Pid: pid, events: events, cpus: cpus, rings: make([]*ring, len(cpus)),
+	s := &Session{Pid: pid, proc: p, events: events, cpus: cpus, rings: make([]*ring, len(cpus)),
 		owner: map[uint64]eventOwner{}, tids: map[int]bool{}, late: map[int]bool{}, seen: map[int]bool{}}
 	defer func() {
 		if err != nil {
@@ -172,7 +183,7 @@ func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 	for _, e := range events {
 		s.attrs = append(s.attrs, attrFor(e, o.StackSize, o.RingPages))
 	}
-	tids, err := procfs.Tasks(pid)
+	tids, err := p.Tasks()
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("process %d", pid), unix.ESRCH)
 	}
@@ -194,7 +205,7 @@ func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 	// (One created after its creator was opened for inherited the
 	// events and may be listed too: Read drops its own events' samples
 	// once inherited ones are seen.)
-	if tids, err = procfs.Tasks(pid); err == nil {
+	if tids, err = p.Tasks(); err == nil {
 		for _, tid := range tids {
 			if !s.tids[tid] {
 				if _, err := s.openThread(tid, o.RingPages); err != nil {
@@ -210,6 +221,8 @@ func Open(pid int, events []Event, o Options) (_ *Session, err error) {
 // openThread opens every event on tid on every CPU; false when the thread
 // is gone.
 func (s *Session) openThread(tid, pages int) (bool, error) {
+	first := len(s.fds)
+	var ids []uint64
 	for ci, cpu := range s.cpus {
 		for ei := range s.attrs {
 			attr := s.attrs[ei]
@@ -258,7 +271,22 @@ func (s *Session) openThread(tid, pages int) (bool, error) {
 				return false, wrap("perf: event id", e)
 			}
 			s.owner[id] = eventOwner{event: ei, tid: tid}
+			ids = append(ids, id)
 		}
+	}
+	if _, err := os.Stat(s.proc.Path(fmt.Sprintf("task/%d", tid))); err != nil {
+		// The thread exited after it was listed, and its id may now be
+		// another process's thread: its events are stopped, and what
+		// they recorded meanwhile is no event's (Unknown). Their
+		// descriptors stay open until Close: the first on a CPU may
+		// hold that CPU's ring.
+		for _, fd := range s.fds[first:] {
+			unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+		}
+		for _, id := range ids {
+			delete(s.owner, id)
+		}
+		return false, nil
 	}
 	s.tids[tid] = true
 	return true, nil

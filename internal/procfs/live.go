@@ -11,8 +11,12 @@ import (
 // when the main thread has exited (pthread_exit) while other threads run
 // on, /proc/PID/task/TID/ of one of those. The main thread's own files then
 // show no memory at all: an empty maps, no exe, no pagemap.
-func LiveDir(pid int) (string, error) {
-	tid, _, err := LiveThread(pid)
+func LiveDir(pid int) (string, error) { return ByPid(pid).LiveDir() }
+
+// LiveDir is procfs.LiveDir of the process p holds, named under it.
+func (p *Proc) LiveDir() (string, error) {
+	pid := p.Pid
+	tid, _, err := p.LiveThread()
 	var se *StateError
 	if errors.As(err, &se) && se.Zombie() {
 		return "", fmt.Errorf("process %d has exited: %w", pid, ErrNoProcess)
@@ -21,24 +25,28 @@ func LiveDir(pid int) (string, error) {
 		return "", err
 	}
 	if tid == pid {
-		return fmt.Sprintf("/proc/%d", pid), nil
+		return p.base, nil
 	}
-	return fmt.Sprintf("/proc/%d/task/%d", pid, tid), nil
+	return p.Path(fmt.Sprintf("task/%d", tid)), nil
 }
 
 // LiveThread finds a thread of process pid that has not exited, and what
 // its status file says: the main thread if it still runs, else the first
 // other one. A process with none is a zombie (a StateError); one that does
 // not exist is ErrNoProcess.
-func LiveThread(pid int) (int, TaskStatus, error) {
-	st, err := ReadTaskStatus(pid, pid)
+func LiveThread(pid int) (int, TaskStatus, error) { return ByPid(pid).LiveThread() }
+
+// LiveThread is procfs.LiveThread of the process p holds.
+func (p *Proc) LiveThread() (int, TaskStatus, error) {
+	pid := p.Pid
+	st, err := p.ReadTaskStatus(pid)
 	if err != nil {
 		return 0, st, err
 	}
 	if !st.Dead() {
 		return pid, st, nil
 	}
-	tids, err := Tasks(pid)
+	tids, err := p.Tasks()
 	if err != nil {
 		return 0, st, err
 	}
@@ -46,7 +54,7 @@ func LiveThread(pid int) (int, TaskStatus, error) {
 		if tid == pid {
 			continue
 		}
-		if tst, err := ReadTaskStatus(pid, tid); err == nil && !tst.Dead() {
+		if tst, err := p.ReadTaskStatus(tid); err == nil && !tst.Dead() {
 			return tid, tst, nil
 		}
 	}

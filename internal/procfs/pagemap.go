@@ -35,9 +35,13 @@ const (
 )
 
 // OpenPagemap opens the pagemap of pid. Close it when done.
-func OpenPagemap(pid int) (*Pagemap, error) {
+func OpenPagemap(pid int) (*Pagemap, error) { return ByPid(pid).OpenPagemap() }
+
+// OpenPagemap opens the pagemap of the process p holds.
+func (p *Proc) OpenPagemap() (*Pagemap, error) {
+	pid := p.Pid
 	// Through a live thread: an exited main thread has no pages to show.
-	dir, err := LiveDir(pid)
+	dir, err := p.LiveDir()
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,11 @@ func Path(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", pid, 
 // ErrNoProcess for a process that is gone, ErrPermission for one we may not
 // read; other errors as they are, with the process.
 func Error(pid int, err error) error {
+	if pe, ok := err.(*os.PathError); ok && pe.Path != Shown(pid, pe.Path) {
+		shown := *pe
+		shown.Path = Shown(pid, pe.Path)
+		err = &shown
+	}
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ESRCH):
 		return fmt.Errorf("process %d: %w", pid, ErrNoProcess)
@@ -58,8 +63,12 @@ type Stat struct {
 }
 
 // ReadStat reads /proc/PID/stat.
-func ReadStat(pid int) (Stat, error) {
-	b, err := os.ReadFile(Path(pid, "stat"))
+func ReadStat(pid int) (Stat, error) { return ByPid(pid).ReadStat() }
+
+// ReadStat reads the stat file of the process p holds.
+func (p *Proc) ReadStat() (Stat, error) {
+	pid := p.Pid
+	b, err := os.ReadFile(p.Path("stat"))
 	if err != nil {
 		return Stat{}, Error(pid, err)
 	}

@@ -12,8 +12,12 @@ import (
 // Tasks lists the thread ids of pid from /proc/PID/task, the main thread
 // (pid) first. It is there even when the main thread has exited and other
 // threads still run.
-func Tasks(pid int) ([]int, error) {
-	ents, err := os.ReadDir(Path(pid, "task"))
+func Tasks(pid int) ([]int, error) { return ByPid(pid).Tasks() }
+
+// Tasks is procfs.Tasks of the process p holds.
+func (p *Proc) Tasks() ([]int, error) {
+	pid := p.Pid
+	ents, err := os.ReadDir(p.Path("task"))
 	if err != nil {
 		return nil, Error(pid, err)
 	}
@@ -40,15 +44,19 @@ type Syscall struct {
 
 // ReadSyscall reads a thread's syscall file (it needs ptrace rights over the
 // process).
-func ReadSyscall(pid, tid int) (Syscall, error) {
-	path := fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid)
+func ReadSyscall(pid, tid int) (Syscall, error) { return ByPid(pid).ReadSyscall(tid) }
+
+// ReadSyscall is procfs.ReadSyscall of a thread of the process p holds.
+func (p *Proc) ReadSyscall(tid int) (Syscall, error) {
+	pid := p.Pid
+	path := p.Path(fmt.Sprintf("task/%d/syscall", tid))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Syscall{}, Error(pid, err)
 	}
 	s, err := ParseSyscall(string(b))
 	if err != nil {
-		return s, fmt.Errorf("process %d: %s: %w", pid, path, err)
+		return s, fmt.Errorf("process %d: %s: %w", pid, Shown(pid, path), err)
 	}
 	return s, nil
 }
@@ -119,8 +127,13 @@ type TaskStatus struct {
 }
 
 // ReadTaskStatus reads a thread's status file.
-func ReadTaskStatus(pid, tid int) (TaskStatus, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+func ReadTaskStatus(pid, tid int) (TaskStatus, error) { return ByPid(pid).ReadTaskStatus(tid) }
+
+// ReadTaskStatus is procfs.ReadTaskStatus of a thread of the process p
+// holds.
+func (p *Proc) ReadTaskStatus(tid int) (TaskStatus, error) {
+	pid := p.Pid
+	b, err := os.ReadFile(p.Path(fmt.Sprintf("task/%d/status", tid)))
 	if err != nil {
 		return TaskStatus{}, Error(pid, err)
 	}

@@ -22,6 +22,9 @@ type Process struct {
 
 	t   *tracer
 	mem *os.File
+	// proc holds the process's /proc directory: every file of it is read
+	// there, never a later process's given its pid.
+	proc *procfs.Proc
 	// memTid is the live thread whose /proc/PID/task/TID/ files were
 	// opened. The main thread may have ended (pthread_exit) while the
 	// others run on: the process's files under /proc/PID/ then show no
@@ -73,21 +76,29 @@ func open(pid int, observe bool) (*Process, error) {
 	if st.Tgid != 0 {
 		pid = st.Tgid
 	}
-	tid, st, err := LiveThread(pid)
+	proc, err := procfs.OpenProc(pid)
 	if err != nil {
 		return nil, err
 	}
-	if st.Kernel {
-		return nil, KernelThreadError(pid)
+	procReads.Add(1)
+	tid, ts, err := proc.LiveThread()
+	st = statusOf(ts)
+	if err == nil && st.Kernel {
+		err = KernelThreadError(pid)
 	}
-	if st.TracerPid != 0 && !observe {
-		return nil, tracedError(pid, st.TracerPid)
+	if err == nil && st.TracerPid != 0 && !observe {
+		err = tracedError(pid, st.TracerPid)
 	}
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/task/%d/mem", pid, tid), os.O_RDWR, 0)
 	if err != nil {
+		proc.Close()
+		return nil, err
+	}
+	mem, err := os.OpenFile(proc.Path(fmt.Sprintf("task/%d/mem", tid)), os.O_RDWR, 0)
+	if err != nil {
+		proc.Close()
 		return nil, procErr(pid, err)
 	}
-	return &Process{Pid: pid, memTid: tid, t: newTracer(), mem: mem, threads: map[int]*Thread{}}, nil
+	return &Process{Pid: pid, memTid: tid, t: newTracer(), mem: mem, proc: proc, threads: map[int]*Thread{}}, nil
 }
 
 // KernelThreadError: pid is a kernel thread, which has no user memory to
@@ -123,7 +134,10 @@ func (p *Process) mappings() ([]maps.Mapping, error) {
 
 // Dir is the /proc directory that shows the process's memory, maps and files:
 // /proc/PID/task/TID/ of the live thread Open chose.
-func (p *Process) Dir() string { return fmt.Sprintf("/proc/%d/task/%d", p.Pid, p.memTid) }
+func (p *Process) Dir() string { return p.proc.Path(fmt.Sprintf("task/%d", p.memTid)) }
+
+// Proc is the process's /proc directory, held since Open.
+func (p *Process) Proc() *procfs.Proc { return p.proc }
 
 // Check tells whether the process still runs the program Open found it
 // running: ErrExec if it has replaced it since, ErrGone if it has exited or
@@ -136,7 +150,7 @@ func (p *Process) Check() error {
 	if _, err := p.mem.ReadAt(b[:], 0); !errors.Is(err, io.EOF) {
 		return nil
 	}
-	if _, _, err := LiveThread(p.Pid); err == nil {
+	if _, _, err := p.proc.LiveThread(); err == nil {
 		return fmt.Errorf("process %d: %w", p.Pid, ErrExec)
 	}
 	return fmt.Errorf("process %d: %w", p.Pid, ErrGone)
@@ -231,6 +245,7 @@ func (p *Process) Close() error {
 		p.t.close()
 		p.t = nil
 		p.mem.Close()
+		p.proc.Close()
 	}
 	return first
 }

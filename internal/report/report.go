@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -21,7 +22,7 @@ type Report struct {
 	Exe     string
 	Libc    LibcInfo
 	Threads int
-	Malloc  *glibc.MallocInfo
+	Malloc  *mallocinfo.Info
 	Maps    MapsSummary
 	// Injection says which thread ran malloc_info and for how long it was
 	// held; nil when nothing ran in the target.

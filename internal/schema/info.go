@@ -5,6 +5,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/report"
 )
 
@@ -254,7 +255,7 @@ func opt(ok bool, v uint64) *uint64 {
 	return &v
 }
 
-func newSize(s glibc.SizeClass) Size {
+func newSize(s mallocinfo.SizeClass) Size {
 	return Size{From: s.From, To: s.To, Total: s.Total, Count: s.Count, Fast: s.Fast}
 }
 

@@ -11,9 +11,10 @@
 // process that is not glibc's is refused before anything is stopped.
 //
 // internal/live and internal/core implement Target. What only a live process
-// can do (stop every thread, borrow one, run code in it) is not part of
-// Target: those are methods of *live.Target, which the use cases that need
-// them (internal/inspect) take instead.
+// can do (be read again while it runs, stop every thread, be imaged, lend a
+// thread to run code in) is not part of Target: those powers are
+// interfaces of internal/live (Observed, Freezer, Imager, Borrower), and a
+// use case takes the one it needs.
 package target
 
 import (

@@ -26,6 +26,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
@@ -168,7 +169,7 @@ func run(pid, n int, scan, image bool, cpuprofile, memprofile string) error {
 		// The same process, stopped throughout: every walk must give the
 		// same result, before and after a change to the walker too.
 		b, err := json.Marshal(struct {
-			Malloc  *glibc.MallocInfo
+			Malloc  *mallocinfo.Info
 			Arenas  []glibc.ArenaWalk
 			Mmapped glibc.MmappedChunks
 			Damage  []glibc.Damage

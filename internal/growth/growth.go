@@ -1,13 +1,22 @@
-package inspect
+// Package growth owns the RSS-growth engine: a window of a live process's
+// page faults (sampled) and memory syscalls (every one, by the eBPF
+// program or perf's tracepoints), each charged to its call stack and to
+// the memory class it touched (main heap, each arena's heaps, mmapped
+// chunks, other anonymous memory, stacks, files), with the process's RSS
+// before and after. Nothing is placed in or written to the process. The
+// kernel interface is internal/perf's; what glibc's heap is, internal/heap
+// and internal/glibc say; the profile is heapprof's. inspect.Growth is the
+// use case that opens the process and hands it here.
+package growth
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,9 +38,8 @@ import (
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
-// GrowthOptions say how long and how finely to watch.
-type GrowthOptions struct {
-	Options
+// Options say how long and how finely to watch.
+type Options struct {
 	// Duration is the window; it ends earlier when ctx is done.
 	Duration time.Duration
 	// Period: one fault sample every Period page faults
@@ -51,6 +59,8 @@ type GrowthOptions struct {
 	// the eBPF program (perf.Calls); it is the way taken where the
 	// kernel refuses eBPF.
 	Tracepoints bool
+	// Note receives what the window does as it goes (nil drops it).
+	Note func(string)
 }
 
 // DefaultFaultPeriod is one fault sample in 16: about 64 KiB of memory
@@ -62,6 +72,9 @@ const DefaultFaultPeriod = 16
 // 3.5 times slower; most stacks from a syscall to the code that asked
 // for the memory fit in less.
 const DefaultSyscallStack = 8192
+
+// drainEvery is how often the rings are read, as leaks reads its ring.
+const drainEvery = 100 * time.Millisecond
 
 // streamQueue bounds the samples read from the rings and not yet unwound.
 const streamQueue = 256 << 20
@@ -119,50 +132,47 @@ const (
 	mapFixed     = 0x10
 	mapStack     = 0x20000
 	mapAnonymous = 0x20
-	heapMax      = 64 << 20 // HEAP_MAX_SIZE on 64-bit glibc: a thread arena's heap is aligned to it
 )
 
-// Growth watches a process's page faults and memory syscalls over the
+// Input is what a window watches: the process, observed only; its heap
+// where its allocator is glibc's (nil: its heaps are not told apart by
+// arena, NoArenas says why); the objects it has mapped.
+type Input struct {
+	Target   live.Observed
+	Libc     report.LibcInfo
+	Heap     *heap.Heap
+	NoArenas string
+	Modules  *module.Table
+}
+
+// Watch watches a process's page faults and memory syscalls over the
 // window, with the kernel's perf events (nothing is placed in or written
 // to the process), and charges them to call stacks and memory classes.
-func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, err error) {
+func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err error) {
 	if o.Period == 0 {
 		o.Period = DefaultFaultPeriod
 	}
-	// Nothing is stopped in or placed in the process: the kernel samples
-	// it. So any allocator will do (its heaps are then not told apart by
-	// arena) and so will a process another tracer holds.
-	t, err := live.OpenObserved(pid)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		err = t.Explain(err)
-		t.Close()
-	}()
-	pid = t.Pid
-	g := &report.Growth{Pid: pid, Exe: t.Exe, Period: o.Period, PageSize: uint64(os.Getpagesize())}
-	w := &growthWatch{t: t, g: g, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
+	t := in.Target
+	// Every file of the process is read through its /proc directory held
+	// since it was opened: a process that exits in the window and whose
+	// pid is given to another is never read in its place.
+	proc := t.Proc()
+	pid := t.Process().Pid
+	g := &report.Growth{Pid: pid, Exe: t.Process().Exe, Period: o.Period, PageSize: uint64(os.Getpagesize()), Libc: in.Libc, NoArenas: in.NoArenas}
+	w := &growthWatch{t: t, g: g, h: in.Heap, pending: map[int]pendingCall{}, exits: map[int][]perf.Sample{},
 		arenaOf: map[uint64]uint64{}, resident: map[uint64]float64{}, chunkCache: map[[2]uint64][][2]uint64{}, noChunks: map[[2]uint64]bool{}, acc: map[accKey]int{},
 		partialIdx: map[string]int{}, tap: make([]float64, len(report.GrowthTypes)), rssLast: map[int64]int64{}, fileFault: map[int]fileFault{}}
-	if t.Libc == nil {
-		g.NoArenas = (&live.NotGlibcError{Pid: pid, Allocator: t.Allocator}).Error()
-	} else if h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: o.DebugDirs}); err == nil {
-		g.Libc = report.LibcOf(t.Libc)
-		w.h = h
-	} else {
-		g.Libc = report.LibcOf(t.Libc)
-		g.NoArenas = err.Error()
+	if w.h != nil {
+		w.heapMax, _ = w.h.HeapMax()
 	}
-	mods := module.NewTable(t, o.DebugDirs...)
-	fetchDebug(ctx, mods, o.Note)
+	mods := in.Modules
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = heapprof.NewStacks(u, sym)
-	blocked := newBlockedStacks(t, w.stacks.Learn) // outer.go
-	blocked.read()
+	blocked := heapprof.NewBlockedStacks(t, w.stacks.Learn)
+	blocked.Read()
 	cut := 0
 
 	if err := perf.Probe(pid); err != nil {
@@ -179,7 +189,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		for _, sc := range growthSyscalls {
 			nrs = append(nrs, syscallNrs[sc])
 		}
-		calls, err = perf.OpenCalls(pid, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
+		calls, err = perf.OpenCallsProc(proc, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
 		if err != nil {
 			g.NoBPF = err.Error()
 			if o.Note != nil {
@@ -216,19 +226,19 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		events = append(events, perf.Event{Name: "kmem:rss_stat", Type: unix.PERF_TYPE_TRACEPOINT, Config: rssTP.ID,
 			Period: 1, Stack: true, Raw: true, Filter: rssFilter})
 	}
-	if ru, err := maps.ReadRollup(pid); err == nil {
+	if ru, err := maps.ReadRollupProc(proc); err == nil {
 		g.RSSBefore = ru.Rss
 	} else {
 		return nil, t.Explain(fmt.Errorf("process %d: reading smaps_rollup: %w", pid, err))
 	}
-	if pm, err := procfs.OpenPagemap(pid); err == nil {
+	if pm, err := proc.OpenPagemap(); err == nil {
 		w.pm = pm
 		defer pm.Close()
 	}
 	if o.RingPages == 0 {
 		o.RingPages = ringPages()
 	}
-	s, err := perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+	s, err := perf.OpenProc(proc, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	var pe *perf.Error
 	if err != nil && w.rssEvent > 0 && errors.As(err, &pe) && pe.Kind == errkind.ErrNoPerf {
 		// A kernel whose rss_stat takes no filter (or has other
@@ -236,7 +246,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		rssWhy = err.Error()
 		events = events[:w.rssEvent]
 		w.rssTP, w.rssEvent = nil, 0
-		s, err = perf.Open(pid, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
+		s, err = perf.OpenProc(proc, events, perf.Options{StackSize: o.StackSize, RingPages: o.RingPages})
 	}
 	if err != nil {
 		if errors.Is(err, errkind.ErrNoProcess) {
@@ -249,7 +259,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	if w.rssEvent > 0 {
 		// The counters as the events found them: each record's size
 		// less the last one is what its fault mapped.
-		w.rssLast = rssCounters(pid)
+		w.rssLast = rssCounters(proc)
 	}
 	if calls != nil {
 		// Attached once the events are open, as they are: a call
@@ -308,13 +318,13 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 		stream.Recycle()
 		if n := w.stacks.Cut(); n > cut {
 			cut = n
-			blocked.read() // as leaks does
+			blocked.Read() // as leaks does
 		}
 		if time.Since(lastScan) >= time.Second {
 			lastScan = time.Now()
-			was := moduleSet(mods)
+			was := mods.Modules()
 			mods.Refresh()
-			if moduleSet(mods) != was {
+			if !slices.Equal(mods.Modules(), was) {
 				u.Forget()
 				sym.Forget()
 			}
@@ -326,7 +336,7 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 	if calls != nil {
 		g.Lost += calls.Lost()
 	}
-	if ru, err := maps.ReadRollup(pid); err == nil {
+	if ru, err := maps.ReadRollupProc(proc); err == nil {
 		g.RSSAfter, g.Measured = ru.Rss, true
 	}
 	w.resolve(true)
@@ -342,15 +352,17 @@ func Growth(ctx context.Context, pid int, o GrowthOptions) (_ *report.Growth, er
 // the ones before, syscall entries waiting for their exits, and the values
 // so far by site and class.
 type growthWatch struct {
-	t      *live.Target
-	g      *report.Growth
-	h      *heap.Heap
-	pm     *procfs.Pagemap
-	mods   *module.Table
-	u      *unwind.Unwinder
-	sym    *symbolize.Symbolizer
-	stacks *heapprof.Stacks
-	tps    []*perf.Tracepoint // events[i+1]
+	t live.Observed
+	g *report.Growth
+	h *heap.Heap
+	// heapMax: a thread arena's heaps' size and alignment (0: unknown).
+	heapMax uint64
+	pm      *procfs.Pagemap
+	mods    *module.Table
+	u       *unwind.Unwinder
+	sym     *symbolize.Symbolizer
+	stacks  *heapprof.Stacks
+	tps     []*perf.Tracepoint // events[i+1]
 	// rssTP is kmem:rss_stat, events[rssEvent] (0: not recorded);
 	// rssLast the last size of each counter it reported, by member;
 	// fileFault the class of the last sampled fault in memory backed by
@@ -710,9 +722,9 @@ func rssStat() (*perf.Tracepoint, string) {
 
 // rssCounters reads the process's file and shmem page counters from its
 // status (kB), by member.
-func rssCounters(pid int) map[int64]int64 {
+func rssCounters(proc *procfs.Proc) map[int64]int64 {
 	out := map[int64]int64{}
-	b, err := os.ReadFile(procfs.Path(pid, "status"))
+	b, err := os.ReadFile(proc.Path("status"))
 	if err != nil {
 		return out
 	}
@@ -1308,7 +1320,7 @@ func (w *growthWatch) classifyIn(m maps.Mapping, addr uint64) (class, arena stri
 	case maps.ClassMainHeap:
 		return m.Class.String(), mainArena
 	case maps.ClassArenaHeap:
-		if ar, ok := w.arenaAt(addr &^ (heapMax - 1)); ok {
+		if ar, ok := w.arenaAt(addr); ok {
 			return m.Class.String(), arenaKey(ar)
 		}
 		return m.Class.String(), ""
@@ -1322,21 +1334,20 @@ func (w *growthWatch) classifyIn(m maps.Mapping, addr uint64) (class, arena stri
 	return m.Class.String(), ""
 }
 
-// arenaAt is the arena whose heap starts at hb: its heap_info's first
-// word, ar_ptr. Arenas are numbered at the end (arenaNumbers), as
+// arenaAt is the arena of the thread arena's heap holding addr: its
+// heap_info's ar_ptr (glibc.HeapArena), at addr rounded down to the
+// heaps' size (glibc.HeapMax, which the hugetlb tunable changes). Arenas are numbered at the end (arenaNumbers), as
 // malloc_info numbers them then: a new arena goes in right after
 // main_arena, so the ring's order changes as arenas are made.
-func (w *growthWatch) arenaAt(hb uint64) (uint64, bool) {
-	if w.h == nil {
+func (w *growthWatch) arenaAt(addr uint64) (uint64, bool) {
+	if w.h == nil || w.heapMax == 0 {
 		return 0, false
 	}
+	hb := addr &^ (w.heapMax - 1)
 	if ar, ok := w.arenaOf[hb]; ok {
 		return ar, ar != 0
 	}
-	ar, ok := w.word(hb)
-	if !ok || ar == 0 || ar%16 != 0 {
-		ar = 0
-	}
+	ar, _ := glibc.HeapArena(w.mem(), hb)
 	w.arenaOf[hb] = ar
 	return ar, ar != 0
 }
@@ -1372,7 +1383,7 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 	}
 	var cs [][2]uint64
 	if w.h != nil && glibc.MayHoldMmapped(m) {
-		glibc.ScanMmapped(w.t, w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
+		glibc.ScanMmapped(w.mem(), w.h.Layout, m, maxHeaderTries, func(c glibc.MmappedChunk) bool {
 			r := c.Region()
 			cs = append(cs, [2]uint64{r.Start, r.End})
 			return true
@@ -1388,20 +1399,23 @@ func (w *growthWatch) mmappedChunks(m maps.Mapping) [][2]uint64 {
 // maxHeaderTries bounds the chunk headers read in one mapping per drain.
 const maxHeaderTries = 4096
 
-// word reads 8 bytes of the process, only where its page holds data.
-func (w *growthWatch) word(addr uint64) (uint64, bool) {
-	if w.pm != nil {
-		page := addr &^ uint64(os.Getpagesize()-1)
-		data := false
-		if err := w.pm.Runs(page, page+uint64(os.Getpagesize()), func(_, _ uint64, d bool) { data = d }); err != nil || !data {
-			return 0, false
-		}
+// mem is the process's memory as glibc's readers take it, its pages
+// told by the page map the window keeps open (else by the target, which
+// opens it for each look).
+func (w *growthWatch) mem() glibc.Memory {
+	if w.pm == nil {
+		return w.t
 	}
-	var b [8]byte
-	if _, err := w.t.ReadAt(b[:], addr); err != nil {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return pagedMem{w.t, w.pm}
+}
+
+type pagedMem struct {
+	live.Observed
+	pm *procfs.Pagemap
+}
+
+func (m pagedMem) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
+	return m.pm.Runs(start, end, fn)
 }
 
 // profile turns the values per site and class into the valued profile,

@@ -1,4 +1,4 @@
-package inspect
+package growth
 
 import (
 	"context"
@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -55,7 +58,7 @@ func testGrowthSites(t *testing.T, tracepoints bool) {
 	var small []float64
 	for try := 1; ; try++ {
 		tg = testutil.Start(t, bin)
-		g, mapped, big, small, fileSize, freed = growthWindow(t, tg, file, GrowthOptions{Period: period, Tracepoints: tracepoints})
+		g, mapped, big, small, fileSize, freed = growthWindow(t, tg, file, Options{Period: period, Tracepoints: tracepoints})
 		// Root and this kernel allow eBPF: a refusal is a failure
 		// here, not a way round.
 		if want := map[bool]string{false: "eBPF", true: "tracepoints"}[tracepoints]; g.CallsBy != want {
@@ -164,7 +167,7 @@ func testGrowthSites(t *testing.T, tracepoints bool) {
 // returns it with what the target counted: bytes mapped and touched by
 // map_pages, by big_blocks, by small_blocks in the main thread and its
 // two threads, the file's size, the bytes trim freed.
-func growthWindow(t *testing.T, tg *testutil.Target, file string, o GrowthOptions) (_ *report.Growth, mapped, big float64, small []float64, fileSize, freed float64) {
+func growthWindow(t *testing.T, tg *testutil.Target, file string, o Options) (_ *report.Growth, mapped, big float64, small []float64, fileSize, freed float64) {
 	t.Helper()
 	counts := func(cmd string) []float64 {
 		f := strings.Fields(tg.Send(cmd))
@@ -194,7 +197,7 @@ func growthWindow(t *testing.T, tg *testutil.Target, file string, o GrowthOption
 
 // growthWhile runs Growth on tg over a window that opens, runs during, and
 // closes once the last samples have reached the rings.
-func growthWhile(t *testing.T, tg *testutil.Target, o GrowthOptions, during func()) *report.Growth {
+func growthWhile(t *testing.T, tg *testutil.Target, o Options, during func()) *report.Growth {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -206,7 +209,7 @@ func growthWhile(t *testing.T, tg *testutil.Target, o GrowthOptions, during func
 	done := make(chan result, 1)
 	o.Note = func(string) { close(open) }
 	go func() {
-		g, err := Growth(ctx, tg.Pid, o)
+		g, err := watchPid(ctx, tg.Pid, o)
 		done <- result{g, err}
 	}()
 	select {
@@ -245,7 +248,7 @@ func TestGrowthChunksBehindForeignMemory(t *testing.T) {
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
 	for try := 1; ; try++ {
 		tg := testutil.Start(t, bin)
-		g := growthWhile(t, tg, GrowthOptions{}, func() {
+		g := growthWhile(t, tg, Options{}, func() {
 			// The chunks, then 64 KiB mapped and touched right below
 			// them: the kernel merges the two into one mapping.
 			if a := tg.Send("big 8"); a != "ok 8388608" {
@@ -328,7 +331,7 @@ func TestGrowthCompletesShortStacks(t *testing.T) {
 // each site mapped by the target's count, and the window.
 func churnWindow(t *testing.T, tg *testutil.Target, n int) (a, b float64, g *report.Growth) {
 	t.Helper()
-	g = growthWhile(t, tg, GrowthOptions{}, func() {
+	g = growthWhile(t, tg, Options{}, func() {
 		f := strings.Fields(tg.Send("churn " + strconv.Itoa(n)))
 		if len(f) != 3 || f[0] != "ok" {
 			t.Fatalf("churn: target said %q", f)
@@ -462,7 +465,7 @@ func testGrowthOwnThreadsOnly(t *testing.T, tracepoints bool) {
 	bin := testutil.BuildC(t, "grow_sites.c", "-O2", "-fomit-frame-pointer")
 	tg := testutil.Start(t, bin)
 	defer tg.Quit()
-	g := growthWhile(t, tg, GrowthOptions{Tracepoints: tracepoints}, func() {
+	g := growthWhile(t, tg, Options{Tracepoints: tracepoints}, func() {
 		for _, cmd := range []string{"fork 128", "exec 4"} {
 			if a := tg.Send(cmd); a != "ok 0" {
 				t.Fatalf("%s: target said %q", cmd, a)
@@ -513,14 +516,14 @@ func TestGrowthRunsAtOnce(t *testing.T) {
 	done := make(chan result, runs)
 	for _, tracepoints := range modes {
 		open := make(chan struct{})
-		o := GrowthOptions{Tracepoints: tracepoints}
+		o := Options{Tracepoints: tracepoints}
 		o.Note = func(m string) {
 			if strings.HasPrefix(m, "perf events are open") {
 				close(open)
 			}
 		}
 		go func() {
-			g, err := Growth(ctx, tg.Pid, o)
+			g, err := watchPid(ctx, tg.Pid, o)
 			done <- result{g, err}
 		}()
 		<-open
@@ -594,7 +597,7 @@ func testGrowthFilePages(t *testing.T, tracepoints bool) {
 		return n
 	}
 	var read, mapped float64
-	g := growthWhile(t, tg, GrowthOptions{Tracepoints: tracepoints}, func() {
+	g := growthWhile(t, tg, Options{Tracepoints: tracepoints}, func() {
 		read = answer("fileslow " + file + " 250")
 		mapped = answer("map 16")
 	})
@@ -637,4 +640,25 @@ func bytesOf(n int) []byte {
 		b[i] = byte(i)
 	}
 	return b
+}
+
+// watchPid opens pid as inspect's use case does (observed only, its heap
+// where it is glibc's; no debuginfod) and watches it.
+func watchPid(ctx context.Context, pid int, o Options) (_ *report.Growth, err error) {
+	tg, err := live.OpenObserved(pid)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		err = tg.Explain(err)
+		tg.Close()
+	}()
+	in := Input{Target: tg, Modules: module.NewTable(tg)}
+	if tg.Libc != nil {
+		in.Libc = report.LibcOf(tg.Libc)
+		if h, err := heap.Open(tg, tg.Libc, heap.Options{}); err == nil {
+			in.Heap = h
+		}
+	}
+	return Watch(ctx, in, o)
 }

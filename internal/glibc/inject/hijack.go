@@ -1,9 +1,10 @@
-package glibc
+package inject
 
 import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/target"
 )
@@ -75,7 +76,7 @@ type HijackPolicy struct {
 
 // NewHijackPolicy prepares the policy for one process, whose signal
 // trampoline (libc's __restore_rt, 0 if unknown) is at sigreturn.
-func NewHijackPolicy(l *Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy {
+func NewHijackPolicy(l *glibc.Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy {
 	p := &HijackPolicy{stackOf: ms, sigreturn: sigreturn}
 	for _, name := range allocatorEntryPoints {
 		if s, ok := l.Lookup(name); ok && s.Size > 0 {
@@ -83,8 +84,7 @@ func NewHijackPolicy(l *Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy
 		}
 	}
 	for _, m := range ms {
-		base := baseName(m.Path)
-		own := isLibc(m) || isLoader(m)
+		base, own := glibc.OwnObject(m)
 		switch {
 		case own && m.Executable():
 			p.ownText = append(p.ownText, span{m.Start, m.End, base})
@@ -103,7 +103,7 @@ func (p *HijackPolicy) Sigreturn() uint64 { return p.sigreturn }
 
 // Check returns nil when the thread may be borrowed, or an error that says
 // why not.
-func (p *HijackPolicy) Check(ts ThreadState, mem Memory) error {
+func (p *HijackPolicy) Check(ts ThreadState, mem glibc.Memory) error {
 	if ts.Syscall >= 0 {
 		if _, ok := safeSyscalls[ts.Syscall]; !ok {
 			return fmt.Errorf("blocked in syscall %d, which the allocator itself may issue", ts.Syscall)
@@ -140,7 +140,7 @@ func (p *HijackPolicy) allocatorLock(addr uint64) string {
 // Stale words in uninitialised locals can make this refuse a thread that
 // was safe; it never makes it accept one that was not, as long as frames
 // keep return addresses on the stack.
-func (p *HijackPolicy) scanStack(ts ThreadState, mem Memory) error {
+func (p *HijackPolicy) scanStack(ts ThreadState, mem glibc.Memory) error {
 	sp := ts.Regs.SP()
 	m, ok := maps.Find(p.stackOf, sp)
 	if !ok {

@@ -1,9 +1,8 @@
-package inspect
+package heapprof
 
 import (
 	"time"
 
-	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/target"
@@ -21,7 +20,7 @@ const (
 	learnEvery   = 100 * time.Millisecond
 )
 
-// blockedStacks reads the whole stack of each of a process's threads
+// BlockedStacks reads the whole stack of each of a process's threads
 // blocked in a system call, without stopping it, and gives it to learn
 // (the profile's Learn: which frame called which, so that a sample whose
 // stack copy is cut short in the same frames is joined to its outer ones,
@@ -32,27 +31,35 @@ const (
 // Running threads are skipped: their stacks change as they are read; so
 // is a thread still blocked as when last read (nothing new to learn).
 // Errors skip a thread: this only helps.
-type blockedStacks struct {
-	t     *live.Target
+type BlockedStacks struct {
+	t     target.Target
 	learn func(unwind.Start, unwind.Stack)
 	last  map[int]procfs.Syscall
 	buf   []byte
 	at    time.Time // the last read
 }
 
-func newBlockedStacks(t *live.Target, learn func(unwind.Start, unwind.Stack)) *blockedStacks {
-	return &blockedStacks{t: t, learn: learn, last: map[int]procfs.Syscall{}}
+// NewBlockedStacks reads t's blocked threads for learn; t is a live
+// process (a core's threads are read whole by the caller).
+func NewBlockedStacks(t target.Target, learn func(unwind.Start, unwind.Stack)) *BlockedStacks {
+	return &BlockedStacks{t: t, learn: learn, last: map[int]procfs.Syscall{}}
 }
 
-// read reads the threads blocked now, unless it did less than learnEvery
+// Read reads the threads blocked now, unless it did less than learnEvery
 // ago.
-func (r *blockedStacks) read() {
+func (r *BlockedStacks) Read() {
 	if !r.at.IsZero() && time.Since(r.at) < learnEvery {
 		return
 	}
 	r.at = time.Now()
 	t := r.t
-	tids, err := procfs.Tasks(t.Pid)
+	// A live target holds its /proc directory (live.Observed): its
+	// threads are read there, never a later process's with its pid.
+	proc := procfs.ByPid(t.Process().Pid)
+	if o, ok := t.(interface{ Proc() *procfs.Proc }); ok {
+		proc = o.Proc()
+	}
+	tids, err := proc.Tasks()
 	if err != nil {
 		return
 	}
@@ -63,7 +70,7 @@ func (r *blockedStacks) read() {
 		if i == learnThreads {
 			break
 		}
-		before, err := procfs.ReadSyscall(t.Pid, tid)
+		before, err := proc.ReadSyscall(tid)
 		if err != nil || before.Running || !before.InSyscall || r.last[tid] == before {
 			continue
 		}
@@ -79,7 +86,7 @@ func (r *blockedStacks) read() {
 		if got <= 0 {
 			continue
 		}
-		after, err := procfs.ReadSyscall(t.Pid, tid)
+		after, err := proc.ReadSyscall(tid)
 		if err != nil || after != before {
 			continue
 		}

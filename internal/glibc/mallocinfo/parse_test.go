@@ -1,4 +1,4 @@
-package glibc
+package mallocinfo
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func TestParseMallocInfoFixtures(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx.version, func(t *testing.T) {
 			raw := readFixture(t, fx.version)
-			mi, err := ParseMallocInfo(raw)
+			mi, err := Parse(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,9 +124,9 @@ func checkArenaShape(t *testing.T, version string, i int, a *Arena, fast, subhea
 
 // checkGlobalSums checks that the trailer is the sum of the heaps, as glibc
 // computes it (with uint64 wrap-around, which the 2.17 garbage needs).
-func checkGlobalSums(t *testing.T, mi *MallocInfo) {
+func checkGlobalSums(t *testing.T, mi *Info) {
 	t.Helper()
-	var s MallocInfo
+	var s Info
 	for _, a := range mi.Arenas {
 		s.FastCount += a.FastCount
 		s.FastBytes += a.FastBytes
@@ -148,11 +148,11 @@ func checkGlobalSums(t *testing.T, mi *MallocInfo) {
 // fixture, computed by hand from its lines.
 func TestParseMallocInfo227(t *testing.T) {
 	raw := readFixture(t, "2.27")
-	mi, err := ParseMallocInfo(raw)
+	mi, err := Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &MallocInfo{
+	want := &Info{
 		Arenas: []Arena{{
 			Index: 0,
 			Sizes: []SizeClass{
@@ -219,7 +219,7 @@ func TestParseMallocInfo227(t *testing.T) {
 // TestParseMallocInfoReal231 checks the main arena of the real 2.31 output
 // against numbers worked out by hand from mi_gen.c.
 func TestParseMallocInfoReal231(t *testing.T) {
-	mi, err := ParseMallocInfo(readFixture(t, "2.31"))
+	mi, err := Parse(readFixture(t, "2.31"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestParseMallocInfoReal231(t *testing.T) {
 }
 
 func TestParseMallocInfo217Garbage(t *testing.T) {
-	mi, err := ParseMallocInfo(readFixture(t, "2.17"))
+	mi, err := Parse(readFixture(t, "2.17"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,10 +285,10 @@ func TestParseMallocInfoWhitespace(t *testing.T) {
 			`<aspace type="total" size="135168"/>`, `<aspace type="mprotect" size="135168"/>`,
 			`</malloc>`, ``}, nl))
 	}
-	var first *MallocInfo
+	var first *Info
 	for _, prefix := range []string{"", "\t\t\t\t\t\t\t      ", "\t\t\t\t\t\t\t        ", "  "} {
 		for _, nl := range []string{"\n", "\r\n"} {
-			mi, err := ParseMallocInfo(body(prefix, nl))
+			mi, err := Parse(body(prefix, nl))
 			if err != nil {
 				t.Fatalf("prefix %q: %v", prefix, err)
 			}
@@ -346,7 +346,7 @@ func TestParseMallocInfoErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mi, err := ParseMallocInfo([]byte(tt.in))
+			mi, err := Parse([]byte(tt.in))
 			if err == nil {
 				t.Fatalf("parsed: %+v", mi)
 			}
@@ -358,24 +358,6 @@ func TestParseMallocInfoErrors(t *testing.T) {
 				t.Errorf("error %q, want line %d and %q", err, tt.line, tt.msg)
 			}
 		})
-	}
-}
-
-func TestVersion(t *testing.T) {
-	v := Version{2, 36}
-	if v.String() != "2.36" {
-		t.Errorf("String() = %q", v.String())
-	}
-	for _, c := range []struct {
-		major, minor int
-		less         bool
-	}{{2, 35, false}, {2, 36, false}, {2, 37, true}, {3, 0, true}, {1, 99, false}} {
-		if got := v.Less(c.major, c.minor); got != c.less {
-			t.Errorf("%v.Less(%d, %d) = %v", v, c.major, c.minor, got)
-		}
-		if got := v.AtLeast(c.major, c.minor); got == c.less {
-			t.Errorf("%v.AtLeast(%d, %d) = %v", v, c.major, c.minor, got)
-		}
 	}
 }
 
@@ -393,7 +375,7 @@ func FuzzParseMallocInfo(f *testing.F) {
 	f.Add([]byte(`<malloc version="1"><heap nr="0"><sizes></sizes></heap></malloc>`))
 	f.Add([]byte("<malloc version=\"1\">\n<total type=\"rest\" count=\"1\" size=\"2\"/>\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		mi, err := ParseMallocInfo(raw)
+		mi, err := Parse(raw)
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) || pe.Line < 1 {

@@ -1,4 +1,4 @@
-package glibc
+package inject
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/target"
@@ -72,7 +73,7 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 	open := func(m maps.Mapping) (*os.File, error) {
 		return os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
 	}
-	libc, err := FindLibc(ms, open)
+	libc, err := glibc.FindLibc(ms, open)
 	if err != nil {
 		t.Fatal(err)
 	}

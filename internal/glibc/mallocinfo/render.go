@@ -1,15 +1,24 @@
-package glibc
+package mallocinfo
 
 import (
 	"bytes"
 	"fmt"
 )
 
-// RenderMallocInfo prints mi exactly as glibc's malloc_info(0, fp) of the
-// given layout prints it, byte for byte: the read-only walker's output can
-// then be compared with glibc's own, and users get the format their tools
+// Format is how one glibc version prints malloc_info: which lines it has
+// and how it indents them (glibc.Layout has its version's).
+type Format struct {
+	MmapLine       bool // <total type="mmap"> (2.20+)
+	FastTotals     bool // <total type="fast"> lines (absent on 2.43)
+	SizePrefix     string
+	UnsortedPrefix string
+}
+
+// Render prints mi exactly as glibc's malloc_info(0, fp) of the given
+// format prints it, byte for byte: the read-only walker's output can then
+// be compared with glibc's own, and users get the format their tools
 // already parse.
-func RenderMallocInfo(mi *MallocInfo, l Layout) []byte {
+func Render(mi *Info, l Format) []byte {
 	var b bytes.Buffer
 	b.WriteString("<malloc version=\"1\">\n")
 	for i := range mi.Arenas {

@@ -1,4 +1,4 @@
-package glibc
+package inject
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/glibc"
 )
 
 const (
@@ -53,7 +54,7 @@ type injection struct {
 	journal uint64 // where we record what we create (0: nowhere)
 }
 
-func newInjection(c Caller, l *Libc, need ...string) (*injection, error) {
+func newInjection(c Caller, l *glibc.Libc, need ...string) (*injection, error) {
 	in := &injection{c: c, fn: map[string]uint64{}}
 	for _, name := range append([]string{"__errno_location"}, need...) {
 		s, ok := l.Lookup(name)
@@ -103,7 +104,7 @@ func errResult(r uint64) bool { return r == ^uint64(0) }
 // created is removed before returning, and errno is restored. ctx is checked
 // between calls: when it is done, the remaining work is skipped but the
 // clean-up still runs.
-func RunMallocInfo(ctx context.Context, c Caller, l *Libc) ([]byte, error) {
+func RunMallocInfo(ctx context.Context, c Caller, l *glibc.Libc) ([]byte, error) {
 	in, err := newInjection(c, l, "mmap", "munmap", "fmemopen", "setvbuf", "fclose", "malloc_info")
 	if err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func withLeak(err error, leak string) error {
 
 // readCString reads the NUL-terminated text fmemopen left at addr. Text
 // filling the whole buffer was cut short.
-func readCString(m Memory, addr, max uint64) ([]byte, bool, error) {
+func readCString(m glibc.Memory, addr, max uint64) ([]byte, bool, error) {
 	var out []byte
 	chunk := make([]byte, 64<<10)
 	for off := uint64(0); off < max; off += uint64(len(chunk)) {
@@ -231,7 +232,7 @@ func readCString(m Memory, addr, max uint64) ([]byte, bool, error) {
 
 // RunMallocTrim runs malloc_trim(pad) in the target and returns its result:
 // 1 when memory was released to the system, 0 otherwise.
-func RunMallocTrim(ctx context.Context, c Caller, l *Libc, pad uint64) (int, error) {
+func RunMallocTrim(ctx context.Context, c Caller, l *glibc.Libc, pad uint64) (int, error) {
 	in, err := newInjection(c, l, "malloc_trim")
 	if err != nil {
 		return 0, err

@@ -1,9 +1,11 @@
-package glibc
+package inject
 
 import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/arenactl/arenactl/internal/glibc"
 )
 
 // What an injection creates in the target (a buffer mapping, a FILE) is
@@ -153,7 +155,7 @@ func planLeftover(s LeftoverSite) leftoverPlan {
 // removeLeftovers removes what earlier runs' calls made (a FILE, a
 // buffer), through calls on this run's thread, then has the finder remove
 // each site left empty, and tells the Noter what it did.
-func (in *injection) removeLeftovers(l *Libc) {
+func (in *injection) removeLeftovers(l *glibc.Libc) {
 	f, ok := in.c.(LeftoverFinder)
 	if !ok {
 		return

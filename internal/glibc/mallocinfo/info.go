@@ -1,22 +1,10 @@
-package glibc
-
-import "fmt"
-
-// Version is a glibc release, as "release version 2.36" in libc's banner.
-type Version struct{ Major, Minor int }
-
-func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
-
-// IsZero reports whether the version is unknown.
-func (v Version) IsZero() bool { return v == Version{} }
-
-// Less reports whether v is older than major.minor.
-func (v Version) Less(major, minor int) bool {
-	return v.Major < major || (v.Major == major && v.Minor < minor)
-}
-
-// AtLeast reports whether v is major.minor or newer.
-func (v Version) AtLeast(major, minor int) bool { return !v.Less(major, minor) }
+// Package mallocinfo owns glibc's malloc_info(0, fp) XML: the document as
+// numbers (Info: per arena and in all), its strict parser, and its
+// rendering byte for byte as each glibc version prints it (Format, which
+// glibc.Layout carries per version). It knows nothing of how the numbers
+// were obtained: glibc's own call (internal/glibc/inject) and the
+// read-only walk (internal/glibc) both give an Info.
+package mallocinfo
 
 // SizeClass is one <size> or <unsorted> line of malloc_info.
 //
@@ -93,8 +81,8 @@ func maxU64(a, b uint64) uint64 {
 	return b
 }
 
-// MallocInfo is the parsed output of glibc's malloc_info(0, fp).
-type MallocInfo struct {
+// Info is the parsed output of glibc's malloc_info(0, fp).
+type Info struct {
 	Arenas []Arena // in ring order, starting at main_arena
 
 	// The global trailer: sums over the arenas, as glibc printed them.
@@ -113,14 +101,14 @@ type MallocInfo struct {
 }
 
 // FreeBytes is the free memory of every arena, as glibc's trailer sums it.
-func (m *MallocInfo) FreeBytes() uint64 { return m.FastBytes + m.RestBytes }
+func (m *Info) FreeBytes() uint64 { return m.FastBytes + m.RestBytes }
 
 // InUse is system - free over every arena.
-func (m *MallocInfo) InUse() uint64 { return m.SystemCurrent - min(m.SystemCurrent, m.FreeBytes()) }
+func (m *Info) InUse() uint64 { return m.SystemCurrent - min(m.SystemCurrent, m.FreeBytes()) }
 
 // FreePercent is FreeBytes as a percentage of SystemCurrent; 0 when the
 // process holds nothing from the system.
-func (m *MallocInfo) FreePercent() float64 {
+func (m *Info) FreePercent() float64 {
 	if m.SystemCurrent == 0 {
 		return 0
 	}

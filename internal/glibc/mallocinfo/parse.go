@@ -1,4 +1,4 @@
-package glibc
+package mallocinfo
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("malloc_info XML, line %d: %s", e.Line, e.Msg)
 }
 
-// ParseMallocInfo parses what glibc's malloc_info(0, fp) prints, in every
+// Parse parses what glibc's malloc_info(0, fp) prints, in every
 // format from 2.17 to 2.43 (malloc/malloc.c, malloc_info; __malloc_info
 // from 2.21): any leading whitespace before <size>/<unsorted>, <unsorted>
 // present or not, <total type="mmap"> (from 2.20), <aspace type="subheaps">
@@ -30,7 +30,7 @@ func (e *ParseError) Error() string {
 //
 // On glibc 2.17 and 2.18 the <unsorted> values, and the rest totals that
 // include them, are uninitialised stack data; they parse like any number.
-func ParseMallocInfo(raw []byte) (*MallocInfo, error) {
+func Parse(raw []byte) (*Info, error) {
 	p := &parser{sc: scanner{data: raw, line: 1}}
 	mi, err := p.parse()
 	if err != nil {
@@ -61,7 +61,7 @@ func (p *parser) next(inside string) (tag, error) {
 	return t, nil
 }
 
-func (p *parser) parse() (*MallocInfo, error) {
+func (p *parser) parse() (*Info, error) {
 	t, ok, err := p.sc.next()
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (p *parser) parse() (*MallocInfo, error) {
 		return nil, p.errorf(t.line, "unsupported malloc_info version %q (only \"1\" exists up to glibc 2.43)", vals[0])
 	}
 
-	mi := &MallocInfo{}
+	mi := &Info{}
 	var st stats
 	for {
 		t, err := p.next("malloc")

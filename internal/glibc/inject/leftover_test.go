@@ -1,4 +1,4 @@
-package glibc
+package inject
 
 import (
 	"encoding/binary"

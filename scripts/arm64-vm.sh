@@ -261,6 +261,8 @@ cmd_run() {
 	# The results disk: sparse, large enough for cores of small targets.
 	truncate -s 2G "$w/out.img"
 	mkdir -p "$CACHE/log"
+	# The consoles of the last 20 runs are kept.
+	ls -1t "$CACHE"/log/run-*.log 2>/dev/null | tail -n +20 | xargs -r rm -f
 	local log
 	log=$CACHE/log/run-$(date -u +%Y%m%dT%H%M%S)-$$.log
 	local t0 t1 rc=0

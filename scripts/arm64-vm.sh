@@ -34,14 +34,18 @@
 # cache's log/ directory). Every step is bounded by a timeout.
 #
 # Environment: ARENACTL_ARM64_CACHE (above), ARENACTL_ARM64_CPU (qemu -cpu,
-# default "max,pauth-impdef=on": MTE and pointer authentication present,
-# PAC computed the fast way), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G).
+# default "max,pauth-impdef=on": pointer authentication present, computed
+# the fast way), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G),
+# ARENACTL_ARM64_BOOT_LIMIT (240 s).
 set -euo pipefail
 
 CACHE=${ARENACTL_ARM64_CACHE:-${XDG_CACHE_HOME:-/var/cache}/arenactl-arm64}
 CPU=${ARENACTL_ARM64_CPU:-max,pauth-impdef=on}
 SMP=${ARENACTL_ARM64_SMP:-2}
 MEM=${ARENACTL_ARM64_MEM:-2G}
+# Seconds from qemu's start to the guest's PID 1 running (13-30 s seen on a
+# loaded 2-CPU machine).
+BOOT_LIMIT=${ARENACTL_ARM64_BOOT_LIMIT:-240}
 SUITE=bookworm
 # The kernel is Debian 12's cloud flavour, the metapackage's current version.
 KERNEL_PKG=linux-image-cloud-arm64
@@ -253,8 +257,12 @@ cmd_run() {
 
 	local w
 	w=$(mktemp -d /tmp/arenactl-arm64vm.XXXXXX)
+	# The VM goes with the script, however it ends (timeout passes a
+	# SIGTERM on to qemu).
+	QPID=""
 	# shellcheck disable=SC2064 # expand now: w is local
-	trap "rm -rf '$w'" EXIT
+	trap "[ -z \"\$QPID\" ] || kill \$QPID 2>/dev/null || true; rm -rf '$w'" EXIT
+	trap 'exit 130' INT TERM HUP
 	printf '%s\n' "$*" >"$w/cmd"
 	tar -cf "$w/job.tar" -C "$jobdir" . --transform 's#^\./##' 2>/dev/null || tar -cf "$w/job.tar" -C "$jobdir" .
 	tar -rf "$w/job.tar" -C "$w" --transform 's#^cmd$#.cmd#' cmd
@@ -268,8 +276,10 @@ cmd_run() {
 	local t0 t1 rc=0
 	t0=$(date +%s.%N)
 	# Boot, the job and power-off, bounded together; qemu's own timeout
-	# gives the guest's timeout room to report.
-	timeout -k 10 $((limit + 180)) nice qemu-system-aarch64 \
+	# gives the guest's timeout room to report. The boot alone is bounded
+	# too: a guest whose PID 1 has not said it is up within BOOT_LIMIT
+	# seconds is stopped.
+	timeout -k 10 $((limit + BOOT_LIMIT + 60)) nice qemu-system-aarch64 \
 		-M virt -cpu "$CPU" -smp "$SMP" -m "$MEM" -accel tcg,thread=multi \
 		-nographic -no-reboot -nodefaults -serial "file:$log" -monitor none \
 		-kernel "$CACHE/vmlinuz" \
@@ -277,12 +287,31 @@ cmd_run() {
 		-drive "file=$CACHE/root.img,if=none,id=root,format=raw,snapshot=on" -device nvme,drive=root,serial=root \
 		-drive "file=$w/job.tar,if=none,id=job,format=raw,readonly=on" -device nvme,drive=job,serial=job \
 		-drive "file=$w/out.img,if=none,id=out,format=raw" -device nvme,drive=out,serial=out \
-		</dev/null >"$w/qemu.out" 2>&1 || rc=$?
+		</dev/null >"$w/qemu.out" 2>&1 &
+	local qpid=$! booted=0
+	QPID=$qpid
+	for _ in $(seq $((BOOT_LIMIT * 2))); do
+		if grep -q 'arenactl-vm: up' "$log" 2>/dev/null; then
+			booted=1
+			break
+		fi
+		kill -0 "$qpid" 2>/dev/null || break
+		sleep 0.5
+	done
+	if [ "$booted" = 0 ] && kill -0 "$qpid" 2>/dev/null; then
+		kill "$qpid" 2>/dev/null || true
+		wait "$qpid" 2>/dev/null || true
+		QPID=""
+		die "the VM did not boot within $BOOT_LIMIT s (console: $log)"
+	fi
+	wait "$qpid" || rc=$?
+	QPID=""
 	t1=$(date +%s.%N)
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-		die "the VM did not finish within $((limit + 180)) s (console: $log)"
+		die "the VM did not finish within $((limit + BOOT_LIMIT + 60)) s (console: $log)"
 	fi
 	[ "$rc" = 0 ] || die "qemu-system-aarch64 failed ($rc): $(head -c 300 "$w/qemu.out" | tr '\n' ' ') (console: $log)"
+	[ "$booted" = 1 ] || die "the VM did not boot (console: $log)"
 	mkdir -p "$w/res"
 	tar -xf "$w/out.img" -C "$w/res" 2>/dev/null || true
 	[ -f "$w/res/.rc" ] || die "the VM gave no result (did it boot? console: $log)"

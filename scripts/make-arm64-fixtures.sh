@@ -15,6 +15,11 @@
 #                                stopped by itself ("freeze"), only with
 #                                ARENACTL_ARM64_BIN=an arm64 arenactl build
 #                                that can trace arm64 processes
+#   heapobjs-2.36-kernel.core.zst the kernel's core of testdata/heapobjs.cpp
+#                                (g++ -O2), killed by SIGABRT from outside
+#                                right after it told its objects
+#   heapobjs-2.36-kernel.truth   what it told ("truth": CLASS ADDR TYPE per
+#                                object, then "pin ADDR FREE")
 #   sysroot/usr/lib/aarch64-linux-gnu/{libc.so.6,ld-linux-aarch64.so.1}
 #                                the image's libc and loader, at the paths the
 #                                core records (--sysroot reads them)
@@ -22,8 +27,8 @@
 #                                libc's detached debug file from the image's
 #                                libc6-dbg of the same version (main_arena and
 #                                mp_ by symbol; --debug-dir DIR/sysroot/usr/lib/debug)
-#   sysroot/job/arenas           the arm64 target itself, at the path the
-#                                core records (the VM runs it from /job)
+#   sysroot/job/{arenas,heapobjs} the arm64 targets, at the path the cores
+#                                record (the VM runs them from /job)
 #
 # Needs what `scripts/arm64-vm.sh check` lists, zstd, and a built image
 # (`scripts/arm64-vm.sh build`). Takes about two minutes (one boot).
@@ -55,6 +60,7 @@ trap 'rm -rf "$work"' EXIT
 job=$work/job
 mkdir -p "$job" "$OUT"
 aarch64-linux-gnu-gcc -pthread -O1 -g -Wall -o "$job/arenas" "$ROOT/testdata/arenas.c"
+aarch64-linux-gnu-g++ -pthread -O2 -g -Wall -o "$job/heapobjs" "$ROOT/testdata/heapobjs.cpp"
 snapshot=0
 if [ -n "${ARENACTL_ARM64_BIN:-}" ]; then
 	cp "$ARENACTL_ARM64_BIN" "$job/arenactl"
@@ -84,6 +90,22 @@ expect "$from" crashing
 exec {from}<&- {to}>&-
 [ -f "/tmp/k/core.$pid" ] || die "no core in /tmp/k: $(ls /tmp/k)"
 mv "/tmp/k/core.$pid" "/job/out/arenas-$V-kernel.core"
+# heapobjs: its own account of every object ("truth"), then SIGABRT from
+# outside, every thread where it was parked (one spinning with an object in
+# a register only).
+coproc TARGET { cd /tmp/k && ulimit -c unlimited && echo 0x33 >/proc/self/coredump_filter && exec /job/heapobjs; }
+pid=$TARGET_PID
+exec {from}<&"${TARGET[0]}" {to}>&"${TARGET[1]}"
+expect "$from" ready
+echo truth >&"$to"
+: >"/job/out/heapobjs-$V-kernel.truth"
+while IFS= read -r -t 120 line <&"$from" && [ "$line" != end ]; do echo "$line" >>"/job/out/heapobjs-$V-kernel.truth"; done
+[ "$line" = end ] || die "heapobjs's truth ended early"
+kill -ABRT "$pid"
+{ wait "$pid"; } 2>/dev/null || true
+exec {from}<&- {to}>&-
+[ -f "/tmp/k/core.$pid" ] || die "no heapobjs core in /tmp/k: $(ls /tmp/k)"
+mv "/tmp/k/core.$pid" "/job/out/heapobjs-$V-kernel.core"
 if [ "$SNAPSHOT" = 1 ]; then
 	coproc TARGET { exec /job/arenas park "$THREADS" "$BLOCKS"; }
 	pid=$TARGET_PID
@@ -106,18 +128,18 @@ EOF
 res=$work/res
 "$VM" run -t 600 -o "$res" "$job" "bash /job/fixtures.sh $THREADS $BLOCKS $snapshot $VERSION" ||
 	die "the run in the VM failed"
-for kind in kernel snapshot; do
-	[ -f "$res/arenas-$VERSION-$kind.core" ] || continue
-	zstd -q -19 -f "$res/arenas-$VERSION-$kind.core" -o "$OUT/arenas-$VERSION-$kind.core.zst"
-	cp "$res/arenas-$VERSION-$kind.xml" "$OUT/"
-	echo "glibc $VERSION arm64 $kind: $(du -k "$OUT/arenas-$VERSION-$kind.core.zst" | cut -f1) KiB ($(du -k --apparent-size "$res/arenas-$VERSION-$kind.core" | cut -f1) KiB apparent)"
+for f in arenas-$VERSION-kernel arenas-$VERSION-snapshot heapobjs-$VERSION-kernel; do
+	[ -f "$res/$f.core" ] || continue
+	zstd -q -19 -f "$res/$f.core" -o "$OUT/$f.core.zst"
+	cp "$res/$f".xml "$res/$f".truth "$OUT/" 2>/dev/null || true
+	echo "$f: $(du -k "$OUT/$f.core.zst" | cut -f1) KiB ($(du -k --apparent-size "$res/$f.core" | cut -f1) KiB apparent)"
 done
 mkdir -p "$OUT/sysroot/usr/lib/aarch64-linux-gnu"
 cp "$libdir/libc.so.6" "$libdir/ld-linux-aarch64.so.1" "$OUT/sysroot/usr/lib/aarch64-linux-gnu/"
 mkdir -p "$OUT/sysroot/job"
-cp "$job/arenas" "$OUT/sysroot/job/arenas"
-chmod 644 "$OUT"/arenas-* "$OUT"/sysroot/usr/lib/aarch64-linux-gnu/*
-chmod 755 "$OUT/sysroot/job/arenas"
+cp "$job/arenas" "$job/heapobjs" "$OUT/sysroot/job/"
+chmod 644 "$OUT"/arenas-* "$OUT"/heapobjs-* "$OUT"/sysroot/usr/lib/aarch64-linux-gnu/*
+chmod 755 "$OUT"/sysroot/job/*
 
 # libc's debug file: the image's libc6-dbg of the very same version, fetched
 # with a private apt state (the host's package lists are untouched).

@@ -147,6 +147,7 @@ func TestGuest(t *testing.T) {
 	t.Run("kernel-core", g.kernelCore)
 	t.Run("fixture", g.fixture)
 	t.Run("heap", g.heap)
+	t.Run("fixture-heap", g.fixtureHeap)
 	t.Run("leaks", g.leaks)
 	t.Run("growth", g.growth)
 }
@@ -351,9 +352,31 @@ func procState(pid int) string {
 // TestHeapClassifiesWhatTheTargetSays on x86_64).
 func (g *guest) heap(t *testing.T) {
 	tg := g.start(t, "heapobjs")
+	var truth []string
+	for line := tg.Send("truth"); line != "end"; line = tg.Next() {
+		truth = append(truth, line)
+	}
+	g.checkHeap(t, truth, strconv.Itoa(tg.Pid))
+	if line, code := tg.Quit(); line != "bye" || code != 0 {
+		t.Fatalf("target: %q %d", line, code)
+	}
+}
+
+// fixture-heap: the same on the committed arm64 core of heapobjs.
+func (g *guest) fixtureHeap(t *testing.T) {
+	fx := filepath.Join(g.dir, "fixtures")
+	truth := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(fx, "heapobjs-2.36-kernel.truth"))), "\n")
+	g.checkHeap(t, truth, "--sysroot", filepath.Join(fx, "sysroot"), filepath.Join(fx, "heapobjs-2.36-kernel.core.zst"))
+}
+
+// checkHeap runs arenactl heap on what (a PID or a file, after options)
+// and checks every object heapobjs told of (its "truth" lines) for its
+// chunk, class and type, and the pin.
+func (g *guest) checkHeap(t *testing.T, truth []string, what ...string) {
+	t.Helper()
 	var objs [][3]string // class, address, type
 	pin := ""
-	for line := tg.Send("truth"); line != "end"; line = tg.Next() {
+	for _, line := range truth {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 3 && f[0] == "pin":
@@ -371,7 +394,7 @@ func (g *guest) heap(t *testing.T) {
 	for _, o := range objs {
 		args = append(args, "--addr", o[1])
 	}
-	out := g.mustRun(t, append(args, strconv.Itoa(tg.Pid))...).stdout
+	out := g.mustRun(t, append(args, what...)...).stdout
 	got := map[string][3]string{}
 	for _, l := range strings.Split(out, "\n") {
 		if m := lookupLine.FindStringSubmatch(l); m != nil {
@@ -396,9 +419,6 @@ func (g *guest) heap(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("arenactl heap:\n%s", out)
-	}
-	if line, code := tg.Quit(); line != "bye" || code != 0 {
-		t.Fatalf("target: %q %d", line, code)
 	}
 }
 

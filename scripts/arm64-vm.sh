@@ -18,12 +18,17 @@
 #   root.img   rootfs as an ext4 image (mkfs.ext4 -d: nothing is mounted)
 #   vmlinuz    Debian 12's linux-image-*-cloud-arm64 kernel (apt-get download
 #              with a private apt state; the host's package lists are untouched)
+#   vmlinuz-16k, root.cpio
+#              with ARENACTL_ARM64_PAGES=16k: Debian 13's arm64-16k kernel (no
+#              16 KiB-page kernel in Debian 12) and rootfs as an initramfs
 #
 # The guest boots without an initramfs: its root is an NVMe disk (the cloud
 # kernel builds NVMe in; virtio-blk and 9p are modules or absent, so the job
 # goes in and the results come out as tar archives on two more raw NVMe
 # disks, not a shared directory). The root disk is opened with snapshot=on:
-# nothing a run writes reaches the cached image. PID 1 is the script
+# nothing a run writes reaches the cached image. The 16k kernel has NVMe as a
+# module: it boots from root.cpio with the job appended as a second cpio
+# archive, and the results come out through a virtio serial port. PID 1 is the script
 # /sbin/arenactl-vm-init written below: it mounts /proc, /sys, /dev, a tmpfs
 # /tmp, tracefs, unpacks the job, runs the command with a timeout, writes
 # /job/out plus the command's stdout, stderr and exit status, and powers off.
@@ -36,7 +41,8 @@
 # Environment: ARENACTL_ARM64_CACHE (above), ARENACTL_ARM64_CPU (qemu -cpu,
 # default "max,pauth-impdef=on": pointer authentication present, computed
 # the fast way), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G),
-# ARENACTL_ARM64_BOOT_LIMIT (240 s).
+# ARENACTL_ARM64_BOOT_LIMIT (240 s), ARENACTL_ARM64_PAGES (4k, or 16k: the
+# same userland under a kernel with 16 KiB pages).
 set -euo pipefail
 
 CACHE=${ARENACTL_ARM64_CACHE:-${XDG_CACHE_HOME:-/var/cache}/arenactl-arm64}
@@ -46,7 +52,17 @@ MEM=${ARENACTL_ARM64_MEM:-2G}
 # Seconds from qemu's start to the guest's PID 1 running (13-30 s seen on a
 # loaded 2-CPU machine).
 BOOT_LIMIT=${ARENACTL_ARM64_BOOT_LIMIT:-240}
+PAGES=${ARENACTL_ARM64_PAGES:-4k}
+case $PAGES in 4k | 16k) ;; *)
+	echo "arm64-vm.sh: ARENACTL_ARM64_PAGES is '$PAGES': 4k or 16k" >&2
+	exit 125
+	;;
+esac
 SUITE=bookworm
+# Debian 12 has no arm64 kernel with 16 KiB pages; Debian 13's runs its
+# userland as well.
+SUITE_16K=trixie
+KERNEL_PKG_16K=linux-image-arm64-16k
 # The kernel is Debian 12's cloud flavour, the metapackage's current version.
 KERNEL_PKG=linux-image-cloud-arm64
 # Packages on top of minbase: mount (util-linux's mount), procps (ps, for
@@ -72,6 +88,7 @@ missing() {
 		mkfs.ext4:e2fsprogs tar:tar timeout:coreutils apt-get:apt dpkg-deb:dpkg flock:util-linux; do
 		command -v "${t%%:*}" >/dev/null || echo "${t%%:*} (apt-get install --no-install-recommends ${t#*:})"
 	done
+	[ "$PAGES" = 4k ] || command -v cpio >/dev/null || echo "cpio (apt-get install --no-install-recommends cpio)"
 	# The debootstrap second stage runs arm64 programs in a chroot: the
 	# kernel must hand them to qemu-user-static.
 	if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
@@ -89,7 +106,7 @@ cmd_check() {
 		echo "$m" | sed 's/^/  /'
 		return 1
 	fi
-	if [ -f "$CACHE/root.img" ] && [ -f "$CACHE/vmlinuz" ]; then
+	if [ -f "$CACHE/root.img" ] && [ -f "$CACHE/$(kernel_file)" ]; then
 		echo "ready: image in $CACHE"
 	else
 		echo "tools present; no image yet in $CACHE (arm64-vm.sh build)"
@@ -121,12 +138,22 @@ limit=600
 for a in $(cat /proc/cmdline); do
 	case $a in arenactl.timeout=*) limit=${a#*=} ;; esac
 done
-dev() { for d in /sys/class/nvme/nvme*; do [ "$(cat "$d/serial" | tr -d ' ')" = "$1" ] && { ls "$d" | grep -m1 "^nvme[0-9]*n1$"; return; }; done; }
-job=$(dev job) out=$(dev out)
-echo "arenactl-vm: up $(cut -d' ' -f1 /proc/uptime)s, job on /dev/$job, results on /dev/$out" >/dev/console
-mkdir -p /job
-# The job disk is a tar archive padded with zeros, read as a file.
-tar -xf "/dev/$job" -C /job
+dev() { for d in /sys/class/nvme/nvme*; do [ "$(cat "$d/serial" 2>/dev/null | tr -d ' ')" = "$1" ] && { ls "$d" | grep -m1 "^nvme[0-9]*n1$"; return; }; done; }
+job=$(dev job)
+if [ -n "$job" ]; then
+	out=/dev/$(dev out)
+	mkdir -p /job
+	# The job disk is a tar archive padded with zeros, read as a file.
+	tar -xf "/dev/$job" -C /job
+else
+	# Booted from an initramfs that holds /job (a kernel without NVMe
+	# built in): the results go out through a virtio serial port.
+	job=initramfs
+	for p in /sys/class/virtio-ports/*; do
+		[ "$(cat "$p/name" 2>/dev/null)" = arenactl.out ] && out=/dev/${p##*/}
+	done
+fi
+echo "arenactl-vm: up $(cut -d' ' -f1 /proc/uptime)s, job on $job, results to $out" >/dev/console
 mkdir -p /job/out
 cd /job
 start=$(cut -d' ' -f1 /proc/uptime)
@@ -134,13 +161,43 @@ timeout -k 5 "$limit" bash /job/.cmd >/job/.stdout 2>/job/.stderr </dev/null
 echo $? >/job/.rc
 end=$(cut -d' ' -f1 /proc/uptime)
 echo "$start $end" >/job/.times
-tar -cf "/dev/$out" -C /job .stdout .stderr .rc .times out
+tar -cf "$out" -C /job .stdout .stderr .rc .times out
 sync
+sleep 1
 echo "arenactl-vm: done $(cut -d' ' -f1 /proc/uptime)s" >/dev/console
 echo o >/proc/sysrq-trigger
 sleep 10
 EOF
 	chmod 755 "$1"
+}
+
+# kernel_file is the cached kernel of this run's page size.
+kernel_file() { if [ "$PAGES" = 16k ]; then echo vmlinuz-16k; else echo vmlinuz; fi; }
+
+# fetch_kernel SUITE METAPACKAGE NAME: the kernel behind METAPACKAGE in
+# SUITE's arm64 archive, as $CACHE/NAME (and its config as NAME.config),
+# with a private apt state under $CACHE/tmp.
+fetch_kernel() {
+	local apt=$CACHE/tmp/apt-$1 o img
+	echo "kernel ($2, $1)" >&2
+	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/empty.d" "$CACHE/tmp/kernel-$3"
+	: >"$apt/status"
+	echo "deb $(mirror) $1 main" >"$apt/sources.list"
+	o=(-o APT::Architecture=arm64 -o APT::Architectures=arm64
+		-o Dir::Etc::sourcelist="$apt/sources.list" -o Dir::Etc::sourceparts="$apt/empty.d"
+		-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o Dir::State::status="$apt/status"
+		-o Dir::Etc::preferencesparts="$apt/empty.d" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+	timeout 600 apt-get "${o[@]}" update >"$apt/log" 2>&1 || die "apt-get update ($1 arm64) failed (see $apt/log)"
+	img=$(apt-cache "${o[@]}" depends "$2" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -n 1)
+	[ -n "$img" ] || die "no kernel package behind $2 in $1"
+	(cd "$apt" && timeout 900 apt-get "${o[@]}" download "$img" >>"$apt/log" 2>&1) ||
+		die "apt-get download $img failed (see $apt/log)"
+	dpkg-deb --fsys-tarfile "$apt/$img"_*.deb | tar -x -C "$CACHE/tmp/kernel-$3" --wildcards './boot/*'
+	cp "$CACHE/tmp/kernel-$3"/boot/config-* "$CACHE/$3.config"
+	cp "$CACHE/tmp/kernel-$3"/boot/vmlinuz-* "$CACHE/$3.new"
+	mv "$CACHE/$3.new" "$CACHE/$3"
+	echo "kernel $3: $img" >>"$CACHE/VERSION"
+	rm -rf "$apt" "$CACHE/tmp/kernel-$3"
 }
 
 cmd_build() {
@@ -151,16 +208,25 @@ cmd_build() {
 	mkdir -p "$CACHE"
 	exec 9>"$CACHE/.lock"
 	flock -w 3600 9 || die "another build holds $CACHE/.lock"
-	if [ -d "$CACHE/rootfs" ] && [ -f "$CACHE/vmlinuz" ]; then
-		make_image
-		echo "image already built in $CACHE"
-		return 0
+	if [ ! -d "$CACHE/rootfs" ] || [ ! -f "$CACHE/vmlinuz" ]; then
+		build_base
 	fi
-	local t0 uri tmp rootfs apt o
+	if [ "$PAGES" = 16k ] && [ ! -f "$CACHE/vmlinuz-16k" ]; then
+		fetch_kernel "$SUITE_16K" "$KERNEL_PKG_16K" vmlinuz-16k
+	fi
+	rm -rf "$CACHE/tmp"
+	make_image
+	cat "$CACHE/VERSION"
+	echo "image: $(du -sh --apparent-size "$CACHE/root.img" | cut -f1) apparent, $(du -sh "$CACHE/root.img" | cut -f1) on disk" >&2
+}
+
+# build_base: the Debian 12 arm64 tree and its cloud kernel.
+build_base() {
+	local t0 uri tmp rootfs
 	t0=$(date +%s)
 	uri=$(mirror)
 	tmp=$CACHE/tmp
-	rm -rf "$tmp" "$CACHE/rootfs"
+	rm -rf "$tmp" "$CACHE/rootfs" "$CACHE/root.img" "$CACHE/root.cpio" "$CACHE/init.sh"
 	mkdir -p "$tmp"
 	rootfs=$tmp/rootfs
 
@@ -178,39 +244,13 @@ cmd_build() {
 		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* \
 		"$rootfs"/usr/share/info/*
 	echo "$SUITE arm64 (arenactl-vm)" >"$rootfs/etc/issue"
-
-	echo "kernel ($KERNEL_PKG)" >&2
-	apt=$tmp/apt
-	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/empty.d"
-	: >"$apt/status"
-	echo "deb $uri $SUITE main" >"$apt/sources.list"
-	o=(-o APT::Architecture=arm64 -o APT::Architectures=arm64
-		-o Dir::Etc::sourcelist="$apt/sources.list" -o Dir::Etc::sourceparts="$apt/empty.d"
-		-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o Dir::State::status="$apt/status"
-		-o Dir::Etc::preferencesparts="$apt/empty.d" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
-	timeout 600 apt-get "${o[@]}" update >"$tmp/apt.log" 2>&1 || die "apt-get update (arm64) failed (see $tmp/apt.log)"
-	local img
-	img=$(apt-cache "${o[@]}" depends "$KERNEL_PKG" 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -n 1)
-	[ -n "$img" ] || die "no kernel package behind $KERNEL_PKG"
-	(cd "$tmp" && timeout 600 apt-get "${o[@]}" download "$img" >>"$tmp/apt.log" 2>&1) ||
-		die "apt-get download $img failed (see $tmp/apt.log)"
-	mkdir -p "$tmp/kernel"
-	dpkg-deb --fsys-tarfile "$tmp/$img"_*.deb | tar -x -C "$tmp/kernel" --wildcards './boot/*'
-	cp "$tmp"/kernel/boot/vmlinuz-* "$CACHE/vmlinuz.new"
-	cp "$tmp"/kernel/boot/config-* "$CACHE/config"
-
 	mv "$rootfs" "$CACHE/rootfs"
 	{
 		echo "suite: $SUITE arm64 minbase + $INCLUDE"
-		echo "kernel: $img"
 		echo "glibc: $(awk -v RS= '/^Package: libc6\n/' "$CACHE/rootfs/var/lib/dpkg/status" | sed -n 's/^Version: //p')"
-		echo "built: $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s"
 	} >"$CACHE/VERSION"
-	mv "$CACHE/vmlinuz.new" "$CACHE/vmlinuz"
-	rm -rf "$tmp"
-	make_image
-	cat "$CACHE/VERSION"
-	echo "image: $(du -sh --apparent-size "$CACHE/root.img" | cut -f1) apparent, $(du -sh "$CACHE/root.img" | cut -f1) on disk" >&2
+	fetch_kernel "$SUITE" "$KERNEL_PKG" vmlinuz
+	echo "built: $(date -u +%FT%TZ) in $(($(date +%s) - t0)) s" >>"$CACHE/VERSION"
 }
 
 # make_image (re)makes root.img from rootfs when this script's init differs
@@ -220,17 +260,23 @@ make_image() {
 	write_init "$init.new"
 	if [ -f "$CACHE/root.img" ] && cmp -s "$init.new" "$init"; then
 		rm -f "$init.new"
-		return 0
+	else
+		[ -d "$CACHE/rootfs" ] || die "no rootfs in $CACHE (run: arm64-vm.sh build)"
+		echo "root.img (ext4)" >&2
+		rm -f "$CACHE/root.cpio"
+		cp "$init.new" "$CACHE/rootfs/sbin/arenactl-vm-init"
+		kib=$(du -sk "$CACHE/rootfs" | cut -f1)
+		rm -f "$CACHE/root.img.new"
+		truncate -s "$(((kib + 262144) / 1024))M" "$CACHE/root.img.new"
+		mkfs.ext4 -q -F -L arenactl-arm64 -d "$CACHE/rootfs" "$CACHE/root.img.new" >/dev/null || die "mkfs.ext4 -d failed"
+		mv "$CACHE/root.img.new" "$CACHE/root.img"
+		mv "$init.new" "$init"
 	fi
-	[ -d "$CACHE/rootfs" ] || die "no rootfs in $CACHE (run: arm64-vm.sh build)"
-	echo "root.img (ext4)" >&2
-	cp "$init.new" "$CACHE/rootfs/sbin/arenactl-vm-init"
-	kib=$(du -sk "$CACHE/rootfs" | cut -f1)
-	rm -f "$CACHE/root.img.new"
-	truncate -s "$(((kib + 262144) / 1024))M" "$CACHE/root.img.new"
-	mkfs.ext4 -q -F -L arenactl-arm64 -d "$CACHE/rootfs" "$CACHE/root.img.new" >/dev/null || die "mkfs.ext4 -d failed"
-	mv "$CACHE/root.img.new" "$CACHE/root.img"
-	mv "$init.new" "$init"
+	if [ "$PAGES" = 16k ] && [ ! -f "$CACHE/root.cpio" ]; then
+		echo "root.cpio (initramfs)" >&2
+		(cd "$CACHE/rootfs" && find . | cpio -o -H newc --quiet) >"$CACHE/root.cpio.new" || die "cpio failed"
+		mv "$CACHE/root.cpio.new" "$CACHE/root.cpio"
+	fi
 }
 
 cmd_run() {
@@ -248,7 +294,8 @@ cmd_run() {
 	local jobdir=$1
 	shift
 	[ -d "$jobdir" ] || die "$jobdir: not a directory"
-	[ -d "$CACHE/rootfs" ] && [ -f "$CACHE/vmlinuz" ] || die "no image in $CACHE (run: arm64-vm.sh build)"
+	[ -d "$CACHE/rootfs" ] && [ -f "$CACHE/$(kernel_file)" ] || die "no image for $PAGES pages in $CACHE (run: ARENACTL_ARM64_PAGES=$PAGES arm64-vm.sh build)"
+	[ "$PAGES" = 4k ] || command -v cpio >/dev/null || die "cpio is missing (apt-get install cpio)"
 	(
 		flock -w 600 9 || die "$CACHE/.lock is held"
 		make_image
@@ -268,6 +315,25 @@ cmd_run() {
 	tar -rf "$w/job.tar" -C "$w" --transform 's#^cmd$#.cmd#' cmd
 	# The results disk: sparse, large enough for cores of small targets.
 	truncate -s 2G "$w/out.img"
+	local machine
+	if [ "$PAGES" = 4k ]; then
+		machine=(-kernel "$CACHE/vmlinuz"
+			-append "console=ttyAMA0 root=/dev/nvme0n1 ro rootwait init=/sbin/arenactl-vm-init panic=-1 quiet arenactl.timeout=$limit"
+			-drive "file=$CACHE/root.img,if=none,id=root,format=raw,snapshot=on" -device nvme,drive=root,serial=root
+			-drive "file=$w/job.tar,if=none,id=job,format=raw,readonly=on" -device nvme,drive=job,serial=job
+			-drive "file=$w/out.img,if=none,id=out,format=raw" -device nvme,drive=out,serial=out)
+	else
+		# The initramfs: the root, then the job under /job.
+		mkdir -p "$w/stage/job"
+		tar -xf "$w/job.tar" -C "$w/stage/job"
+		cp "$CACHE/root.cpio" "$w/initrd"
+		(cd "$w/stage" && find . | cpio -o -H newc --quiet) >>"$w/initrd"
+		rm -rf "$w/stage"
+		: >"$w/out.img"
+		machine=(-kernel "$CACHE/vmlinuz-16k" -initrd "$w/initrd"
+			-append "console=ttyAMA0 rdinit=/sbin/arenactl-vm-init panic=-1 quiet arenactl.timeout=$limit"
+			-device virtio-serial-pci -chardev "file,id=out,path=$w/out.img" -device virtserialport,chardev=out,name=arenactl.out)
+	fi
 	mkdir -p "$CACHE/log"
 	# The consoles of the last 20 runs are kept.
 	ls -1t "$CACHE"/log/run-*.log 2>/dev/null | tail -n +20 | xargs -r rm -f
@@ -281,12 +347,7 @@ cmd_run() {
 	# seconds is stopped.
 	timeout -k 10 $((limit + BOOT_LIMIT + 60)) nice qemu-system-aarch64 \
 		-M virt -cpu "$CPU" -smp "$SMP" -m "$MEM" -accel tcg,thread=multi \
-		-nographic -no-reboot -nodefaults -serial "file:$log" -monitor none \
-		-kernel "$CACHE/vmlinuz" \
-		-append "console=ttyAMA0 root=/dev/nvme0n1 ro rootwait init=/sbin/arenactl-vm-init panic=-1 quiet arenactl.timeout=$limit" \
-		-drive "file=$CACHE/root.img,if=none,id=root,format=raw,snapshot=on" -device nvme,drive=root,serial=root \
-		-drive "file=$w/job.tar,if=none,id=job,format=raw,readonly=on" -device nvme,drive=job,serial=job \
-		-drive "file=$w/out.img,if=none,id=out,format=raw" -device nvme,drive=out,serial=out \
+		-nographic -no-reboot -nodefaults -serial "file:$log" -monitor none "${machine[@]}" \
 		</dev/null >"$w/qemu.out" 2>&1 &
 	local qpid=$! booted=0
 	QPID=$qpid

@@ -40,6 +40,12 @@ VM=$ROOT/scripts/arm64-vm.sh
 THREADS=2
 BLOCKS=200
 VERSION=2.36
+# ARENACTL_ARM64_PAGES=16k makes the same fixtures under the 16 KiB-page
+# kernel, named arenas-2.36-16k-kernel.* and so on (the userland, and so the
+# sysroot, is the same).
+PAGES=${ARENACTL_ARM64_PAGES:-4k}
+NAMEV=$VERSION
+[ "$PAGES" = 4k ] || NAMEV=$VERSION-$PAGES
 
 die() {
 	echo "make-arm64-fixtures.sh: $*" >&2
@@ -126,9 +132,9 @@ getconf PAGESIZE >/job/out/pagesize
 EOF
 
 res=$work/res
-"$VM" run -t 600 -o "$res" "$job" "bash /job/fixtures.sh $THREADS $BLOCKS $snapshot $VERSION" ||
+"$VM" run -t 600 -o "$res" "$job" "bash /job/fixtures.sh $THREADS $BLOCKS $snapshot $NAMEV" ||
 	die "the run in the VM failed"
-for f in arenas-$VERSION-kernel arenas-$VERSION-snapshot heapobjs-$VERSION-kernel; do
+for f in arenas-$NAMEV-kernel arenas-$NAMEV-snapshot heapobjs-$NAMEV-kernel; do
 	[ -f "$res/$f.core" ] || continue
 	zstd -q -19 -f "$res/$f.core" -o "$OUT/$f.core.zst"
 	cp "$res/$f".xml "$res/$f".truth "$OUT/" 2>/dev/null || true

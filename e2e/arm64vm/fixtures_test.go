@@ -44,7 +44,7 @@ func TestFixturesHoldTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, name := range []string{"arenas-2.36-kernel", "heapobjs-2.36-kernel"} {
+	for _, name := range []string{"arenas-2.36-kernel", "heapobjs-2.36-kernel", "arenas-2.36-16k-kernel", "heapobjs-2.36-16k-kernel"} {
 		t.Run(name, func(t *testing.T) {
 			z, err := os.ReadFile(filepath.Join(dir, name+".core.zst"))
 			if err != nil {
@@ -74,7 +74,7 @@ func TestFixturesHoldTogether(t *testing.T) {
 				}
 				if strings.HasSuffix(path, "/libc.so.6") {
 					sawLibc = true
-					page := make([]byte, 4096)
+					page := make([]byte, 4096) // within the first page at any page size
 					if n, _ := readCore(f, start, page); n != len(page) || !bytes.Equal(page, libcHead[:len(page)]) {
 						t.Errorf("libc's first page in the core (at %#x) is not the sysroot's libc", start)
 					}

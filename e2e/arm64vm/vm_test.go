@@ -323,17 +323,22 @@ func (g *guest) memoryAlone(t *testing.T, core, want string) {
 	t.Logf("from memory alone: glibc %s to %s, not exact; the XML differs from 2.36's print", doc.Glibc.VersionMin, doc.Glibc.Version)
 }
 
-// fixture: the committed arm64 kernel core (testdata/cores/arm64) read on
-// arm64, with its sysroot and debug file and from memory alone.
+// fixture: the committed arm64 kernel cores (testdata/cores/arm64) read on
+// arm64, with their sysroot and debug file and from memory alone.
 func (g *guest) fixture(t *testing.T) {
 	fx := filepath.Join(g.dir, "fixtures")
-	core := filepath.Join(fx, "arenas-2.36-kernel.core.zst")
-	want := readFile(t, filepath.Join(fx, "arenas-2.36-kernel.xml"))
 	sysroot := filepath.Join(fx, "sysroot")
-	got := g.mustRun(t, "info", "--xml", "--sysroot", sysroot, "--debug-dir", filepath.Join(sysroot, "usr", "lib", "debug"), core).stdout
-	sameXML(t, "the fixture with its sysroot", got, want)
-	g.memoryAlone(t, core, want)
+	for _, v := range fixtureVersions {
+		core := filepath.Join(fx, "arenas-"+v+"-kernel.core.zst")
+		want := readFile(t, filepath.Join(fx, "arenas-"+v+"-kernel.xml"))
+		got := g.mustRun(t, "info", "--xml", "--sysroot", sysroot, "--debug-dir", filepath.Join(sysroot, "usr", "lib", "debug"), core).stdout
+		sameXML(t, "the "+v+" fixture with its sysroot", got, want)
+		g.memoryAlone(t, core, want)
+	}
 }
+
+// fixtureVersions name the committed arm64 cores: 4 and 16 KiB pages.
+var fixtureVersions = []string{"2.36", "2.36-16k"}
 
 func procState(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -362,11 +367,13 @@ func (g *guest) heap(t *testing.T) {
 	}
 }
 
-// fixture-heap: the same on the committed arm64 core of heapobjs.
+// fixture-heap: the same on the committed arm64 cores of heapobjs.
 func (g *guest) fixtureHeap(t *testing.T) {
 	fx := filepath.Join(g.dir, "fixtures")
-	truth := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(fx, "heapobjs-2.36-kernel.truth"))), "\n")
-	g.checkHeap(t, truth, "--sysroot", filepath.Join(fx, "sysroot"), filepath.Join(fx, "heapobjs-2.36-kernel.core.zst"))
+	for _, v := range fixtureVersions {
+		truth := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(fx, "heapobjs-"+v+"-kernel.truth"))), "\n")
+		g.checkHeap(t, truth, "--sysroot", filepath.Join(fx, "sysroot"), filepath.Join(fx, "heapobjs-"+v+"-kernel.core.zst"))
+	}
 }
 
 // checkHeap runs arenactl heap on what (a PID or a file, after options)

@@ -85,6 +85,7 @@ missing() {
 	local t
 	for t in qemu-system-aarch64:qemu-system-arm qemu-aarch64-static:qemu-user-static \
 		debootstrap:debootstrap aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
+		aarch64-linux-gnu-g++:g++-aarch64-linux-gnu \
 		mkfs.ext4:e2fsprogs tar:tar timeout:coreutils apt-get:apt dpkg-deb:dpkg flock:util-linux; do
 		command -v "${t%%:*}" >/dev/null || echo "${t%%:*} (apt-get install --no-install-recommends ${t#*:})"
 	done
@@ -316,6 +317,7 @@ cmd_run() {
 	# The results disk: sparse, large enough for cores of small targets.
 	truncate -s 2G "$w/out.img"
 	local machine
+	# shellcheck disable=SC2054 # the commas are qemu's
 	if [ "$PAGES" = 4k ]; then
 		machine=(-kernel "$CACHE/vmlinuz"
 			-append "console=ttyAMA0 root=/dev/nvme0n1 ro rootwait init=/sbin/arenactl-vm-init panic=-1 quiet arenactl.timeout=$limit"
@@ -330,6 +332,7 @@ cmd_run() {
 		(cd "$w/stage" && find . | cpio -o -H newc --quiet) >>"$w/initrd"
 		rm -rf "$w/stage"
 		: >"$w/out.img"
+		# shellcheck disable=SC2054
 		machine=(-kernel "$CACHE/vmlinuz-16k" -initrd "$w/initrd"
 			-append "console=ttyAMA0 rdinit=/sbin/arenactl-vm-init panic=-1 quiet arenactl.timeout=$limit"
 			-device virtio-serial-pci -chardev "file,id=out,path=$w/out.img" -device virtserialport,chardev=out,name=arenactl.out)

@@ -52,7 +52,7 @@ die() {
 	exit 1
 }
 
-for tool in aarch64-linux-gnu-gcc zstd; do
+for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-g++ zstd; do
 	command -v "$tool" >/dev/null || die "$tool is not installed"
 done
 CACHE=$("$VM" path)

@@ -140,6 +140,7 @@ func TestGuest(t *testing.T) {
 	wd, _ := os.Getwd()
 	g := &guest{dir: wd, arenactl: filepath.Join(wd, "arenactl")}
 	t.Logf("%s, page size %d", strings.TrimSpace(readFile(t, "/proc/version")), os.Getpagesize())
+	t.Run("kernel", g.kernel)
 	t.Run("info", g.info)
 	t.Run("info-read-only", g.infoReadOnly)
 	t.Run("trim", g.trim)

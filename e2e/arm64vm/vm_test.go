@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,9 @@ func TestArm64VM(t *testing.T) {
 	}
 	if os.Getenv("ARENACTL_ARM64") != "1" {
 		t.Skip("ARENACTL_ARM64=1 runs arenactl on arm64 under emulation (docs/arm64.md)")
+	}
+	if d, ok := t.Deadline(); ok && time.Until(d) < guestLimit+10*time.Minute {
+		t.Fatalf("the suite needs up to %v: run it with -timeout 40m", guestLimit+10*time.Minute)
 	}
 	root := testutil.RepoRoot(t)
 	vm := filepath.Join(root, "scripts", "arm64-vm.sh")
@@ -94,7 +98,13 @@ func TestArm64VM(t *testing.T) {
 		fmt.Sprintf("ARENACTL_ARM64_GUEST=1 ./e2e.test -test.v -test.run '^TestGuest$' -test.timeout %ds", secs))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	// If this test process dies (go test's -timeout), the script gets a
+	// SIGTERM and takes the VM down with it (a SIGKILL would leave qemu).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	err := testutil.StartOwned(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	t.Logf("the guest's run:\n%s", out.String())
 	// The summary: one line per command.
 	res := regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL|SKIP): TestGuest/(\S+) \(([0-9.]+s)\)`).FindAllStringSubmatch(out.String(), -1)

@@ -339,7 +339,8 @@ cmd_run() {
 	fi
 	mkdir -p "$CACHE/log"
 	# The consoles of the last 20 runs are kept.
-	ls -1t "$CACHE"/log/run-*.log 2>/dev/null | tail -n +20 | xargs -r rm -f
+	# (Under pipefail: a fresh cache has no log yet, and ls fails.)
+	{ ls -1t "$CACHE"/log/run-*.log 2>/dev/null || true; } | tail -n +20 | xargs -r rm -f
 	local log
 	log=$CACHE/log/run-$(date -u +%Y%m%dT%H%M%S)-$$.log
 	local t0 t1 rc=0

@@ -43,7 +43,10 @@
 # the fast way), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G),
 # ARENACTL_ARM64_BOOT_LIMIT (240 s), ARENACTL_ARM64_PAGES (4k, or 16k: the
 # same userland under a kernel with 16 KiB pages).
-set -euo pipefail
+set -Eeuo pipefail
+# Anything that fails unexpectedly says where, in one line, and is status 125
+# like every other failure of the script's own.
+trap 'echo "arm64-vm.sh: line $LINENO failed (status $?)" >&2; exit 125' ERR
 
 CACHE=${ARENACTL_ARM64_CACHE:-${XDG_CACHE_HOME:-/var/cache}/arenactl-arm64}
 CPU=${ARENACTL_ARM64_CPU:-max,pauth-impdef=on}
@@ -390,11 +393,13 @@ cmd_run() {
 	up=$(grep -o 'arenactl-vm: up [0-9.]*' "$log" | awk '{print $3}')
 	read -r s e <"$w/res/.times"
 	echo "arm64-vm.sh: $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s in all: booted in ${up:-?} s, command $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.1f", b-a}') s, exit $(cat "$w/res/.rc")" >&2
-	return "$(cat "$w/res/.rc")"
+	# exit, not return: the command's status is no failure of the script's
+	# (the ERR trap), and the EXIT trap cleans up.
+	exit "$(cat "$w/res/.rc")"
 }
 
 case ${1:-} in
-check) cmd_check ;;
+check) cmd_check || exit 1 ;;
 build) cmd_build ;;
 run)
 	shift

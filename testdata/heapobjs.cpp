@@ -94,14 +94,21 @@ static void *stack_thread(void *) {
 }
 
 // An object reached only from a register: the thread spins with it in
-// r15, never storing it.
+// r15 (x28 on arm64: callee-saved, so nothing else of the loop uses it),
+// never storing it.
 static std::atomic<int> spin_ready;
 static void *register_thread(void *) {
+#if defined(__aarch64__)
+	register Session *keep asm("x28") = new Session;
+#define SPIN "yield"
+#else
 	register Session *keep asm("r15") = new Session;
+#define SPIN "pause"
+#endif
 	asm volatile("" : "+r"(keep));
 	note("stack", keep, "Session");
 	spin_ready = 1;
-	for (;;) asm volatile("pause" : : "r"(keep));
+	for (;;) asm volatile(SPIN : : "r"(keep));
 	return nullptr;
 }
 

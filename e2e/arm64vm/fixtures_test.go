@@ -12,7 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -89,7 +89,7 @@ func TestFixturesHoldTogether(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				mi, err := glibc.ParseMallocInfo(xml)
+				mi, err := mallocinfo.Parse(xml)
 				if err != nil || len(mi.Arenas) != 3 {
 					t.Errorf("its XML: %v, %d arenas (want main_arena and 2 workers')", err, len(mi.Arenas))
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/target"
@@ -56,6 +57,9 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		Libc:      report.LibcOf(t.Libc),
 		Malloc:    mi,
 		Injection: &in,
+	}
+	if pf.walk != nil {
+		rep.Residency = measureResidency(pid, pf.walk)
 	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, pf.heap)
@@ -238,6 +242,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	// h.Libc, not t.Libc: the allocator read may be another object's
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
 	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
+	rep.Residency = measureResidency(pid, walk)
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, h)
 	return rep, err
@@ -276,6 +281,8 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 		Maps:     coreMapsSummary(t),
 		Core:     &report.CoreInfo{Path: path, CrashTid: ths[0].Tid, Command: p.Command, LibcNotes: h.LibcNotes},
 	}
+	// A core has no pagemap: its free pages are counted as resident.
+	rep.Residency, _ = report.MeasureResidency(walk, nil)
 	if t.Signal != nil {
 		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
 	}
@@ -326,6 +333,22 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 	budget.Apply(budget.Need(budget.Scan, budget.HeapOf(t.Mappings())), o.Jobs)
 	h.Jobs = o.Jobs
 	return t, h, nil
+}
+
+// measureResidency reads which of the walk's free pages and mmapped chunks
+// are resident, for the RSS waterfall; nil when the pagemap cannot be read
+// (the waterfall then says what it assumed).
+func measureResidency(pid int, w *glibc.Walk) *report.Residency {
+	pm, err := procfs.OpenPagemap(pid)
+	if err != nil {
+		return nil
+	}
+	defer pm.Close()
+	r, err := report.MeasureResidency(w, pm)
+	if err != nil {
+		return nil
+	}
+	return r
 }
 
 // countThreads is the number of threads the process has now; 0 when that

@@ -30,6 +30,9 @@ type Report struct {
 	ReadOnly *ReadOnly
 	// Core is set when the report comes from a core file.
 	Core *CoreInfo
+	// Residency is what the pagemap said of the walk's free pages and
+	// mmapped chunks, for the RSS waterfall; nil when no walk was made.
+	Residency *Residency
 }
 
 // CoreInfo says which core a report comes from and why it was written.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/budget"
@@ -58,12 +59,53 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		Malloc:    mi,
 		Injection: &in,
 	}
-	if pf.walk != nil {
-		rep.Residency = measureResidency(pid, pf.walk)
-	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, pf.heap)
+	if err == nil && pf.walk != nil {
+		// The pre-flight walks the lists only: the mmapped chunks are
+		// looked for here, with no thread stopped, in the maps just read.
+		w := *pf.walk
+		w.Mmapped = findMmapped(t, pf.heap.Layout, t.Mappings(), mi)
+		rep.Residency = measureResidency(pid, &w)
+	}
 	return rep, err
+}
+
+// findMmapped finds the chunks glibc mmapped one by one (glibc.ScanMmapped)
+// as the read-only walk does: the smaller mappings first, until as many
+// chunks of as many bytes as malloc_info counted are found, so that a large
+// mapping of the program's (a buffer pool) is read through only while a
+// chunk is still missing. What it cannot find leaves Count short, and the
+// waterfall then takes malloc's total instead.
+func findMmapped(mem glibc.Memory, lay glibc.Layout, ms []maps.Mapping, mi *glibc.MallocInfo) glibc.MmappedChunks {
+	var mc glibc.MmappedChunks
+	if !mi.HasMmap || mi.MmapCount == 0 {
+		return mc
+	}
+	var cand []maps.Mapping
+	for _, m := range ms {
+		if glibc.MayHoldMmapped(m) {
+			cand = append(cand, m)
+		}
+	}
+	sort.SliceStable(cand, func(i, j int) bool { return cand[i].Size() < cand[j].Size() })
+	done := func() bool { return mc.Count >= mi.MmapCount && mc.Bytes >= mi.MmapBytes }
+	for _, m := range cand {
+		if done() {
+			break
+		}
+		glibc.ScanMmapped(mem, lay, m, 0, func(c glibc.MmappedChunk) bool {
+			r := c.Region()
+			mc.Count++
+			mc.Bytes += r.End - r.Start
+			mc.Regions = append(mc.Regions, r)
+			return !done()
+		})
+	}
+	if !done() {
+		mc = glibc.MmappedChunks{}
+	}
+	return mc
 }
 
 // Hold says how a read-only use case keeps the process still while it

@@ -42,7 +42,7 @@ type Residency struct {
 // MeasureResidency asks res (nil for a core) which of the walk's free
 // pages and mmapped chunks are resident.
 func MeasureResidency(w *glibc.Walk, res glibc.Residency) (*Residency, error) {
-	r := &Residency{Measured: res != nil, MmappedFound: w.Mmapped.Count > 0 || w.Params.NMmaps == 0}
+	r := &Residency{Measured: res != nil, MmappedFound: w.Mmapped.Count >= uint64(uint32(w.Params.NMmaps))}
 	resident := func(rg maps.Range) (uint64, error) {
 		if res == nil {
 			return rg.End - rg.Start, nil
@@ -215,15 +215,22 @@ func (r *Report) Waterfall() *Waterfall {
 	anon := byClass[maps.ClassAnon]
 	ml := WaterfallLine{ID: LineMmapped, Title: "chunks mmapped one by one (above the mmap threshold)",
 		Action: "given back at free(); MALLOC_MMAP_THRESHOLD_ sets which sizes are mmapped"}
-	if res != nil && res.MmappedFound {
-		ml.Bytes = res.MmappedResident
-		ml.Detail = append(ml.Detail, fmt.Sprintf("%d chunks, %s mapped", res.MmappedCount, human(res.Mmapped)))
-	} else {
-		ml.Bytes = min(mi.MmapBytes, anon.Rss)
-		if mi.MmapBytes > 0 {
-			w.Notes = append(w.Notes, "mmapped chunks not found in the map: malloc's total stands for their resident size")
+	// The chunks found are asked about page by page (a core has no
+	// pagemap: all their pages count); those malloc counts and the walk
+	// did not find stand in with their size. Neither can exceed the
+	// anonymous memory they lie in.
+	var found, resident uint64
+	if res != nil {
+		found, resident = res.Mmapped, res.MmappedResident
+		if res.MmappedCount > 0 {
+			ml.Detail = append(ml.Detail, fmt.Sprintf("%d chunks found, %s mapped", res.MmappedCount, human(res.Mmapped)))
 		}
 	}
+	if missing := mi.MmapBytes - min(mi.MmapBytes, found); missing > 0 && (res == nil || !res.MmappedFound) {
+		resident += missing
+		w.Notes = append(w.Notes, fmt.Sprintf("%s of mmapped chunks malloc counts were not found in the map: their size stands for their resident memory", human(missing)))
+	}
+	ml.Bytes = min(resident, anon.Rss)
 	w.add(ml)
 	w.add(WaterfallLine{ID: LineAnon, Title: "other anonymous memory (not malloc's)", Bytes: anon.Rss - min(anon.Rss, ml.Bytes),
 		Detail: []string{fmt.Sprintf("%d mappings", anon.Count)},
@@ -233,7 +240,7 @@ func (r *Report) Waterfall() *Waterfall {
 	sl := WaterfallLine{ID: LineStacks, Title: "stacks", Bytes: main.Rss + th.Rss,
 		Action: "fewer threads, or smaller stacks (pthread_attr_setstacksize, ulimit -s before start)"}
 	if th.Count > 0 {
-		sl.Detail = append(sl.Detail, fmt.Sprintf("thread stacks: %d × %s reserved, %s resident", th.Count, human(th.Size/uint64(th.Count)), human(th.Rss)))
+		sl.Detail = append(sl.Detail, fmt.Sprintf("thread stacks: %s reserved in %d mappings (guard pages included), %s resident", human(th.Size), th.Count, human(th.Rss)))
 	}
 	if r.Threads > 0 {
 		sl.Detail = append(sl.Detail, fmt.Sprintf("%d threads", r.Threads))

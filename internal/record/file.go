@@ -78,7 +78,7 @@ type FormatError struct {
 	Msg  string
 }
 
-func (e *FormatError) Error() string         { return e.Path + ": " + e.Msg }
+func (e *FormatError) Error() string        { return e.Path + ": " + e.Msg }
 func (e *FormatError) Is(target error) bool { return target == errkind.ErrBadRecording }
 
 // Writer appends a recording to its file, and compacts the file when it

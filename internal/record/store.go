@@ -96,8 +96,6 @@ func (s *Store) Len() int { return len(s.rec.Intervals) }
 // AddStack defines a stack that intervals added later name.
 func (s *Store) AddStack(st report.RecordedStack) { s.stacks[st.ID] = st }
 
-
-
 // AddEvent keeps an event.
 func (s *Store) AddEvent(e report.RecordingEvent) {
 	if len(s.rec.Events) >= maxEvents {

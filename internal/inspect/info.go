@@ -61,7 +61,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, pf.heap)
-	if err == nil && pf.walk != nil {
+	if err == nil && pf.walk != nil && !o.NoResidency {
 		// The pre-flight walks the lists only: the mmapped chunks are
 		// looked for here, with no thread stopped, in the maps just read.
 		w := *pf.walk
@@ -284,7 +284,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	// h.Libc, not t.Libc: the allocator read may be another object's
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
 	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
-	rep.Residency = measureResidency(pid, walk)
+	if !o.NoResidency {
+		rep.Residency = measureResidency(pid, walk)
+	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, h)
 	return rep, err

@@ -307,6 +307,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scra
 // inUse is the bytes the allocator holds in use, from a read-only walk
 // (a copy-on-write image when one can be made).
 func inUse(ctx context.Context, pid int, o Options) (uint64, error) {
+	o.NoResidency = true
 	rep, err := ReadOnly(ctx, pid, o, HoldAuto)
 	if err != nil {
 		return 0, fmt.Errorf("reading the heap before profiling: %w", err)

@@ -37,6 +37,10 @@ type Residency struct {
 	Mmapped, MmappedResident uint64
 	MmappedCount             uint64
 	MmappedFound             bool
+	// TopsOutsideFree is the arenas' top chunks when malloc_info does not
+	// count them free (before 2.31, Layout.RestIncludesTop): they are
+	// moved from its in use to the free lines.
+	TopsOutsideFree uint64
 }
 
 // MeasureResidency asks res (nil for a core) which of the walk's free
@@ -51,6 +55,9 @@ func MeasureResidency(w *glibc.Walk, res glibc.Residency) (*Residency, error) {
 	}
 	for i := range w.Arenas {
 		a := &w.Arenas[i]
+		if !w.Layout.RestIncludesTop {
+			r.TopsOutsideFree += a.TopSize
+		}
 		for _, rg := range a.TrimRanges {
 			n, err := resident(rg)
 			if err != nil {
@@ -173,12 +180,15 @@ func (r *Report) Waterfall() *Waterfall {
 	if tcacheRead {
 		_, tcache = r.ReadOnly.Tcached()
 	}
-	inUse := mi.InUse()
+	inUse, free := mi.InUse(), mi.FreeBytes()
+	if res != nil {
+		tops := min(inUse, res.TopsOutsideFree)
+		inUse, free = inUse-tops, free+tops
+	}
 	held := inUse - min(inUse, tcache)
 	w.add(WaterfallLine{ID: LineHeld, Title: "held by the program in malloc's heaps", Bytes: held, Heap: true,
 		Action: "the program's own: `arenactl leaks PID` says which stacks allocated it"})
 
-	free := mi.FreeBytes()
 	var trimmable, tops, freeRes uint64
 	switch {
 	case res != nil:

@@ -130,6 +130,20 @@ func Waterfall(w io.Writer, wf *report.Waterfall) {
 	for _, n := range wf.Notes {
 		fmt.Fprintf(w, "  note: %s\n", Line(n))
 	}
+	if wf.ServerErr != "" {
+		fmt.Fprintf(w, "  the server's own accounting could not be read: %s\n", Line(wf.ServerErr))
+	}
+	if sm := wf.Server; sm != nil {
+		fmt.Fprintf(w, "\nthe server's performance_schema counts %s in %d memory instruments; largest:\n", Human(sm.Total), sm.Instruments)
+		for _, e := range sm.Events {
+			fmt.Fprintf(w, "  %-60s %10s\n", Line(e.Name), Human(e.Bytes))
+		}
+		if wf.Unaccounted >= 0 {
+			fmt.Fprintf(w, "the program's resident anonymous memory (held, tcaches, mmapped chunks, other) the server does not count: %s\n", Human(uint64(wf.Unaccounted)))
+		} else {
+			fmt.Fprintf(w, "the server counts %s more than its anonymous memory holds resident: memory it allocated and has not touched (an InnoDB buffer pool fills as it is used)\n", Human(uint64(-wf.Unaccounted)))
+		}
+	}
 }
 
 // versionText is the glibc version, or the range memory alone narrowed

@@ -99,6 +99,23 @@ const pageSize = 4096
 func pageUp(a uint64) uint64   { return (a + pageSize - 1) &^ (pageSize - 1) }
 func pageDown(a uint64) uint64 { return a &^ (pageSize - 1) }
 
+// ServerMemory is a database server's own accounting of its memory
+// (performance_schema's memory instruments), placed beside the waterfall.
+type ServerMemory struct {
+	Source string // the socket or address read
+	// Total is what every instrument counts now; Instruments how many
+	// count anything; Events the largest, largest first.
+	Total       uint64
+	Instruments int
+	Events      []ServerMemoryEvent
+}
+
+// ServerMemoryEvent is one memory instrument's current bytes.
+type ServerMemoryEvent struct {
+	Name  string
+	Bytes uint64
+}
+
 // Waterfall is the process's resident memory split into lines that add up
 // to its RSS (smaps_rollup): what malloc holds for the program, what it
 // keeps free but resident, its tcaches and mmapped chunks, then the memory
@@ -114,6 +131,13 @@ type Waterfall struct {
 	Unexplained int64
 	// Notes say which lines are estimates and why.
 	Notes []string
+	// Server is the server's own accounting, when it was read (--mysql);
+	// ServerErr why it could not be. Unaccounted is the program's
+	// anonymous memory (held, tcaches, mmapped chunks, other anonymous)
+	// less what the server counts: what it does not account for.
+	Server      *ServerMemory
+	ServerErr   string
+	Unaccounted int64
 }
 
 // Waterfall line IDs, stable (JSON).
@@ -185,10 +209,6 @@ func (r *Report) Waterfall() *Waterfall {
 		tops := min(inUse, res.TopsOutsideFree)
 		inUse, free = inUse-tops, free+tops
 	}
-	held := inUse - min(inUse, tcache)
-	w.add(WaterfallLine{ID: LineHeld, Title: "held by the program in malloc's heaps", Bytes: held, Heap: true,
-		Action: "the program's own: `arenactl leaks PID` says which stacks allocated it"})
-
 	var trimmable, tops, freeRes uint64
 	switch {
 	case res != nil:
@@ -202,6 +222,20 @@ func (r *Report) Waterfall() *Waterfall {
 		freeRes = free
 		w.Notes = append(w.Notes, "no walk of the free lists: free memory is counted as resident and none of it as trimmable")
 	}
+	// Held chunks are counted resident, but for what the heaps' RSS
+	// cannot hold beside the free pages and the tcaches: chunks allocated
+	// and never touched (a large buffer that fills as it is used). That
+	// much is not RSS; what the heaps hold beyond the lines (their
+	// metadata, change between reads) stays unexplained.
+	hl := WaterfallLine{ID: LineHeld, Title: "held by the program in malloc's heaps", Bytes: inUse - min(inUse, tcache), Heap: true,
+		Action: "the program's own: `arenactl leaks PID` says which stacks allocated it"}
+	if res != nil && res.Measured {
+		if room := w.HeapRss - min(w.HeapRss, freeRes+tcache); hl.Bytes > room {
+			hl.Detail = append(hl.Detail, fmt.Sprintf("%s more is held but not resident (allocated and not touched yet)", human(hl.Bytes-room)))
+			hl.Bytes = room
+		}
+	}
+	w.add(hl)
 	pinned := freeRes - min(freeRes, trimmable)
 	w.add(WaterfallLine{ID: LineTrimmable, Title: "free in the heaps, resident, trimmable now", Bytes: trimmable, Heap: true,
 		Action: fmt.Sprintf("`arenactl trim PID` (malloc_trim(0)) would return %s now", human(trimmable))})
@@ -265,6 +299,16 @@ func (r *Report) Waterfall() *Waterfall {
 		Action: "page cache: clean pages are reclaimed by the kernel under pressure"})
 
 	w.Unexplained = int64(w.Rss) - int64(w.Sum())
+	w.ServerErr = r.ServerErr
+	if sm := r.Server; sm != nil {
+		w.Server = sm
+		var anon uint64
+		for _, id := range []string{LineHeld, LineTcache, LineMmapped, LineAnon} {
+			l, _ := w.Line(id)
+			anon += l.Bytes
+		}
+		w.Unaccounted = int64(anon) - int64(sm.Total)
+	}
 	return w
 }
 

@@ -63,7 +63,18 @@ func TestWaterfallAddsUpAlways(t *testing.T) {
 			}
 		}
 	}
+	// A heap of 100 MiB holding 60 MiB in use, of which only 50 MiB
+	// resident beside 40 MiB of resident free memory: 10 MiB held and
+	// never touched is not RSS.
 	r := waterfallReport()
+	r.Maps.Classes[1].Rss = 90 << 20
+	r.Maps.Rollup.Rss = 131 << 20 // the classes' sum
+	r.Residency = &Residency{Measured: true, MmappedFound: true}
+	w := r.Waterfall()
+	if held, _ := w.Line(LineHeld); held.Bytes != 50<<20 || len(held.Detail) != 1 || w.Unexplained != 0 {
+		t.Errorf("untouched held chunks: held %d (%q), unexplained %d", held.Bytes, held.Detail, w.Unexplained)
+	}
+	r = waterfallReport()
 	r.Maps.Unmeasured = true
 	if r.Waterfall() != nil {
 		t.Error("a waterfall without RSS")

@@ -12,6 +12,28 @@ type Waterfall struct {
 	UnexplainedBytes int64           `json:"unexplained_bytes"`
 	// Notes say which lines are estimates and why.
 	Notes []string `json:"notes"`
+	// Server is a database server's own memory accounting (info
+	// --mysql), server_error why it could not be read.
+	Server      *ServerMemory `json:"server,omitempty"`
+	ServerError string        `json:"server_error,omitempty"`
+}
+
+// ServerMemory is what the server's performance_schema counts:
+// total_bytes over every memory instrument, the largest events, and
+// unaccounted_bytes, the program's anonymous memory (held, tcache,
+// mmapped, other-anon lines) less total_bytes.
+type ServerMemory struct {
+	Source           string              `json:"source"`
+	TotalBytes       uint64              `json:"total_bytes"`
+	Instruments      int                 `json:"instruments"`
+	Events           []ServerMemoryEvent `json:"events"`
+	UnaccountedBytes int64               `json:"unaccounted_bytes"`
+}
+
+// ServerMemoryEvent is one memory instrument.
+type ServerMemoryEvent struct {
+	Name  string `json:"name"`
+	Bytes uint64 `json:"bytes"`
 }
 
 // WaterfallLine is one line: id is stable (held, free-trimmable,
@@ -33,6 +55,13 @@ func NewWaterfall(w *report.Waterfall) *Waterfall {
 	}
 	out := &Waterfall{RssBytes: w.Rss, HeapRssBytes: w.HeapRss, UnexplainedBytes: w.Unexplained, Lines: []WaterfallLine{}, Notes: []string{}}
 	out.Notes = append(out.Notes, w.Notes...)
+	out.ServerError = w.ServerErr
+	if sm := w.Server; sm != nil {
+		out.Server = &ServerMemory{Source: sm.Source, TotalBytes: sm.Total, Instruments: sm.Instruments, Events: []ServerMemoryEvent{}, UnaccountedBytes: w.Unaccounted}
+		for _, e := range sm.Events {
+			out.Server.Events = append(out.Server.Events, ServerMemoryEvent{Name: e.Name, Bytes: e.Bytes})
+		}
+	}
 	for _, l := range w.Lines {
 		out.Lines = append(out.Lines, WaterfallLine{ID: l.ID, Title: l.Title, Bytes: l.Bytes, Heap: l.Heap, Detail: append([]string{}, l.Detail...), Action: l.Action})
 	}

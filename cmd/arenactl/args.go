@@ -179,5 +179,13 @@ func setLimits(root *cobra.Command) {
 		set("freeze-budget", "1e-9", "1", "a fraction above 0, at most 1")
 		set("min-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
 		set("discover-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		set("max-stacks", "1", "10000", "from 1 to 10000 stacks")
+		set("max-disk", "1048576", maxSize, "a size of at least 1M such as 64M")
+		set("trigger-rss", "1", maxSize, "a size such as 4G")
+		set("trigger-cgroup", "1", maxSize, "a size such as 4G")
+		set("cooldown", "0", maxWait, "a duration from 0 to "+maxWait)
+		set("max-snapshots", "0", "1000", "from 0 to 1000 snapshots")
+		set("pprof-every", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		set("pprof-keep", "0", "1000000", "0 (all) or a number of profiles")
 	}
 }

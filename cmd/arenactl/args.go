@@ -159,7 +159,13 @@ func setLimits(root *cobra.Command) {
 		set("pad", "0", maxSize, "a size such as 0, 128K or 1M")
 		set("min-change", "0", maxSize, "a size such as 0, 64K or 1M")
 		set("count", "0", maxInt, "0 (until interrupted) or a number of samples")
-		set("interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		if c.Name() == "record" {
+			// Its intervals end at the sampler's drains, at most 100 ms
+			// apart when little is allocated.
+			set("interval", "100ms", maxWait, "a duration from 100ms to "+maxWait)
+		} else {
+			set("interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		}
 		set("duration", "0", maxWait, "0 (until interrupted) or a duration up to "+maxWait)
 		set("min-age", "0", maxWait, "a duration from 0 to "+maxWait)
 		set("rate", "1", maxSize, "a size of at least 1 byte such as 512K")

@@ -2,10 +2,11 @@
 // runs through phases, each a quick change then a plateau of PLATEAU_MS:
 //   1 site_a grows to 48 MiB (64 KiB blocks, in the main heap)
 //   2 site_b grows to 32 MiB (48 KiB blocks)
-//   3 site_a's blocks are freed: free but resident (M_TRIM_THRESHOLD is
+//   3 site_c: 16 blocks of 1 MiB, each mmapped on its own (before A's
+//     are freed: a free chunk that fits is used before any mmap)
+//   4 site_a's blocks are freed: free but resident (M_TRIM_THRESHOLD is
 //     huge, so free() gives nothing back)
-//   4 malloc_trim(0): the free pages go back to the system
-//   5 site_c: 16 blocks of 1 MiB, each mmapped on its own
+//   5 malloc_trim(0): the free pages go back to the system
 // then it exits (or, with "hold" as argv[2], waits for "quit").
 // A logger thread writes the truth every 20 ms to argv[1]:
 //   T_NS PHASE HELD_A HELD_B HELD_C
@@ -107,19 +108,19 @@ int main(int argc, char **argv) {
 	}
 	sleep_ms(plateau_ms);
 	atomic_store(&phase, 3);
+	for (int i = 0; i < C_COUNT; i++) {
+		cs[i] = site_c();
+		atomic_fetch_add(&held_c, C_BLOCK);
+	}
+	sleep_ms(plateau_ms);
+	atomic_store(&phase, 4);
 	for (int i = 0; i < A_COUNT; i++) {
 		atomic_fetch_sub(&held_a, A_BLOCK);
 		free(as[i]);
 	}
 	sleep_ms(plateau_ms);
-	atomic_store(&phase, 4);
-	malloc_trim(0);
-	sleep_ms(plateau_ms);
 	atomic_store(&phase, 5);
-	for (int i = 0; i < C_COUNT; i++) {
-		cs[i] = site_c();
-		atomic_fetch_add(&held_c, C_BLOCK);
-	}
+	malloc_trim(0);
 	sleep_ms(plateau_ms);
 	atomic_store(&phase, 6);
 	printf("phases done\n");

@@ -186,7 +186,7 @@ func setLimits(root *cobra.Command) {
 		set("min-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
 		set("discover-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
 		set("max-stacks", "1", "10000", "from 1 to 10000 stacks")
-		set("max-disk", "1048576", maxSize, "a size of at least 1M such as 64M")
+		set("max-disk", "65536", maxSize, "a size of at least 64K such as 64M")
 		set("trigger-rss", "1", maxSize, "a size such as 4G")
 		set("trigger-cgroup", "1", maxSize, "a size such as 4G")
 		set("cooldown", "0", maxWait, "a duration from 0 to "+maxWait)

@@ -262,3 +262,95 @@ func TestRecordKilled(t *testing.T) {
 		t.Errorf("record show of a killed recording:\n%s", show.stdout)
 	}
 }
+
+// recRSS is a process's resident bytes now (0 when it is gone).
+func recRSS(pid int) uint64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// TestRecordBounded records churn.c (one thread allocating and freeing
+// without a pause, a block in 16 kept for ever) with tiers that merge
+// within seconds and --max-disk 64K: the intervals kept never pass the
+// tiers' bound, the file never passes --max-disk by more than a frame
+// (it is compacted, atomically: every read of it while it is written
+// succeeds), and arenactl's RSS in the second half of the recording is
+// no more than in the first half plus 16 MiB. 20 s here;
+// ARENACTL_SOAK=1 records for 10 minutes.
+func TestRecordBounded(t *testing.T) {
+	length := 20 * time.Second
+	if os.Getenv("ARENACTL_SOAK") == "1" {
+		length = 10 * time.Minute
+	}
+	tg := testutil.StartCmd(t, exec.Command("nice", "-n", "10", testutil.BuildC(t, "churn.c", "-O2"), "1"))
+	out := filepath.Join(t.TempDir(), "rec")
+	const tiers = "100ms:2s,500ms:6s,1s*5"
+	const maxDisk = 64 << 10
+	rc, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--tiers", tiers, "--max-disk", "64K",
+		"--duration", length.String(), "--max-stacks", "20")
+	begin := time.Now()
+	var firstHalf, secondHalf uint64
+	var biggest int64
+	reads := 0
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			rss := recRSS(rc.Process.Pid)
+			if time.Since(begin) < length/2 {
+				firstHalf = max(firstHalf, rss)
+			} else {
+				secondHalf = max(secondHalf, rss)
+			}
+			if fi, err := os.Stat(out); err == nil {
+				biggest = max(biggest, fi.Size())
+			}
+			if reads%8 == 0 {
+				if _, _, err := record.Read(out); err != nil {
+					t.Errorf("reading the recording while it is written: %v", err)
+				}
+			}
+			reads++
+		}
+	}()
+	code, said := wait()
+	close(done)
+	if code != 0 {
+		t.Fatalf("arenactl record: exit %d\n%s", code, said)
+	}
+	rec, _, err := record.Read(out)
+	if err != nil || rec.End == nil || rec.End.Why != report.EndDuration {
+		t.Fatalf("the recording: %v, end %+v", err, rec.End)
+	}
+	parsed, _ := parseTiers(tiers)
+	bound := record.MaxIntervals(parsed)
+	merged := 0
+	for i, iv := range rec.Intervals {
+		merged = max(merged, iv.Merged)
+		if i > 0 && !iv.Start.Equal(rec.Intervals[i-1].End()) {
+			t.Errorf("interval %d starts at %v, the one before ends at %v", i, iv.Start, rec.Intervals[i-1].End())
+		}
+	}
+	t.Logf("%d intervals kept (bound %d, the most merged into one %d), %d samples; the file at most %d bytes; arenactl's RSS at most %d MiB in the first half, %d MiB in the second",
+		len(rec.Intervals), bound, merged, rec.Intervals[len(rec.Intervals)-1].Samples, biggest, firstHalf>>20, secondHalf>>20)
+	if len(rec.Intervals) > bound || merged < 5 {
+		t.Errorf("%d intervals kept, the tiers' bound %d; the most merged %d, want merges", len(rec.Intervals), bound, merged)
+	}
+	if biggest > maxDisk+16<<10 {
+		t.Errorf("the file grew to %d bytes, over --max-disk %d and a frame", biggest, maxDisk)
+	}
+	if firstHalf == 0 || secondHalf > firstHalf+16<<20 {
+		t.Errorf("arenactl's RSS grew from at most %d MiB in the first half to %d MiB in the second", firstHalf>>20, secondHalf>>20)
+	}
+	tg.Quit()
+}

@@ -141,7 +141,10 @@ func TestRecordPhasesTruth(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PLATEAU_MS=1500")
 	tg := testutil.StartCmd(t, cmd)
 	const rate = 128 << 10
-	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K")
+	pprofDir := filepath.Join(dir, "pprof")
+	os.Mkdir(pprofDir, 0o700)
+	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K",
+		"--pprof-dir", pprofDir, "--pprof-every", "1s", "--trigger-rss", "70M")
 	if a := tg.Send("go"); a != "phases done" {
 		t.Fatalf("go: %q", a)
 	}
@@ -220,6 +223,8 @@ func TestRecordPhasesTruth(t *testing.T) {
 			t.Errorf("phase %d: %d intervals checked, want at least 2 (the machine too slow?)", p, checked[p])
 		}
 	}
+	checkTrigger(t, rec)
+	checkPprof(t, pprofDir)
 	// record show prints it, and the stacks by name.
 	r := mustRun(t, "record", "show", out)
 	if !strings.Contains(r.stdout, "ended: exited") || !strings.Contains(r.stdout, "site_b") {
@@ -353,4 +358,53 @@ func TestRecordBounded(t *testing.T) {
 		t.Errorf("arenactl's RSS grew from at most %d MiB in the first half to %d MiB in the second", firstHalf>>20, secondHalf>>20)
 	}
 	tg.Quit()
+}
+
+// checkTrigger: --trigger-rss 70M fired once (in phase 2, the cooldown
+// keeping it from firing again), and its snapshot is a zstd-compressed
+// core, said in the recording.
+func checkTrigger(t *testing.T, rec *report.Recording) {
+	t.Helper()
+	var triggers, snaps int
+	for _, e := range rec.Events {
+		switch e.Kind {
+		case report.EventTrigger:
+			triggers++
+			if e.Limit != 70<<20 || e.Value < e.Limit {
+				t.Errorf("trigger: %+v", e)
+			}
+		case report.EventSnapshot:
+			snaps++
+			b := make([]byte, 4)
+			f, err := os.Open(e.Path)
+			if err == nil {
+				_, err = io.ReadFull(f, b)
+				f.Close()
+			}
+			if err != nil || string(b) != "\x28\xb5\x2f\xfd" {
+				t.Errorf("the snapshot %s: %v, begins %x", e.Path, err, b)
+			}
+		case report.EventSnapshotFailed:
+			t.Errorf("the trigger's snapshot failed: %s", e.Text)
+		}
+	}
+	if triggers != 1 || snaps != 1 {
+		t.Errorf("%d triggers and %d snapshots, want 1 of each: %+v", triggers, snaps, rec.Events)
+	}
+}
+
+// checkPprof: --pprof-dir has a profile a second, each of what is held;
+// go tool pprof -diff_base of the first of phase 2 against the last
+// shows what site_b added (pprof's own reader, which -diff_base uses).
+func checkPprof(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) < 5 {
+		t.Fatalf("--pprof-dir holds %d files (%v), want one a second", len(ents), err)
+	}
+	first, last := filepath.Join(dir, ents[0].Name()), filepath.Join(dir, ents[len(ents)-1].Name())
+	r, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-diff_base", first, last).CombinedOutput()
+	if err != nil || !strings.Contains(string(r), "site_b") {
+		t.Errorf("go tool pprof -diff_base %s %s: %v\n%s", first, last, err, r)
+	}
 }

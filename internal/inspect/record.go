@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,7 +105,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		return nil, &OutputError{Path: o.Out, Err: err}
 	}
 	defer w.Close()
-	rc := &recSession{o: o, pid: pid, st: st, w: w, mem: mem, ids: map[string]int{}}
+	rc := &recSession{o: o, pid: pid, st: st, w: w, mem: mem, ids: map[string]int{}, ctx: ctx}
 	if o.Note != nil {
 		for _, n := range mem.notes {
 			o.Note(n)
@@ -137,9 +138,21 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		}
 		last = at
 		p := b.Profile(heapprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
+		// The latest wins: a tick the collector has not taken (it is
+		// writing a trigger's snapshot) is replaced, so the live set it
+		// keeps is never older than a drain.
+		tk := tick{at: sp.start.Add(at).Round(0), p: p}
 		select {
-		case rc.ticks <- tick{at: sp.start.Add(at).Round(0), p: p}:
-		default: // the collector is behind: this interval merges into the next
+		case rc.ticks <- tk:
+		default:
+			select {
+			case <-rc.ticks:
+			default:
+			}
+			select {
+			case rc.ticks <- tk:
+			default:
+			}
 		}
 		// Freed samples are forgotten once they are most: the builder
 		// then holds what is held, not the recording's history.
@@ -152,6 +165,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
 	close(rc.ticks)
 	cerr := <-collected
+	rc.snapping.Wait()
 	end := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
 	switch {
 	case runErr != nil && errors.Is(runErr, procfs.ErrGone), derr != nil && errors.Is(derr, procfs.ErrGone):
@@ -215,6 +229,11 @@ type recSession struct {
 	// stops is held while a trigger's snapshot stops the process; the
 	// sampler's rescans skip their turn meanwhile.
 	stops sync.Mutex
+	// snapping counts the trigger snapshots being written (at most one);
+	// ctx ends them.
+	snapping sync.WaitGroup
+	snapBusy atomic.Bool
+	ctx      context.Context
 
 	prevEnd                 time.Time
 	snapshots               int
@@ -368,28 +387,35 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 			}
 		}
 	}
-	if why == "" || rc.snapshots >= o.MaxSnapshots || !rc.lastSnap.IsZero() && time.Since(rc.lastSnap) < o.Cooldown {
+	if why == "" || rc.snapshots >= o.MaxSnapshots || !rc.lastSnap.IsZero() && time.Since(rc.lastSnap) < o.Cooldown || rc.snapBusy.Load() {
 		return
 	}
 	rc.snapshots++
 	rc.lastSnap = time.Now()
 	rc.event(report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventTrigger, Text: why, Value: value, Limit: limit})
 	path := fmt.Sprintf("%s-%d.core.zst", o.SnapshotPrefix, rc.snapshots)
-	rc.stops.Lock()
-	snap, err := Snapshot(ctx, rc.pid, SnapshotOptions{Out: path, Zstd: true, Timeout: o.Timeout, DebugDirs: o.DebugDirs, MaxMemory: o.MaxMemory, Jobs: o.Jobs})
-	rc.stops.Unlock()
-	if err != nil {
-		rc.event(report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshotFailed, Text: err.Error()})
-		if o.Note != nil {
-			o.Note("a trigger's snapshot failed: " + err.Error())
+	// Written beside the recording, which goes on meanwhile: a snapshot
+	// of a large heap takes seconds, the intervals of which are the
+	// ones that matter most.
+	rc.snapping.Add(1)
+	rc.snapBusy.Store(true)
+	go func() {
+		defer rc.snapping.Done()
+		defer rc.snapBusy.Store(false)
+		rc.stops.Lock()
+		_, err := Snapshot(rc.ctx, rc.pid, SnapshotOptions{Out: path, Zstd: true, Timeout: o.Timeout, DebugDirs: o.DebugDirs, MaxMemory: o.MaxMemory, Jobs: o.Jobs})
+		rc.stops.Unlock()
+		e := report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshot, Path: path, Text: "snapshot written (" + why + ")"}
+		note := fmt.Sprintf("%s: snapshot written to %s", why, path)
+		if err != nil {
+			e = report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshotFailed, Text: err.Error()}
+			note = "a trigger's snapshot failed: " + err.Error()
 		}
-		return
-	}
-	_ = snap
-	rc.event(report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshot, Path: path, Text: "snapshot written (" + why + ")"})
-	if o.Note != nil {
-		o.Note(fmt.Sprintf("%s: snapshot written to %s", why, path))
-	}
+		rc.events <- e // room for it: at most one snapshot at a time
+		if o.Note != nil {
+			o.Note(note)
+		}
+	}()
 }
 
 // pprof writes the profile of what is held now, every PprofEvery, and
@@ -428,3 +454,4 @@ func (rc *recSession) pprof(tk tick) {
 func createNew(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 }
+

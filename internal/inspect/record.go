@@ -454,4 +454,3 @@ func (rc *recSession) pprof(tk tick) {
 func createNew(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 }
-

@@ -22,6 +22,7 @@ import (
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/record"
 	"github.com/arenactl/arenactl/internal/sampler"
 )
 
@@ -38,6 +39,7 @@ func TestOutcomes(t *testing.T) {
 	}{
 		{nil, exitOK, ""},
 		{inspect.ErrInterrupted, exitInterrupted, ""},
+		{&record.FormatError{Path: "r", Msg: "is not an arenactl recording"}, exitBadCore, ""},
 		{wrap(context.Canceled), exitInterrupted, ""},
 		{&core.StoppedError{Path: "core", Err: context.Canceled}, exitInterrupted, ""},
 		{wrap(&ptrace.TimeoutError{Cancelled: true}), exitInterrupted, ""},
@@ -117,7 +119,7 @@ func TestOutcomesReachable(t *testing.T) {
 		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{},
 		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &budget.Error{}, &inspect.ArenaCheckError{},
 		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
-		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"),
+		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"), &record.FormatError{},
 	}
 	columns := []func(*outcome) bool{
 		func(o *outcome) bool { return o.exit != 0 },

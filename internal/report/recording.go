@@ -218,3 +218,11 @@ type RecordingEnd struct {
 	// Left is what taking the sampler out left in the process.
 	Left SamplerLeft `json:"left"`
 }
+
+// Span is the time the intervals cover.
+func (r *Recording) Span() time.Duration {
+	if len(r.Intervals) == 0 {
+		return 0
+	}
+	return r.Intervals[len(r.Intervals)-1].End().Sub(r.Intervals[0].Start)
+}

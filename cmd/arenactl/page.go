@@ -28,13 +28,13 @@ two times, and the findings where they first held. Nothing is run or read
 but the recording.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return &usageError{msg: "page takes one recording file (see 'arenactl page --help')"}
+				return &usageError{msg: "record page takes one recording file (see 'arenactl record page --help')"}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if out == "" {
-				return &usageError{msg: "page needs -o FILE.html (see 'arenactl page --help')"}
+				return &usageError{msg: "record page needs -o FILE.html (see 'arenactl record page --help')"}
 			}
 			rec, info, err := record.Read(args[0])
 			if err != nil {

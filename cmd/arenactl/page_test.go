@@ -13,7 +13,7 @@ import (
 	"github.com/arenactl/arenactl/internal/report"
 )
 
-// arenactl page reads a recording file and writes its page, once: the
+// arenactl record page reads a recording file and writes its page, once: the
 // page carries every interval; a file that is not a recording, or an -o
 // that cannot be written, is one line and its exit code, never a page.
 func TestPageCommand(t *testing.T) {
@@ -35,7 +35,7 @@ func TestPageCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "page.html")
-	r := mustRun(t, "page", path, "-o", out)
+	r := mustRun(t, "record", "page", path, "-o", out)
 	if !strings.HasPrefix(r.stdout, "wrote "+out) || !strings.Contains(r.stdout, "5 intervals") {
 		t.Errorf("page said %q", r.stdout)
 	}
@@ -47,7 +47,7 @@ func TestPageCommand(t *testing.T) {
 	if m == nil || strings.Count(string(m[1]), ",") != 4 {
 		t.Errorf("the page's times: %q", m)
 	}
-	if r := run(t, "page", path, "-o", out); r.code != 0 {
+	if r := run(t, "record", "page", path, "-o", out); r.code != 0 {
 		t.Errorf("a page replaces a page: exit %d, %s", r.code, r.stderr)
 	}
 
@@ -57,12 +57,12 @@ func TestPageCommand(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"page", notRec, "-o", filepath.Join(dir, "x.html")}, exitError},
-		{[]string{"page", path, "-o", filepath.Join(dir, "no", "x.html")}, exitUsage},
-		{[]string{"page", path}, exitUsage},
-		{[]string{"page", "-o", out}, exitUsage},
-		{[]string{"page", path, path, "-o", out}, exitUsage},
-		{[]string{"page", "--no-such-flag", path, "-o", out}, exitUsage},
+		{[]string{"record", "page", notRec, "-o", filepath.Join(dir, "x.html")}, exitBadCore},
+		{[]string{"record", "page", path, "-o", filepath.Join(dir, "no", "x.html")}, exitUsage},
+		{[]string{"record", "page", path}, exitUsage},
+		{[]string{"record", "page", "-o", out}, exitUsage},
+		{[]string{"record", "page", path, path, "-o", out}, exitUsage},
+		{[]string{"record", "page", "--no-such-flag", path, "-o", out}, exitUsage},
 	} {
 		r := run(t, c.args...)
 		if r.code != c.want || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stderr, "goroutine") {

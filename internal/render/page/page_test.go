@@ -283,6 +283,16 @@ func TestPageInChromium(t *testing.T) {
 			t.Errorf("no %s on the differential flame graph", fn)
 		}
 	}
+	// The waterfall at B (the last interval): every layer, adding up.
+	wf := section("waterfall")
+	for _, line := range []string{"main_arena's top", "files", "unexplained", "rss"} {
+		if !strings.Contains(wf, `data-line="`+line+`"`) {
+			t.Errorf("no %s line in the waterfall at B", line)
+		}
+	}
+	if !regexp.MustCompile(`data-line="unexplained"><td>[^<]*</td><td class="n">0 B</td>`).MatchString(wf) {
+		t.Errorf("the waterfall at B does not add up to its RSS")
+	}
 	if !strings.Contains(section("findings"), `data-id="trimmable-top"`) {
 		t.Errorf("the findings list has no trimmable-top")
 	}

@@ -213,9 +213,41 @@
     }, "held at either time");
   }
 
+  // The waterfall at one interval: the stacked layers, each with what
+  // would lower it, adding up to the RSS read with them.
+  const actions = {
+    "heap (held or free in bins)": "the program's own, or free in bins: `arenactl info PID` splits it; the held chart above says by which stacks",
+    "main_arena's top": "`arenactl trim PID` (malloc_trim) gives it back; MALLOC_TRIM_THRESHOLD_=131072 lets free() do it",
+    "thread arenas' tops": "only free() shrinks them, above trim_threshold: MALLOC_TRIM_THRESHOLD_=131072, or MALLOC_ARENA_MAX=2",
+    "mmapped-chunks": "given back at free(); MALLOC_MMAP_THRESHOLD_ sets which sizes are mmapped",
+    "other-anon": "mapped by the program or a library itself: `arenactl maps --all PID` lists them",
+    stacks: "fewer threads, or smaller stacks (pthread_attr_setstacksize, ulimit -s)",
+    files: "page cache: clean pages are reclaimed by the kernel under pressure",
+    special: "the kernel's ([vdso], [vvar])",
+  };
+  function waterfall(i) {
+    const body = $("waterfall").tBodies[0];
+    body.textContent = "";
+    const row = (cells, id) => {
+      const tr = el("tr");
+      if (id) tr.setAttribute("data-line", id);
+      cells.forEach((c, k) => tr.appendChild(el("td", c, k === 1 || k === 2 ? "n" : "")));
+      body.appendChild(tr);
+    };
+    const rss = D.rss[i] || 0;
+    let sum = 0;
+    const pct = (b) => (rss ? (100 * b / rss).toFixed(1) + "%" : "");
+    for (const [name, v] of layers) {
+      sum += v[i];
+      row([name, human(v[i]), pct(v[i]), actions[name] || ""], name);
+    }
+    row(["unexplained (RSS less every line)", human(rss - sum), pct(rss - sum), ""], "unexplained");
+    row(["RSS", human(rss), "", "peak in the interval " + human(D.rss_peak[i] || rss)], "rss");
+  }
+
   for (const sel of [$("time-a"), $("time-b")]) {
     D.t.forEach((t, i) => sel.appendChild(el("option", when(t))).setAttribute("value", i));
-    sel.addEventListener("change", () => setDiff(+$("time-a").value, +$("time-b").value));
+    sel.addEventListener("change", () => { setDiff(+$("time-a").value, +$("time-b").value); waterfall(+$("time-b").value); });
   }
 
   // Findings and events, numbered as on the charts.
@@ -242,5 +274,6 @@
   const ia = q.has("a") ? +q.get("a") : 0, ib = q.has("b") ? +q.get("b") : n - 1;
   $("time-a").value = ia; $("time-b").value = ib;
   setDiff(ia, ib);
+  waterfall(ib);
   document.body.setAttribute("data-ready", "1");
 })();

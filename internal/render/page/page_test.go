@@ -3,6 +3,7 @@ package page_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,6 +204,43 @@ func TestPageBoundsStacks(t *testing.T) {
 	}
 }
 
+// The page's size at the recording's bounds (the default tiers' most
+// intervals, 100 stacks named in each, 200 stacks of 64 frames of 200-byte
+// names, 1000 events of the longest text) stays under the bound
+// docs/commands/page.md states.
+func TestPageSizeBound(t *testing.T) {
+	const maxIntervals, perInterval, bound = 2705, 100, 12 << 20
+	start := time.Now()
+	rec := &report.Recording{Meta: report.RecordingMeta{Start: start, Interval: time.Second, MaxStacks: perInterval}}
+	name := strings.Repeat("n", page.MaxName)
+	for id := 1; id <= page.MaxStacks; id++ {
+		st := report.RecordedStack{ID: id}
+		for f := 0; f < page.MaxFrames; f++ {
+			st.Frames = append(st.Frames, heapprof.Frame{Function: fmt.Sprint(id, f, name)})
+		}
+		rec.Stacks = append(rec.Stacks, st)
+	}
+	for i := 0; i < maxIntervals; i++ {
+		iv := report.RecordedInterval{Start: start.Add(time.Duration(i) * time.Minute), Duration: time.Minute, Rss: 1 << 40, RssPeak: 1 << 40,
+			Arenas: []report.ArenaLevel{{Index: 0, TopBytes: 1 << 30}, {Index: 1, TopBytes: 1 << 30}}}
+		for _, c := range report.RecordingClasses {
+			iv.Classes = append(iv.Classes, report.ClassRss{Class: c, Rss: 1<<40 + uint64(i)})
+		}
+		for k := 0; k < perInterval; k++ {
+			iv.Held = append(iv.Held, report.StackHeld{Stack: 1 + (i+k)%page.MaxStacks, Bytes: 1.2345678901234e12})
+		}
+		rec.Intervals = append(rec.Intervals, iv)
+	}
+	for i := 0; i < 1000; i++ {
+		rec.Events = append(rec.Events, report.RecordingEvent{At: start, Kind: report.EventNote, Text: strings.Repeat("e", 4*page.MaxName)})
+	}
+	if n := len(render(t, rec)); n > bound {
+		t.Errorf("the page at the bounds is %d bytes, more than %d", n, bound)
+	} else {
+		t.Logf("the page at the bounds: %.1f MiB", float64(n)/(1<<20))
+	}
+}
+
 // A name that closes the script element in the HTML cannot: the markup
 // carries it escaped.
 func TestPageEscapesNames(t *testing.T) {
@@ -307,5 +345,13 @@ func TestPageInChromium(t *testing.T) {
 	}
 	if shot := os.Getenv("ARENACTL_PAGE_SHOT"); shot != "" {
 		headless(t, browser, "--screenshot="+shot, "file://"+file+"#range=5-9&a=0&b=19")
+	}
+	// A recording killed before its first interval is a page too.
+	empty := filepath.Join(dir, "empty.html")
+	if err := os.WriteFile(empty, []byte(render(t, &report.Recording{Meta: phased().Meta})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if dom := headless(t, browser, "--dump-dom", "file://"+empty); !strings.Contains(dom, `data-ready="1"`) {
+		t.Errorf("the page of an empty recording did not finish its script")
 	}
 }

@@ -199,6 +199,7 @@
   }
 
   function setDiff(ia, ib) {
+    if (n === 0) return;
     const a = heldOf(ia), b = heldOf(ib), v = new Map();
     for (const s of new Set([...a.keys(), ...b.keys()])) {
       const x = a.get(s) || 0, y = b.get(s) || 0;
@@ -228,6 +229,7 @@
   function waterfall(i) {
     const body = $("waterfall").tBodies[0];
     body.textContent = "";
+    if (i < 0 || i >= n) return;
     const row = (cells, id) => {
       const tr = el("tr");
       if (id) tr.setAttribute("data-line", id);

@@ -30,7 +30,7 @@ func TestRecordPageOfPhases(t *testing.T) {
 	dir := t.TempDir()
 	out, html := filepath.Join(dir, "rec"), filepath.Join(dir, "page.html")
 	cmd := exec.Command(bin, filepath.Join(dir, "truth"))
-	cmd.Env = append(os.Environ(), "PLATEAU_MS=1000")
+	cmd.Env = append(os.Environ(), "PLATEAU_MS=400")
 	tg := testutil.StartCmd(t, cmd)
 	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K")
 	if a := tg.Send("go"); a != "phases done" {

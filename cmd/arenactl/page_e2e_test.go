@@ -62,7 +62,7 @@ func TestRecordPageOfPhases(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the page's data is not the recording's")
 	}
-	if len(got.T) != len(rec.Intervals) || len(got.T) < 20 {
+	if len(got.T) != len(rec.Intervals) || len(got.T) < 10 {
 		t.Fatalf("%d intervals on the page, %d recorded", len(got.T), len(rec.Intervals))
 	}
 	for i, iv := range rec.Intervals {

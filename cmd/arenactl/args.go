@@ -159,7 +159,13 @@ func setLimits(root *cobra.Command) {
 		set("pad", "0", maxSize, "a size such as 0, 128K or 1M")
 		set("min-change", "0", maxSize, "a size such as 0, 64K or 1M")
 		set("count", "0", maxInt, "0 (until interrupted) or a number of samples")
-		set("interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		if c.Name() == "record" {
+			// Its intervals end at the sampler's drains, at most 100 ms
+			// apart when little is allocated.
+			set("interval", "100ms", maxWait, "a duration from 100ms to "+maxWait)
+		} else {
+			set("interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		}
 		set("duration", "0", maxWait, "0 (until interrupted) or a duration up to "+maxWait)
 		set("min-age", "0", maxWait, "a duration from 0 to "+maxWait)
 		set("rate", "1", maxSize, "a size of at least 1 byte such as 512K")
@@ -179,5 +185,13 @@ func setLimits(root *cobra.Command) {
 		set("freeze-budget", "1e-9", "1", "a fraction above 0, at most 1")
 		set("min-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
 		set("discover-interval", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		set("max-stacks", "1", "10000", "from 1 to 10000 stacks")
+		set("max-disk", "65536", maxSize, "a size of at least 64K such as 64M")
+		set("trigger-rss", "1", maxSize, "a size such as 4G")
+		set("trigger-cgroup", "1", maxSize, "a size such as 4G")
+		set("cooldown", "0", maxWait, "a duration from 0 to "+maxWait)
+		set("max-snapshots", "0", "1000", "from 0 to 1000 snapshots")
+		set("pprof-every", "1ms", maxWait, "a duration from 1ms to "+maxWait)
+		set("pprof-keep", "0", "1000000", "0 (all) or a number of profiles")
 	}
 }

@@ -27,7 +27,7 @@ const (
 	exitCallFailed  = 9   // the injected call failed, faulted or timed out; target restored
 	exitGone        = 10  // the target exited while we worked
 	exitDamaged     = 11  // the heap is damaged where glibc would abort or hang: nothing injected
-	exitBadCore     = 12  // the file is not a usable core (only x86_64 cores are read yet), or its libc memory matches no glibc layout
+	exitBadCore     = 12  // the file is not a usable core (only x86_64 cores' heaps are read yet), or its libc memory matches no glibc layout; or not a recording (record show)
 	exitLockedStop  = 13  // an arena lock is held while threads are stopped: nothing injected
 	exitNoImage     = 14  // --freeze image: no copy-on-write image can be made safely; none made
 	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
@@ -72,6 +72,7 @@ var outcomes = []outcome{
 	{match: is(errUsage), exit: exitUsage},
 	{match: is(errkind.ErrCoreTooLarge), exit: exitBadCore, hint: " (a larger --max-unpacked opens it)"},
 	{match: is(errkind.ErrBadCore), exit: exitBadCore},
+	{match: is(errkind.ErrBadRecording), exit: exitBadCore},
 	{match: is(errkind.ErrTraced), exit: exitTraced, reason: exporter.ReasonTraced},
 	{match: is(errkind.ErrState), exit: exitState, reason: exporter.ReasonGone},
 	{match: is(errkind.ErrGone), exit: exitGone, reason: exporter.ReasonGone},

@@ -25,6 +25,7 @@ import (
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/record"
 	"github.com/arenactl/arenactl/internal/sampler"
 )
 
@@ -41,6 +42,7 @@ func TestOutcomes(t *testing.T) {
 	}{
 		{nil, exitOK, ""},
 		{inspect.ErrInterrupted, exitInterrupted, ""},
+		{&record.FormatError{Path: "r", Msg: "is not an arenactl recording"}, exitBadCore, ""},
 		{wrap(context.Canceled), exitInterrupted, ""},
 		{&core.StoppedError{Path: "core", Err: context.Canceled}, exitInterrupted, ""},
 		{wrap(&ptrace.TimeoutError{Cancelled: true}), exitInterrupted, ""},
@@ -121,7 +123,7 @@ func TestOutcomesReachable(t *testing.T) {
 		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{}, &arch.UnsupportedError{},
 		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &budget.Error{}, &inspect.ArenaCheckError{},
 		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
-		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"),
+		&core.SpaceError{}, &heap.MemoryOnlyError{Err: errors.New("x")}, errors.New("unknown command"), &record.FormatError{},
 	}
 	columns := []func(*outcome) bool{
 		func(o *outcome) bool { return o.exit != 0 },

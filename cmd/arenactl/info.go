@@ -7,6 +7,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/perfschema"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/schema"
@@ -17,6 +18,7 @@ func newInfoCmd() *cobra.Command {
 	var xml, readOnly, noFreeze bool
 	var hold holdFlag
 	var cf coreFlags
+	var mysqlFlag string
 	c := &cobra.Command{
 		Use:   "info PID|CORE",
 		Short: "Per-arena malloc statistics from glibc's own malloc_info(), plus a memory-map summary",
@@ -39,6 +41,16 @@ stops, and nothing is written to the target's own output.`,
 				}
 				hold.h = inspect.HoldNone
 			}
+			var server *perfschema.Config
+			if mysqlFlag != "" {
+				if isCoreArg(args[0]) {
+					return &usageError{msg: "--mysql reads a running server: it goes with a process id, not a core"}
+				}
+				var err error
+				if server, err = perfschema.Parse(mysqlFlag); err != nil {
+					return &usageError{msg: err.Error()}
+				}
+			}
 			var rep *report.Report
 			var err error
 			switch {
@@ -51,6 +63,9 @@ stops, and nothing is written to the target's own output.`,
 			}
 			if err != nil {
 				return err
+			}
+			if server != nil {
+				inspect.AddServerMemory(c.Context(), rep, server, f.timeout)
 			}
 			findings := diagnose.Diagnose(rep, diagnoseEnv(args[0]))
 			switch {
@@ -70,6 +85,7 @@ stops, and nothing is written to the target's own output.`,
 	c.Flags().BoolVar(&xml, "xml", false, "print glibc's malloc_info XML verbatim (with --read-only: as glibc would print it)")
 	c.Flags().BoolVar(&readOnly, "read-only", false, "run nothing of the program's: read the allocator's state from memory, from a copy-on-write image or with every thread stopped for the walk (see --freeze)")
 	c.Flags().BoolVar(&noFreeze, "no-freeze", false, "with --read-only: stop nothing at all; the numbers may be torn by threads that allocate meanwhile (--freeze none)")
+	c.Flags().StringVar(&mysqlFlag, "mysql", "", "a MySQL or MariaDB server's socket (as root) or DSN (user:password@unix(/path)/): its performance_schema memory totals beside malloc's, in the RSS waterfall")
 	registerFreeze(c.Flags(), &hold, true)
 	cf.register(c)
 	return c

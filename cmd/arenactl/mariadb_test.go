@@ -100,7 +100,7 @@ func (m *mariadb) exited() bool {
 // startMariaDB initialises a datadir and starts mariadbd on it, waiting
 // until it answers. The server is killed when the test ends, unless stop
 // shut it down first.
-func startMariaDB(t *testing.T) *mariadb {
+func startMariaDB(t *testing.T, extra ...string) *mariadb {
 	t.Helper()
 	for _, prog := range []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin", "mariadb-slap"} {
 		if _, err := exec.LookPath(prog); err != nil {
@@ -117,6 +117,7 @@ func startMariaDB(t *testing.T) *mariadb {
 	m.cmd = exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+db, "--socket="+m.sock,
 		"--pid-file="+filepath.Join(d, "mysqld.pid"), "--skip-networking", "--log-error="+m.errLog,
 		"--innodb-buffer-pool-size=256M")
+	m.cmd.Args = append(m.cmd.Args, extra...)
 	if err := m.cmd.Start(); err != nil {
 		t.Fatalf("starting mariadbd: %v", err)
 	}

@@ -45,7 +45,7 @@ more than one thread for a few milliseconds.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd(), newWatchCmd(), newDiffCmd(), newLeaksCmd(), newGrowthCmd(), newHeapCmd(), newExporterCmd())
+	root.AddCommand(newInfoCmd(), newTrimCmd(), newMapsCmd(), newSnapshotCmd(), newWatchCmd(), newDiffCmd(), newLeaksCmd(), newRecordCmd(), newGrowthCmd(), newHeapCmd(), newExporterCmd())
 	addVersion(root)
 	setLimits(root)
 	return root

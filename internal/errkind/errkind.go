@@ -100,4 +100,7 @@ var (
 	// ErrMemoryOnly: a core's allocator could not be found from its memory
 	// alone, and no libc file was there to read it with.
 	ErrMemoryOnly = errors.New("no libc file to read the core with")
+	// ErrBadRecording: the file is not a recording arenactl record
+	// wrote, or of a later format.
+	ErrBadRecording = errors.New("not a usable recording")
 )

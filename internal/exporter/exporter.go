@@ -357,7 +357,9 @@ func (c *Config) nextWait(frozen time.Duration, failures int) time.Duration {
 // and records the result. It returns how long the target was frozen.
 func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, error) {
 	start := time.Now()
-	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, e.cfg.Options, e.cfg.Hold)
+	o := e.cfg.Options
+	o.NoResidency = true // the metrics take the walk's totals only
+	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, o, e.cfg.Hold)
 	var findings []diagnose.Finding
 	var frozen, walked time.Duration
 	if err == nil {

@@ -152,6 +152,11 @@ func (c Chunk) UserEnd() uint64 {
 type MmappedChunks struct {
 	Count, Bytes uint64
 	Sizes        map[uint64]uint64 // chunk size -> count
+	// Regions are the memory glibc mapped for each chunk, by address
+	// within each mapping searched: what the RSS waterfall asks the
+	// pagemap about, since the kernel merges a chunk's mapping with its
+	// neighbours and smaps cannot tell them apart.
+	Regions []maps.Range
 }
 
 const (
@@ -1032,6 +1037,7 @@ func (wk *walker) mmapped() {
 			r := c.Region()
 			mc.Bytes += r.End - r.Start // as mp_.mmapped_mem counts it
 			mc.Sizes[c.Size]++
+			mc.Regions = append(mc.Regions, r)
 			if wk.visit != nil {
 				wk.visit(c.Chunk)
 			}

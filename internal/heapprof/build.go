@@ -648,3 +648,39 @@ func renumbered(frames []Frame, ids []int, ms []Mapping) []Frame {
 	}
 	return out
 }
+
+// DropFreed forgets the samples of blocks freed since, so that a Builder
+// kept for a long time (arenactl record) holds memory for what is held
+// only: the held samples are at most the held bytes over the rate. Afterwards the
+// profile's alloc figures count only what is still held; its in-use
+// figures are unchanged. A block's samples are freed together
+// (freeBlock), so the chains by sample.next stay whole. It returns how
+// many samples were dropped.
+func (b *Builder) DropFreed() int {
+	at := make([]int32, len(b.samples)) // 1 + each kept sample's new index
+	kept := b.samples[:0:0]
+	for i := range b.samples {
+		if !b.samples[i].freed {
+			at[i] = int32(len(kept) + 1)
+			kept = append(kept, b.samples[i])
+		}
+	}
+	dropped := len(b.samples) - len(kept)
+	if dropped == 0 {
+		return 0
+	}
+	for i := range kept {
+		if n := kept[i].next; n != 0 {
+			kept[i].next = at[n-1]
+		}
+	}
+	for addr, i := range b.live {
+		if at[i] == 0 {
+			delete(b.live, addr) // a freed block's: nothing more can free it
+			continue
+		}
+		b.live[addr] = int(at[i]) - 1
+	}
+	b.samples = kept
+	return dropped
+}

@@ -359,3 +359,48 @@ func TestCallWithoutEntry(t *testing.T) {
 		t.Errorf("make_widget at %s, stop %s; want sites.cpp:%d, end", leaf.Position(), s.Stop, sourceLine(t, "// site:widget"))
 	}
 }
+
+// TestBuilderDropFreed: forgetting freed samples (a recording's Builder,
+// kept for days) leaves what is held, and the chains of a realloc'd
+// block, as they were: a later free of a moved block still frees all
+// its samples, and a free of a dropped block's address finds nothing.
+func TestBuilderDropFreed(t *testing.T) {
+	st := startSites(t)
+	b := heapprof.NewBuilder(st.u, st.s)
+	stamped := func(r heapprof.Raw, s, old, oldSize uint64) heapprof.Raw {
+		r.Stamp, r.Old, r.OldSize = s, old, oldSize
+		return r
+	}
+	b.Add(stamped(with(st.widget, 0x1000, 100), 1, 0, 0))
+	b.Add(stamped(with(st.widget, 0x2000, 100), 2, 0, 0))
+	b.Add(stamped(with(st.buffer, 0x3000, 1000), 3, 0, 0))
+	b.Add(stamped(with(st.buffer, 0x3000, 4096), 4, 0x3000, 1000)) // grown in place: one block, two samples
+	b.Free(0x1000, 5, time.Second)
+	inUse := func() map[string]heapprof.Counts {
+		m := map[string]heapprof.Counts{}
+		for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
+			m[s.Leaf().Function] = heapprof.Counts{InUse: s.Sampled.InUse, InUseBytes: s.Sampled.InUseBytes}
+		}
+		return m
+	}
+	before := inUse()
+	if n := b.DropFreed(); n != 1 {
+		t.Fatalf("dropped %d samples, want the 1 freed", n)
+	}
+	if after := inUse(); after["make_widget"] != before["make_widget"] || after["reserve"] != before["reserve"] {
+		t.Fatalf("held before dropping %+v, after %+v", before, after)
+	}
+	if b.Free(0x1000, 6, time.Second) {
+		t.Error("the dropped block's address freed something")
+	}
+	b.Move(0x3000, 0x5000, 7, time.Second)
+	if !b.Free(0x5000, 8, time.Second) {
+		t.Fatal("the moved block's free found nothing held")
+	}
+	if got := inUse()["reserve"]; got.InUse != 0 {
+		t.Errorf("reserve after its block's free: %+v held, want none of its two samples", got)
+	}
+	if n := b.DropFreed(); n != 2 {
+		t.Errorf("dropped %d, want the block's 2 samples", n)
+	}
+}

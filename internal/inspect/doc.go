@@ -46,6 +46,11 @@ type Options struct {
 	// the target (call sites, buffers, FILEs) and what it did with them;
 	// nil drops the notes.
 	Note func(string)
+	// NoResidency skips reading which free pages and mmapped chunks are
+	// resident (report.Residency, for the RSS waterfall): a use case that
+	// wants the walk's totals only (leaks' in-use, the exporter's scrape)
+	// reads no page map of a heap that may be tens of GiB.
+	NoResidency bool
 }
 
 // ErrInterrupted: a signal (context cancellation) ended the run; the target

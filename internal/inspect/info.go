@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/budget"
@@ -14,6 +15,7 @@ import (
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/target"
@@ -61,7 +63,51 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, pf.heap)
+	if err == nil && pf.walk != nil && !o.NoResidency {
+		// The pre-flight walks the lists only: the mmapped chunks are
+		// looked for here, with no thread stopped, in the maps just read.
+		w := *pf.walk
+		w.Mmapped = findMmapped(t, pf.heap.Layout, t.Mappings(), mi)
+		rep.Residency = measureResidency(pid, &w)
+	}
 	return rep, err
+}
+
+// findMmapped finds the chunks glibc mmapped one by one (glibc.ScanMmapped)
+// as the read-only walk does: the smaller mappings first, until as many
+// chunks of as many bytes as malloc_info counted are found, so that a large
+// mapping of the program's (a buffer pool) is read through only while a
+// chunk is still missing. What it cannot find leaves Count short, and the
+// waterfall then takes malloc's total instead.
+func findMmapped(mem glibc.Memory, lay glibc.Layout, ms []maps.Mapping, mi *mallocinfo.Info) glibc.MmappedChunks {
+	var mc glibc.MmappedChunks
+	if !mi.HasMmap || mi.MmapCount == 0 {
+		return mc
+	}
+	var cand []maps.Mapping
+	for _, m := range ms {
+		if glibc.MayHoldMmapped(m) {
+			cand = append(cand, m)
+		}
+	}
+	sort.SliceStable(cand, func(i, j int) bool { return cand[i].Size() < cand[j].Size() })
+	done := func() bool { return mc.Count >= mi.MmapCount && mc.Bytes >= mi.MmapBytes }
+	for _, m := range cand {
+		if done() {
+			break
+		}
+		glibc.ScanMmapped(mem, lay, m, 0, func(c glibc.MmappedChunk) bool {
+			r := c.Region()
+			mc.Count++
+			mc.Bytes += r.End - r.Start
+			mc.Regions = append(mc.Regions, r)
+			return !done()
+		})
+	}
+	if !done() {
+		mc = glibc.MmappedChunks{}
+	}
+	return mc
 }
 
 // Hold says how a read-only use case keeps the process still while it
@@ -247,6 +293,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	// h.Libc, not t.Libc: the allocator read may be another object's
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
 	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
+	if !o.NoResidency {
+		rep.Residency = measureResidency(pid, walk)
+	}
 	rep.Threads = countThreads(pid)
 	rep.Maps, err = readMaps(t, h)
 	return rep, err
@@ -285,6 +334,8 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 		Maps:     coreMapsSummary(t),
 		Core:     &report.CoreInfo{Path: path, CrashTid: ths[0].Tid, Command: p.Command, LibcNotes: h.LibcNotes},
 	}
+	// A core has no pagemap: its free pages are counted as resident.
+	rep.Residency, _ = report.MeasureResidency(walk, nil)
 	if t.Signal != nil {
 		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
 	}
@@ -335,6 +386,22 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 	budget.Apply(budget.Need(budget.Scan, budget.HeapOf(t.Mappings())), o.Jobs)
 	h.Jobs = o.Jobs
 	return t, h, nil
+}
+
+// measureResidency reads which of the walk's free pages and mmapped chunks
+// are resident, for the RSS waterfall; nil when the pagemap cannot be read
+// (the waterfall then says what it assumed).
+func measureResidency(pid int, w *glibc.Walk) *report.Residency {
+	pm, err := procfs.OpenPagemap(pid)
+	if err != nil {
+		return nil
+	}
+	defer pm.Close()
+	r, err := report.MeasureResidency(w, pm)
+	if err != nil {
+		return nil
+	}
+	return r
 }
 
 // countThreads is the number of threads the process has now; 0 when that

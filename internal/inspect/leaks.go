@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/budget"
@@ -37,6 +38,14 @@ type LeaksOptions struct {
 	// NoScan: no scan of the heap at the window's end (the profile then
 	// says nothing of what is leaked, only held).
 	NoScan bool
+	// Drained, when set, is given the profile's builder after every
+	// drain, with the time since the window opened (record reads the
+	// live set from it); the window goes on meanwhile.
+	Drained func(b *heapprof.Builder, at time.Duration)
+	// Stops, when set, is held by whoever else stops the process's
+	// threads meanwhile (record's trigger snapshots): a rescan, which
+	// stops them too, skips its turn while it is.
+	Stops *sync.Mutex
 }
 
 // drainEvery is how often the ring is read; rescanEvery how often the
@@ -72,6 +81,53 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	defer done(&err)
 	pid = t.Pid
 	rep := &report.Leaks{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(t.Libc), InUseBefore: before}
+	sp, err := startSampler(ctx, t, o)
+	if err != nil {
+		return nil, err
+	}
+	s, start := sp.s, sp.start
+	rate := sp.rate
+	b, last, runErr := sample(ctx, t, s, sp.mods, sp.u, sp.sym, o, start, sp.startClock, rep)
+	// Detached whatever happened, and even when ctx is done: a Ctrl-C
+	// ends the window, never leaves the hooks in.
+	left, derr := s.Detach(context.WithoutCancel(ctx))
+	// The window ends where the last drain began: what came after was
+	// never read (and is not counted), frees included.
+	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened, MaxShift: rep.MaxShift}
+	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, report.SamplerLeft(left), s.Stopped
+	if runErr == nil {
+		runErr = derr
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return nil, runErr
+	}
+	rep.Interrupted = ctx.Err() != nil
+	if !o.NoScan {
+		if err := classifyHeld(context.WithoutCancel(ctx), t, o.Options, b); err != nil && o.Note != nil {
+			o.Note(fmt.Sprintf("the heap was not scanned for what is leaked: %v", err))
+		}
+	}
+	rep.Profile = b.Profile(rep.Window)
+	if after, err := inUse(context.WithoutCancel(ctx), pid, o.Options); err == nil {
+		rep.InUseAfter, rep.Measured = after, true
+	}
+	return rep, nil
+}
+
+// started is a sampler placed in a process, its window open.
+type started struct {
+	s          *sampler.Sampler
+	mods       *module.Table
+	u          *unwind.Unwinder
+	sym        *symbolize.Symbolizer
+	rate       uint64
+	start      time.Time
+	startClock uint64
+}
+
+// startSampler places the sampler in t and opens its window; the caller
+// detaches it, whatever happens next.
+func startSampler(ctx context.Context, t *live.Target, o LeaksOptions) (*started, error) {
 	// Every loaded object's CFI and symbols are read before the window
 	// opens: read at the first stack through each, they held up the
 	// first drain for 0.4 s (leaks.cpp), long enough for the ring to fill
@@ -113,31 +169,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 		}
 		o.Note(fmt.Sprintf("the sampler is in place: %d GOT entries point at it; the window is open %s", len(s.Patches), until))
 	}
-	b, last, runErr := sample(ctx, t, s, mods, u, sym, o, start, startClock, rep)
-	// Detached whatever happened, and even when ctx is done: a Ctrl-C
-	// ends the window, never leaves the hooks in.
-	left, derr := s.Detach(context.WithoutCancel(ctx))
-	// The window ends where the last drain began: what came after was
-	// never read (and is not counted), frees included.
-	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened, MaxShift: rep.MaxShift}
-	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, report.SamplerLeft(left), s.Stopped
-	if runErr == nil {
-		runErr = derr
-	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return nil, runErr
-	}
-	rep.Interrupted = ctx.Err() != nil
-	if !o.NoScan {
-		if err := classifyHeld(context.WithoutCancel(ctx), t, o.Options, b); err != nil && o.Note != nil {
-			o.Note(fmt.Sprintf("the heap was not scanned for what is leaked: %v", err))
-		}
-	}
-	rep.Profile = b.Profile(rep.Window)
-	if after, err := inUse(context.WithoutCancel(ctx), pid, o.Options); err == nil {
-		rep.InUseAfter, rep.Measured = after, true
-	}
-	return rep, nil
+	return &started{s: s, mods: mods, u: u, sym: sym, rate: rate, start: start, startClock: startClock}, nil
 }
 
 // sample drains the ring until the window ends, building the profile as it
@@ -166,9 +198,13 @@ func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *modu
 		case now := <-timer.C:
 			stop = o.Duration > 0 && !now.Before(end)
 		}
-		if time.Since(lastScan) >= rescanEvery && !stop {
+		if time.Since(lastScan) >= rescanEvery && !stop && (o.Stops == nil || o.Stops.TryLock()) {
 			lastScan = time.Now()
-			if err := s.Rescan(ctx); err != nil && ctx.Err() == nil {
+			err := s.Rescan(ctx)
+			if o.Stops != nil {
+				o.Stops.Unlock()
+			}
+			if err != nil && ctx.Err() == nil {
 				return b, last, err
 			}
 			// Caches are dropped only when objects came or went: parsing
@@ -247,6 +283,9 @@ func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *modu
 		if o.Progress != nil {
 			o.Progress(at, rep.Samples)
 		}
+		if o.Drained != nil && !stop {
+			o.Drained(b, at)
+		}
 		timer.Reset(min(nextDrain(allocs-short, last-prev, s.RingSlots()), nextDrain(short, last-prev, s.ShortSlots())))
 		prev = last
 		if stop {
@@ -307,6 +346,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scra
 // inUse is the bytes the allocator holds in use, from a read-only walk
 // (a copy-on-write image when one can be made).
 func inUse(ctx context.Context, pid int, o Options) (uint64, error) {
+	o.NoResidency = true
 	rep, err := ReadOnly(ctx, pid, o, HoldAuto)
 	if err != nil {
 		return 0, fmt.Errorf("reading the heap before profiling: %w", err)

@@ -175,3 +175,62 @@ func memAvailable() (uint64, error) {
 	}
 	return 0, errors.New("/proc/meminfo: no MemAvailable")
 }
+
+// CgroupMemory is the memory of a process's cgroup (v2): its bytes
+// charged (memory.current) and how many times it went over memory.high
+// and was throttled (memory.events' high).
+type CgroupMemory struct {
+	Dir          string // the cgroup's directory
+	Current      uint64
+	HighEvents   uint64
+	High, OOMs   uint64 // memory.high ("max": no limit, noLimit) and memory.events' oom_kill
+	HasHighEvent bool   // memory.events was read
+}
+
+// MemoryCgroupDir is the directory of pid's cgroup v2 ("0::" in
+// /proc/PID/cgroup under the unified hierarchy's mount); "" when it has
+// none (a v1-only system).
+func MemoryCgroupDir(pid int) (string, error) {
+	b, err := os.ReadFile(Path(pid, "cgroup"))
+	if err != nil {
+		return "", Error(pid, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(l, "0::")
+		if !ok {
+			continue
+		}
+		for _, root := range cgroup2Roots {
+			if _, err := os.Stat(path.Join(root, "cgroup.controllers")); err == nil {
+				return path.Join(root, path.Clean("/"+rest)), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// ReadCgroupMemory reads a cgroup v2 directory's memory figures.
+func ReadCgroupMemory(dir string) (CgroupMemory, error) {
+	m := CgroupMemory{Dir: dir}
+	var err error
+	if m.Current, err = readCgroupValue(path.Join(dir, "memory.current")); err != nil {
+		return m, err
+	}
+	m.High, _ = readCgroupValue(path.Join(dir, "memory.high"))
+	b, err := os.ReadFile(path.Join(dir, "memory.events"))
+	if err != nil {
+		return m, nil
+	}
+	m.HasHighEvent = true
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, " ")
+		n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "high":
+			m.HighEvents = n
+		case "oom_kill":
+			m.OOMs = n
+		}
+	}
+	return m, nil
+}

@@ -92,7 +92,58 @@ func Info(w io.Writer, r *report.Report) error {
 			return err
 		}
 	}
-	return mapSummary(w, r.Maps)
+	if err := mapSummary(w, r.Maps); err != nil {
+		return err
+	}
+	if wf := r.Waterfall(); wf != nil {
+		fmt.Fprintln(w)
+		Waterfall(w, wf)
+	}
+	return nil
+}
+
+// Waterfall prints the RSS waterfall: each line, its share of RSS, its
+// breakdown and what would lower it, then what no line accounts for.
+func Waterfall(w io.Writer, wf *report.Waterfall) {
+	fmt.Fprintf(w, "RSS %s, line by line (the heaps' mappings are %s of it):\n", Human(wf.Rss), Human(wf.HeapRss))
+	share := func(n int64) string {
+		if wf.Rss == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%5.1f%%", 100*float64(n)/float64(wf.Rss))
+	}
+	for _, l := range wf.Lines {
+		mark := " "
+		if l.Heap {
+			mark = "h"
+		}
+		fmt.Fprintf(w, "  %s %-54s %10s %s\n", mark, l.Title, Human(l.Bytes), share(int64(l.Bytes)))
+		for _, d := range l.Detail {
+			fmt.Fprintf(w, "        %s\n", Line(d))
+		}
+		if l.Bytes > 0 {
+			fmt.Fprintf(w, "        → %s\n", Line(l.Action))
+		}
+	}
+	fmt.Fprintf(w, "    %-54s %10s %s\n", "unexplained (RSS less every line above)", signedHuman(wf.Unexplained), share(wf.Unexplained))
+	fmt.Fprintln(w, "  h: inside the heaps' mappings")
+	for _, n := range wf.Notes {
+		fmt.Fprintf(w, "  note: %s\n", Line(n))
+	}
+	if wf.ServerErr != "" {
+		fmt.Fprintf(w, "  the server's own accounting could not be read: %s\n", Line(wf.ServerErr))
+	}
+	if sm := wf.Server; sm != nil {
+		fmt.Fprintf(w, "\nthe server's performance_schema counts %s in %d memory instruments; largest:\n", Human(sm.Total), sm.Instruments)
+		for _, e := range sm.Events {
+			fmt.Fprintf(w, "  %-60s %10s\n", Line(e.Name), Human(e.Bytes))
+		}
+		if wf.Unaccounted >= 0 {
+			fmt.Fprintf(w, "the program's resident anonymous memory (held, tcaches, mmapped chunks, other) the server does not count: %s\n", Human(uint64(wf.Unaccounted)))
+		} else {
+			fmt.Fprintf(w, "the server counts %s more than its anonymous memory holds resident: memory it allocated and has not touched (an InnoDB buffer pool fills as it is used)\n", Human(uint64(-wf.Unaccounted)))
+		}
+	}
 }
 
 // versionText is the glibc version, or the range memory alone narrowed

@@ -31,6 +31,13 @@ type Report struct {
 	ReadOnly *ReadOnly
 	// Core is set when the report comes from a core file.
 	Core *CoreInfo
+	// Residency is what the pagemap said of the walk's free pages and
+	// mmapped chunks, for the RSS waterfall; nil when no walk was made.
+	Residency *Residency
+	// Server is a database server's own memory accounting (--mysql);
+	// ServerErr why it could not be read.
+	Server    *ServerMemory
+	ServerErr string
 }
 
 // CoreInfo says which core a report comes from and why it was written.

@@ -230,7 +230,10 @@ type Info struct {
 	Arenas        []Arena     `json:"arenas"`
 	Totals        Totals      `json:"totals"`
 	Maps          MapsSummary `json:"maps"`
-	Findings      []Finding   `json:"findings"`
+	// Waterfall splits RSS into lines that add up; absent when the
+	// source records no RSS (a kernel core).
+	Waterfall *Waterfall `json:"waterfall,omitempty"`
+	Findings  []Finding  `json:"findings"`
 }
 
 func newLibc(l report.LibcInfo) Libc {
@@ -293,6 +296,7 @@ func NewInfo(r *report.Report, findings []diagnose.Finding) Info {
 		MmapCount: opt(mi.HasMmap, mi.MmapCount), MmapBytes: opt(mi.HasMmap, mi.MmapBytes),
 	}
 	out.Maps = newMapsSummary(r.Maps)
+	out.Waterfall = NewWaterfall(r.Waterfall())
 	out.Findings = newFindings(findings)
 	if c := r.Core; c != nil {
 		out.Core = &Core{Path: c.Path, Command: c.Command, CrashTid: c.CrashTid, Signal: c.Signal, FaultAddr: c.FaultAddr, LibcNotes: c.LibcNotes}

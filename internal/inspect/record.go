@@ -284,7 +284,7 @@ func (rc *recSession) event(e report.RecordingEvent) {
 // that ends now.
 func (rc *recSession) interval(ctx context.Context, tk tick) error {
 	iv := report.RecordedInterval{Start: rc.prevEnd, Samples: tk.p.Samples, Dropped: tk.p.Window.Dropped}
-	classes, rss, err := rc.mem.classes()
+	classes, rss, rssAt, err := rc.mem.classes()
 	if err != nil {
 		if errors.Is(err, procfs.ErrGone) || errors.Is(err, procfs.ErrNoProcess) {
 			return nil // the sampler's loop sees it too, and ends
@@ -292,7 +292,7 @@ func (rc *recSession) interval(ctx context.Context, tk tick) error {
 		return err
 	}
 	now := time.Now().Round(0)
-	iv.Classes, iv.Rss, iv.RssAt = classes, rss, now
+	iv.Classes, iv.Rss, iv.RssAt = classes, rss, rssAt.Round(0)
 	iv.Arenas, iv.MmappedBytes = rc.mem.arenas()
 	iv.Duration = now.Sub(rc.prevEnd)
 	rc.prevEnd = now

@@ -116,17 +116,14 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		if o.Note != nil {
 			o.Note(s)
 		}
-		select {
-		case rc.events <- report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventNote, Text: s}:
-		default: // a flood of notes: the first ones are kept
-		}
+		rc.post(report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventNote, Text: s})
 	}
-	rc.events = make(chan report.RecordingEvent, 64)
 	rc.ticks = make(chan tick, 1)
 	sp, err := startSampler(ctx, t, lo)
 	if err != nil {
-		close(rc.ticks)
-		rc.drainEvents()
+		// Nothing was recorded: the file made for it goes.
+		w.Close()
+		os.Remove(o.Out)
 		return nil, err
 	}
 	collected := make(chan error, 1)
@@ -225,7 +222,10 @@ type recSession struct {
 	mem    *memReader
 	ids    map[string]int // a stack's key -> its ID
 	ticks  chan tick
-	events chan report.RecordingEvent
+	// posted are events from other goroutines (the sampler's notes, a
+	// snapshot's outcome), for the collector to keep.
+	postMu sync.Mutex
+	posted []report.RecordingEvent
 	// stops is held while a trigger's snapshot stops the process; the
 	// sampler's rescans skip their turn meanwhile.
 	stops sync.Mutex
@@ -261,15 +261,28 @@ func (rc *recSession) collect(ctx context.Context) error {
 	return rc.firstErr
 }
 
-// drainEvents keeps the events that came.
+// maxPosted bounds the events waiting for the collector; beyond, the
+// first ones are kept.
+const maxPosted = 64
+
+// post hands an event to the collector, from any goroutine, never
+// waiting.
+func (rc *recSession) post(e report.RecordingEvent) {
+	rc.postMu.Lock()
+	defer rc.postMu.Unlock()
+	if len(rc.posted) < maxPosted {
+		rc.posted = append(rc.posted, e)
+	}
+}
+
+// drainEvents keeps the events posted.
 func (rc *recSession) drainEvents() {
-	for {
-		select {
-		case e := <-rc.events:
-			rc.event(e)
-		default:
-			return
-		}
+	rc.postMu.Lock()
+	posted := rc.posted
+	rc.posted = nil
+	rc.postMu.Unlock()
+	for _, e := range posted {
+		rc.event(e)
 	}
 }
 
@@ -411,7 +424,7 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 			e = report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshotFailed, Text: err.Error()}
 			note = "a trigger's snapshot failed: " + err.Error()
 		}
-		rc.events <- e // room for it: at most one snapshot at a time
+		rc.post(e)
 		if o.Note != nil {
 			o.Note(note)
 		}

@@ -215,13 +215,13 @@ type tick struct {
 
 // recSession is the collector's state: it owns the store and the file.
 type recSession struct {
-	o      RecordOptions
-	pid    int
-	st     *record.Store
-	w      *record.Writer
-	mem    *memReader
-	ids    map[string]int // a stack's key -> its ID
-	ticks  chan tick
+	o     RecordOptions
+	pid   int
+	st    *record.Store
+	w     *record.Writer
+	mem   *memReader
+	ids   map[string]int // a stack's key -> its ID
+	ticks chan tick
 	// posted are events from other goroutines (the sampler's notes, a
 	// snapshot's outcome), for the collector to keep.
 	postMu sync.Mutex

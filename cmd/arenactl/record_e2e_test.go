@@ -428,3 +428,56 @@ func checkPprof(t *testing.T, dir string) {
 		t.Errorf("go tool pprof -diff_base %s %s: %v\n%s", first, last, err, r)
 	}
 }
+
+// TestRecordTriggerCgroup: --trigger-cgroup fires when the process's
+// memory cgroup (v2, or v1) charges past it: one snapshot, said in the recording with
+// the cgroup's figure, while the recording goes on.
+func TestRecordTriggerCgroup(t *testing.T) {
+	cg := testutil.MemoryCgroup(t)
+	bin := testutil.BuildC(t, "record_phases.c", "-O2", "-g")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "rec")
+	cmd := exec.Command(bin, filepath.Join(dir, "truth"), "hold")
+	cmd.Env = append(os.Environ(), "PLATEAU_MS=300")
+	tg := testutil.StartCmd(t, cmd)
+	cg.Add(t, tg.Pid)
+	rc, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--trigger-cgroup", "60M")
+	if a := tg.Send("go"); a != "phases done" {
+		t.Fatalf("go: %q", a)
+	}
+	var snap *report.RecordingEvent
+	for deadline := time.Now().Add(60 * time.Second); snap == nil && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		rec, _, err := record.Read(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range rec.Events {
+			if e.Kind == report.EventSnapshot || e.Kind == report.EventSnapshotFailed {
+				snap = &rec.Events[i]
+			}
+		}
+	}
+	rc.Process.Signal(syscall.SIGINT)
+	if code, said := wait(); code != 0 {
+		t.Fatalf("arenactl record: exit %d\n%s", code, said)
+	}
+	if snap == nil || snap.Kind != report.EventSnapshot {
+		t.Fatalf("no snapshot written: %+v", snap)
+	}
+	rec, _, _ := record.Read(out)
+	triggers := 0
+	for _, e := range rec.Events {
+		if e.Kind == report.EventTrigger {
+			triggers++
+			if !strings.Contains(e.Text, "cgroup") || e.Value < 60<<20 {
+				t.Errorf("the trigger: %+v", e)
+			}
+		}
+	}
+	if triggers != 1 {
+		t.Errorf("%d triggers, want 1 (the cooldown)", triggers)
+	}
+	if last, code := tg.Quit(); last != "bye" || code != 0 {
+		t.Errorf("the target: %q, exit %d", last, code)
+	}
+}

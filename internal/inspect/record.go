@@ -392,7 +392,7 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 			if cg, err := procfs.ReadCgroupMemory(rc.cgroupDir); err == nil {
 				switch {
 				case o.TriggerCgroup > 0 && cg.Current >= o.TriggerCgroup:
-					why, value, limit = fmt.Sprintf("the cgroup's memory.current %d bytes reached --trigger-cgroup %d", cg.Current, o.TriggerCgroup), cg.Current, o.TriggerCgroup
+					why, value, limit = fmt.Sprintf("the cgroup's memory %d bytes reached --trigger-cgroup %d (%s)", cg.Current, o.TriggerCgroup, cg.Dir), cg.Current, o.TriggerCgroup
 				case o.TriggerHigh && cg.HasHighEvent && rc.highKnown && cg.HighEvents > rc.highSeen:
 					why, value = fmt.Sprintf("the cgroup went over memory.high (%d more high events)", cg.HighEvents-rc.highSeen), cg.HighEvents
 				}

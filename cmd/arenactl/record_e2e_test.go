@@ -481,3 +481,44 @@ func TestRecordTriggerCgroup(t *testing.T) {
 		t.Errorf("the target: %q, exit %d", last, code)
 	}
 }
+
+// TestRecordRefusals: record writes a new file and never replaces or
+// follows one; each refusal is one line and exit 2 before anything is
+// done to the process (which does not exist here: a refusal let through
+// would say so, exit 3). record show refuses what is not a recording
+// with exit 12.
+func TestRecordRefusals(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing")
+	os.WriteFile(existing, []byte("keep me"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(filepath.Join(dir, "nowhere"), link)
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"record", "-o", existing, "99999999"}, exitUsage, "never replaces"},
+		{[]string{"record", "-o", link, "99999999"}, exitUsage, "never replaces"},
+		{[]string{"record", "-o", filepath.Join(dir, "no", "rec"), "99999999"}, exitUsage, "no directory"},
+		{[]string{"record", "99999999"}, exitUsage, "-o FILE"},
+		{[]string{"record", "--tiers", "1s", "-o", filepath.Join(dir, "r"), "99999999"}, exitUsage, "--tiers"},
+		{[]string{"record", "-o", filepath.Join(dir, "r"), "99999999"}, exitNoProcess, ""},
+		{[]string{"record", "show", existing}, exitBadCore, "not an arenactl recording"},
+		{[]string{"record", "show", link}, exitBadCore, "symbolic link"},
+	} {
+		r := run(t, c.args...)
+		if r.code != c.code || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.says) {
+			t.Errorf("arenactl %s: exit %d, %q; want exit %d saying %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.says)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep me" {
+		t.Errorf("the existing file was changed: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nowhere")); err == nil {
+		t.Error("the link was followed")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "r")); err == nil {
+		t.Error("a recording that never began left its file")
+	}
+}

@@ -129,11 +129,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	collected := make(chan error, 1)
 	go func() { collected <- rc.collect(context.WithoutCancel(ctx)) }()
 	var last time.Duration
-	lo.Drained = func(b *heapprof.Builder, at time.Duration) {
-		if at-last < o.Interval {
-			return
-		}
-		last = at
+	send := func(b *heapprof.Builder, at time.Duration) *heapprof.Profile {
 		p := b.Profile(heapprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
 		// The latest wins: a tick the collector has not taken (it is
 		// writing a trigger's snapshot) is replaced, so the live set it
@@ -151,6 +147,14 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 			default:
 			}
 		}
+		return p
+	}
+	lo.Drained = func(b *heapprof.Builder, at time.Duration) {
+		if at-last < o.Interval {
+			return
+		}
+		last = at
+		p := send(b, at)
 		// Freed samples are forgotten once they are most: the builder
 		// then holds what is held, not the recording's history.
 		if c, _ := p.Total(); p.Samples-c.InUse > max(1024, c.InUse) {
@@ -158,17 +162,20 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		}
 	}
 	rep := &report.Leaks{Pid: pid}
-	_, _, runErr := sample(ctx, t, sp.s, sp.mods, sp.u, sp.sym, lo, sp.start, sp.startClock, rep)
+	b, end, runErr := sample(ctx, t, sp.s, sp.mods, sp.u, sp.sym, lo, sp.start, sp.startClock, rep)
+	if runErr == nil && b != nil && end > last {
+		send(b, end) // the levels where the recording ends
+	}
 	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
 	close(rc.ticks)
 	cerr := <-collected
 	rc.snapping.Wait()
-	end := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
+	fin := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
 	switch {
 	case runErr != nil && errors.Is(runErr, procfs.ErrGone), derr != nil && errors.Is(derr, procfs.ErrGone):
-		end.Why, runErr, derr = report.EndExited, nil, nil
+		fin.Why, runErr, derr = report.EndExited, nil, nil
 	case ctx.Err() != nil:
-		end.Why = report.EndInterrupted
+		fin.Why = report.EndInterrupted
 	}
 	if runErr == nil || errors.Is(runErr, context.Canceled) {
 		runErr = derr
@@ -177,11 +184,11 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		runErr = cerr
 	}
 	if runErr != nil {
-		end.Why, end.Err = report.EndError, runErr.Error()
+		fin.Why, fin.Err = report.EndError, runErr.Error()
 	}
 	rc.drainEvents()
-	st.SetEnd(end)
-	if werr := w.End(end); werr != nil && runErr == nil {
+	st.SetEnd(fin)
+	if werr := w.End(fin); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	out := &Recorded{Recording: st.Recording(), FileBytes: w.Size(), Compactions: w.Compactions, Pprof: rc.pprofs}

@@ -128,7 +128,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	}
 	collected := make(chan error, 1)
 	go func() { collected <- rc.collect(context.WithoutCancel(ctx)) }()
-	var last time.Duration
+	var last, lastDrop time.Duration
 	send := func(b *heapprof.Builder, at time.Duration) *heapprof.Profile {
 		p := b.Profile(heapprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
 		// The latest wins: a tick the collector has not taken (it is
@@ -157,8 +157,9 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		p := send(b, at)
 		// Freed samples are forgotten once they are most: the builder
 		// then holds what is held, not the recording's history.
-		if c, _ := p.Total(); p.Samples-c.InUse > max(1024, c.InUse) {
-			b.DropFreed()
+		if c, _ := p.Total(); p.Samples-c.InUse > max(1024, c.InUse) || at-lastDrop > orphanAge {
+			b.DropFreed(at - orphanAge)
+			lastDrop = at
 		}
 	}
 	rep := &report.Leaks{Pid: pid}
@@ -197,6 +198,11 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	}
 	return out, nil
 }
+
+// orphanAge is how long a free whose allocation's record has not come
+// is kept for it (heapprof.Builder.DropFreed): an allocation's record
+// comes a few drains late at most; one dropped never comes.
+const orphanAge = 10 * time.Second
 
 // triggers are the thresholds armed, as the recording says them.
 func (o *RecordOptions) triggers() []string {

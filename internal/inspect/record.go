@@ -167,10 +167,12 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	if runErr == nil && b != nil && end > last {
 		send(b, end) // the levels where the recording ends
 	}
-	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
+	// The collector ends, and a trigger's snapshot, before the sampler is
+	// taken out: both stop every thread, which two cannot do at once.
 	close(rc.ticks)
 	cerr := <-collected
 	rc.snapping.Wait()
+	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
 	fin := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
 	switch {
 	case runErr != nil && errors.Is(runErr, procfs.ErrGone), derr != nil && errors.Is(derr, procfs.ErrGone):

@@ -11,6 +11,9 @@
 # 250 ms; the median of each kind of phase is printed, with its ratio to
 # the loop alone.
 #
+# TOOL=record runs `arenactl record` (default interval, to a file) in
+# arenactl's phases instead of `arenactl leaks`.
+#
 # usage: bench/leaks/run.sh [SECONDS]
 # Needs root, go, gcc; a quiet machine. See bench/leaks/README.md.
 set -eu
@@ -46,7 +49,11 @@ phase() {
 # that the machine's drift falls on both alike.
 for c in $(seq "${CYCLES:-3}"); do
 	phase before
-	"$work/arenactl" leaks --duration "$((secs + 2))s" "$loop_pid" >"$work/arenactl.out" 2>&1 &
+	if [ "${TOOL:-leaks}" = record ]; then
+		"$work/arenactl" record --duration "$((secs + 2))s" -o "$work/rec.$c" "$loop_pid" >"$work/arenactl.out" 2>&1 &
+	else
+		"$work/arenactl" leaks --duration "$((secs + 2))s" "$loop_pid" >"$work/arenactl.out" 2>&1 &
+	fi
 	ap=$!
 	sleep 1
 	phase arenactl

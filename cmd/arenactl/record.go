@@ -128,7 +128,7 @@ FILE' prints a recording.`,
 	fl.IntVar(&rf.maxStacks, "max-stacks", 100, "how many stacks each interval names; the rest are summed as other")
 	fl.Var(&rf.maxDisk, "max-disk", "compact the file (rewrite it, merged) when it reaches this size, unless the merged recording alone is larger")
 	fl.Var(&rf.triggerRss, "trigger-rss", "write a snapshot when the process's RSS reaches this size")
-	fl.Var(&rf.triggerCgroup, "trigger-cgroup", "write a snapshot when the process's cgroup (v2) memory.current reaches this size")
+	fl.Var(&rf.triggerCgroup, "trigger-cgroup", "write a snapshot when the memory charged to the process's cgroup (v2 memory.current, v1 memory.usage_in_bytes) reaches this size")
 	fl.BoolVar(&rf.triggerHigh, "trigger-high", false, "write a snapshot when the process's cgroup (v2) counts a new memory.high event")
 	fl.DurationVar(&rf.cooldown, "cooldown", 10*time.Minute, "the least time between two triggered snapshots")
 	fl.IntVar(&rf.maxSnapshots, "max-snapshots", 3, "the most snapshots triggers write in a recording")

@@ -654,9 +654,24 @@ func renumbered(frames []Frame, ids []int, ms []Mapping) []Frame {
 // only: the held samples are at most the held bytes over the rate. Afterwards the
 // profile's alloc figures count only what is still held; its in-use
 // figures are unchanged. A block's samples are freed together
-// (freeBlock), so the chains by sample.next stay whole. It returns how
-// many samples were dropped.
-func (b *Builder) DropFreed() int {
+// (freeBlock), so the chains by sample.next stay whole. Frees whose
+// allocation never came (it was dropped, both rings full) and that came
+// before `before` are forgotten too: an allocation's record comes a few
+// drains late at most. It returns how many samples were dropped.
+func (b *Builder) DropFreed(before time.Duration) int {
+	for addr, list := range b.orphans {
+		kept := list[:0]
+		for _, o := range list {
+			if o.at >= before {
+				kept = append(kept, o)
+			}
+		}
+		if len(kept) == 0 {
+			delete(b.orphans, addr)
+		} else {
+			b.orphans[addr] = kept
+		}
+	}
 	at := make([]int32, len(b.samples)) // 1 + each kept sample's new index
 	kept := b.samples[:0:0]
 	for i := range b.samples {

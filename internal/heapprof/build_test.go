@@ -384,7 +384,7 @@ func TestBuilderDropFreed(t *testing.T) {
 		return m
 	}
 	before := inUse()
-	if n := b.DropFreed(); n != 1 {
+	if n := b.DropFreed(0); n != 1 {
 		t.Fatalf("dropped %d samples, want the 1 freed", n)
 	}
 	if after := inUse(); after["make_widget"] != before["make_widget"] || after["reserve"] != before["reserve"] {
@@ -400,7 +400,18 @@ func TestBuilderDropFreed(t *testing.T) {
 	if got := inUse()["reserve"]; got.InUse != 0 {
 		t.Errorf("reserve after its block's free: %+v held, want none of its two samples", got)
 	}
-	if n := b.DropFreed(); n != 2 {
+	b.Free(0x9000, 9, 2*time.Second) // a free whose allocation never comes
+	if n := b.DropFreed(time.Second); n != 2 {
 		t.Errorf("dropped %d, want the block's 2 samples", n)
+	}
+	b.Add(stamped(with(st.widget, 0x9000, 100), 8, 0, 0))
+	if got := inUse()["make_widget"]; got.InUse != 1 {
+		t.Errorf("a free kept (after the time given) did not free its block when it came: %+v", got)
+	}
+	b.Free(0x9200, 11, 4*time.Second) // its allocation was dropped: it never comes
+	b.DropFreed(5 * time.Second)
+	b.Add(stamped(with(st.widget, 0x9200, 100), 10, 0, 0)) // came after the free was forgotten
+	if got := inUse()["make_widget"]; got.InUse != 2 {
+		t.Errorf("a block whose free was forgotten: %+v held, want it held with the one before", got)
 	}
 }

@@ -116,27 +116,20 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		if o.Note != nil {
 			o.Note(s)
 		}
-		select {
-		case rc.events <- report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventNote, Text: s}:
-		default: // a flood of notes: the first ones are kept
-		}
+		rc.post(report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventNote, Text: s})
 	}
-	rc.events = make(chan report.RecordingEvent, 64)
 	rc.ticks = make(chan tick, 1)
 	sp, err := startSampler(ctx, t, lo)
 	if err != nil {
-		close(rc.ticks)
-		rc.drainEvents()
+		// Nothing was recorded: the file made for it goes.
+		w.Close()
+		os.Remove(o.Out)
 		return nil, err
 	}
 	collected := make(chan error, 1)
 	go func() { collected <- rc.collect(context.WithoutCancel(ctx)) }()
-	var last time.Duration
-	lo.Drained = func(b *heapprof.Builder, at time.Duration) {
-		if at-last < o.Interval {
-			return
-		}
-		last = at
+	var last, lastDrop time.Duration
+	send := func(b *heapprof.Builder, at time.Duration) *heapprof.Profile {
 		p := b.Profile(heapprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
 		// The latest wins: a tick the collector has not taken (it is
 		// writing a trigger's snapshot) is replaced, so the live set it
@@ -154,24 +147,38 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 			default:
 			}
 		}
+		return p
+	}
+	lo.Drained = func(b *heapprof.Builder, at time.Duration) {
+		if at-last < o.Interval {
+			return
+		}
+		last = at
+		p := send(b, at)
 		// Freed samples are forgotten once they are most: the builder
 		// then holds what is held, not the recording's history.
-		if c, _ := p.Total(); p.Samples-c.InUse > max(1024, c.InUse) {
-			b.DropFreed()
+		if c, _ := p.Total(); p.Samples-c.InUse > max(1024, c.InUse) || at-lastDrop > orphanAge {
+			b.DropFreed(at - orphanAge)
+			lastDrop = at
 		}
 	}
 	rep := &report.Leaks{Pid: pid}
-	_, _, runErr := sample(ctx, t, sp.s, sp.mods, sp.u, sp.sym, lo, sp.start, sp.startClock, rep)
-	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
+	b, end, runErr := sample(ctx, t, sp.s, sp.mods, sp.u, sp.sym, lo, sp.start, sp.startClock, rep)
+	if runErr == nil && b != nil && end > last {
+		send(b, end) // the levels where the recording ends
+	}
+	// The collector ends, and a trigger's snapshot, before the sampler is
+	// taken out: both stop every thread, which two cannot do at once.
 	close(rc.ticks)
 	cerr := <-collected
 	rc.snapping.Wait()
-	end := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
+	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
+	fin := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
 	switch {
 	case runErr != nil && errors.Is(runErr, procfs.ErrGone), derr != nil && errors.Is(derr, procfs.ErrGone):
-		end.Why, runErr, derr = report.EndExited, nil, nil
+		fin.Why, runErr, derr = report.EndExited, nil, nil
 	case ctx.Err() != nil:
-		end.Why = report.EndInterrupted
+		fin.Why = report.EndInterrupted
 	}
 	if runErr == nil || errors.Is(runErr, context.Canceled) {
 		runErr = derr
@@ -180,11 +187,11 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		runErr = cerr
 	}
 	if runErr != nil {
-		end.Why, end.Err = report.EndError, runErr.Error()
+		fin.Why, fin.Err = report.EndError, runErr.Error()
 	}
 	rc.drainEvents()
-	st.SetEnd(end)
-	if werr := w.End(end); werr != nil && runErr == nil {
+	st.SetEnd(fin)
+	if werr := w.End(fin); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	out := &Recorded{Recording: st.Recording(), FileBytes: w.Size(), Compactions: w.Compactions, Pprof: rc.pprofs}
@@ -193,6 +200,11 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	}
 	return out, nil
 }
+
+// orphanAge is how long a free whose allocation's record has not come
+// is kept for it (heapprof.Builder.DropFreed): an allocation's record
+// comes a few drains late at most; one dropped never comes.
+const orphanAge = 10 * time.Second
 
 // triggers are the thresholds armed, as the recording says them.
 func (o *RecordOptions) triggers() []string {
@@ -218,14 +230,17 @@ type tick struct {
 
 // recSession is the collector's state: it owns the store and the file.
 type recSession struct {
-	o      RecordOptions
-	pid    int
-	st     *record.Store
-	w      *record.Writer
-	mem    *memReader
-	ids    map[string]int // a stack's key -> its ID
-	ticks  chan tick
-	events chan report.RecordingEvent
+	o     RecordOptions
+	pid   int
+	st    *record.Store
+	w     *record.Writer
+	mem   *memReader
+	ids   map[string]int // a stack's key -> its ID
+	ticks chan tick
+	// posted are events from other goroutines (the sampler's notes, a
+	// snapshot's outcome), for the collector to keep.
+	postMu sync.Mutex
+	posted []report.RecordingEvent
 	// stops is held while a trigger's snapshot stops the process; the
 	// sampler's rescans skip their turn meanwhile.
 	stops sync.Mutex
@@ -261,15 +276,28 @@ func (rc *recSession) collect(ctx context.Context) error {
 	return rc.firstErr
 }
 
-// drainEvents keeps the events that came.
+// maxPosted bounds the events waiting for the collector; beyond, the
+// first ones are kept.
+const maxPosted = 64
+
+// post hands an event to the collector, from any goroutine, never
+// waiting.
+func (rc *recSession) post(e report.RecordingEvent) {
+	rc.postMu.Lock()
+	defer rc.postMu.Unlock()
+	if len(rc.posted) < maxPosted {
+		rc.posted = append(rc.posted, e)
+	}
+}
+
+// drainEvents keeps the events posted.
 func (rc *recSession) drainEvents() {
-	for {
-		select {
-		case e := <-rc.events:
-			rc.event(e)
-		default:
-			return
-		}
+	rc.postMu.Lock()
+	posted := rc.posted
+	rc.posted = nil
+	rc.postMu.Unlock()
+	for _, e := range posted {
+		rc.event(e)
 	}
 }
 
@@ -284,7 +312,7 @@ func (rc *recSession) event(e report.RecordingEvent) {
 // that ends now.
 func (rc *recSession) interval(ctx context.Context, tk tick) error {
 	iv := report.RecordedInterval{Start: rc.prevEnd, Samples: tk.p.Samples, Dropped: tk.p.Window.Dropped}
-	classes, rss, err := rc.mem.classes()
+	classes, rss, rssAt, err := rc.mem.classes()
 	if err != nil {
 		if errors.Is(err, procfs.ErrGone) || errors.Is(err, procfs.ErrNoProcess) {
 			return nil // the sampler's loop sees it too, and ends
@@ -292,7 +320,7 @@ func (rc *recSession) interval(ctx context.Context, tk tick) error {
 		return err
 	}
 	now := time.Now().Round(0)
-	iv.Classes, iv.Rss, iv.RssAt = classes, rss, now
+	iv.Classes, iv.Rss, iv.RssAt = classes, rss, rssAt.Round(0)
 	iv.Arenas, iv.MmappedBytes = rc.mem.arenas()
 	iv.Duration = now.Sub(rc.prevEnd)
 	rc.prevEnd = now
@@ -379,7 +407,7 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 			if cg, err := procfs.ReadCgroupMemory(rc.cgroupDir); err == nil {
 				switch {
 				case o.TriggerCgroup > 0 && cg.Current >= o.TriggerCgroup:
-					why, value, limit = fmt.Sprintf("the cgroup's memory.current %d bytes reached --trigger-cgroup %d", cg.Current, o.TriggerCgroup), cg.Current, o.TriggerCgroup
+					why, value, limit = fmt.Sprintf("the cgroup's memory %d bytes reached --trigger-cgroup %d (%s)", cg.Current, o.TriggerCgroup, cg.Dir), cg.Current, o.TriggerCgroup
 				case o.TriggerHigh && cg.HasHighEvent && rc.highKnown && cg.HighEvents > rc.highSeen:
 					why, value = fmt.Sprintf("the cgroup went over memory.high (%d more high events)", cg.HighEvents-rc.highSeen), cg.HighEvents
 				}
@@ -411,7 +439,7 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 			e = report.RecordingEvent{At: time.Now().Round(0), Kind: report.EventSnapshotFailed, Text: err.Error()}
 			note = "a trigger's snapshot failed: " + err.Error()
 		}
-		rc.events <- e // room for it: at most one snapshot at a time
+		rc.post(e)
 		if o.Note != nil {
 			o.Note(note)
 		}

@@ -187,33 +187,47 @@ type CgroupMemory struct {
 	HasHighEvent bool   // memory.events was read
 }
 
-// MemoryCgroupDir is the directory of pid's cgroup v2 ("0::" in
-// /proc/PID/cgroup under the unified hierarchy's mount); "" when it has
-// none (a v1-only system).
+// MemoryCgroupDir is the directory of pid's memory cgroup: v2's ("0::"
+// in /proc/PID/cgroup under the unified hierarchy's mount) where the
+// memory controller is there, else v1's memory hierarchy; "" when it has
+// neither.
 func MemoryCgroupDir(pid int) (string, error) {
 	b, err := os.ReadFile(Path(pid, "cgroup"))
 	if err != nil {
 		return "", Error(pid, err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(l, "0::")
+		id, rest, _ := strings.Cut(l, ":")
+		ctrls, p, ok := strings.Cut(rest, ":")
 		if !ok {
 			continue
 		}
-		for _, root := range cgroup2Roots {
-			if _, err := os.Stat(path.Join(root, "cgroup.controllers")); err == nil {
-				return path.Join(root, path.Clean("/"+rest)), nil
+		switch {
+		case id == "0" && ctrls == "":
+			for _, root := range cgroup2Roots {
+				dir := path.Join(root, path.Clean("/"+p))
+				if _, err := os.Stat(path.Join(dir, "memory.current")); err == nil {
+					return dir, nil
+				}
+			}
+		case hasController(ctrls, "memory"):
+			dir := path.Join(cgroupV1Memory, path.Clean("/"+p))
+			if _, err := os.Stat(path.Join(dir, "memory.usage_in_bytes")); err == nil {
+				return dir, nil
 			}
 		}
 	}
 	return "", nil
 }
 
-// ReadCgroupMemory reads a cgroup v2 directory's memory figures.
+// ReadCgroupMemory reads a memory cgroup directory's figures (v2's
+// memory.current and memory.events, or v1's memory.usage_in_bytes: v1
+// has no memory.high, and no events of it).
 func ReadCgroupMemory(dir string) (CgroupMemory, error) {
 	m := CgroupMemory{Dir: dir}
 	var err error
 	if m.Current, err = readCgroupValue(path.Join(dir, "memory.current")); err != nil {
+		m.Current, err = readCgroupValue(path.Join(dir, "memory.usage_in_bytes"))
 		return m, err
 	}
 	m.High, _ = readCgroupValue(path.Join(dir, "memory.high"))

@@ -18,6 +18,7 @@ var Documents = map[string]any{
 	"leaks":    Leaks{},
 	"heap":     HeapContents{},
 	"growth":   Growth{},
+	"record":   Recording{},
 }
 
 // JSONSchema is the JSON Schema (draft 2020-12) of the document v, derived

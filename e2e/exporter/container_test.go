@@ -1,4 +1,4 @@
-package main
+package exporter
 
 import (
 	"fmt"
@@ -212,16 +212,16 @@ func TestContainerFromHost(t *testing.T) {
 	c := startContainer(t, false)
 	pid := strconv.Itoa(c.pid)
 	want := c.ownReport(t)
-	if r := mustRun(t, "info", "--xml", pid); r.stdout != want {
-		t.Fatalf("info --xml differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.stdout)
+	if r := mustRun(t, "info", "--xml", pid); r.Stdout != want {
+		t.Fatalf("info --xml differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.Stdout)
 	}
 	frozen := c.freeze(t)
-	if r := mustRun(t, "info", "--read-only", "--xml", pid); r.stdout != frozen {
-		t.Fatalf("info --read-only --xml differs from the frozen target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", frozen, r.stdout)
+	if r := mustRun(t, "info", "--read-only", "--xml", pid); r.Stdout != frozen {
+		t.Fatalf("info --read-only --xml differs from the frozen target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", frozen, r.Stdout)
 	}
 	c.thaw(t)
 	var got jsonInfo
-	if err := decodeDoc([]byte(mustRun(t, "info", "--json", pid).stdout), &got); err != nil {
+	if err := decodeDoc([]byte(mustRun(t, "info", "--json", pid).Stdout), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Libc.Version != "2.31" || len(got.Arenas) != 4 {
@@ -230,14 +230,14 @@ func TestContainerFromHost(t *testing.T) {
 	// The image is a child of the target's; when it ends, the container's
 	// init reaps it, as the host's would.
 	r := mustRun(t, "heap", pid)
-	if !strings.Contains(r.stdout, "copy-on-write image") {
-		t.Errorf("heap did not read from an image:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "copy-on-write image") {
+		t.Errorf("heap did not read from an image:\n%s", r.Stdout)
 	}
 	core := filepath.Join(t.TempDir(), "c.core")
-	live := mustRun(t, "info", "--read-only", "--xml", pid).stdout
+	live := mustRun(t, "info", "--read-only", "--xml", pid).Stdout
 	mustRun(t, "snapshot", pid, "-o", core)
-	if r := mustRun(t, "info", "--xml", core); r.stdout != live {
-		t.Errorf("the snapshot's XML differs from the live walk's\n--- live\n%s\n--- snapshot\n%s", live, r.stdout)
+	if r := mustRun(t, "info", "--xml", core); r.Stdout != live {
+		t.Errorf("the snapshot's XML differs from the live walk's\n--- live\n%s\n--- snapshot\n%s", live, r.Stdout)
 	}
 	mustRun(t, "trim", pid)
 	mustQuit(t, c.tg)
@@ -255,11 +255,11 @@ func TestContainerTargetIsInit(t *testing.T) {
 	// ignored), so the walk is checked against the injected call's numbers
 	// that an allocation cannot move.
 	var injected, walked jsonInfo
-	if err := decodeDoc([]byte(mustRun(t, "info", "--json", pid).stdout), &injected); err != nil {
+	if err := decodeDoc([]byte(mustRun(t, "info", "--json", pid).Stdout), &injected); err != nil {
 		t.Fatal(err)
 	}
 	r := mustRun(t, "info", "--read-only", "--json", pid)
-	if err := decodeDoc([]byte(r.stdout), &walked); err != nil {
+	if err := decodeDoc([]byte(r.Stdout), &walked); err != nil {
 		t.Fatal(err)
 	}
 	if walked.Libc.Version != "2.31" || len(walked.Arenas) != 4 || len(injected.Arenas) != 4 {
@@ -270,12 +270,12 @@ func TestContainerTargetIsInit(t *testing.T) {
 			t.Errorf("arena %d: system %d read, %d by malloc_info", i, w, in)
 		}
 	}
-	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.stdout+r.stderr, "init of its pid namespace") {
-		t.Errorf("info --read-only does not say why it made no image:\n%s%s", r.stdout, r.stderr)
+	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.Stdout+r.Stderr, "init of its pid namespace") {
+		t.Errorf("info --read-only does not say why it made no image:\n%s%s", r.Stdout, r.Stderr)
 	}
 	r = run(t, "heap", pid)
-	if r.code != 14 || !strings.Contains(r.stderr, "init of its pid namespace") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Errorf("heap on a pid namespace's init: exit %d, %q; want 14 and one line saying why", r.code, r.stderr)
+	if r.Code != 14 || !strings.Contains(r.Stderr, "init of its pid namespace") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("heap on a pid namespace's init: exit %d, %q; want 14 and one line saying why", r.Code, r.Stderr)
 	}
 	mustRun(t, "heap", "--freeze", "walk", pid)
 	mustQuit(t, c.tg)
@@ -301,16 +301,16 @@ func TestContainerFromDebugContainer(t *testing.T) {
 		return runCmd(t, cmd)
 	}
 	pid := strconv.Itoa(c.nspid)
-	if r := inside("info", "--xml", pid); r.code != 0 || r.stdout != want {
-		t.Fatalf("info in the debug container: exit %d, %s\n--- target\n%s\n--- arenactl\n%s", r.code, r.stderr, want, r.stdout)
+	if r := inside("info", "--xml", pid); r.Code != 0 || r.Stdout != want {
+		t.Fatalf("info in the debug container: exit %d, %s\n--- target\n%s\n--- arenactl\n%s", r.Code, r.Stderr, want, r.Stdout)
 	}
 	frozen := c.freeze(t)
-	if r := inside("info", "--read-only", "--xml", pid); r.code != 0 || r.stdout != frozen {
-		t.Fatalf("info --read-only in the debug container: exit %d, %s\n--- target\n%s\n--- arenactl\n%s", r.code, r.stderr, frozen, r.stdout)
+	if r := inside("info", "--read-only", "--xml", pid); r.Code != 0 || r.Stdout != frozen {
+		t.Fatalf("info --read-only in the debug container: exit %d, %s\n--- target\n%s\n--- arenactl\n%s", r.Code, r.Stderr, frozen, r.Stdout)
 	}
 	c.thaw(t)
-	if r := inside("heap", pid); r.code != 0 || !strings.Contains(r.stdout, "copy-on-write image") {
-		t.Errorf("heap in the debug container: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := inside("heap", pid); r.Code != 0 || !strings.Contains(r.Stdout, "copy-on-write image") {
+		t.Errorf("heap in the debug container: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	mustQuit(t, c.tg)
 }
@@ -385,13 +385,13 @@ func TestLeastPrivilege(t *testing.T) {
 	c := startContainerAs(t, false, 65534)
 	pid := strconv.Itoa(c.pid)
 	for _, args := range [][]string{{"info", "--read-only", pid}, {"heap", pid}, {"info", pid}} {
-		if r := runCmd(t, withCaps(caps, args...)); r.code != 0 {
-			t.Errorf("arenactl %v with %v: exit %d\n%s", args, caps, r.code, r.stderr)
+		if r := runCmd(t, withCaps(caps, args...)); r.Code != 0 {
+			t.Errorf("arenactl %v with %v: exit %d\n%s", args, caps, r.Code, r.Stderr)
 		}
 		for i := range caps {
 			fewer := append(append([]string{}, caps[:i]...), caps[i+1:]...)
-			if r := runCmd(t, withCaps(fewer, args...)); r.code != 4 {
-				t.Errorf("arenactl %v without %s: exit %d, want 4 (permission)\n%s", args, caps[i], r.code, r.stderr)
+			if r := runCmd(t, withCaps(fewer, args...)); r.Code != 4 {
+				t.Errorf("arenactl %v without %s: exit %d, want 4 (permission)\n%s", args, caps[i], r.Code, r.Stderr)
 			}
 		}
 	}
@@ -401,8 +401,8 @@ func TestLeastPrivilege(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/tracing/events"); err != nil {
 		more = append(append([]string{}, growthCaps...), "sys_admin")
 	}
-	if r := runCmd(t, withCaps(append(append([]string{}, caps...), more...), "growth", "--duration", "1s", pid)); r.code != 0 || strings.Contains(r.stderr, "eBPF refused") {
-		t.Errorf("growth with %v and %v: exit %d\n%s", caps, more, r.code, r.stderr)
+	if r := runCmd(t, withCaps(append(append([]string{}, caps...), more...), "growth", "--duration", "1s", pid)); r.Code != 0 || strings.Contains(r.Stderr, "eBPF refused") {
+		t.Errorf("growth with %v and %v: exit %d\n%s", caps, more, r.Code, r.Stderr)
 	}
 
 	// The exporter as the DaemonSet runs it.

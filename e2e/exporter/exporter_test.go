@@ -1,4 +1,4 @@
-package main
+package exporter
 
 import (
 	"bufio"
@@ -284,8 +284,8 @@ func readOnlyJSONOf(t *testing.T, pid int) roInfo {
 	t.Helper()
 	r := mustRun(t, "info", "--read-only", "--json", strconv.Itoa(pid))
 	var info roInfo
-	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	if len(info.Arenas) < 2 {
 		t.Fatalf("want a multi-arena target, got %d arenas", len(info.Arenas))

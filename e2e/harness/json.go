@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -9,10 +9,10 @@ import (
 
 // The tests read arenactl's JSON into these types of their own, not into
 // package schema's: a field renamed in the program is then missing from the
-// document, and decodeDoc says so. They state the names the README
+// document, and DecodeDoc says so. They state the names the README
 // promises; the golden files pin the bytes.
 
-type jsonLibc struct {
+type JSONLibc struct {
 	Path        string `json:"path"`
 	Version     string `json:"version"`
 	Banner      string `json:"banner,omitempty"`
@@ -23,7 +23,7 @@ type jsonLibc struct {
 	VersionMin  string `json:"version_min,omitempty"`
 }
 
-type jsonInjection struct {
+type JSONInjection struct {
 	Tid               int    `json:"tid"`
 	Blocked           string `json:"blocked_in"`
 	StoppedUs         int64  `json:"stopped_us"`
@@ -37,7 +37,7 @@ type jsonInjection struct {
 	PreflightSkipped  string `json:"preflight_skipped,omitempty"`
 }
 
-type jsonSize struct {
+type JSONSize struct {
 	From  uint64 `json:"from"`
 	To    uint64 `json:"to"`
 	Total uint64 `json:"total"`
@@ -45,7 +45,7 @@ type jsonSize struct {
 	Fast  bool   `json:"fast"`
 }
 
-type jsonArena struct {
+type JSONArena struct {
 	Index          int            `json:"index"`
 	Main           bool           `json:"main"`
 	SystemCurrent  uint64         `json:"system_current"`
@@ -61,25 +61,25 @@ type jsonArena struct {
 	AspaceTotal    uint64         `json:"aspace_total"`
 	AspaceMprotect uint64         `json:"aspace_mprotect"`
 	Subheaps       *uint64        `json:"subheaps"`
-	Sizes          []jsonSize     `json:"sizes"`
-	Unsorted       *jsonSize      `json:"unsorted"`
-	Walk           *jsonArenaWalk `json:"walk,omitempty"`
+	Sizes          []JSONSize     `json:"sizes"`
+	Unsorted       *JSONSize      `json:"unsorted"`
+	Walk           *JSONArenaWalk `json:"walk,omitempty"`
 }
 
-type jsonHeap struct {
+type JSONHeap struct {
 	Addr         uint64 `json:"addr"`
 	Size         uint64 `json:"size"`
 	MprotectSize uint64 `json:"mprotect_size"`
 }
 
-type jsonArenaWalk struct {
+type JSONArenaWalk struct {
 	Addr            uint64     `json:"addr"`
 	Mutex           uint32     `json:"mutex"`
 	Flags           uint32     `json:"flags"`
 	AttachedThreads uint64     `json:"attached_threads"`
 	Top             uint64     `json:"top"`
 	TopSize         uint64     `json:"top_size"`
-	Heaps           []jsonHeap `json:"heaps"`
+	Heaps           []JSONHeap `json:"heaps"`
 	Walked          bool       `json:"walked"`
 	InUseChunks     uint64     `json:"in_use_chunks"`
 	InUseBytes      uint64     `json:"in_use_bytes"`
@@ -93,21 +93,21 @@ type jsonArenaWalk struct {
 	TrimmableBytes  uint64     `json:"trimmable_bytes"`
 }
 
-type jsonTcacheBin struct {
+type JSONTcacheBin struct {
 	Size  uint64 `json:"size"`
 	Count uint64 `json:"count"`
 }
 
-type jsonThread struct {
+type JSONThread struct {
 	Tid          int             `json:"tid"`
 	Arena        *int            `json:"arena"`
 	Tcache       uint64          `json:"tcache"`
 	TcacheChunks uint64          `json:"tcache_chunks"`
 	TcacheBytes  uint64          `json:"tcache_bytes"`
-	TcacheBins   []jsonTcacheBin `json:"tcache_bins"`
+	TcacheBins   []JSONTcacheBin `json:"tcache_bins"`
 }
 
-type jsonDamage struct {
+type JSONDamage struct {
 	Arena uint64 `json:"arena"`
 	Addr  uint64 `json:"addr"`
 	What  string `json:"what"`
@@ -115,7 +115,7 @@ type jsonDamage struct {
 	Hang  bool   `json:"glibc_would_hang"`
 }
 
-type jsonParams struct {
+type JSONParams struct {
 	TrimThreshold  uint64 `json:"trim_threshold"`
 	TopPad         uint64 `json:"top_pad"`
 	MmapThreshold  uint64 `json:"mmap_threshold"`
@@ -130,13 +130,13 @@ type jsonParams struct {
 	HeapMax        uint64 `json:"heap_max"`
 }
 
-type jsonMmapped struct {
+type JSONMmapped struct {
 	Count uint64          `json:"count"`
 	Bytes uint64          `json:"bytes"`
-	Sizes []jsonTcacheBin `json:"sizes"`
+	Sizes []JSONTcacheBin `json:"sizes"`
 }
 
-type jsonReadOnly struct {
+type JSONReadOnly struct {
 	FrozenUs       int64        `json:"frozen_us"`
 	Torn           bool         `json:"torn"`
 	Layout         string       `json:"layout"`
@@ -144,14 +144,14 @@ type jsonReadOnly struct {
 	Mp             uint64       `json:"mp"`
 	FoundBy        string       `json:"found_by"`
 	Exact          bool         `json:"exact"`
-	Params         jsonParams   `json:"params"`
-	Threads        []jsonThread `json:"threads"`
-	Mmapped        jsonMmapped  `json:"mmapped"`
-	Damage         []jsonDamage `json:"damage"`
+	Params         JSONParams   `json:"params"`
+	Threads        []JSONThread `json:"threads"`
+	Mmapped        JSONMmapped  `json:"mmapped"`
+	Damage         []JSONDamage `json:"damage"`
 	TcachesSkipped string       `json:"tcaches_skipped,omitempty"`
 }
 
-type jsonTotals struct {
+type JSONTotals struct {
 	SystemCurrent  uint64  `json:"system_current"`
 	SystemMax      uint64  `json:"system_max"`
 	FastCount      *uint64 `json:"fast_count"`
@@ -164,7 +164,7 @@ type jsonTotals struct {
 	MmapBytes      *uint64 `json:"mmap_bytes"`
 }
 
-type jsonCore struct {
+type JSONCore struct {
 	Path      string   `json:"path"`
 	Command   string   `json:"command"`
 	CrashTid  int      `json:"crash_tid"`
@@ -173,21 +173,21 @@ type jsonCore struct {
 	LibcNotes []string `json:"libc_notes,omitempty"`
 }
 
-type jsonInfo struct {
+type JSONInfo struct {
 	Pid       int            `json:"pid"`
 	Exe       string         `json:"exe"`
 	Threads   int            `json:"threads"`
-	Libc      jsonLibc       `json:"glibc"`
-	Injection *jsonInjection `json:"injection"`
-	ReadOnly  *jsonReadOnly  `json:"read_only"`
-	Core      *jsonCore      `json:"core,omitempty"`
-	Arenas    []jsonArena    `json:"arenas"`
-	Totals    jsonTotals     `json:"totals"`
-	Maps      jsonMaps       `json:"maps"`
-	Findings  []jsonFinding  `json:"findings"`
+	Libc      JSONLibc       `json:"glibc"`
+	Injection *JSONInjection `json:"injection"`
+	ReadOnly  *JSONReadOnly  `json:"read_only"`
+	Core      *JSONCore      `json:"core,omitempty"`
+	Arenas    []JSONArena    `json:"arenas"`
+	Totals    JSONTotals     `json:"totals"`
+	Maps      JSONMaps       `json:"maps"`
+	Findings  []JSONFinding  `json:"findings"`
 }
 
-type jsonClass struct {
+type JSONClass struct {
 	Class        string `json:"class"`
 	Count        int    `json:"count"`
 	Size         uint64 `json:"size"`
@@ -197,7 +197,7 @@ type jsonClass struct {
 	Swap         uint64 `json:"swap"`
 }
 
-type jsonRollup struct {
+type JSONRollup struct {
 	Rss          uint64 `json:"rss"`
 	Pss          uint64 `json:"pss"`
 	PrivateDirty uint64 `json:"private_dirty"`
@@ -206,13 +206,13 @@ type jsonRollup struct {
 	Swap         uint64 `json:"swap"`
 }
 
-type jsonMaps struct {
-	Process  jsonRollup    `json:"process"`
-	Classes  []jsonClass   `json:"classes"`
-	Mappings []jsonMapping `json:"mappings,omitempty"`
+type JSONMaps struct {
+	Process  JSONRollup    `json:"process"`
+	Classes  []JSONClass   `json:"classes"`
+	Mappings []JSONMapping `json:"mappings,omitempty"`
 }
 
-type jsonMapping struct {
+type JSONMapping struct {
 	Start        uint64 `json:"start"`
 	End          uint64 `json:"end"`
 	Perms        string `json:"perms"`
@@ -224,12 +224,12 @@ type jsonMapping struct {
 	Swap         uint64 `json:"swap"`
 }
 
-type jsonMapsReport struct {
+type JSONMapsReport struct {
 	Pid int `json:"pid"`
-	jsonMaps
+	JSONMaps
 }
 
-type jsonTrimClass struct {
+type JSONTrimClass struct {
 	Class              string `json:"class"`
 	RssBefore          uint64 `json:"rss_before"`
 	RssAfter           uint64 `json:"rss_after"`
@@ -237,30 +237,30 @@ type jsonTrimClass struct {
 	PrivateDirtyAfter  uint64 `json:"private_dirty_after"`
 }
 
-type jsonTrim struct {
+type JSONTrim struct {
 	Pid            int                 `json:"pid"`
-	Libc           jsonLibc            `json:"glibc"`
+	Libc           JSONLibc            `json:"glibc"`
 	Pad            uint64              `json:"pad"`
 	Result         *int                `json:"result"`
-	Injection      *jsonInjection      `json:"injection"`
-	Classes        []jsonTrimClass     `json:"classes"`
+	Injection      *JSONInjection      `json:"injection"`
+	Classes        []JSONTrimClass     `json:"classes"`
 	ReleasedBytes  *int64              `json:"released_bytes"`
 	DryRun         bool                `json:"dry_run"`
 	PredictedBytes *uint64             `json:"predicted_bytes"`
-	Prediction     *jsonTrimPrediction `json:"prediction"`
+	Prediction     *JSONTrimPrediction `json:"prediction"`
 }
 
-type jsonTrimPrediction struct {
+type JSONTrimPrediction struct {
 	Torn           bool            `json:"torn"`
 	FrozenUs       int64           `json:"frozen_us"`
 	Hold           string          `json:"hold"`
 	TrimmableBytes uint64          `json:"trimmable_bytes"`
 	PredictedBytes uint64          `json:"predicted_bytes"`
-	Arenas         []jsonArenaTrim `json:"arenas"`
-	Damage         []jsonDamage    `json:"damage"`
+	Arenas         []JSONArenaTrim `json:"arenas"`
+	Damage         []JSONDamage    `json:"damage"`
 }
 
-type jsonArenaTrim struct {
+type JSONArenaTrim struct {
 	Index          int    `json:"index"`
 	Main           bool   `json:"main"`
 	Addr           uint64 `json:"addr"`
@@ -270,7 +270,7 @@ type jsonArenaTrim struct {
 	PredictedBytes uint64 `json:"predicted_bytes"`
 }
 
-type jsonFinding struct {
+type JSONFinding struct {
 	ID           string   `json:"id"`
 	Severity     string   `json:"severity"`
 	Title        string   `json:"title"`
@@ -279,7 +279,7 @@ type jsonFinding struct {
 	SavingsBytes uint64   `json:"savings_bytes"`
 }
 
-type jsonSnapshot struct {
+type JSONSnapshot struct {
 	Pid            int    `json:"pid"`
 	Exe            string `json:"exe"`
 	Path           string `json:"path"`
@@ -300,61 +300,61 @@ type jsonSnapshot struct {
 	WalkError      string `json:"walk_error,omitempty"`
 }
 
-type jsonWatchSample struct {
+type JSONWatchSample struct {
 	Time   string `json:"time"`
 	Sample int    `json:"sample"`
-	jsonInfo
+	JSONInfo
 }
 
-type jsonDelta struct {
+type JSONDelta struct {
 	Before uint64 `json:"before"`
 	After  uint64 `json:"after"`
 	Delta  int64  `json:"delta"`
 }
 
-type jsonMallocDiff struct {
-	SystemCurrent jsonDelta  `json:"system_current"`
-	InUseBytes    jsonDelta  `json:"in_use_bytes"`
-	FreeBytes     jsonDelta  `json:"free_bytes"`
-	FastBytes     *jsonDelta `json:"fast_bytes"`
-	RestBytes     jsonDelta  `json:"rest_bytes"`
-	TcacheBytes   *jsonDelta `json:"tcache_bytes"`
+type JSONMallocDiff struct {
+	SystemCurrent JSONDelta  `json:"system_current"`
+	InUseBytes    JSONDelta  `json:"in_use_bytes"`
+	FreeBytes     JSONDelta  `json:"free_bytes"`
+	FastBytes     *JSONDelta `json:"fast_bytes"`
+	RestBytes     JSONDelta  `json:"rest_bytes"`
+	TcacheBytes   *JSONDelta `json:"tcache_bytes"`
 }
 
-type jsonArenaDiff struct {
+type JSONArenaDiff struct {
 	Index       *int   `json:"index"`
 	IndexBefore *int   `json:"index_before"`
 	Main        bool   `json:"main"`
 	Addr        uint64 `json:"addr,omitempty"`
 	Status      string `json:"status"`
 	Growth      int64  `json:"growth"`
-	jsonMallocDiff
+	JSONMallocDiff
 }
 
-type jsonTotalsDiff struct {
-	Arenas jsonDelta `json:"arenas"`
-	jsonMallocDiff
-	MmapBytes *jsonDelta `json:"mmap_bytes"`
+type JSONTotalsDiff struct {
+	Arenas JSONDelta `json:"arenas"`
+	JSONMallocDiff
+	MmapBytes *JSONDelta `json:"mmap_bytes"`
 }
 
-type jsonClassDiff struct {
+type JSONClassDiff struct {
 	Class        string    `json:"class"`
 	Status       string    `json:"status"`
-	Size         jsonDelta `json:"size"`
-	Rss          jsonDelta `json:"rss"`
-	PrivateDirty jsonDelta `json:"private_dirty"`
-	Swap         jsonDelta `json:"swap"`
+	Size         JSONDelta `json:"size"`
+	Rss          JSONDelta `json:"rss"`
+	PrivateDirty JSONDelta `json:"private_dirty"`
+	Swap         JSONDelta `json:"swap"`
 }
 
-type jsonProcessDiff struct {
-	Rss          jsonDelta `json:"rss"`
-	Pss          jsonDelta `json:"pss"`
-	PrivateDirty jsonDelta `json:"private_dirty"`
-	Anonymous    jsonDelta `json:"anonymous"`
-	Swap         jsonDelta `json:"swap"`
+type JSONProcessDiff struct {
+	Rss          JSONDelta `json:"rss"`
+	Pss          JSONDelta `json:"pss"`
+	PrivateDirty JSONDelta `json:"private_dirty"`
+	Anonymous    JSONDelta `json:"anonymous"`
+	Swap         JSONDelta `json:"swap"`
 }
 
-type jsonDiffSide struct {
+type JSONDiffSide struct {
 	File   string `json:"file,omitempty"`
 	Pid    int    `json:"pid"`
 	Exe    string `json:"exe"`
@@ -363,23 +363,23 @@ type jsonDiffSide struct {
 	Sample *int   `json:"sample,omitempty"`
 }
 
-type jsonDiff struct {
-	Before           jsonDiffSide    `json:"before"`
-	After            jsonDiffSide    `json:"after"`
+type JSONDiff struct {
+	Before           JSONDiffSide    `json:"before"`
+	After            JSONDiffSide    `json:"after"`
 	Warnings         []string        `json:"warnings"`
 	Changed          bool            `json:"changed"`
 	MatchedBy        string          `json:"matched_by"`
-	Arenas           []jsonArenaDiff `json:"arenas"`
-	Totals           jsonTotalsDiff  `json:"totals"`
-	Process          jsonProcessDiff `json:"process"`
-	Classes          []jsonClassDiff `json:"classes"`
-	FindingsAppeared []jsonFinding   `json:"findings_appeared"`
-	FindingsCleared  []jsonFinding   `json:"findings_cleared"`
+	Arenas           []JSONArenaDiff `json:"arenas"`
+	Totals           JSONTotalsDiff  `json:"totals"`
+	Process          JSONProcessDiff `json:"process"`
+	Classes          []JSONClassDiff `json:"classes"`
+	FindingsAppeared []JSONFinding   `json:"findings_appeared"`
+	FindingsCleared  []JSONFinding   `json:"findings_cleared"`
 }
 
-// decodeDoc unmarshals a document into v, and fails when the document lacks
+// DecodeDoc unmarshals a document into v, and fails when the document lacks
 // a field of v (one not tagged omitempty): a field the program renamed.
-func decodeDoc(data []byte, v any) error {
+func DecodeDoc(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"flag"
@@ -41,13 +41,13 @@ func TestBusyHeap(t *testing.T) {
 		// minutes in two runs of the whole suite on a loaded 2-CPU
 		// machine (and never alone); runWithin says where it was.
 		r := runWithin(t, 5*time.Minute, "--jobs", jobs, verb, "--json", pid)
-		if r.code != 0 {
-			t.Fatalf("run %d: %s --jobs %s on a busy heap: exit %d: %s", i, verb, jobs, r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("run %d: %s --jobs %s on a busy heap: exit %d: %s", i, verb, jobs, r.Code, r.Stderr)
 		}
 		var doc struct {
 			Injection jsonInjection `json:"injection"`
 		}
-		if err := decodeDoc([]byte(r.stdout), &doc); err != nil {
+		if err := decodeDoc([]byte(r.Stdout), &doc); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 		in := doc.Injection
@@ -85,7 +85,7 @@ func TestBusyHeap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := mustRun(t, "info", "--xml", "--thread", pid, pid).stdout
+	got := mustRun(t, "info", "--xml", "--thread", pid, pid).Stdout
 	if got != string(want) {
 		t.Errorf("info --xml on the paused heap is not glibc's own:\n%s", firstDiff(string(want), got))
 	}
@@ -111,8 +111,8 @@ func TestDamageRefusesInjectionBusy(t *testing.T) {
 				for i := 0; i < 3; i++ {
 					r := runWithin(t, 30*time.Second, cmd, pid)
 					expectRefusal(t, r, exitDamaged, "the heap is damaged")
-					if !mentionsOne(r.stderr, addrs) {
-						t.Errorf("%s: the refusal names none of %#x: %s", cmd, addrs, r.stderr)
+					if !mentionsOne(r.Stderr, addrs) {
+						t.Errorf("%s: the refusal names none of %#x: %s", cmd, addrs, r.Stderr)
 					}
 					untouched(t, tg)
 				}

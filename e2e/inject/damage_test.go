@@ -1,11 +1,7 @@
-package main
+package inject
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,50 +53,6 @@ func damagedTarget(t *testing.T, kind string, first ...string) (*testutil.Target
 	return tg, addrs
 }
 
-// runWithin is run with a deadline: a walk that follows a damaged list
-// forever fails the test instead of hanging it.
-func runWithin(t *testing.T, d time.Duration, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, arenactl, args...)
-	// Before a run past d is killed, what its threads were doing: state,
-	// wait channel and system call of each (a hang is told from a crawl).
-	var where string
-	cmd.Cancel = func() error {
-		where = threadsOf(cmd.Process.Pid)
-		return cmd.Process.Kill()
-	}
-	r := runCmd(t, cmd)
-	if ctx.Err() != nil {
-		t.Fatalf("arenactl %s did not finish within %s; its threads then:\n%s", strings.Join(args, " "), d, where)
-	}
-	return r
-}
-
-// threadsOf lists each thread of pid with its state, wait channel and
-// /proc syscall line, and the process's CPU time so far.
-func threadsOf(pid int) string {
-	var b strings.Builder
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if f := strings.Fields(string(st)); len(f) > 14 {
-			fmt.Fprintf(&b, "utime %s stime %s (ticks)\n", f[13], f[14])
-		}
-	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	for _, task := range tasks {
-		st, _ := os.ReadFile(task + "/stat")
-		wchan, _ := os.ReadFile(task + "/wchan")
-		sc, _ := os.ReadFile(task + "/syscall")
-		state := "?"
-		if i := strings.LastIndexByte(string(st), ')'); i >= 0 && i+2 < len(st) {
-			state = string(st[i+2])
-		}
-		fmt.Fprintf(&b, "%s %s %s %s\n", filepath.Base(task), state, wchan, strings.Fields(string(sc) + " ?")[0])
-	}
-	return b.String()
-}
-
 // untouched checks that the target was left as it was: running, untraced,
 // alive, its heap as the test damaged it.
 func untouched(t *testing.T, tg *testutil.Target) {
@@ -113,20 +65,6 @@ func untouched(t *testing.T, tg *testutil.Target) {
 	}
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target after arenactl: %q", a)
-	}
-}
-
-// eventually reports whether cond holds within a few seconds: for states
-// the kernel settles into just after a detach. The bound is a hang guard,
-// not a measurement.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
 	}
 }
 
@@ -148,12 +86,12 @@ func TestDamageReadOnly(t *testing.T) {
 			pid := fmt.Sprint(tg.Pid)
 			for _, mode := range [][]string{{"--read-only"}, {"--read-only", "--no-freeze"}} {
 				r := runWithin(t, 10*time.Second, append(append([]string{"info", "--json"}, mode...), pid)...)
-				if r.code != 0 {
-					t.Fatalf("%v: exit %d: %s", mode, r.code, r.stderr)
+				if r.Code != 0 {
+					t.Fatalf("%v: exit %d: %s", mode, r.Code, r.Stderr)
 				}
 				var got jsonInfo
-				if err := decodeDoc([]byte(r.stdout), &got); err != nil {
-					t.Fatalf("%v: %v\n%s", mode, err, r.stdout)
+				if err := decodeDoc([]byte(r.Stdout), &got); err != nil {
+					t.Fatalf("%v: %v\n%s", mode, err, r.Stdout)
 				}
 				found := false
 				for _, d := range got.ReadOnly.Damage {
@@ -170,13 +108,13 @@ func TestDamageReadOnly(t *testing.T) {
 			}
 			r := runWithin(t, 10*time.Second, "info", "--read-only", pid)
 			var lines []string
-			for _, l := range strings.Split(r.stdout, "\n") {
+			for _, l := range strings.Split(r.Stdout, "\n") {
 				if strings.HasPrefix(l, "DAMAGE: ") {
 					lines = append(lines, l)
 				}
 			}
-			if r.code != 0 || len(lines) == 0 || !mentionsOne(strings.Join(lines, "\n"), addrs) {
-				t.Errorf("table: exit %d, DAMAGE lines %q, want one naming %#x", r.code, lines, addrs)
+			if r.Code != 0 || len(lines) == 0 || !mentionsOne(strings.Join(lines, "\n"), addrs) {
+				t.Errorf("table: exit %d, DAMAGE lines %q, want one naming %#x", r.Code, lines, addrs)
 			}
 			untouched(t, tg)
 			mustQuit(t, tg)
@@ -198,14 +136,14 @@ func TestDamageRefusesInjection(t *testing.T) {
 			for _, cmd := range []string{"info", "trim"} {
 				r := runWithin(t, 30*time.Second, cmd, pid)
 				expectRefusal(t, r, exitDamaged, "the heap is damaged", word, "use --read-only")
-				if !mentionsOne(r.stderr, addrs) {
-					t.Errorf("%s: the refusal names none of %#x: %s", cmd, addrs, r.stderr)
+				if !mentionsOne(r.Stderr, addrs) {
+					t.Errorf("%s: the refusal names none of %#x: %s", cmd, addrs, r.Stderr)
 				}
 				untouched(t, tg)
 			}
 			r := runWithin(t, 30*time.Second, "trim", "--dry-run", pid)
-			if r.code != 0 || !strings.Contains(r.stdout, "DAMAGE: ") || !strings.Contains(r.stdout, "a real trim would be refused") {
-				t.Errorf("trim --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "DAMAGE: ") || !strings.Contains(r.Stdout, "a real trim would be refused") {
+				t.Errorf("trim --dry-run: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 			}
 			untouched(t, tg)
 			mustQuit(t, tg)
@@ -245,11 +183,11 @@ func TestInjectIntoStoppedProcess(t *testing.T) {
 	sigstop(t, tg)
 	for _, cmd := range []string{"info", "trim"} {
 		r := runWithin(t, 30*time.Second, cmd, "--json", fmt.Sprint(tg.Pid))
-		if r.code != 0 {
-			t.Fatalf("%s on a stopped process: exit %d: %s", cmd, r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("%s on a stopped process: exit %d: %s", cmd, r.Code, r.Stderr)
 		}
-		if !strings.Contains(r.stdout, `"preflight_walks": 1`) {
-			t.Errorf("%s: no pre-flight walk in %s", cmd, r.stdout)
+		if !strings.Contains(r.Stdout, `"preflight_walks": 1`) {
+			t.Errorf("%s: no pre-flight walk in %s", cmd, r.Stdout)
 		}
 		if processState(tg.Pid) != 'T' {
 			t.Fatalf("after %s the process is no longer stopped", cmd)
@@ -283,7 +221,7 @@ func TestNoHeapCheckSkipsPreflight(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "2")
 	r := mustRun(t, "info", "--json", "--no-heap-check", fmt.Sprint(tg.Pid))
 	var rep jsonInfo
-	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
+	if err := decodeDoc([]byte(r.Stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Injection == nil || rep.Injection.PreflightSkipped != "--no-heap-check" || rep.Injection.PreflightWalks != 0 {

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"debug/elf"
@@ -83,7 +83,7 @@ func TestImageBigHeapSelfChecking(t *testing.T) {
 				Hold     string `json:"hold"`
 			} `json:"read_only"`
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
 		if doc.ReadOnly.Hold != "image" {
@@ -98,8 +98,8 @@ func TestImageBigHeapSelfChecking(t *testing.T) {
 	for i := 0; i < 1; i++ {
 		core := filepath.Join(dir, "big.core")
 		r := mustRun(t, "snapshot", pid, "-o", core, "--json")
-		if !strings.Contains(r.stdout, `"hold": "image"`) {
-			t.Fatalf("snapshot %d was not written from an image: %s", i, r.stdout)
+		if !strings.Contains(r.Stdout, `"hold": "image"`) {
+			t.Fatalf("snapshot %d was not written from an image: %s", i, r.Stdout)
 		}
 		mustRun(t, "info", core)
 		os.Remove(core)
@@ -168,8 +168,8 @@ func TestSIGKILLDuringImage(t *testing.T) {
 				}
 			}
 			r := mustRun(t, "info", "--read-only", pid)
-			if left := unexplainedSites(t, tg.Pid, r.stderr); len(left) != 0 {
-				t.Errorf("call sites still in the target after a complete run: %v; it said: %s", left, r.stderr)
+			if left := unexplainedSites(t, tg.Pid, r.Stderr); len(left) != 0 {
+				t.Errorf("call sites still in the target after a complete run: %v; it said: %s", left, r.Stderr)
 			}
 			noImageLeft(t, tg.Pid)
 			if line, code := tg.Quit(); line != "clean" || code != 0 {
@@ -185,12 +185,12 @@ func TestSIGKILLDuringImage(t *testing.T) {
 func refusesImage(t *testing.T, pid, why, fallback string) {
 	t.Helper()
 	r := run(t, "info", "--read-only", "--freeze", "image", pid)
-	if r.code != exitNoImage || !strings.Contains(r.stderr, why) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the %s", r.code, r.stderr, exitNoImage, why)
+	if r.Code != exitNoImage || !strings.Contains(r.Stderr, why) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit %d and one line naming the %s", r.Code, r.Stderr, exitNoImage, why)
 	}
 	r = mustRun(t, "info", "--read-only", pid)
-	if !strings.Contains(r.stdout, fallback) {
-		t.Errorf("the fallback does not say why there was no image:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, fallback) {
+		t.Errorf("the fallback does not say why there was no image:\n%s", r.Stdout)
 	}
 }
 
@@ -229,8 +229,8 @@ func TestImageLeavesOutNearCgroupLimit(t *testing.T) {
 	cg.Add(t, tg.Pid)
 	cg.Limit(t, cg.Usage(t)+32<<20)
 	r := mustRun(t, "info", "--read-only", "--freeze", "image", "--json", fmt.Sprint(tg.Pid))
-	if !strings.Contains(r.stdout, `"hold": "image"`) || !strings.Contains(r.stdout, fmt.Sprintf(`"left_out_bytes": %d`, 256<<20)) {
-		t.Errorf("want an image without the pool: %s", r.stdout)
+	if !strings.Contains(r.Stdout, `"hold": "image"`) || !strings.Contains(r.Stdout, fmt.Sprintf(`"left_out_bytes": %d`, 256<<20)) {
+		t.Errorf("want an image without the pool: %s", r.Stdout)
 	}
 	checkedInCgroup(t, cg, tg)
 }
@@ -356,7 +356,7 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 			} `json:"classes"`
 		} `json:"maps"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	// The pool sits at a 64 MiB boundary like a thread arena's heap, and
@@ -369,15 +369,15 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 	ro := doc.ReadOnly
 	t.Logf("stopped %d µs, clone %d µs, left out %d mappings, %d bytes", ro.FrozenUs, ro.CloneUs, ro.LeftOut, ro.LeftOutBytes)
 	if ro.Hold != "image" || ro.LeftOut != 1 || ro.LeftOutBytes != 512<<20 {
-		t.Errorf("want an image without the 512 MiB pool (and without counting the region the target marked itself): %s", r.stdout)
+		t.Errorf("want an image without the 512 MiB pool (and without counting the region the target marked itself): %s", r.Stdout)
 	}
-	if !strings.Contains(mustRun(t, "info", "--read-only", pid).stdout, "the image left out one mapping of 512.0 MiB") {
+	if !strings.Contains(mustRun(t, "info", "--read-only", pid).Stdout, "the image left out one mapping of 512.0 MiB") {
 		t.Errorf("the text output does not say what the image left out")
 	}
 	// Byte for byte what a walk of the stopped process itself gives (the
 	// workers are idle).
-	image := mustRun(t, "info", "--read-only", "--xml", pid).stdout
-	frozen := mustRun(t, "info", "--read-only", "--freeze", "walk", "--xml", pid).stdout
+	image := mustRun(t, "info", "--read-only", "--xml", pid).Stdout
+	frozen := mustRun(t, "info", "--read-only", "--freeze", "walk", "--xml", pid).Stdout
 	if image != frozen {
 		t.Errorf("the XML from the image without the pool differs from a frozen walk's:\n%s\n---\n%s", image, frozen)
 	}
@@ -392,13 +392,13 @@ func TestImageLeavesOutForeignMemory(t *testing.T) {
 		LeftOutBytes uint64 `json:"left_out_bytes"`
 		FileBytes    int64  `json:"file_bytes"`
 	}
-	if err := json.Unmarshal([]byte(sr.stdout), &snap); err != nil {
+	if err := json.Unmarshal([]byte(sr.Stdout), &snap); err != nil {
 		t.Fatal(err)
 	}
 	if snap.Hold != "image" || snap.LeftOut != 1 || snap.LeftOutBytes != 512<<20 || snap.FileBytes >= 512<<20 {
-		t.Errorf("want a snapshot from an image without the pool, and a core smaller than it: %s", sr.stdout)
+		t.Errorf("want a snapshot from an image without the pool, and a core smaller than it: %s", sr.Stdout)
 	}
-	if got := mustRun(t, "info", "--xml", core).stdout; got != frozen {
+	if got := mustRun(t, "info", "--xml", core).Stdout; got != frozen {
 		t.Errorf("the XML of the snapshot differs from a frozen walk's:\n%s\n---\n%s", got, frozen)
 	}
 	if !coreLists(t, core, poolStart(t, tg.Pid)) {

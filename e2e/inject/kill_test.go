@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"fmt"
@@ -66,8 +66,8 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	t.Logf("%d rounds, %d runs finished before the kill", rounds, completed)
 	// What the killed runs left is removed by the next run that completes.
 	r := mustRun(t, "info", fmt.Sprint(tg.Pid))
-	if left := unexplainedSites(t, tg.Pid, r.stderr); len(left) != 0 {
-		t.Errorf("call sites still in the target after a complete run, not named as kept: %v; it said: %s", left, r.stderr)
+	if left := unexplainedSites(t, tg.Pid, r.Stderr); len(left) != 0 {
+		t.Errorf("call sites still in the target after a complete run, not named as kept: %v; it said: %s", left, r.Stderr)
 	}
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target: %q", a)
@@ -75,54 +75,6 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 	if line, code := tg.Quit(); line != "clean" || code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)
 	}
-}
-
-// stoppedThreads lists threads in a stopped state (T, t).
-func stoppedThreads(pid int) string {
-	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []string
-	for _, e := range ents {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-			if st := s[i+2]; st == 'T' || st == 't' {
-				out = append(out, e.Name()+":"+string(st))
-			}
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-// markedMappings lists arenactl's call sites in pid: a one-page anonymous
-// r-x mapping (the routine) after a page that starts with the mark.
-func markedMappings(t *testing.T, pid int) []string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 5 || f[1] != "r-xp" {
-			continue
-		}
-		var lo, hi uint64
-		fmt.Sscanf(f[0], "%x-%x", &lo, &hi)
-		var hdr [8]byte
-		if _, err := mem.ReadAt(hdr[:], int64(lo)-4096); err == nil && hi-lo == 4096 && string(hdr[:]) == "ARENACTL" {
-			out = append(out, f[0])
-		}
-	}
-	return out
 }
 
 // A run killed while its call waits (on an arena lock another thread holds)
@@ -146,8 +98,8 @@ func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	}
 	r := mustRun(t, "info", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	for _, w := range []string{"removed what an earlier arenactl", "a FILE at", "buffer at", "call site at"} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("the next run did not say %q: %s", w, r.stderr)
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("the next run did not say %q: %s", w, r.Stderr)
 		}
 	}
 	if left := markedMappings(t, tg.Pid); len(left) != 0 {
@@ -185,33 +137,6 @@ func startBlockedCall(t *testing.T, tg *testutil.Target) (cmd *exec.Cmd, stderr 
 		}
 	}
 	return cmd, stderr, exited
-}
-
-// unexplainedSites is markedMappings less the call sites a run's stderr
-// names as kept. A site may rightly stay: when a run was killed while it
-// closed an earlier run's FILE, whether that fclose happened cannot be
-// known, and a second fclose could corrupt the heap, so the site and buffer
-// are kept and the run says so. Any other site left is a leak.
-func unexplainedSites(t *testing.T, pid int, stderr string) []string {
-	t.Helper()
-	var out []string
-	for _, m := range markedMappings(t, pid) {
-		lo, _, _ := strings.Cut(m, "-")
-		code, err := strconv.ParseUint(lo, 16, 64)
-		if err != nil {
-			t.Fatalf("mapping %q", m)
-		}
-		// The code page follows the site's header page.
-		base := fmt.Sprintf("call site at %#x", code-4096)
-		kept := false
-		for _, line := range strings.Split(stderr, "\n") {
-			kept = kept || strings.Contains(line, "kept") && strings.Contains(line, base)
-		}
-		if !kept {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // allStopped reports whether every thread of pid is stopped by a signal.
@@ -296,8 +221,8 @@ func TestSIGSTOPOfArenactlPastTheGate(t *testing.T) {
 		t.Fatalf("target: %s", a)
 	}
 	r := mustRun(t, "info", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
-	if !strings.Contains(r.stderr, "removed what an earlier arenactl") {
-		t.Errorf("the next run did not remove the leftovers: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "removed what an earlier arenactl") {
+		t.Errorf("the next run did not remove the leftovers: %s", r.Stderr)
 	}
 	if left := markedMappings(t, tg.Pid); len(left) != 0 {
 		t.Errorf("call sites after the next run: %v", left)

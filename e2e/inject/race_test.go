@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"bytes"
@@ -50,22 +50,22 @@ func raceArgs(t *testing.T, i, pid int) []string {
 // root, 1, 7 or 9 are the misdiagnoses this guards against.
 func checkRaceResult(t *testing.T, args []string, r result, counts map[int]int) {
 	t.Helper()
-	counts[r.code]++
-	switch r.code {
+	counts[r.Code]++
+	switch r.Code {
 	case exitOK, exitNoSafe, exitNoProcess:
 	case exitState:
-		if !strings.Contains(r.stderr, "zombie") {
-			t.Fatalf("%v: exit 6: %s", args, r.stderr)
+		if !strings.Contains(r.Stderr, "zombie") {
+			t.Fatalf("%v: exit 6: %s", args, r.Stderr)
 		}
 	case exitGone:
-		if !strings.Contains(r.stderr, "exited") && !strings.Contains(r.stderr, "executed a new program") {
-			t.Errorf("%v: exit 10 without saying why: %q", args, r.stderr)
+		if !strings.Contains(r.Stderr, "exited") && !strings.Contains(r.Stderr, "executed a new program") {
+			t.Errorf("%v: exit 10 without saying why: %q", args, r.Stderr)
 		}
 	default:
-		t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		t.Fatalf("%v: exit %d: %s", args, r.Code, r.Stderr)
 	}
-	if r.code != exitOK && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Errorf("%v: more than one line on stderr: %q", args, r.stderr)
+	if r.Code != exitOK && strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Errorf("%v: more than one line on stderr: %q", args, r.Stderr)
 	}
 }
 
@@ -145,8 +145,8 @@ func TestCLIMainThreadExited(t *testing.T) {
 		{"snapshot", "-o", snap, pid},
 	} {
 		r := mustRun(t, args...)
-		if args[0] == "info" && !strings.Contains(r.stdout, "process "+pid) {
-			t.Errorf("%v: the report does not name process %s:\n%s", args, pid, r.stdout)
+		if args[0] == "info" && !strings.Contains(r.Stdout, "process "+pid) {
+			t.Errorf("%v: the report does not name process %s:\n%s", args, pid, r.Stdout)
 		}
 	}
 	mustRun(t, "info", "--read-only", snap)
@@ -192,9 +192,9 @@ func TestCLIAttachDuringBlockedExec(t *testing.T) {
 	pid := strconv.Itoa(tg.Pid)
 	for _, args := range [][]string{{"info", "--read-only"}, {"info"}, {"snapshot", "-o", filepath.Join(t.TempDir(), "s.core")}} {
 		r := run(t, append(args, "--timeout", "1s", pid)...)
-		t.Logf("%v: exit %d: %s", args, r.code, strings.TrimSpace(r.stderr))
-		if r.code == exitOK || !strings.Contains(r.stderr, "execve") {
-			t.Errorf("%v during a blocked exec: exit %d: %s", args, r.code, r.stderr)
+		t.Logf("%v: exit %d: %s", args, r.Code, strings.TrimSpace(r.Stderr))
+		if r.Code == exitOK || !strings.Contains(r.Stderr, "execve") {
+			t.Errorf("%v during a blocked exec: exit %d: %s", args, r.Code, r.Stderr)
 		}
 		cmd := exec.Command(arenactl, append(args, "--timeout", "1m", pid)...)
 		var stderr bytes.Buffer

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -13,26 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// Every refusal is one line on stderr and a documented exit code, and the
-// target is left as it was.
-func expectRefusal(t *testing.T, r result, code int, words ...string) {
-	t.Helper()
-	if r.code != code {
-		t.Errorf("exit code %d, want %d; stderr: %s", r.code, code, r.stderr)
-	}
-	if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 || !strings.HasPrefix(r.stderr, "arenactl: ") {
-		t.Errorf("want one line starting with 'arenactl: ', got %q", r.stderr)
-	}
-	for _, w := range words {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("message %q lacks %q", r.stderr, w)
-		}
-	}
-	if r.stdout != "" {
-		t.Errorf("a refusal printed on stdout: %q", r.stdout)
-	}
-}
 
 func TestRefuseUsage(t *testing.T) {
 	expectRefusal(t, run(t, "info"), exitUsage, "one process id")
@@ -190,11 +170,11 @@ func TestRefuseSeccomp(t *testing.T) {
 	if s := processState(tg.Pid); s == 'T' || s == 't' {
 		t.Errorf("the target is stopped (state %c) after heap refused", s)
 	}
-	if r := mustRun(t, "heap", "--freeze", "walk", pid); !strings.Contains(r.stdout, "the process stopped for the read") {
-		t.Errorf("heap --freeze walk does not say how it held the process:\n%s", r.stdout)
+	if r := mustRun(t, "heap", "--freeze", "walk", pid); !strings.Contains(r.Stdout, "the process stopped for the read") {
+		t.Errorf("heap --freeze walk does not say how it held the process:\n%s", r.Stdout)
 	}
-	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.stdout, "seccomp") {
-		t.Errorf("the frozen fallback does not say why:\n%s", r.stdout)
+	if r := mustRun(t, "info", "--read-only", pid); !strings.Contains(r.Stdout, "seccomp") {
+		t.Errorf("the frozen fallback does not say why:\n%s", r.Stdout)
 	}
 	mustQuit(t, tg)
 }

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"github.com/arenactl/arenactl/internal/testutil"

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -27,20 +27,20 @@ func TestStressAgainstHammeringThreads(t *testing.T) {
 			args = append(args, "--thread", fmt.Sprint(tids[1+(i/4)%(len(tids)-1)]))
 		}
 		r := run(t, append(args, pid)...)
-		switch r.code {
+		switch r.Code {
 		case 0:
 			ok++
 			var in struct {
 				Injection jsonInjection `json:"injection"`
 			}
-			if err := decodeDoc([]byte(r.stdout), &in); err != nil {
+			if err := decodeDoc([]byte(r.Stdout), &in); err != nil {
 				t.Fatalf("run %d: %v", i, err)
 			}
 			refusals += in.Injection.Refusals
 		case exitNoSafe:
 			refused++
 		default:
-			t.Fatalf("run %d (%v): exit %d: %s", i, args, r.code, r.stderr)
+			t.Fatalf("run %d (%v): exit %d: %s", i, args, r.Code, r.Stderr)
 		}
 		if i%50 == 49 {
 			if a := tg.Send("check"); a != "ok" {

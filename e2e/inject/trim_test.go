@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -69,8 +69,8 @@ func TestTrimReleasesFreedRuns(t *testing.T) {
 	// A second trim finds nothing more to give, and knew it.
 	r := mustRun(t, "trim", fmt.Sprint(tg.Pid))
 	for _, want := range []string{"malloc_trim(0) returned", "released: ", "predicted: "} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("trim table lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("trim table lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 	rep = trimJSONOf(t, mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)))
@@ -124,8 +124,8 @@ func TestTrimDryRunPredicts(t *testing.T) {
 	}
 	table := mustRun(t, "trim", "--dry-run", pid)
 	for _, want := range []string{"would release", "dry run: no code of the program's ran; the free lists were read from a copy-on-write image", "0 main", "2 arenas"} {
-		if !strings.Contains(table.stdout, want) {
-			t.Errorf("dry run table lacks %q:\n%s", want, table.stdout)
+		if !strings.Contains(table.Stdout, want) {
+			t.Errorf("dry run table lacks %q:\n%s", want, table.Stdout)
 		}
 	}
 
@@ -157,17 +157,8 @@ func trimmableFreed(t *testing.T, tg *testutil.Target) int64 {
 func trimJSONOf(t *testing.T, r result) jsonTrim {
 	t.Helper()
 	var rep jsonTrim
-	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("trim --json: %v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("trim --json: %v\n%s", err, r.Stdout)
 	}
 	return rep
-}
-
-// within reports whether got is within pct percent of want.
-func within(got, want int64, pct int64) bool {
-	d := got - want
-	if d < 0 {
-		d = -d
-	}
-	return d*100 <= want*pct
 }

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ int main(void) {
 // heap's top, never resident (issue 22, item 6). It says so.
 func TestTrimSaysWhatWasGivenBack(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildCSource(t, "untouched_top", untouchedTop))
-	out := mustRun(t, "trim", fmt.Sprint(tg.Pid)).stdout
+	out := mustRun(t, "trim", fmt.Sprint(tg.Pid)).Stdout
 	if !strings.Contains(out, "returned 1") {
 		t.Fatalf("malloc_trim did not give anything back:\n%s", out)
 	}
@@ -57,7 +57,7 @@ func TestTrimSaysWhatWasGivenBack(t *testing.T) {
 		Result   *int    `json:"result"`
 		Returned *uint64 `json:"heap_top_returned_bytes"`
 	}
-	if err := decodeDoc([]byte(mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)).stdout), &doc); err != nil {
+	if err := decodeDoc([]byte(mustRun(t, "trim", "--json", fmt.Sprint(tg.Pid)).Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Result == nil || *doc.Result != 1 || doc.Returned == nil || *doc.Returned < 4<<20 {

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"bufio"
@@ -12,20 +12,6 @@ import (
 
 	"github.com/arenactl/arenactl/internal/testutil"
 )
-
-// startGrow runs testdata/grow.c: a worker thread with an arena of its own,
-// grown on command ("grow N" MiB; "main N" for main_arena).
-func startGrow(t *testing.T) *testutil.Target {
-	t.Helper()
-	return testutil.Start(t, testutil.BuildC(t, "grow.c"))
-}
-
-func mustGrow(t *testing.T, tg *testutil.Target, cmd string) {
-	t.Helper()
-	if a := tg.Send(cmd); a != "ok" {
-		t.Fatalf("target after %q: %q", cmd, a)
-	}
-}
 
 // watching is a running arenactl watch whose output is read line by line.
 type watching struct {
@@ -158,7 +144,7 @@ func TestWatchJSONLines(t *testing.T) {
 			t.Skipf("sample %d began at %s, before the growth ended (%s): the machine is too slow for this test",
 				i, at.Format(time.StampMicro), grown[i-1].Format(time.StampMicro))
 		}
-		prev, cur := &samples[i-1].jsonInfo, &samples[i].jsonInfo
+		prev, cur := &samples[i-1].JSONInfo, &samples[i].JSONInfo
 		for _, m := range []struct {
 			what       string
 			before, at uint64
@@ -234,20 +220,20 @@ func TestWatchTargetExits(t *testing.T) {
 			}
 			mustQuit(t, tg)
 			code := w.wait(t)
-			r := result{stdout: w.rest.String(), stderr: w.stderr.String(), code: code}
-			if r.code != exitGone {
-				t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitGone, r.stderr)
+			r := result{Stdout: w.rest.String(), Stderr: w.stderr.String(), Code: code}
+			if r.Code != exitGone {
+				t.Fatalf("exit %d, want %d; stderr: %s", r.Code, exitGone, r.Stderr)
 			}
-			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 || !strings.HasPrefix(r.stderr, "arenactl: ") {
-				t.Errorf("want one line starting with 'arenactl: ', got %q", r.stderr)
+			if n := strings.Count(strings.TrimSpace(r.Stderr), "\n"); n != 0 || !strings.HasPrefix(r.Stderr, "arenactl: ") {
+				t.Errorf("want one line starting with 'arenactl: ', got %q", r.Stderr)
 			}
 			for _, want := range []string{fmt.Sprintf("process %d exited after", tg.Pid), "target exited"} {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("message %q lacks %q", r.stderr, want)
+				if !strings.Contains(r.Stderr, want) {
+					t.Errorf("message %q lacks %q", r.Stderr, want)
 				}
 			}
-			if asJSON && strings.Contains(r.stdout, "summary") || !asJSON && !strings.Contains(r.stdout, "summary of ") {
-				t.Errorf("stdout after the first sample:\n%s", r.stdout)
+			if asJSON && strings.Contains(r.Stdout, "summary") || !asJSON && !strings.Contains(r.Stdout, "summary of ") {
+				t.Errorf("stdout after the first sample:\n%s", r.Stdout)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"bytes"
@@ -84,9 +84,9 @@ func TestGrowthNotAllowed(t *testing.T) {
 	cmd := exec.Command(arenactl, "growth", "--duration", "1s", strconv.Itoa(sleep.Process.Pid))
 	cmd.SysProcAttr = nobody
 	r := runCmd(t, cmd)
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	if r.code != exitNoPerf || len(lines) != 1 || !strings.HasPrefix(lines[0], "arenactl: ") || !strings.Contains(lines[0], "perf_event_paranoid") {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if r.Code != exitNoPerf || len(lines) != 1 || !strings.HasPrefix(lines[0], "arenactl: ") || !strings.Contains(lines[0], "perf_event_paranoid") {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
 
@@ -229,11 +229,11 @@ func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script)
 	r := runCmd(t, cmd)
 	var doc schema.Growth
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
-		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil || r.Code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.Code, err, r.Stderr)
 	}
-	if doc.SyscallsBy != "eBPF" || strings.Contains(r.stderr, "eBPF refused") {
-		t.Errorf("calls by %q:\n%s", doc.SyscallsBy, r.stderr)
+	if doc.SyscallsBy != "eBPF" || strings.Contains(r.Stderr, "eBPF refused") {
+		t.Errorf("calls by %q:\n%s", doc.SyscallsBy, r.Stderr)
 	}
 	var mapped uint64
 	for _, s := range doc.Sites {
@@ -242,7 +242,7 @@ func TestGrowthOutsideHostPidNamespace(t *testing.T) {
 		}
 	}
 	if mapped != 4<<20 {
-		t.Errorf("map_pages mapped %d bytes, want 4 MiB:\n%s", mapped, r.stderr)
+		t.Errorf("map_pages mapped %d bytes, want 4 MiB:\n%s", mapped, r.Stderr)
 	}
 }
 
@@ -264,11 +264,11 @@ func TestGrowthBelowArenactlsPidNamespace(t *testing.T) {
 		"; c=$?; cat " + errs + " >&2; kill $p; exit $c"
 	r := runCmd(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script))
 	var doc schema.Growth
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
-		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil || r.Code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.Code, err, r.Stderr)
 	}
 	var notes []string
-	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
 		if strings.Contains(l, "eBPF") {
 			notes = append(notes, l)
 		}

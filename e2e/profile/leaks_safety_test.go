@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"bufio"
@@ -239,8 +239,8 @@ func TestLeaksSIGPIPE(t *testing.T) {
 		}
 	}
 	// The next run finds nothing an earlier one left.
-	if r := mustRun(t, "leaks", "--duration", "200ms", fmt.Sprint(tg.Pid)); strings.Contains(r.stderr, "left at") {
-		t.Errorf("a sampler was left behind: %s", r.stderr)
+	if r := mustRun(t, "leaks", "--duration", "200ms", fmt.Sprint(tg.Pid)); strings.Contains(r.Stderr, "left at") {
+		t.Errorf("a sampler was left behind: %s", r.Stderr)
 	}
 	if line, code := tg.Quit(); code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)
@@ -415,8 +415,8 @@ func TestLeaksRefusesBadArguments(t *testing.T) {
 	for _, arg := range []string{"", "self", "12abc"} {
 		r := run(t, "leaks", arg)
 		expectRefusal(t, r, exitUsage, "is not a process id")
-		if strings.Contains(r.stderr, "core") {
-			t.Errorf("leaks %q: %s", arg, r.stderr)
+		if strings.Contains(r.Stderr, "core") {
+			t.Errorf("leaks %q: %s", arg, r.Stderr)
 		}
 	}
 	tg := testutil.Start(t, testutil.BuildC(t, "churn.c", "-O2"))
@@ -431,8 +431,8 @@ func TestLeaksRefusesBadArguments(t *testing.T) {
 	} {
 		r := run(t, "leaks", "--duration", "30s", "-o", c.out, pid)
 		expectRefusal(t, r, exitUsage, "-o "+c.out, c.words)
-		if strings.Contains(r.stderr, "snapshot") || strings.Contains(r.stderr, "partial") {
-			t.Errorf("-o %s: %s", c.out, r.stderr)
+		if strings.Contains(r.Stderr, "snapshot") || strings.Contains(r.Stderr, "partial") {
+			t.Errorf("-o %s: %s", c.out, r.Stderr)
 		}
 		if m := samplerMapped(t, tg.Pid); len(m) > 0 {
 			t.Fatalf("-o %s: the sampler was placed: %q", c.out, m)

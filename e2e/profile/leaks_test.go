@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"bufio"
@@ -199,7 +199,7 @@ func TestLeaksOutputs(t *testing.T) {
 	}
 	pid := fmt.Sprint(tg.Pid)
 	file := filepath.Join(t.TempDir(), "heap.pb.gz")
-	folded := mustRun(t, "leaks", "--duration", "2s", "--rate", "256K", "-o", file, "--folded", pid).stdout
+	folded := mustRun(t, "leaks", "--duration", "2s", "--rate", "256K", "-o", file, "--folded", pid).Stdout
 	p := parsePprof(t, file)
 	var types []string
 	for _, st := range p.SampleType {
@@ -282,14 +282,14 @@ func TestLeaksSIGKILL(t *testing.T) {
 		}
 	}
 	r := mustRun(t, "leaks", "--duration", "500ms", "--json", fmt.Sprint(tg.Pid))
-	if !strings.Contains(r.stderr, "left at") || !strings.Contains(r.stderr, "GOT entries restored") {
-		t.Errorf("the next run did not say it removed the killed one's sampler: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "left at") || !strings.Contains(r.Stderr, "GOT entries restored") {
+		t.Errorf("the next run did not say it removed the killed one's sampler: %s", r.Stderr)
 	}
 	if a := tg.Send("check"); !strings.HasPrefix(a, "ok ") {
 		t.Fatalf("target: %q", a)
 	}
-	if r := run(t, "leaks", filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-snapshot.core.zst")); r.code != exitUsage || !strings.Contains(r.stderr, "no history") {
-		t.Errorf("leaks CORE: exit %d, %q", r.code, r.stderr)
+	if r := run(t, "leaks", filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-snapshot.core.zst")); r.Code != exitUsage || !strings.Contains(r.Stderr, "no history") {
+		t.Errorf("leaks CORE: exit %d, %q", r.Code, r.Stderr)
 	}
 }
 
@@ -300,7 +300,7 @@ func TestLeaksRefusesSecondProfiler(t *testing.T) {
 	first := ""
 	out := profileWindow(t, tg.Pid, func() {
 		r := run(t, "leaks", "--duration", "1s", fmt.Sprint(tg.Pid))
-		first = r.stderr
+		first = r.Stderr
 		expectRefusal(t, r, exitTraced, "being profiled by another arenactl")
 	}, "--json")
 	if !strings.Contains(out, `"patched_got_entries"`) {

@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"encoding/json"
@@ -181,8 +181,8 @@ func TestMariaDB(t *testing.T) {
 	}
 	var info jsonInfo
 	r := mustRun(t, "info", "--json", strconv.Itoa(pid))
-	if err := decodeDoc([]byte(r.stdout), &info); err != nil {
-		t.Fatalf("info --json is not JSON: %v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &info); err != nil {
+		t.Fatalf("info --json is not JSON: %v\n%s", err, r.Stdout)
 	}
 	// glibc 2.26+ caps the arenas at 8 per CPU of the affinity mask, and 64
 	// clients reach the cap.
@@ -200,11 +200,11 @@ func TestMariaDB(t *testing.T) {
 
 	var trim jsonTrim
 	r = mustRun(t, "trim", "--json", strconv.Itoa(pid))
-	if err := decodeDoc([]byte(r.stdout), &trim); err != nil {
-		t.Fatalf("trim --json is not JSON: %v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &trim); err != nil {
+		t.Fatalf("trim --json is not JSON: %v\n%s", err, r.Stdout)
 	}
 	if trim.Result == nil || trim.ReleasedBytes == nil || trim.Injection == nil {
-		t.Fatalf("trim --json lacks result, released_bytes or injection:\n%s", r.stdout)
+		t.Fatalf("trim --json lacks result, released_bytes or injection:\n%s", r.Stdout)
 	}
 	if *trim.Result != 0 && *trim.Result != 1 {
 		t.Errorf("malloc_trim returned %d", *trim.Result)
@@ -223,20 +223,20 @@ func TestMariaDB(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		verb := []string{"info", "trim"}[i%2]
 		r := run(t, verb, "--json", strconv.Itoa(pid))
-		switch r.code {
+		switch r.Code {
 		case 0:
 			ok++
 			var in struct {
 				Injection jsonInjection `json:"injection"`
 			}
-			if err := decodeDoc([]byte(r.stdout), &in); err != nil {
-				t.Fatalf("%s --json under load is not JSON: %v\n%s", verb, err, r.stdout)
+			if err := decodeDoc([]byte(r.Stdout), &in); err != nil {
+				t.Fatalf("%s --json under load is not JSON: %v\n%s", verb, err, r.Stdout)
 			}
 			stopped = append(stopped, fmt.Sprintf("%dµs", in.Injection.StoppedUs))
 		case exitNoSafe:
 			refused++
 		default:
-			t.Fatalf("%s under load: exit %d\n%s", verb, r.code, r.stderr)
+			t.Fatalf("%s under load: exit %d\n%s", verb, r.Code, r.Stderr)
 		}
 		if m.exited() {
 			t.Fatalf("mariadbd died under %s: %v\n%s", verb, m.err, m.log())
@@ -273,7 +273,7 @@ func TestMariaDBLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc leaksDoc
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Samples == 0 || len(doc.Sites) == 0 || doc.Sampler.Kept != nil {

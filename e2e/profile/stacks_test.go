@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"encoding/json"
@@ -57,8 +57,8 @@ func TestDeepStacksReachFirstFrame(t *testing.T) {
 
 	r := mustRun(t, "leaks", "--duration", "2s", "--rate", "16K", "--json", pid)
 	var leaks schema.Leaks
-	if err := json.Unmarshal([]byte(r.stdout), &leaks); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &leaks); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	reach, all := leaksReach(&leaks)
 	t.Logf("leaks: %d of %d samples reach the first frame", reach, all)
@@ -68,8 +68,8 @@ func TestDeepStacksReachFirstFrame(t *testing.T) {
 
 	r = mustRun(t, "growth", "--duration", "2s", "--period", "4", "--json", pid)
 	var growth schema.Growth
-	if err := json.Unmarshal([]byte(r.stdout), &growth); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &growth); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	greach, gall := growthReach(&growth)
 	t.Logf("growth: %d of %d samples and calls reach the first frame", greach, gall)
@@ -108,16 +108,16 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	stopLoad := m.load(32, 2000)
 	r := mustRun(t, "leaks", "--duration", "8s", "--rate", "64K", "--json", pid)
 	var leaks schema.Leaks
-	if err := json.Unmarshal([]byte(r.stdout), &leaks); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &leaks); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	r = mustRun(t, "growth", "--duration", "8s", "--json", pid)
 	if _, err := stopLoad(); err != nil {
 		t.Fatal(err)
 	}
 	var growth schema.Growth
-	if err := json.Unmarshal([]byte(r.stdout), &growth); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &growth); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	reach, all := leaksReach(&leaks)
 	greach, gall := growthReach(&growth)

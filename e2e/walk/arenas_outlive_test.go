@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -40,8 +40,8 @@ func arenasOutliveThreads(t *testing.T, start func(t *testing.T, args ...string)
 	for _, mode := range [][]string{nil, {"--read-only"}} {
 		r := mustRun(t, append(append([]string{"info", "--json"}, mode...), pid)...)
 		var rep jsonInfo
-		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-			t.Fatalf("%v: %v\n%s", mode, err, r.stdout)
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+			t.Fatalf("%v: %v\n%s", mode, err, r.Stdout)
 		}
 		var found *jsonFinding
 		for i, f := range rep.Findings {
@@ -61,7 +61,7 @@ func arenasOutliveThreads(t *testing.T, start func(t *testing.T, args ...string)
 			t.Errorf("%v: %+v", mode, *found)
 		}
 
-		text := mustRun(t, append(append([]string{"info"}, mode...), pid)...).stdout
+		text := mustRun(t, append(append([]string{"info"}, mode...), pid)...).Stdout
 		if !strings.Contains(text, "findings (1):") || !strings.Contains(text, "[info] more malloc arenas than live threads") ||
 			strings.Contains(text, "could save") {
 			t.Errorf("%v: text output:\n%s", mode, text)

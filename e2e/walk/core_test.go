@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -56,17 +56,17 @@ func TestInfoFromCore(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			core, want := crashCore(t, r.cmd(t))
 			got := mustRun(t, "info", "--xml", core)
-			if got.stdout != string(want) {
-				t.Fatalf("the core's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+			if got.Stdout != string(want) {
+				t.Fatalf("the core's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.Stdout)
 			}
 			var rep jsonInfo
-			if err := decodeDoc([]byte(mustRun(t, "info", "--json", core).stdout), &rep); err != nil {
+			if err := decodeDoc([]byte(mustRun(t, "info", "--json", core).Stdout), &rep); err != nil {
 				t.Fatal(err)
 			}
 			if rep.Core == nil || rep.Core.Signal != int(syscall.SIGABRT) || rep.Threads != 5 || len(rep.ReadOnly.Threads) != 5 {
 				t.Fatalf("core %+v, %d threads, read_only threads %d", rep.Core, rep.Threads, len(rep.ReadOnly.Threads))
 			}
-			table := mustRun(t, "info", core).stdout
+			table := mustRun(t, "info", core).Stdout
 			for _, w := range []string{"core " + core, "SIGABRT", "from the chunk walk"} {
 				if !strings.Contains(table, w) {
 					t.Errorf("table lacks %q:\n%s", w, table)
@@ -75,10 +75,10 @@ func TestInfoFromCore(t *testing.T) {
 			if r.name == "system" {
 				zst := core + ".zst"
 				compress(t, core, zst)
-				if got := mustRun(t, "info", "--xml", zst); got.stdout != string(want) {
+				if got := mustRun(t, "info", "--xml", zst); got.Stdout != string(want) {
 					t.Fatal("the zstd-compressed core gives different XML")
 				}
-				m := mustRun(t, "maps", core).stdout
+				m := mustRun(t, "maps", core).Stdout
 				for _, w := range []string{"main-heap", "arena-heap", "thread-stack", "shared-lib"} {
 					if !strings.Contains(m, w) {
 						t.Errorf("maps of the core lacks %q:\n%s", w, m)

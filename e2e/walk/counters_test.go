@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func TestSnapshotRecordsTheProcessCounters(t *testing.T) {
 	if got.Pss < got.Rss*3/4 {
 		t.Errorf("PSS %d of RSS %d: the image's share was recorded", got.Pss, got.Rss)
 	}
-	if out := mustRun(t, "info", path).stdout; !strings.Contains(out, fmt.Sprintf("memory map: RSS %s,", humanOf(got.Rss))) {
+	if out := mustRun(t, "info", path).Stdout; !strings.Contains(out, fmt.Sprintf("memory map: RSS %s,", humanOf(got.Rss))) {
 		t.Errorf("info %s does not print the recorded RSS:\n%s", path, out)
 	}
 	mustQuit(t, tg)
@@ -70,15 +70,15 @@ func TestCoreCountersUnknownNotZero(t *testing.T) {
 			continue
 		}
 		t.Run(fx.Kind, func(t *testing.T) {
-			info := mustRun(t, "info", "--no-libc-file", fx.Core).stdout
-			mapsOut := mustRun(t, "maps", "--all", fx.Core).stdout
+			info := mustRun(t, "info", "--no-libc-file", fx.Core).Stdout
+			mapsOut := mustRun(t, "maps", "--all", fx.Core).Stdout
 			var doc struct {
 				Maps struct {
 					Process map[string]*uint64 `json:"process"`
 					Classes []map[string]any   `json:"classes"`
 				} `json:"maps"`
 			}
-			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", "--no-libc-file", fx.Core).stdout), &doc); err != nil {
+			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", "--no-libc-file", fx.Core).Stdout), &doc); err != nil {
 				t.Fatal(err)
 			}
 			for _, out := range []string{info, mapsOut} {
@@ -110,7 +110,7 @@ func TestCoreCountersUnknownNotZero(t *testing.T) {
 func TestDiffOfKernelCoresSaysUnknown(t *testing.T) {
 	a := filepath.Join("testdata", "golden", "arenas-2.36-kernel.json")
 	b := filepath.Join("testdata", "golden", "arenas-2.41-kernel.json")
-	out := mustRun(t, "diff", a, b).stdout
+	out := mustRun(t, "diff", a, b).Stdout
 	if !strings.Contains(out, "process: RSS, Private_Dirty and Swap unknown") || strings.Contains(out, "0 B → 0 B") || strings.Contains(out, "private dirty") {
 		t.Errorf("diff of kernel cores:\n%s", out)
 	}

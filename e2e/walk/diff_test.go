@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ func saveInfo(t *testing.T, dir, name string, pid int, flags ...string) string {
 	t.Helper()
 	r := mustRun(t, append(append([]string{"info", "--json"}, flags...), fmt.Sprint(pid))...)
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(r.stdout), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(r.Stdout), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -23,8 +23,8 @@ func diffJSON(t *testing.T, a, b string) (jsonDiff, result) {
 	t.Helper()
 	r := mustRun(t, "diff", "--json", a, b)
 	var d jsonDiff
-	if err := decodeDoc([]byte(r.stdout), &d); err != nil {
-		t.Fatalf("diff --json: %v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &d); err != nil {
+		t.Fatalf("diff --json: %v\n%s", err, r.Stdout)
 	}
 	return d, r
 }
@@ -47,8 +47,8 @@ func TestDiffGrowth(t *testing.T) {
 			mustGrow(t, tg, "main 8")
 			b := saveInfo(t, dir, "b.json", tg.Pid, c.flags...)
 			d, r := diffJSON(t, a, b)
-			if r.stderr != "" || len(d.Warnings) != 0 {
-				t.Errorf("warnings: %q %v", r.stderr, d.Warnings)
+			if r.Stderr != "" || len(d.Warnings) != 0 {
+				t.Errorf("warnings: %q %v", r.Stderr, d.Warnings)
 			}
 			if !d.Changed || d.MatchedBy != c.matched || len(d.Arenas) != 2 {
 				t.Fatalf("changed %v, matched by %s, %d arenas", d.Changed, d.MatchedBy, len(d.Arenas))
@@ -84,7 +84,7 @@ func TestDiffGrowth(t *testing.T) {
 				t.Errorf("first class %s, process RSS grew by %d", d.Classes[0].Class, d.Process.Rss.Delta)
 			}
 
-			text := mustRun(t, "diff", a, b).stdout
+			text := mustRun(t, "diff", a, b).Stdout
 			if rows := tableRows(text, "│  arena │"); len(rows) < 2 || rows[0] != "1" || rows[1] != "0 main" {
 				t.Errorf("arena rows %q, want 1 then 0 main:\n%s", rows, text)
 			}
@@ -123,8 +123,8 @@ func TestDiffNoChange(t *testing.T) {
 	dir := t.TempDir()
 	a := saveInfo(t, dir, "a.json", tg.Pid, "--read-only")
 	r := mustRun(t, "diff", a, a)
-	if !strings.Contains(r.stdout, "no change") || strings.Contains(r.stdout, "┌") {
-		t.Errorf("diff of a file with itself:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "no change") || strings.Contains(r.Stdout, "┌") {
+		t.Errorf("diff of a file with itself:\n%s", r.Stdout)
 	}
 	d, _ := diffJSON(t, a, a)
 	if d.Changed || len(d.FindingsAppeared)+len(d.FindingsCleared) != 0 {
@@ -152,7 +152,7 @@ func TestDiffNoChange(t *testing.T) {
 	// watch --json lines: the last one is compared.
 	w := mustRun(t, "watch", "--json", "--interval", "50ms", "--count", "2", fmt.Sprint(tg.Pid))
 	lines := filepath.Join(dir, "watch.jsonl")
-	if err := os.WriteFile(lines, []byte(w.stdout), 0o644); err != nil {
+	if err := os.WriteFile(lines, []byte(w.Stdout), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d, _ = diffJSON(t, a, lines)
@@ -169,12 +169,12 @@ func TestDiffWarnsOfOtherProcess(t *testing.T) {
 	a := saveInfo(t, dir, "a.json", one.Pid, "--read-only")
 	b := saveInfo(t, dir, "b.json", two.Pid, "--read-only")
 	r := mustRun(t, "diff", a, b)
-	if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "arenactl: warning: ") ||
-		!strings.Contains(r.stderr, fmt.Sprintf("process %d", one.Pid)) || !strings.Contains(r.stderr, fmt.Sprintf("process %d", two.Pid)) {
-		t.Errorf("stderr: %q", r.stderr)
+	if strings.Count(r.Stderr, "\n") != 1 || !strings.HasPrefix(r.Stderr, "arenactl: warning: ") ||
+		!strings.Contains(r.Stderr, fmt.Sprintf("process %d", one.Pid)) || !strings.Contains(r.Stderr, fmt.Sprintf("process %d", two.Pid)) {
+		t.Errorf("stderr: %q", r.Stderr)
 	}
-	if !strings.Contains(r.stdout, "process: RSS") && !strings.Contains(r.stdout, "no change") {
-		t.Errorf("stdout:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "process: RSS") && !strings.Contains(r.Stdout, "no change") {
+		t.Errorf("stdout:\n%s", r.Stdout)
 	}
 	mustQuit(t, one)
 	mustQuit(t, two)

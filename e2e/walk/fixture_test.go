@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"bytes"
@@ -13,8 +13,6 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // Every committed fixture gives glibc's own XML back byte for byte.
 // Snapshots need no libc file at all (their note says everything): an empty
@@ -34,7 +32,7 @@ func TestCoreFixtures(t *testing.T) {
 		t.Run(fx.Name, func(t *testing.T) {
 			if fx.Kind == "snapshot" {
 				args := append(append([]string{}, noFiles...), "--no-libc-file", fx.Core)
-				if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.XML) {
+				if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).Stdout; got != string(fx.XML) {
 					t.Fatalf("the snapshot differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", fx.XML, got)
 				}
 				rep := infoJSONOf(t, args...)
@@ -66,7 +64,7 @@ func TestCoreFixtures(t *testing.T) {
 						t.Errorf("libc %s of build %s for a core of build %s: %+v, notes %q", libc, rep.Libc.BuildID, mem.Libc.BuildID, rep.Libc, rep.Core.LibcNotes)
 					}
 				} else {
-					if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout; got != string(fx.XML) {
+					if got := mustRun(t, append([]string{"info", "--xml"}, args...)...).Stdout; got != string(fx.XML) {
 						t.Fatalf("the core read with %s differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", libc, fx.XML, got)
 					}
 					if rep.Libc.Source != glibc.SourceFile || rep.Libc.Version != fx.Version || len(rep.ReadOnly.Threads) != 3 {
@@ -93,7 +91,7 @@ func TestCoreFixtures(t *testing.T) {
 				if !inRange(fx.Version, rep.Libc.VersionMin, rep.Libc.Version) {
 					t.Errorf("%v: glibc %s to %s, the core's is %s", args, rep.Libc.VersionMin, rep.Libc.Version, fx.Version)
 				}
-				got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout
+				got := mustRun(t, append([]string{"info", "--xml"}, args...)...).Stdout
 				if rep.ReadOnly.Exact || rep.Libc.Version == fx.Version {
 					if got != string(fx.XML) {
 						t.Fatalf("%v: memory alone differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", args, fx.XML, got)
@@ -159,8 +157,8 @@ func TestCoreFixtureReadme(t *testing.T) {
 	snap := filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arenas-2.36-snapshot.core.zst")
 	r := mustRun(t, "info", "--debug-dir", t.TempDir(), snap)
 	for _, w := range []string{"glibc 2.36", "libc: snapshot note", "3 arenas", "from the chunk walk", "tcaches:"} {
-		if !strings.Contains(r.stdout, w) {
-			t.Errorf("output lacks %q:\n%s", w, r.stdout)
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.Stdout)
 		}
 	}
 }
@@ -199,8 +197,8 @@ func TestCoreFixtureDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := run(t, "info", p)
-		if r.code != exitBadCore || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, p) {
-			t.Errorf("%s: exit %d, stderr %q; want exit %d naming the file and %q", c.name, r.code, r.stderr, exitBadCore, c.want)
+		if r.Code != exitBadCore || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, c.want) || !strings.Contains(r.Stderr, p) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d naming the file and %q", c.name, r.Code, r.Stderr, exitBadCore, c.want)
 		}
 	}
 }

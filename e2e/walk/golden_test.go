@@ -1,11 +1,9 @@
-package main
+package walk
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -41,7 +39,7 @@ func TestGolden(t *testing.T) {
 				// Relative to this package's directory, where go test runs it:
 				// the core's path is in the output, and a clone may be anywhere.
 				core := filepath.Join("..", "..", "testdata", "cores", filepath.Base(fx.Core))
-				compareGolden(t, name, mustRun(t, append(args, core)...).stdout)
+				compareGolden(t, name, mustRun(t, append(args, core)...).Stdout)
 			})
 		}
 	}
@@ -55,7 +53,7 @@ func TestGolden(t *testing.T) {
 			if c.format != "" {
 				args = append(args, c.format)
 			}
-			compareGolden(t, c.name, mustRun(t, args...).stdout)
+			compareGolden(t, c.name, mustRun(t, args...).Stdout)
 		})
 	}
 }
@@ -78,22 +76,4 @@ func compareGolden(t *testing.T, name, got string) {
 	if got != string(want) {
 		t.Errorf("output differs from %s:\n%s", path, firstDiff(string(want), got))
 	}
-}
-
-// firstDiff shows the first line where two outputs part.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\n  want %s\n  got  %s", i+1, wl, gl)
-		}
-	}
-	return "(same lines, different bytes)"
 }

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -52,7 +52,7 @@ func checkHeap(t *testing.T, what string, objs []truthLine, pin string) {
 	for _, o := range objs {
 		args = append(args, "--addr", o.addr)
 	}
-	out := mustRun(t, append(args, what)...).stdout
+	out := mustRun(t, append(args, what)...).Stdout
 	got := map[string][3]string{}
 	for _, l := range strings.Split(out, "\n") {
 		if m := lookupLine.FindStringSubmatch(l); m != nil {
@@ -123,7 +123,7 @@ func TestHeapNamesStrippedVtables(t *testing.T) {
 	for _, o := range objs {
 		args = append(args, "--addr", o.addr)
 	}
-	out := mustRun(t, append(args, fmt.Sprint(tg.Pid))...).stdout
+	out := mustRun(t, append(args, fmt.Sprint(tg.Pid))...).Stdout
 	got := map[string][3]string{}
 	for _, l := range strings.Split(out, "\n") {
 		if m := lookupLine.FindStringSubmatch(l); m != nil {
@@ -201,10 +201,10 @@ func TestHeapBoundedOnHostileShapes(t *testing.T) {
 		// TestHeapSameAtAnyJobs).
 		cmd := exec.Command(arenactl, "heap", "--json", "--jobs", "1", target)
 		r, hwm := runCmdHWM(t, cmd)
-		if r.code != 0 {
-			t.Fatalf("arenactl heap %s: exit %d: %s", target, r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("arenactl heap %s: exit %d: %s", target, r.Code, r.Stderr)
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]uint64{}
@@ -242,7 +242,7 @@ func TestHeapFoldedAddsUp(t *testing.T) {
 			Bytes uint64 `json:"bytes"`
 		} `json:"classes"`
 	}
-	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", core).stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", core).Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	var leaked uint64
@@ -252,7 +252,7 @@ func TestHeapFoldedAddsUp(t *testing.T) {
 		}
 	}
 	sums := map[string]uint64{}
-	for _, l := range strings.Split(strings.TrimSpace(mustRun(t, "heap", "--folded", core).stdout), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(mustRun(t, "heap", "--folded", core).Stdout), "\n") {
 		i := strings.LastIndexByte(l, ' ')
 		stack, v := l[:i], l[i+1:]
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -322,13 +322,13 @@ func TestHeapUnreadRootsSaid(t *testing.T) {
 		} `json:"scan"`
 	}
 	var doc scan
-	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", pid).stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", pid).Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Scan.Unread != 4096 {
 		t.Errorf("image: %d bytes of roots unread, want the page's 4096", doc.Scan.Unread)
 	}
-	out := mustRun(t, "heap", pid).stdout
+	out := mustRun(t, "heap", pid).Stdout
 	for _, w := range []string{"4.0 KiB of roots could not be read in anonymous memory", "copy-on-write image", "MADV_DONTFORK", "--freeze walk"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("image: the warning lacks %q:\n%s", w, out)
@@ -338,13 +338,13 @@ func TestHeapUnreadRootsSaid(t *testing.T) {
 		t.Errorf("image: a snapshot's words on a live process:\n%s", out)
 	}
 	doc = scan{}
-	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", "--freeze", "walk", pid).stdout), &doc); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", "--freeze", "walk", pid).Stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Scan.Unread != 0 {
 		t.Errorf("--freeze walk: %d bytes of roots unread", doc.Scan.Unread)
 	}
-	if out := mustRun(t, "heap", "--freeze", "walk", pid).stdout; strings.Contains(out, "WARNING") {
+	if out := mustRun(t, "heap", "--freeze", "walk", pid).Stdout; strings.Contains(out, "WARNING") {
 		t.Errorf("--freeze walk (page at %s) warns:\n%s", page, out)
 	}
 	if line, code := tg.Quit(); line != "bye" || code != 0 {

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -131,7 +131,7 @@ type heapviewsHeap struct {
 func heapJSON(t *testing.T, args ...string) heapviewsHeap {
 	t.Helper()
 	var h heapviewsHeap
-	out := mustRun(t, append([]string{"heap", "--json"}, args...)...).stdout
+	out := mustRun(t, append([]string{"heap", "--json"}, args...)...).Stdout
 	if err := json.Unmarshal([]byte(out), &h); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -191,7 +191,7 @@ func checkMmappedViews(t *testing.T, tg *testutil.Target, tr heapviewsTruth) {
 				} `json:"mmapped"`
 			} `json:"read_only"`
 		}
-		out := mustRun(t, append([]string{"info", "--json"}, args...)...).stdout
+		out := mustRun(t, append([]string{"info", "--json"}, args...)...).Stdout
 		if err := json.Unmarshal([]byte(out), &info); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"bytes"
@@ -58,8 +58,8 @@ func TestSnapshotOutputNotRegular(t *testing.T) {
 	stale := p(".snap.core.partial-1234")
 	os.WriteFile(stale, make([]byte, 4096), 0o600)
 	r := mustRun(t, "snapshot", pid, "-o", p("snap.core"))
-	if !strings.Contains(r.stderr, "removed 1 partial file") || !strings.Contains(r.stderr, stale) {
-		t.Errorf("stderr: %q", r.stderr)
+	if !strings.Contains(r.Stderr, "removed 1 partial file") || !strings.Contains(r.Stderr, stale) {
+		t.Errorf("stderr: %q", r.Stderr)
 	}
 	if _, err := os.Lstat(stale); err == nil {
 		t.Error("the stale partial file is still there")
@@ -235,8 +235,8 @@ func TestCoreLibcIsFIFO(t *testing.T) {
 		if hung {
 			t.Fatalf("%v: arenactl hung on the FIFO", args)
 		}
-		if r.code != exitOK || !strings.Contains(r.stdout, "not a regular file (a FIFO)") {
-			t.Errorf("%v: exit %d, stderr %s, notes lack the FIFO:\n%.2000s", args, r.code, r.stderr, r.stdout)
+		if r.Code != exitOK || !strings.Contains(r.Stdout, "not a regular file (a FIFO)") {
+			t.Errorf("%v: exit %d, stderr %s, notes lack the FIFO:\n%.2000s", args, r.Code, r.Stderr, r.Stdout)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"syscall"
@@ -6,8 +6,6 @@ import (
 	"github.com/arenactl/arenactl/internal/testutil"
 
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,8 +21,8 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 	tg := testutil.Start(t, bin, "park", "6")
 	want := ownReport(t, tg)
 	r := mustRun(t, "info", "--xml", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
-	if r.stdout != string(want) {
-		t.Fatalf("arenactl's XML differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.stdout)
+	if r.Stdout != string(want) {
+		t.Fatalf("arenactl's XML differs from the target's own malloc_info\n--- target\n%s\n--- arenactl\n%s", want, r.Stdout)
 	}
 
 	mi, err := glibc.ParseMallocInfo(want)
@@ -36,8 +34,8 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 	}
 	r = mustRun(t, "info", "--json", "--thread", fmt.Sprint(tg.Pid), fmt.Sprint(tg.Pid))
 	var got jsonInfo
-	if err := decodeDoc([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("--json output is not JSON: %v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &got); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, r.Stdout)
 	}
 	if len(got.Arenas) != len(mi.Arenas) {
 		t.Fatalf("--json has %d arenas, glibc %d", len(got.Arenas), len(mi.Arenas))
@@ -62,29 +60,14 @@ func TestInfoMatchesTargetsOwnMallocInfo(t *testing.T) {
 	mustQuit(t, tg)
 }
 
-// ownReport has an arenas.c target write malloc_info from its main thread,
-// through the same kind of stream arenactl injects, and returns the XML.
-func ownReport(t *testing.T, tg *testutil.Target) []byte {
-	t.Helper()
-	own := filepath.Join(t.TempDir(), "own.xml")
-	if a := tg.Send("report " + own); a != "ok" {
-		t.Fatalf("target report: %s", a)
-	}
-	want, err := os.ReadFile(own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return want
-}
-
 // The table names the glibc version, the borrowed thread, every arena and the
 // map classes.
 func TestInfoTable(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "3")
 	r := mustRun(t, "info", fmt.Sprint(tg.Pid))
 	for _, want := range []string{"glibc 2.", "malloc_info ran in thread", "0 main", "4 arenas", "mmapped chunks", "main-heap", "arena-heap", "thread-stack", "shared-lib"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("info output lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("info output lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 }
@@ -125,7 +108,7 @@ func TestInfoOnSingleThreadedBusyLoop(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		r := mustRun(t, "info", "--json", fmt.Sprint(tg.Pid))
 		var got jsonInfo
-		if err := decodeDoc([]byte(r.stdout), &got); err != nil {
+		if err := decodeDoc([]byte(r.Stdout), &got); err != nil {
 			t.Fatal(err)
 		}
 		if got.Injection.Blocked != "running" || len(got.Arenas) != 1 || got.Threads != 1 {
@@ -157,12 +140,12 @@ func TestInfoOnEveryGlibc(t *testing.T) {
 			want := ownReport(t, tg)
 			pid := fmt.Sprint(tg.Pid)
 			r := mustRun(t, "info", "--xml", "--thread", pid, pid)
-			if r.stdout != string(want) {
-				t.Fatalf("arenactl's XML differs from the target's own under glibc %s\n--- target\n%s\n--- arenactl\n%s", g.Version, want, r.stdout)
+			if r.Stdout != string(want) {
+				t.Fatalf("arenactl's XML differs from the target's own under glibc %s\n--- target\n%s\n--- arenactl\n%s", g.Version, want, r.Stdout)
 			}
 			var got jsonInfo
 			r = mustRun(t, "info", "--json", pid)
-			if err := decodeDoc([]byte(r.stdout), &got); err != nil {
+			if err := decodeDoc([]byte(r.Stdout), &got); err != nil {
 				t.Fatal(err)
 			}
 			if got.Libc.Version != g.Version || len(got.Arenas) != 4 {

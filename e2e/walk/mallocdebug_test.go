@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -65,20 +65,20 @@ func TestMallocDebug(t *testing.T) {
 				want := frozenTarget(t, tg)
 				for _, flags := range [][]string{nil, {"--debug-dir", noSymbols}} {
 					got := mustRun(t, append(append([]string{"info", "--read-only", "--xml"}, flags...), pid)...)
-					if got.stdout != string(want) {
-						t.Fatalf("%v: the walk differs from the program's malloc_info\n--- program\n%s\n--- walk\n%s", flags, want, got.stdout)
+					if got.Stdout != string(want) {
+						t.Fatalf("%v: the walk differs from the program's malloc_info\n--- program\n%s\n--- walk\n%s", flags, want, got.Stdout)
 					}
 				}
 				info := readOnlyInfo(t, pid, "--debug-dir", noSymbols)
 				checkMallocDebugInfo(t, info, c.object, c.tcache)
-				if text := mustRun(t, "info", "--read-only", pid).stdout; !strings.Contains(text, "its 4 threads were stopped") {
+				if text := mustRun(t, "info", "--read-only", pid).Stdout; !strings.Contains(text, "its 4 threads were stopped") {
 					t.Errorf("text output:\n%s", text)
 				}
 
 				snap := filepath.Join(t.TempDir(), "debug.core")
 				mustRun(t, "snapshot", pid, "-o", snap)
-				if got := mustRun(t, "info", "--xml", snap); got.stdout != string(want) {
-					t.Fatalf("the snapshot differs from the program's malloc_info\n--- program\n%s\n--- snapshot\n%s", want, got.stdout)
+				if got := mustRun(t, "info", "--xml", snap); got.Stdout != string(want) {
+					t.Fatalf("the snapshot differs from the program's malloc_info\n--- program\n%s\n--- snapshot\n%s", want, got.Stdout)
 				}
 				checkMallocDebugInfo(t, coreInfo(t, snap), c.object, c.tcache)
 				thaw(t, tg)
@@ -97,8 +97,8 @@ func TestMallocDebug(t *testing.T) {
 				mustQuit(t, tg)
 
 				core, want := crashCore(t, command())
-				if got := mustRun(t, "info", "--xml", core); got.stdout != string(want) {
-					t.Fatalf("the core differs from the program's malloc_info\n--- program\n%s\n--- core\n%s", want, got.stdout)
+				if got := mustRun(t, "info", "--xml", core); got.Stdout != string(want) {
+					t.Fatalf("the core differs from the program's malloc_info\n--- program\n%s\n--- core\n%s", want, got.Stdout)
 				}
 				rep := coreInfo(t, core)
 				checkMallocDebugInfo(t, rep, c.object, c.tcache)

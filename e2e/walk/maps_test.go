@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ func TestMapsJSON(t *testing.T) {
 	mustGrow(t, tg, "grow 16")
 	pid := fmt.Sprint(tg.Pid)
 	var all jsonMapsReport
-	if err := decodeDoc([]byte(mustRun(t, "maps", "--json", "--all", pid).stdout), &all); err != nil {
+	if err := decodeDoc([]byte(mustRun(t, "maps", "--json", "--all", pid).Stdout), &all); err != nil {
 		t.Fatal(err)
 	}
 	if all.Pid != tg.Pid || len(all.Classes) == 0 || len(all.Mappings) == 0 || all.Process.Rss == 0 {
@@ -53,7 +53,7 @@ func TestMapsJSON(t *testing.T) {
 	if rss == 0 || rss > all.Process.Rss*11/10 {
 		t.Errorf("classes hold %d bytes of RSS, the process %d", rss, all.Process.Rss)
 	}
-	summary := mustRun(t, "maps", "--json", pid).stdout
+	summary := mustRun(t, "maps", "--json", pid).Stdout
 	var only jsonMapsReport
 	if err := decodeDoc([]byte(summary), &only); err != nil {
 		t.Fatal(err)

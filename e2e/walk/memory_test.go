@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ func peakRSS(t *testing.T, cmd *exec.Cmd) (result, uint64) {
 	r := runCmd(t, wrapped)
 	b, err := os.ReadFile(out)
 	if err != nil {
-		t.Fatalf("rusage: %v\n%s", err, r.stderr)
+		t.Fatalf("rusage: %v\n%s", err, r.Stderr)
 	}
 	var wall, cpu, maxrss uint64
 	var code int
@@ -98,8 +98,8 @@ func TestPeakRSSBounded(t *testing.T) {
 				args = append(args, fmt.Sprint(tg.Pid))
 			}
 			r, rss := peakRSS(t, exec.Command(arenactl, args...))
-			if r.code != 0 {
-				t.Fatalf("arenactl %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("arenactl %s: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
 			}
 			name := strings.Join(c, " ")
 			bound := budget.Need(budget.Scan, heap)
@@ -187,8 +187,8 @@ func TestWalkAndScanInCgroup(t *testing.T) {
 	cg.Limit(t, 192<<20)
 	for _, args := range [][]string{{"info", "--read-only", pid}, {"heap", pid}} {
 		r, rss := peakRSS(t, inCgroup(args...))
-		if r.code != 0 {
-			t.Fatalf("arenactl %s in a 192 MiB cgroup: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("arenactl %s in a 192 MiB cgroup: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
 		}
 		t.Logf("%s in a 192 MiB cgroup: peak RSS %d MiB", strings.Join(args, " "), rss>>20)
 	}
@@ -225,7 +225,7 @@ func TestHeapSameAtAnyJobs(t *testing.T) {
 				args = append(args, "--addr", o.addr)
 			}
 			var doc map[string]any
-			if err := json.Unmarshal([]byte(mustRun(t, append(args, target)...).stdout), &doc); err != nil {
+			if err := json.Unmarshal([]byte(mustRun(t, append(args, target)...).Stdout), &doc); err != nil {
 				t.Fatal(err)
 			}
 			scan, _ := doc["scan"].(map[string]any)

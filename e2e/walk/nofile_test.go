@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"bytes"
@@ -107,11 +107,11 @@ func TestCoreWithoutNTFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"info", "--sysroot", empty, "--debug-dir", empty, "--no-libc-file"}
-			want := mustRun(t, append(args, "--xml", fx.Core)...).stdout
-			if got := mustRun(t, append(args, "--xml", path)...).stdout; got != want {
+			want := mustRun(t, append(args, "--xml", fx.Core)...).Stdout
+			if got := mustRun(t, append(args, "--xml", path)...).Stdout; got != want {
 				t.Fatalf("without NT_FILE the walk differs\n--- with\n%s\n--- without\n%s", want, got)
 			}
-			out := mustRun(t, append(args, path)...).stdout
+			out := mustRun(t, append(args, path)...).Stdout
 			if !strings.Contains(out, "no NT_FILE note: its objects were found through the executable's DT_DEBUG") ||
 				!strings.Contains(out, "/libc.so.6)") {
 				t.Errorf("the report does not say how the objects were found, or names no libc:\n%s", out)
@@ -123,15 +123,15 @@ func TestCoreWithoutNTFile(t *testing.T) {
 			if err := os.WriteFile(old, asOldGcore(t, raw), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if got := mustRun(t, append(args, "--xml", old)...).stdout; got != want {
+			if got := mustRun(t, append(args, "--xml", old)...).Stdout; got != want {
 				t.Fatalf("as an old gcore the walk differs\n--- with\n%s\n--- without\n%s", want, got)
 			}
 			// With libc's file, when this machine has that build: found by
 			// the path link_map gave, checked by build-id.
 			if testutil.LibcFileFor(t, fx.Version) != "" {
 				lib := mustRun(t, "info", "--xml", "--libc", testutil.LibcFileFor(t, fx.Version), path)
-				if lib.stdout != want && !strings.Contains(lib.stdout, "<malloc") {
-					t.Errorf("with --libc: %s", lib.stderr)
+				if lib.Stdout != want && !strings.Contains(lib.Stdout, "<malloc") {
+					t.Errorf("with --libc: %s", lib.Stderr)
 				}
 			}
 		})
@@ -163,7 +163,7 @@ func TestCoreWithoutNTFileFixedAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep jsonMapsReport
-	if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", core).stdout), &rep); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", core).Stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(rep.Mappings, func(m jsonMapping) bool { return m.Start == at && m.Path == lib }) {
@@ -179,14 +179,14 @@ func TestCoreWithoutNTFileFixedAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got jsonMapsReport
-		if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", path).stdout), &got); err != nil {
+		if err := json.Unmarshal([]byte(mustRun(t, "maps", "--all", "--json", path).Stdout), &got); err != nil {
 			t.Fatal(err)
 		}
 		found := slices.ContainsFunc(got.Mappings, func(m jsonMapping) bool { return m.Start <= at && at < m.End && m.Path == lib })
 		if name == "no NT_FILE" && !found {
 			t.Errorf("%s: the library at %#x is not among the mappings", name, at)
 		}
-		if x := mustRun(t, "info", "--xml", "--sysroot", empty, "--no-libc-file", path).stdout; x != string(want) {
+		if x := mustRun(t, "info", "--xml", "--sysroot", empty, "--no-libc-file", path).Stdout; x != string(want) {
 			t.Errorf("%s: the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", name, want, x)
 		}
 	}

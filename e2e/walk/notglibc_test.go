@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -41,8 +41,8 @@ func TestStaticWithoutGlibcMalloc(t *testing.T) {
 	pid := fmt.Sprint(tg.Pid)
 	for _, args := range [][]string{{"info", pid}, {"info", "--read-only", pid}, {"trim", pid}, {"snapshot", pid, "-o", filepath.Join(t.TempDir(), "x.core")}} {
 		r := run(t, args...)
-		if r.code != exitNotGlibc || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "not glibc malloc") || strings.Contains(r.stderr, "--read-only") {
-			t.Errorf("arenactl %s: exit %d, %q", strings.Join(args, " "), r.code, r.stderr)
+		if r.Code != exitNotGlibc || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "not glibc malloc") || strings.Contains(r.Stderr, "--read-only") {
+			t.Errorf("arenactl %s: exit %d, %q", strings.Join(args, " "), r.Code, r.Stderr)
 		}
 	}
 	tg.Quit()

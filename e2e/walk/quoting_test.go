@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -37,21 +37,21 @@ func TestTargetStringsAreQuoted(t *testing.T) {
 			t.Errorf("%s does not name the path quoted:\n%s", what, out)
 		}
 	}
-	raw("info --read-only", mustRun(t, "info", "--read-only", fmt.Sprint(tg.Pid)).stdout)
-	raw("heap", mustRun(t, "heap", fmt.Sprint(tg.Pid)).stdout)
-	raw("leaks", mustRun(t, "leaks", "--duration", "500ms", fmt.Sprint(tg.Pid)).stdout)
+	raw("info --read-only", mustRun(t, "info", "--read-only", fmt.Sprint(tg.Pid)).Stdout)
+	raw("heap", mustRun(t, "heap", fmt.Sprint(tg.Pid)).Stdout)
+	raw("leaks", mustRun(t, "leaks", "--duration", "500ms", fmt.Sprint(tg.Pid)).Stdout)
 	if os.Geteuid() == 0 {
-		raw("growth", mustRun(t, "growth", "--duration", "500ms", fmt.Sprint(tg.Pid)).stdout)
+		raw("growth", mustRun(t, "growth", "--duration", "500ms", fmt.Sprint(tg.Pid)).Stdout)
 	}
 	core := filepath.Join(t.TempDir(), "x\x1b]0;title\x07.core")
-	raw("snapshot", mustRun(t, "snapshot", fmt.Sprint(tg.Pid), "-o", core).stdout)
-	raw("info CORE", mustRun(t, "info", core).stdout)
-	if out := mustRun(t, "info", core).stdout; strings.Contains(out, "\x07") {
+	raw("snapshot", mustRun(t, "snapshot", fmt.Sprint(tg.Pid), "-o", core).Stdout)
+	raw("info CORE", mustRun(t, "info", core).Stdout)
+	if out := mustRun(t, "info", core).Stdout; strings.Contains(out, "\x07") {
 		t.Errorf("the core's own path is printed raw:\n%q", out)
 	}
 	r := run(t, "info", filepath.Join(t.TempDir(), "no\nsuch\x1b[31m"))
-	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "\x1b") {
-		t.Errorf("exit %d, an error of more than one line or with an escape: %q", r.code, r.stderr)
+	if r.Code == 0 || strings.Count(r.Stderr, "\n") != 1 || strings.Contains(r.Stderr, "\x1b") {
+		t.Errorf("exit %d, an error of more than one line or with an escape: %q", r.Code, r.Stderr)
 	}
 	mustQuit(t, tg)
 }

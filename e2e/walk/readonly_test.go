@@ -1,11 +1,10 @@
-package main
+package walk
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -26,24 +25,6 @@ func frozenTarget(t *testing.T, tg *testutil.Target) []byte {
 		t.Fatal(err)
 	}
 	return want
-}
-
-func processState(pid int) byte {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2]
-	}
-	return 0
-}
-
-func thaw(t *testing.T, tg *testutil.Target) {
-	t.Helper()
-	if err := syscall.Kill(tg.Pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if a := tg.Next(); a != "ok" {
-		t.Fatalf("target after SIGCONT: %q", a)
-	}
 }
 
 // glibcRun is one glibc to run a C target under: the system's, or a tree of
@@ -87,8 +68,8 @@ func TestReadOnlyMatchesMallocInfo(t *testing.T) {
 			}
 			for _, mode := range modes {
 				got := mustRun(t, append(append([]string{"info", "--xml"}, mode...), pid)...)
-				if got.stdout != string(want) {
-					t.Fatalf("%v: the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- walk\n%s", mode, want, got.stdout)
+				if got.Stdout != string(want) {
+					t.Fatalf("%v: the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- walk\n%s", mode, want, got.Stdout)
 				}
 			}
 			checkSymbolAnchors(t, pid, r.debugDir, noSymbols)
@@ -106,11 +87,11 @@ func readOnlyInfo(t *testing.T, pid string, flags ...string) jsonInfo {
 	t.Helper()
 	r := mustRun(t, append(append([]string{"info", "--read-only", "--json"}, flags...), pid)...)
 	var got jsonInfo
-	if err := decodeDoc([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &got); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	if got.ReadOnly == nil {
-		t.Fatalf("no read_only in\n%s", r.stdout)
+		t.Fatalf("no read_only in\n%s", r.Stdout)
 	}
 	return got
 }

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ func findingIDs(t *testing.T, pid int, args ...string) []string {
 	t.Helper()
 	r := mustRun(t, append(append([]string{"info", "--json"}, args...), fmt.Sprint(pid))...)
 	var rep jsonInfo
-	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	var ids []string
 	for _, f := range rep.Findings {

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -25,8 +25,8 @@ func TestSnapshotOutputCheckedFirst(t *testing.T) {
 		{notDir, fmt.Sprint(tg.Pid), "is not a directory"},
 	} {
 		r := run(t, "snapshot", c.pid, "-o", c.out)
-		if r.code != exitUsage || !strings.Contains(r.stderr, "-o "+c.out+": ") || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, ".partial") {
-			t.Errorf("snapshot %s -o %s: exit %d, %q", c.pid, c.out, r.code, r.stderr)
+		if r.Code != exitUsage || !strings.Contains(r.Stderr, "-o "+c.out+": ") || !strings.Contains(r.Stderr, c.want) || strings.Contains(r.Stderr, ".partial") {
+			t.Errorf("snapshot %s -o %s: exit %d, %q", c.pid, c.out, r.Code, r.Stderr)
 		}
 	}
 	mustQuit(t, tg)

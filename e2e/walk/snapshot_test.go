@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ func snapshot(t *testing.T, pid int, path string, flags ...string) jsonSnapshot 
 	t.Helper()
 	r := mustRun(t, append([]string{"snapshot", "--json", fmt.Sprint(pid), "-o", path}, flags...)...)
 	var rep jsonSnapshot
-	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Size() != rep.FileBytes {
@@ -38,8 +38,8 @@ func infoJSONOf(t *testing.T, args ...string) jsonInfo {
 	t.Helper()
 	var rep jsonInfo
 	r := mustRun(t, append([]string{"info", "--json"}, args...)...)
-	if err := decodeDoc([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
+	if err := decodeDoc([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
 	return rep
 }
@@ -89,7 +89,7 @@ func TestSnapshotMatchesLive(t *testing.T) {
 			if rep.Threads != 6 || rep.FrozenUs <= 0 || rep.WalkError != "" || rep.Unreadable > 64<<10 || rep.Compressed {
 				t.Errorf("report %+v", rep)
 			}
-			if got := mustRun(t, "info", "--xml", plain).stdout; got != string(want) {
+			if got := mustRun(t, "info", "--xml", plain).Stdout; got != string(want) {
 				t.Fatalf("the snapshot's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", want, got)
 			}
 			live := infoJSONOf(t, "--read-only", fmt.Sprint(tg.Pid))
@@ -99,7 +99,7 @@ func TestSnapshotMatchesLive(t *testing.T) {
 				// Seen once in a CI rehearsal (2.41: 14 MB fewer written,
 				// a heap page read as zeros), never reproduced: say what
 				// the snapshot chose and how the mappings were classified.
-				t.Logf("snapshot report %+v\n%s", rep, runWithin(t, time.Minute, "maps", fmt.Sprint(tg.Pid)).stdout)
+				t.Logf("snapshot report %+v\n%s", rep, runWithin(t, time.Minute, "maps", fmt.Sprint(tg.Pid)).Stdout)
 			}
 			if snap.Core == nil || snap.Core.Signal != 0 || snap.Core.CrashTid != tg.Pid || snap.Pid != tg.Pid {
 				t.Errorf("core %+v of pid %d", snap.Core, snap.Pid)
@@ -110,7 +110,7 @@ func TestSnapshotMatchesLive(t *testing.T) {
 			if !zrep.Compressed || zrep.FileBytes >= zrep.CoreBytes {
 				t.Errorf("zstd report %+v, plain %d bytes", zrep, rep.FileBytes)
 			}
-			if got := mustRun(t, "info", "--xml", zst).stdout; got != string(want) {
+			if got := mustRun(t, "info", "--xml", zst).Stdout; got != string(want) {
 				t.Fatal("the compressed snapshot gives different XML")
 			}
 			limit := anon * 12 / 10
@@ -215,7 +215,7 @@ func TestSnapshotFull(t *testing.T) {
 				Unread uint64 `json:"unread_root_bytes"`
 			} `json:"scan"`
 		}
-		if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", c.path).stdout), &doc); err != nil {
+		if err := json.Unmarshal([]byte(mustRun(t, "heap", "--json", c.path).Stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
 		if doc.Scan.Unread != 0 {

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ func TestCoreStatedVersion(t *testing.T) {
 			}
 			// The walk reads with the layout memory has: its totals are
 			// glibc's whatever the label; with the banner, to the byte.
-			got := mustRun(t, append([]string{"info", "--xml"}, args...)...).stdout
+			got := mustRun(t, append([]string{"info", "--xml"}, args...)...).Stdout
 			if c.version == system {
 				if got != string(want) || !rep.ReadOnly.Exact {
 					t.Errorf("exact %v; the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", rep.ReadOnly.Exact, want, got)

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"encoding/json"
@@ -37,8 +37,8 @@ func TestInfoFromStaticCore(t *testing.T) {
 
 			core, want := crashCore(t, exec.Command(bin, "park", "3"))
 			got := mustRun(t, "info", "--xml", core)
-			if got.stdout != string(want) {
-				t.Fatalf("the core's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+			if got.Stdout != string(want) {
+				t.Fatalf("the core's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.Stdout)
 			}
 			rep := coreInfo(t, core)
 			if !rep.Libc.Static || rep.Libc.Path != bin || rep.Libc.Source != "executable file (build-id match)" {
@@ -71,8 +71,8 @@ func TestInfoFromStaticCore(t *testing.T) {
 			os.Rename(moved, bin)
 			noFile := run(t, "info", "--xml", "--no-libc-file", core)
 			for name, r := range map[string]result{"missing": missing, "fifo": fifo, "--no-libc-file": noFile, "--libc": withLibc} {
-				if r.code != 0 || r.stdout != string(want) {
-					t.Errorf("%s: exit %d, %s\n--- glibc\n%s\n--- core\n%s", name, r.code, r.stderr, want, r.stdout)
+				if r.Code != 0 || r.Stdout != string(want) {
+					t.Errorf("%s: exit %d, %s\n--- glibc\n%s\n--- core\n%s", name, r.Code, r.Stderr, want, r.Stdout)
 				}
 			}
 			staticFromMemory(t, missingRep, bin)
@@ -86,8 +86,8 @@ func TestInfoFromStaticCore(t *testing.T) {
 			want = frozenTarget(t, tg)
 			snap := filepath.Join(t.TempDir(), "static.core")
 			mustRun(t, "snapshot", fmt.Sprint(tg.Pid), "-o", snap)
-			if got := mustRun(t, "info", "--xml", snap); got.stdout != string(want) {
-				t.Fatalf("the snapshot's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", want, got.stdout)
+			if got := mustRun(t, "info", "--xml", snap); got.Stdout != string(want) {
+				t.Fatalf("the snapshot's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- snapshot\n%s", want, got.Stdout)
 			}
 			thaw(t, tg)
 			mustQuit(t, tg)
@@ -125,7 +125,7 @@ func staticFromMemory(t *testing.T, rep jsonInfo, bin string) {
 func coreInfo(t *testing.T, core string) jsonInfo {
 	t.Helper()
 	var rep jsonInfo
-	if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", core).stdout), &rep); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", core).Stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.ReadOnly == nil {
@@ -186,8 +186,8 @@ func TestStaticGcoreFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	core := fmt.Sprintf("%s.%d", prefix, tg.Pid)
-	if got := mustRun(t, "info", "--xml", core); got.stdout != string(want) {
-		t.Fatalf("the gcore's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+	if got := mustRun(t, "info", "--xml", core); got.Stdout != string(want) {
+		t.Fatalf("the gcore's walk differs from glibc's malloc_info\n--- glibc\n%s\n--- core\n%s", want, got.Stdout)
 	}
 	staticFromMemory(t, coreInfo(t, core), bin)
 }
@@ -206,19 +206,19 @@ func TestStaticCoreCopyOfMainArena(t *testing.T) {
 	for _, mode := range []string{"binned", "empty"} {
 		t.Run(mode, func(t *testing.T) {
 			core, want := crashCore(t, exec.Command(bin, mode))
-			if got := mustRun(t, "info", "--xml", core); got.stdout != string(want) {
-				t.Fatalf("with the executable's file the walk differs\n--- glibc\n%s\n--- core\n%s", want, got.stdout)
+			if got := mustRun(t, "info", "--xml", core); got.Stdout != string(want) {
+				t.Fatalf("with the executable's file the walk differs\n--- glibc\n%s\n--- core\n%s", want, got.Stdout)
 			}
 			r := run(t, "info", "--xml", "--no-libc-file", core)
 			if mode == "empty" {
 				expectRefusal(t, r, exitError, "static executable", "2 places", "look like main_arena", "--libc")
 				return
 			}
-			if r.code != 0 || r.stdout != string(want) {
-				t.Fatalf("memory alone: exit %d, %s\n--- glibc\n%s\n--- core\n%s", r.code, r.stderr, want, r.stdout)
+			if r.Code != 0 || r.Stdout != string(want) {
+				t.Fatalf("memory alone: exit %d, %s\n--- glibc\n%s\n--- core\n%s", r.Code, r.Stderr, want, r.Stdout)
 			}
 			var rep jsonInfo
-			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", "--no-libc-file", core).stdout), &rep); err != nil {
+			if err := json.Unmarshal([]byte(mustRun(t, "info", "--json", "--no-libc-file", core).Stdout), &rep); err != nil {
 				t.Fatal(err)
 			}
 			if w := "the one candidate of 2 whose bins' chunks link back to it"; rep.ReadOnly == nil || !strings.Contains(rep.ReadOnly.FoundBy, w) {

@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ func TestReadOnlyStatic(t *testing.T) {
 			want := frozenTarget(t, tg)
 			pid := fmt.Sprint(tg.Pid)
 			got := mustRun(t, "info", "--read-only", "--xml", pid)
-			if got.stdout != string(want) {
-				t.Fatalf("the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- walk\n%s", want, got.stdout)
+			if got.Stdout != string(want) {
+				t.Fatalf("the walk differs from glibc's malloc_info\n--- glibc\n%s\n--- walk\n%s", want, got.Stdout)
 			}
 			info := readOnlyInfo(t, pid)
 			ro := info.ReadOnly

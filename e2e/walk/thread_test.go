@@ -1,4 +1,4 @@
-package main
+package walk
 
 import (
 	"fmt"
@@ -18,8 +18,8 @@ func TestNoSuchThread(t *testing.T) {
 	for _, args := range [][]string{{"info", "--thread", other}, {"trim", "--thread", other}, {"info", "--thread", "99999999"}} {
 		r := run(t, append(args, fmt.Sprint(tg.Pid))...)
 		want := fmt.Sprintf("process %d has no thread %s", tg.Pid, args[2])
-		if r.code != exitNoProcess || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "no such process") {
-			t.Errorf("arenactl %s: exit %d, %q; want %q", strings.Join(args, " "), r.code, r.stderr, want)
+		if r.Code != exitNoProcess || !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "no such process") {
+			t.Errorf("arenactl %s: exit %d, %q; want %q", strings.Join(args, " "), r.Code, r.Stderr, want)
 		}
 	}
 	mustQuit(t, tg)

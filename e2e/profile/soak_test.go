@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"bytes"
@@ -102,8 +102,8 @@ func soak(t *testing.T, pid, rounds int, check func(round int)) soakTally {
 		t.Fatalf("threads stay in call sites: %s", threadsInSites(t, pid))
 	}
 	r := mustRun(t, "info", fmt.Sprint(pid))
-	if left := unexplainedSites(t, pid, r.stderr); len(left) > 0 {
-		t.Errorf("arenactl's objects stay in the target after a clean run, not named as kept: %v\n%s", left, r.stderr)
+	if left := unexplainedSites(t, pid, r.Stderr); len(left) > 0 {
+		t.Errorf("arenactl's objects stay in the target after a clean run, not named as kept: %v\n%s", left, r.Stderr)
 	}
 	return tally
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/diagnose"
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
 )
@@ -203,4 +205,37 @@ func TestGoldenSnapshot(t *testing.T) {
 		Hold: "walk", ImageSkipped: "a seccomp filter", Threads: 3, Dumped: 40 << 20, Unreadable: 8 << 10, Mappings: 30, DumpedMappings: 12,
 		WalkErr: "arena 2: heap_info at 0x7f0000000000 unreadable"})
 	golden(t, "snapshot.txt", b.Bytes())
+}
+
+// trim's before and after (the main heap's top given back, RSS fallen by
+// less), and a dry run's prediction per arena with damage that a real trim
+// would be refused for.
+func TestGoldenTrim(t *testing.T) {
+	libc := report.LibcInfo{Path: "/lib/x86_64-linux-gnu/libc.so.6", Version: glibc.Version{Major: 2, Minor: 36}}
+	class := func(c maps.Class, size, rss, pd uint64) maps.ClassSummary {
+		return maps.ClassSummary{Class: c, Count: 1, Size: size, Rss: rss, PrivateDirty: pd}
+	}
+	var b bytes.Buffer
+	if err := render.Trim(&b, &report.TrimReport{Pid: 4242, Libc: libc, Result: 1,
+		Injection: report.Injection{Tid: 4243, Blocked: "futex", Stopped: 2 * time.Millisecond, Call: 1500 * time.Microsecond,
+			PreflightLocked: 1, PreflightLockHeld: 300 * time.Microsecond},
+		Before: report.MapsSummary{Rollup: maps.Rollup{Rss: 64 << 20, PrivateDirty: 60 << 20}, Classes: []maps.ClassSummary{
+			class(maps.ClassMainHeap, 40<<20, 30<<20, 30<<20), class(maps.ClassArenaHeap, 64<<20, 20<<20, 20<<20)}},
+		After: report.MapsSummary{Rollup: maps.Rollup{Rss: 50 << 20, PrivateDirty: 46 << 20}, Classes: []maps.ClassSummary{
+			class(maps.ClassMainHeap, 20<<20, 20<<20, 20<<20), class(maps.ClassArenaHeap, 64<<20, 16<<20, 16<<20)}},
+		Prediction: &glibc.TrimPrediction{Resident: 14 << 20},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString("\n")
+	if err := render.Trim(&b, &report.TrimReport{Pid: 4242, Libc: libc, DryRun: true, Frozen: 4 * time.Millisecond, Hold: "walk",
+		ImageSkipped: "its cgroup lacks room for the pages it might write meanwhile",
+		Prediction: &glibc.TrimPrediction{Bytes: 26 << 20, Resident: 12 << 20, Arenas: []glibc.ArenaTrim{
+			{Index: 0, Main: true, Addr: 0x7f00aa000000, Chunks: 3, Bytes: 22 << 20, Top: 20 << 20, Resident: 10 << 20},
+			{Index: 1, Addr: 0x7f00a0000020, Chunks: 2, Bytes: 4 << 20, Resident: 2 << 20}}},
+		Damage: []glibc.Damage{{Arena: 0x7f00a0000020, Addr: 0x7f00a0001230, What: "fd 0x4141414141414141 outside any heap", Hang: true, List: 4}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "trim.txt", b.Bytes())
 }

@@ -97,7 +97,32 @@ func (m *mariadb) exited() bool {
 	}
 }
 
-// startMariaDB initialises a datadir and starts mariadbd on it, waiting
+// installedDatadir is a datadir mariadb-install-db initialised, made once
+// per test binary and copied by each server: the install takes about 10 s,
+// most of it waiting on the disk, and is no part of what the tests check.
+// It lies under testutil.Dir, removed when the tests end.
+func installedDatadir(t *testing.T) string {
+	t.Helper()
+	installOnce.Do(func() {
+		installDir = filepath.Join(testutil.Dir(t), "mariadb-datadir")
+		if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+installDir,
+			"--auth-root-authentication-method=normal").CombinedOutput(); err != nil {
+			installErr = fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+		}
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+	return installDir
+}
+
+var (
+	installOnce sync.Once
+	installDir  string
+	installErr  error
+)
+
+// startMariaDB starts mariadbd on a copy of an initialised datadir, waiting
 // until it answers. The server is killed when the test ends, unless stop
 // shut it down first.
 func startMariaDB(t *testing.T) *mariadb {
@@ -110,9 +135,8 @@ func startMariaDB(t *testing.T) *mariadb {
 	d := t.TempDir()
 	m := &mariadb{t: t, dir: d, sock: filepath.Join(d, "mysqld.sock"), errLog: filepath.Join(d, "err.log"), done: make(chan struct{})}
 	db := filepath.Join(d, "db")
-	if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+db,
-		"--auth-root-authentication-method=normal").CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	if out, err := exec.Command("cp", "-a", installedDatadir(t), db).CombinedOutput(); err != nil {
+		t.Fatalf("copying the initialised datadir: %v\n%s", err, out)
 	}
 	m.cmd = exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+db, "--socket="+m.sock,
 		"--pid-file="+filepath.Join(d, "mysqld.pid"), "--skip-networking", "--log-error="+m.errLog,

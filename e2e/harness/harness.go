@@ -89,6 +89,8 @@ type Result struct {
 	Code           int
 }
 
+// Run runs arenactl with args; a JSON document it prints with exit 0 is
+// checked against its published schema.
 func Run(t testing.TB, args ...string) Result {
 	t.Helper()
 	r := RunCmd(t, exec.Command(Arenactl, args...))
@@ -102,6 +104,8 @@ func Run(t testing.TB, args ...string) Result {
 	return r
 }
 
+// RunCmd runs cmd (arenactl, or a wrapper of it) as a child the tests own
+// (testutil.StartOwned), and fails the test if it panicked.
 func RunCmd(t testing.TB, cmd *exec.Cmd) Result {
 	t.Helper()
 	return RunCmdStarted(t, cmd, nil)

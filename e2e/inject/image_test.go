@@ -137,11 +137,6 @@ func TestSIGKILLDuringImage(t *testing.T) {
 		{"pool", "pool.c", []string{"256"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// The three targets are separate programs (an image is
-			// told by its executable), so their rounds run side by
-			// side: most of a round is the wait for a killed run's
-			// image to end with its lease.
-			t.Parallel()
 			tg := testutil.Start(t, testutil.BuildC(t, c.src, "-O2"), c.args...)
 			pid := fmt.Sprint(tg.Pid)
 			core := filepath.Join(t.TempDir(), "k.core")

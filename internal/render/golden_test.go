@@ -15,6 +15,7 @@ import (
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
+	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/render"
@@ -238,4 +239,34 @@ func TestGoldenTrim(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "trim.txt", b.Bytes())
+}
+
+// growth's window, the RSS it explains, the classes and the sites, with
+// the warnings and notes a run may carry; the sites are made by hand in
+// the profile's own value types.
+func TestGoldenGrowth(t *testing.T) {
+	site := func(class string, frames []string, v map[int]float64) heapprof.ValuedSite {
+		s := heapprof.ValuedSite{Labels: map[string]string{report.LabelClass: class}, Values: make([]float64, len(report.GrowthTypes))}
+		for _, f := range frames {
+			s.Frames = append(s.Frames, heapprof.Frame{Function: f})
+		}
+		for i, x := range v {
+			s.Values[i] = x
+		}
+		return s
+	}
+	g := &report.Growth{Pid: 4242, Exe: "/usr/sbin/server", Duration: 10 * time.Second, Period: 4, PageSize: 4096, Threads: 9,
+		FaultSamples: 600, Calls: 40, Lost: 3, Incomplete: 5, Truncated: 2, RSSBefore: 100 << 20, RSSAfter: 112 << 20, Measured: true,
+		NoArenas: "libc's debug file is missing", CallsBy: "eBPF",
+		Profile: &heapprof.Valued{Types: report.GrowthTypes, Sites: []heapprof.ValuedSite{
+			site("main-heap", []string{"main", "load", "malloc"}, map[int]float64{report.GrowthTouched: 8 << 20, report.GrowthFaults: 2048,
+				report.GrowthNet: 8 << 20, report.GrowthSamples: 512}),
+			site("anon", []string{"main", "cache_grow", "mmap"}, map[int]float64{report.GrowthTouched: 6 << 20, report.GrowthFaults: 1536,
+				report.GrowthMapped: 16 << 20, report.GrowthGivenBack: 2 << 20, report.GrowthNet: 4 << 20, report.GrowthCalls: 40, report.GrowthSamples: 88}),
+		}}}
+	var b bytes.Buffer
+	if err := render.Growth(&b, g, render.DefaultGrowthTop); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "growth.txt", b.Bytes())
 }

@@ -36,16 +36,16 @@ func TestCommandLineIsStrict(t *testing.T) {
 		{[]string{"trim", "--pad", "64Q", pid}, "is not a size such as"},
 	} {
 		r := run(t, c.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("arenactl %s: exit %d, %q; want exit 2 and %q", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		if r.Code != exitUsage || !strings.Contains(r.Stderr, c.want) || strings.Count(r.Stderr, "\n") != 1 {
+			t.Errorf("arenactl %s: exit %d, %q; want exit 2 and %q", strings.Join(c.args, " "), r.Code, r.Stderr, c.want)
 		}
 	}
-	if out := mustRun(t, "trim", "--pad", "64K", pid).stdout; !strings.Contains(out, "malloc_trim(65536)") {
+	if out := mustRun(t, "trim", "--pad", "64K", pid).Stdout; !strings.Contains(out, "malloc_trim(65536)") {
 		t.Errorf("--pad 64K:\n%s", out)
 	}
 	mustRun(t, "watch", "--count", "1", "--interval", "1s", "--min-change", "1M", pid)
 	for _, cmd := range []string{"info", "maps"} {
-		if out := mustRun(t, cmd, "--help").stdout; !strings.Contains(out, "arenactl "+cmd+" PID|CORE") {
+		if out := mustRun(t, cmd, "--help").Stdout; !strings.Contains(out, "arenactl "+cmd+" PID|CORE") {
 			t.Errorf("%s --help: no PID|CORE in the usage line:\n%s", cmd, out)
 		}
 	}
@@ -128,16 +128,16 @@ func TestGarbageArguments(t *testing.T) {
 		}
 		seen[p.cmd] = true
 		r := run(t, args...)
-		if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--"+p.flag) ||
-			strings.Contains(r.stderr, "goroutine") {
-			t.Errorf("arenactl %s: exit %d, %q; want exit 2 and one line naming --%s", strings.Join(args, " "), r.code, r.stderr, p.flag)
+		if r.Code != exitUsage || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, "--"+p.flag) ||
+			strings.Contains(r.Stderr, "goroutine") {
+			t.Errorf("arenactl %s: exit %d, %q; want exit 2 and one line naming --%s", strings.Join(args, " "), r.Code, r.Stderr, p.flag)
 		}
 	}
 	// growth -o a directory said "leaks writes its profile".
 	for _, cmd := range []string{"leaks", "growth"} {
 		r := run(t, cmd, "-o", t.TempDir(), nopid)
-		if r.code != exitUsage || !strings.Contains(r.stderr, cmd+" writes its profile") {
-			t.Errorf("%s -o DIR: exit %d, %q", cmd, r.code, r.stderr)
+		if r.Code != exitUsage || !strings.Contains(r.Stderr, cmd+" writes its profile") {
+			t.Errorf("%s -o DIR: exit %d, %q", cmd, r.Code, r.Stderr)
 		}
 	}
 	for _, c := range root.Commands() {

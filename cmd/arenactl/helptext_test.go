@@ -15,7 +15,7 @@ import (
 // with every thread stopped as what they do (issue 22, item 5).
 func TestHelpDescribesTheImage(t *testing.T) {
 	for _, cmd := range []string{"watch", "exporter"} {
-		out := mustRun(t, cmd, "--help").stdout
+		out := mustRun(t, cmd, "--help").Stdout
 		long := out[:strings.Index(out, "Usage:")]
 		if !strings.Contains(long, "copy-on-write image") || strings.Contains(long, "every\nthread is stopped while the allocator's lists are walked") ||
 			strings.Contains(long, "every thread is stopped for the walk of its allocator") {

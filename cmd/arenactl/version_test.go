@@ -20,8 +20,8 @@ func TestUsageErrorNamesCommandOnce(t *testing.T) {
 	} {
 		r := run(t, tc.args...)
 		expectRefusal(t, r, exitUsage, tc.hint)
-		if strings.Contains(r.stderr, "arenactl arenactl") {
-			t.Errorf("arenactl %s: %q names the command twice", strings.Join(tc.args, " "), r.stderr)
+		if strings.Contains(r.Stderr, "arenactl arenactl") {
+			t.Errorf("arenactl %s: %q names the command twice", strings.Join(tc.args, " "), r.Stderr)
 		}
 	}
 }
@@ -32,15 +32,15 @@ func TestUsageErrorNamesCommandOnce(t *testing.T) {
 func TestVersion(t *testing.T) {
 	v := mustRun(t, "version")
 	for _, flag := range []string{"--version", "-v"} {
-		if r := mustRun(t, flag); r.stdout != v.stdout || r.stderr != "" {
-			t.Errorf("arenactl %s printed %q (stderr %q), arenactl version %q", flag, r.stdout, r.stderr, v.stdout)
+		if r := mustRun(t, flag); r.Stdout != v.Stdout || r.Stderr != "" {
+			t.Errorf("arenactl %s printed %q (stderr %q), arenactl version %q", flag, r.Stdout, r.Stderr, v.Stdout)
 		}
 	}
-	lines := strings.Split(strings.TrimSuffix(v.stdout, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(v.Stdout, "\n"), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "arenactl ") ||
 		lines[1] != "module:  github.com/arenactl/arenactl (devel)" && !strings.HasPrefix(lines[1], "module:  github.com/arenactl/arenactl v") ||
 		!strings.HasPrefix(lines[2], "commit:  ") || !strings.HasPrefix(lines[3], "go:      go1.") {
-		t.Errorf("arenactl version:\n%s", v.stdout)
+		t.Errorf("arenactl version:\n%s", v.Stdout)
 	}
 	// The shipped binary carries no documentation generator (gendocs tag).
 	expectRefusal(t, run(t, "gen-docs", t.TempDir()), exitUsage, "unknown command")

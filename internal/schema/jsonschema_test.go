@@ -46,9 +46,9 @@ func TestSchemaFiles(t *testing.T) {
 	}
 }
 
-// Every golden document of cmd/arenactl follows its schema.
+// Every golden document of the end-to-end tests (e2e/walk) follows its schema.
 func TestGoldenDocumentsFollowSchemas(t *testing.T) {
-	golden, _ := filepath.Glob(filepath.Join(testutil.RepoRoot(t), "cmd", "arenactl", "testdata", "golden", "*.json"))
+	golden, _ := filepath.Glob(filepath.Join(testutil.RepoRoot(t), "e2e", "walk", "testdata", "golden", "*.json"))
 	if len(golden) == 0 {
 		t.Fatal("no golden documents")
 	}

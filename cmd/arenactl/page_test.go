@@ -36,8 +36,8 @@ func TestPageCommand(t *testing.T) {
 	}
 	out := filepath.Join(dir, "page.html")
 	r := mustRun(t, "record", "page", path, "-o", out)
-	if !strings.HasPrefix(r.stdout, "wrote "+out) || !strings.Contains(r.stdout, "5 intervals") {
-		t.Errorf("page said %q", r.stdout)
+	if !strings.HasPrefix(r.Stdout, "wrote "+out) || !strings.Contains(r.Stdout, "5 intervals") {
+		t.Errorf("page said %q", r.Stdout)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -47,8 +47,8 @@ func TestPageCommand(t *testing.T) {
 	if m == nil || strings.Count(string(m[1]), ",") != 4 {
 		t.Errorf("the page's times: %q", m)
 	}
-	if r := run(t, "record", "page", path, "-o", out); r.code != 0 {
-		t.Errorf("a page replaces a page: exit %d, %s", r.code, r.stderr)
+	if r := run(t, "record", "page", path, "-o", out); r.Code != 0 {
+		t.Errorf("a page replaces a page: exit %d, %s", r.Code, r.Stderr)
 	}
 
 	notRec := filepath.Join(dir, "not")
@@ -65,8 +65,8 @@ func TestPageCommand(t *testing.T) {
 		{[]string{"record", "page", "--no-such-flag", path, "-o", out}, exitUsage},
 	} {
 		r := run(t, c.args...)
-		if r.code != c.want || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stderr, "goroutine") {
-			t.Errorf("%q: exit %d (want %d), %q", c.args, r.code, c.want, r.stderr)
+		if r.Code != c.want || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || strings.Contains(r.Stderr, "goroutine") {
+			t.Errorf("%q: exit %d (want %d), %q", c.args, r.Code, c.want, r.Stderr)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.html")); err == nil {

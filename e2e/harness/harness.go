@@ -79,6 +79,7 @@ const (
 	ExitNoSampler   = 15
 	ExitNoPerf      = 16
 	ExitNoMemory    = 17
+	ExitArch        = 18
 	ExitInterrupted = 130
 	ExitBrokenPipe  = 128 + int(syscall.SIGPIPE)
 )

@@ -25,7 +25,7 @@ func TestExitCodesAsDocumented(t *testing.T) {
 	}
 	ours := []int{ExitOK, ExitError, ExitUsage, ExitNoProcess, ExitPermission, ExitTraced, ExitState,
 		ExitNotGlibc, ExitNoSafe, ExitCallFailed, ExitGone, ExitDamaged, ExitBadCore, ExitLockedStop,
-		ExitNoImage, ExitNoSampler, ExitNoPerf, ExitNoMemory, ExitInterrupted, ExitBrokenPipe}
+		ExitNoImage, ExitNoSampler, ExitNoPerf, ExitNoMemory, ExitArch, ExitInterrupted, ExitBrokenPipe}
 	if !slices.Equal(documented, ours) {
 		t.Errorf("docs/exit-codes.md lists %v; the harness's constants are %v", documented, ours)
 	}

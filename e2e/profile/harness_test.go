@@ -34,6 +34,7 @@ var (
 	markedMappings   = h.MarkedMappings
 	unexplainedSites = h.UnexplainedSites
 	decodeDoc        = h.DecodeDoc
+	mustQuit         = h.MustQuit
 )
 
 const (
@@ -45,4 +46,6 @@ const (
 	exitNoPerf      = h.ExitNoPerf
 	exitInterrupted = h.ExitInterrupted
 	exitBrokenPipe  = h.ExitBrokenPipe
+	exitNoProcess   = h.ExitNoProcess
+	exitBadCore     = h.ExitBadCore
 )

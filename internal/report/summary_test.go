@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -17,7 +17,7 @@ import (
 func TestSummarizeAgreesWithMallocInfo(t *testing.T) {
 	for _, fx := range testutil.CoreFixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
-			mi, err := glibc.ParseMallocInfo(fx.XML)
+			mi, err := mallocinfo.Parse(fx.XML)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"bufio"
@@ -233,8 +233,8 @@ func TestRecordPhasesTruth(t *testing.T) {
 	checkPprof(t, pprofDir)
 	// record show prints it, and the stacks by name.
 	r := mustRun(t, "record", "show", out)
-	if !strings.Contains(r.stdout, "ended: exited") || !strings.Contains(r.stdout, "site_b") {
-		t.Errorf("record show:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "ended: exited") || !strings.Contains(r.Stdout, "site_b") {
+		t.Errorf("record show:\n%s", r.Stdout)
 	}
 }
 
@@ -277,14 +277,14 @@ func TestRecordKilled(t *testing.T) {
 	if rec.End != nil || len(rec.Intervals) < 5 {
 		t.Errorf("the killed recording: %d intervals, end %+v; want several, no end", len(rec.Intervals), rec.End)
 	}
-	if r := mustRun(t, "leaks", "--duration", "200ms", "--no-scan", fmt.Sprint(tg.Pid)); !strings.Contains(r.stderr, "earlier") {
-		t.Logf("leaks after the killed recording said: %s", r.stderr)
+	if r := mustRun(t, "leaks", "--duration", "200ms", "--no-scan", fmt.Sprint(tg.Pid)); !strings.Contains(r.Stderr, "earlier") {
+		t.Logf("leaks after the killed recording said: %s", r.Stderr)
 	}
 	if last, code := tg.Quit(); last != "bye" || code != 0 {
 		t.Errorf("the target after arenactl record was killed: %q, exit %d", last, code)
 	}
-	if show := mustRun(t, "record", "show", out); !strings.Contains(show.stdout, "not ended cleanly") {
-		t.Errorf("record show of a killed recording:\n%s", show.stdout)
+	if show := mustRun(t, "record", "show", out); !strings.Contains(show.Stdout, "not ended cleanly") {
+		t.Errorf("record show of a killed recording:\n%s", show.Stdout)
 	}
 }
 
@@ -362,7 +362,7 @@ func TestRecordBounded(t *testing.T) {
 	if err != nil || rec.End == nil || rec.End.Why != report.EndDuration {
 		t.Fatalf("the recording: %v, end %+v", err, rec.End)
 	}
-	parsed, _ := parseTiers(tiers)
+	parsed, _ := record.ParseTiers(tiers)
 	bound := record.MaxIntervals(parsed)
 	merged := 0
 	for i, iv := range rec.Intervals {
@@ -513,8 +513,8 @@ func TestRecordRefusals(t *testing.T) {
 		{[]string{"record", "show", link}, exitBadCore, "symbolic link"},
 	} {
 		r := run(t, c.args...)
-		if r.code != c.code || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.says) {
-			t.Errorf("arenactl %s: exit %d, %q; want exit %d saying %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.says)
+		if r.Code != c.code || strings.Count(r.Stderr, "\n") != 1 || !strings.Contains(r.Stderr, c.says) {
+			t.Errorf("arenactl %s: exit %d, %q; want exit %d saying %q", strings.Join(c.args, " "), r.Code, r.Stderr, c.code, c.says)
 		}
 	}
 	if b, _ := os.ReadFile(existing); string(b) != "keep me" {

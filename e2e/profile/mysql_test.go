@@ -1,4 +1,4 @@
-package main
+package profile
 
 import (
 	"encoding/json"
@@ -22,9 +22,9 @@ func TestInfoMySQL(t *testing.T) {
 	pid := fmt.Sprint(m.cmd.Process.Pid)
 	for _, args := range [][]string{{"info", "--json", "--mysql", m.sock, pid}, {"info", "--read-only", "--json", "--mysql", m.sock, pid}} {
 		r := mustRun(t, args...)
-		testutil.ValidateJSON(t, "info", []byte(r.stdout))
+		testutil.ValidateJSON(t, "info", []byte(r.Stdout))
 		var doc schema.Info
-		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
 		wf := doc.Waterfall
@@ -59,20 +59,20 @@ func TestInfoMySQL(t *testing.T) {
 	if runs, err := stopLoad(); err != nil {
 		t.Fatalf("the load failed after %d runs: %v", runs, err)
 	}
-	out := mustRun(t, "info", "--mysql", m.sock, pid).stdout
+	out := mustRun(t, "info", "--mysql", m.sock, pid).Stdout
 	if !strings.Contains(out, "the server's performance_schema counts") || !strings.Contains(out, "memory/") {
 		t.Errorf("info --mysql printed no server figures:\n%s", out)
 	}
 
 	other := testutil.Start(t, testutil.BuildC(t, "arenas.c"), "park", "1")
-	out = mustRun(t, "info", "--mysql", m.sock, fmt.Sprint(other.Pid)).stdout
+	out = mustRun(t, "info", "--mysql", m.sock, fmt.Sprint(other.Pid)).Stdout
 	if !strings.Contains(out, fmt.Sprintf("served by process %s, not %d", pid, other.Pid)) {
 		t.Errorf("a socket of another process: %s", out)
 	}
 	mustQuit(t, other)
 	for _, args := range [][]string{{"info", "--mysql", "not a dsn", pid}, {"info", "--mysql", m.sock, testutil.CoreFixtures(t)[0].Core}} {
-		if r := run(t, args...); r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("%q: exit %d, %q", args, r.code, r.stderr)
+		if r := run(t, args...); r.Code != exitUsage || strings.Count(r.Stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, %q", args, r.Code, r.Stderr)
 		}
 	}
 }

@@ -33,7 +33,7 @@ var pending = []string{
 	"internal/heapprof/profile.go",
 	"internal/heapprof/blocked.go",
 	"internal/sampler/sampler.go",
-	"internal/target/regs.go",
+	"internal/debuggee/regs.go",
 	"internal/unwind/cfi.go",
 	"internal/unwind/cfi_test.go",
 	"internal/unwind/chain_test.go",

@@ -14,19 +14,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Core is an opened core file.
 type Core struct {
 	Path    string
-	Pid     int             // from NT_PRPSINFO
-	Command string          // its short name, from NT_PRPSINFO
-	Threads []target.Thread // in note order: the thread that received the signal first
-	Signal  *Signal         // from NT_SIGINFO; nil when the core has none (gcore)
+	Pid     int               // from NT_PRPSINFO
+	Command string            // its short name, from NT_PRPSINFO
+	Threads []debuggee.Thread // in note order: the thread that received the signal first
+	Signal  *Signal           // from NT_SIGINFO; nil when the core has none (gcore)
 	Auxv    map[uint64]uint64
 	Arch    *arch.Arch    // from the ELF header
 	Files   []FileMapping // NT_FILE: which file backs which range

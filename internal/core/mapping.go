@@ -4,8 +4,8 @@ import (
 	"debug/elf"
 	"sort"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // brkRandom is how far above the executable the kernel may start the brk
@@ -86,7 +86,7 @@ func (c *Core) Exe() string {
 }
 
 // mainThread is the thread whose id is the process id.
-func (c *Core) mainThread() *target.Thread {
+func (c *Core) mainThread() *debuggee.Thread {
 	for i := range c.Threads {
 		if c.Threads[i].Tid == c.Pid {
 			return &c.Threads[i]

@@ -3,8 +3,8 @@ package core
 import (
 	"bytes"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Note types the kernel writes into a core (linux/elf.h).
@@ -71,7 +71,7 @@ func (c *Core) notes(b []byte) error {
 			if len(desc) < lay.RegsOff+len(lay.Words)*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
-			th := target.Thread{Tid: int(le32(desc[lay.PidOff:]))}
+			th := debuggee.Thread{Tid: int(le32(desc[lay.PidOff:]))}
 			for i := range lay.Words {
 				th.Regs[i] = le64(desc[lay.RegsOff+8*i:])
 			}

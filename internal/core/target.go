@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
-// Target is a core file opened as a target.Target: its memory (with the
+// Target is a core file opened as a debuggee.Target: its memory (with the
 // pages the kernel left out read from the files it maps), its mappings
 // classified as a live process's are, and its files found under a sysroot
 // (for a core from another machine; "" for this one).
@@ -97,8 +97,8 @@ func (t *Target) ReadsShared() {}
 
 // Process is the dumped process: NT_PRPSINFO's pid and name, the executable
 // from the auxiliary vector.
-func (t *Target) Process() target.Process {
-	return target.Process{Pid: t.Core.Pid, Exe: t.Core.Exe(), Command: t.Core.Command}
+func (t *Target) Process() debuggee.Process {
+	return debuggee.Process{Pid: t.Core.Pid, Exe: t.Core.Exe(), Command: t.Core.Command}
 }
 
 // Arch is the core's machine, from its ELF header (only x86_64 cores are
@@ -121,7 +121,7 @@ func (t *Target) Mappings() []maps.Mapping { return t.Core.Mappings }
 
 // Threads are every thread the core holds, the one that got the signal
 // first.
-func (t *Target) Threads() []target.Thread {
+func (t *Target) Threads() []debuggee.Thread {
 	return slices.Clone(t.Core.Threads)
 }
 
@@ -134,4 +134,4 @@ func (t *Target) Close() error {
 	return t.Core.Close()
 }
 
-var _ target.Target = (*Target)(nil)
+var _ debuggee.Target = (*Target)(nil)

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // PageSize is the x86_64 page size: every dumped range starts and ends on
@@ -41,7 +41,7 @@ type Snapshot struct {
 	// select first: put the main thread there. A thread's XState, when
 	// there, is written as NT_X86_XSTATE, its first 512 bytes as
 	// NT_PRFPREG; empty, neither note is.
-	Threads  []target.Thread
+	Threads  []debuggee.Thread
 	Auxv     []byte         // /proc/PID/auxv as read
 	Mappings []maps.Mapping // every mapping in address order, smaps counters included if read
 }
@@ -484,7 +484,7 @@ func appendNote(b *bytes.Buffer, name string, typ uint32, desc []byte) {
 	b.Write(make([]byte, align4(uint64(len(desc)))-uint64(len(desc))))
 }
 
-func prstatus(s *Snapshot, th target.Thread) []byte {
+func prstatus(s *Snapshot, th debuggee.Thread) []byte {
 	d := make([]byte, prstatusSize)
 	endian.PutUint32(d[prstatusPid:], uint32(th.Tid))
 	endian.PutUint32(d[prstatusPid+4:], uint32(s.PPid))

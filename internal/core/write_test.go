@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // fakeMem is a synthetic address space: every readable mapping holds a
@@ -57,7 +57,7 @@ func testSnapshot() *Snapshot {
 	s := &Snapshot{Pid: 100, PPid: 1, Pgrp: 100, Sid: 100, Uid: 1000, Gid: 1000, State: 'S',
 		Command: "prog", Args: "/usr/bin/prog --flag", Mappings: testMaps}
 	for i, tid := range []int{100, 101} {
-		th := target.Thread{Tid: tid}
+		th := debuggee.Thread{Tid: tid}
 		for r := range th.Regs[:arch.AMD64.NumWords] { // an x86_64 snapshot's
 			th.Regs[r] = uint64(1000*(i+1) + r)
 		}

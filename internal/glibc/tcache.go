@@ -1,8 +1,8 @@
 package glibc
 
 import (
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 
 	"fmt"
 	"sort"
@@ -32,7 +32,7 @@ type TcacheBin struct {
 // malloc/arena.c, reached through libc's initial-exec TLS). It returns the
 // caches and the set of chunk addresses they hold, for the chunk walk to
 // count as cached.
-func Tcaches(l *Libc, lay Layout, mem Memory, threads []target.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
+func Tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
 	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
 	return caches, cached, dmg
 }
@@ -46,7 +46,7 @@ type TLSSlots struct {
 	HasTcache, HasArena bool
 }
 
-func tcaches(l *Libc, lay Layout, mem Memory, threads []target.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
+func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
 	var slots TLSSlots
 	if lay.TcacheBins == 0 || len(threads) == 0 {
 		return nil, nil, nil, slots
@@ -258,7 +258,7 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function. Its arenas are walked by up to
 // jobs workers, as WalkHeap's.
-func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, nil, jobs)
 }
 
@@ -269,7 +269,7 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, thre
 // (damage, a non-contiguous main arena) gives those met before, and its
 // Walked is false. Visit is called from one goroutine at a time, in that
 // order, at any number of workers (as WalkHeap's).
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
 }
 
@@ -279,11 +279,11 @@ func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, t
 // reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it. Its arenas are walked by up to jobs workers, as WalkHeap's.
-func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, true, nil, jobs)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []target.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := newBlockMem(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a

@@ -8,7 +8,7 @@
 // is judged from a walk's result once it is made (the trim prediction, the
 // pre-flight's lock check) is internal/glibc's, over glibc.Walk.
 //
-// A Heap reads through a target.Target and never knows whether it is a live
+// A Heap reads through a debuggee.Target and never knows whether it is a live
 // process or a core; only opening differs: a live process's libc is the
 // file its mapping points at, a core's must be found and checked
 // (OpenCore).
@@ -19,15 +19,15 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Heap is a target's allocator, located.
 type Heap struct {
-	T       target.Target
+	T       debuggee.Target
 	Libc    *glibc.Libc
 	Layout  glibc.Layout
 	Anchors glibc.Anchors
@@ -60,9 +60,9 @@ type Options struct {
 
 // walkable refuses a target of a machine whose heap is not walked yet:
 // internal/core reads aarch64 cores, but the layers above still take
-// target.Regs' x86_64 words (the tcache's thread pointer, the stacks) and
+// debuggee.Regs' x86_64 words (the tcache's thread pointer, the stacks) and
 // the walker x86_64's page size (issue 31).
-func walkable(t target.Target) error {
+func walkable(t debuggee.Target) error {
 	if a := t.Arch(); a != nil && a != arch.AMD64 {
 		return &ArchError{Arch: a}
 	}
@@ -80,7 +80,7 @@ func (e *ArchError) Is(target error) bool { return target == errkind.ErrArch }
 
 // Open locates the allocator of a target whose libc is known (a live
 // process: the file behind its mapping is the one it runs).
-func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
+func Open(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
 	if err := walkable(t); err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func Open(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
 // tls is the threads the tcache walk reads the thread pointers of: none
 // when the TLS slots are unknown, or the target has no thread registers (a
 // live process not frozen).
-func (h *Heap) tls() []target.Thread {
+func (h *Heap) tls() []debuggee.Thread {
 	if h.TcachesSkipped != "" {
 		return nil
 	}
@@ -177,7 +177,7 @@ func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).
 // libc_malloc_debug.so (l): the library's own copy of malloc when the
 // MALLOC_CHECK_ hook took over, else libc's, which the library then only
 // wraps (glibc.MainArenaUsed).
-func openMallocDebug(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
+func openMallocDebug(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
 	lay, err := glibc.LayoutOf(l)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func openMallocDebug(t target.Target, l *glibc.Libc, o Options) (*Heap, error) {
 }
 
 // errorf wraps err with the target's identity.
-func errorf(t target.Target, err error) error {
+func errorf(t debuggee.Target, err error) error {
 	return fmt.Errorf("process %d: %w", t.Process().Pid, err)
 }
 

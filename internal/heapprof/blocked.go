@@ -3,9 +3,9 @@ package heapprof
 import (
 	"time"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
@@ -32,7 +32,7 @@ const (
 // is a thread still blocked as when last read (nothing new to learn).
 // Errors skip a thread: this only helps.
 type BlockedStacks struct {
-	t     target.Target
+	t     debuggee.Target
 	learn func(unwind.Start, unwind.Stack)
 	last  map[int]procfs.Syscall
 	buf   []byte
@@ -41,7 +41,7 @@ type BlockedStacks struct {
 
 // NewBlockedStacks reads t's blocked threads for learn; t is a live
 // process (a core's threads are read whole by the caller).
-func NewBlockedStacks(t target.Target, learn func(unwind.Start, unwind.Stack)) *BlockedStacks {
+func NewBlockedStacks(t debuggee.Target, learn func(unwind.Start, unwind.Stack)) *BlockedStacks {
 	return &BlockedStacks{t: t, learn: learn, last: map[int]procfs.Syscall{}}
 }
 
@@ -92,7 +92,7 @@ func (r *BlockedStacks) Read() {
 		}
 		r.last[tid] = before
 		var st unwind.Start
-		st.Regs[target.RegRIP], st.Regs[target.RegRSP] = before.PC, before.SP
+		st.Regs[debuggee.RegRIP], st.Regs[debuggee.RegRSP] = before.PC, before.SP
 		r.learn(st, unwind.Stack{Addr: before.SP, Data: r.buf[:got], End: m.End})
 	}
 }

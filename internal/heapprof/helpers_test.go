@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -124,8 +124,8 @@ func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, calle
 			continue
 		}
 		off := f.SP - stack.Addr
-		var r target.Regs
-		r[target.RegRIP], r[target.RegRSP] = f.PC, f.SP
+		var r debuggee.Regs
+		r[debuggee.RegRIP], r[debuggee.RegRSP] = f.PC, f.SP
 		return heapprof.Call{Regs: r, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
 	}
 	t.Fatalf("no frame of %s in the parked thread's stack", caller)

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/target"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
@@ -209,7 +209,7 @@ type Call struct {
 	// return address's slot + 8), where Stack, the copy, starts; and its
 	// callee-saved registers. StackEnd is the end of the thread's stack
 	// mapping, 0 when unknown.
-	Regs     target.Regs
+	Regs     debuggee.Regs
 	Stack    []byte
 	StackEnd uint64
 }
@@ -232,7 +232,7 @@ func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	ret, sp := c.Regs.PC(), c.Regs.SP()
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
-		st.Regs[target.RegRIP] = ret - 1
+		st.Regs[debuggee.RegRIP] = ret - 1
 		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
 	}
 	if cap(scratch) < 8+len(c.Stack) {
@@ -241,6 +241,6 @@ func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	data := scratch[:8+len(c.Stack)]
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], c.Stack)
-	st.Regs[target.RegRIP], st.Regs[target.RegRSP], st.AtEntry = c.Entry, sp-8, true
+	st.Regs[debuggee.RegRIP], st.Regs[debuggee.RegRSP], st.AtEntry = c.Entry, sp-8, true
 	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}, scratch
 }

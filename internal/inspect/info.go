@@ -9,6 +9,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
@@ -18,7 +19,6 @@ import (
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/report"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Info runs glibc's own malloc_info in one borrowed thread of the process
@@ -145,7 +145,7 @@ func (h Hold) String() string { return holdNames[h] }
 
 // held is a process kept still for a read: its image, or itself frozen.
 type held struct {
-	mem     target.Target // what to read: the image, or the live target
+	mem     debuggee.Target // what to read: the image, or the live target
 	image   *live.Image
 	frozen  *live.Frozen
 	skipped string // why no image was made, under HoldAuto

@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/live"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
-// A core (or snapshot) is a target.Target and has none of a live
+// A core (or snapshot) is a debuggee.Target and has none of a live
 // process's powers, so no use case that needs one can be handed a core;
 // a live process has them all.
 func TestCoreHasNoLivePowers(t *testing.T) {
@@ -20,8 +20,8 @@ func TestCoreHasNoLivePowers(t *testing.T) {
 		"Borrower": reflect.TypeFor[live.Borrower](),
 	}
 	ct, lt := reflect.TypeFor[*core.Target](), reflect.TypeFor[*live.Target]()
-	if !ct.Implements(reflect.TypeFor[target.Target]()) {
-		t.Fatal("a core is not a target.Target")
+	if !ct.Implements(reflect.TypeFor[debuggee.Target]()) {
+		t.Fatal("a core is not a debuggee.Target")
 	}
 	for name, p := range powers {
 		if ct.Implements(p) {

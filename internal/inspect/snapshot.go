@@ -15,13 +15,13 @@ import (
 
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // SnapshotOptions say where and how to write a snapshot.
@@ -154,8 +154,8 @@ func (e *OutputError) Unwrap() error { return e.Err }
 // snapSource is the process held still for a snapshot: its image, or
 // itself frozen.
 type snapSource struct {
-	mem     target.Target
-	threads []target.Thread
+	mem     debuggee.Target
+	threads []debuggee.Thread
 	pagemap int          // the process whose pagemap tells resident pages
 	refresh func() error // re-reads the mappings with their smaps counters
 	// counters, when set, are the process's own mappings with their
@@ -302,7 +302,7 @@ const (
 // in it. With full: shared and read-only anonymous memory too, and the
 // image leaves nothing out. Never PROT_NONE, file text, [vvar] or
 // [vsyscall].
-func dumpCandidates(ms []maps.Mapping, ths []target.Thread, full bool) (whole, resident []maps.Range) {
+func dumpCandidates(ms []maps.Mapping, ths []debuggee.Thread, full bool) (whole, resident []maps.Range) {
 	for _, m := range ms {
 		r := maps.Range{Start: m.Start, End: m.End}
 		file := strings.HasPrefix(m.Path, "/")

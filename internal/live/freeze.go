@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Frozen is a process with every thread stopped, for reading the allocator
@@ -127,18 +127,18 @@ func (t *Target) refreshMaps(f *Frozen) error {
 // Threads lists the stopped threads with their registers and extended
 // state (XState nil where it could not be read), in the order they were
 // stopped: the main thread first.
-func (f *Frozen) Threads() []target.Thread { return f.threadList(true) }
+func (f *Frozen) Threads() []debuggee.Thread { return f.threadList(true) }
 
 // threadList is Threads, with their extended state only when xstate says:
 // it is read from each thread (a system call) while every thread waits.
-func (f *Frozen) threadList(xstate bool) []target.Thread {
+func (f *Frozen) threadList(xstate bool) []debuggee.Thread {
 	if xstate {
 		f.t.proc.ReadXStates(f.threads)
 	}
-	out := make([]target.Thread, 0, len(f.threads))
+	out := make([]debuggee.Thread, 0, len(f.threads))
 	for _, th := range f.threads {
 		r := th.Regs()
-		t := target.Thread{Tid: th.Tid, Regs: regsOf(&r)}
+		t := debuggee.Thread{Tid: th.Tid, Regs: regsOf(&r)}
 		if xstate {
 			t.XState = th.XState()
 		}

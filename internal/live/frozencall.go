@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // FrozenCaller runs calls and raw syscalls in one thread of a frozen
@@ -55,4 +55,4 @@ func (c *FrozenCaller) WriteAt(b []byte, addr uint64) (int, error) {
 func (t *Target) FindTrampoline() (uint64, error) { return ptrace.FindTrampoline(t.proc) }
 
 // Threads are the stopped threads with their registers.
-func (c *FrozenCaller) Threads() []target.Thread { return c.f.Threads() }
+func (c *FrozenCaller) Threads() []debuggee.Thread { return c.f.Threads() }

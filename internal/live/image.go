@@ -16,12 +16,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // An Image is a copy-on-write image of a live process: every thread is
@@ -46,8 +46,8 @@ type Image struct {
 	mem      *os.File
 	site     uint64 // the call site's address, whose copy holds the heartbeat
 	siteSize uint64
-	threads  []target.Thread
-	frozen   []target.Thread
+	threads  []debuggee.Thread
+	frozen   []debuggee.Thread
 	mappings []maps.Mapping
 	// Stopped is how long every thread of the process was stopped.
 	Stopped time.Duration
@@ -418,19 +418,19 @@ func (im *Image) Gone() error {
 }
 
 // Process is the imaged process.
-func (im *Image) Process() target.Process { return im.t.Process() }
+func (im *Image) Process() debuggee.Process { return im.t.Process() }
 
 // Mappings are the process's mappings as the freeze found them.
 func (im *Image) Mappings() []maps.Mapping { return im.mappings }
 
 // Threads are the process's threads with their registers at the freeze.
-func (im *Image) Threads() []target.Thread { return im.threads }
+func (im *Image) Threads() []debuggee.Thread { return im.threads }
 
 // Arch is the process's.
 func (im *Image) Arch() *arch.Arch { return im.t.arch }
 
 // FrozenThreads are the same with their extended state.
-func (im *Image) FrozenThreads() []target.Thread { return im.frozen }
+func (im *Image) FrozenThreads() []debuggee.Thread { return im.frozen }
 
 // OpenFile opens a mapped file through the process.
 func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFile(m) }
@@ -524,7 +524,7 @@ func (im *Image) Close() error {
 
 func (im *Image) String() string { return "image " + strconv.Itoa(im.Pid) }
 
-var _ target.Target = (*Image)(nil)
+var _ debuggee.Target = (*Image)(nil)
 
 // Site is the address of the call site the image was made from (in the
 // process, removed by now; in the image, its copy holds the heartbeat).

@@ -4,15 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // What only a live process can do, one interface per power, so that a use
 // case names the one it needs and no more: read while it runs (Observed),
 // stop every thread (Freezer), make a copy-on-write image (Imager), borrow
-// a thread to run calls in (Borrower). target.Target is what every target
+// a thread to run calls in (Borrower). debuggee.Target is what every target
 // gives, a core's as much as a process's; these are what a core never
 // has (delve's pkg/proc keeps its Process apart from what only some
 // targets do in the same way). *Target has them all; which of them a use
@@ -23,7 +23,7 @@ import (
 // its pages told apart by whether they hold data, and an error explained
 // by the process exiting or replacing its program meanwhile.
 type Observed interface {
-	target.Target
+	debuggee.Target
 	// Refresh re-reads the mappings with their smaps counters;
 	// RefreshRanges without them.
 	Refresh() error

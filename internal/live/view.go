@@ -4,14 +4,14 @@ import (
 	"os"
 
 	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Process is the live process: its pid and executable. Its short name is
 // not read: no report of a live process shows it.
-func (t *Target) Process() target.Process { return target.Process{Pid: t.Pid, Exe: t.Exe} }
+func (t *Target) Process() debuggee.Process { return debuggee.Process{Pid: t.Pid, Exe: t.Exe} }
 
 // Arch is the host's machine, which Open checked the process's executable
 // is of.
@@ -35,7 +35,7 @@ func (t *Target) Mappings() []maps.Mapping { return t.mappings }
 // Threads are the threads of the current freeze with their registers; none
 // while nothing is frozen, since a running thread's registers mean nothing
 // a moment later.
-func (t *Target) Threads() []target.Thread {
+func (t *Target) Threads() []debuggee.Thread {
 	if t.frozen == nil {
 		return nil
 	}
@@ -43,12 +43,12 @@ func (t *Target) Threads() []target.Thread {
 }
 
 // regsOf puts ptrace's registers in NT_PRSTATUS's word order, the order
-// target.Regs keeps (x86_64's user_regs_struct; Open refuses a process of
-// another machine until target.Regs holds theirs).
-func regsOf(r *ptrace.Regs) target.Regs {
-	var out target.Regs
+// debuggee.Regs keeps (x86_64's user_regs_struct; Open refuses a process of
+// another machine until debuggee.Regs holds theirs).
+func regsOf(r *ptrace.Regs) debuggee.Regs {
+	var out debuggee.Regs
 	copy(out[:], ptrace.Words(r))
 	return out
 }
 
-var _ target.Target = (*Target)(nil)
+var _ debuggee.Target = (*Target)(nil)

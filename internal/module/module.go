@@ -22,8 +22,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Module is one ELF object mapped into the target. Its file is opened on
@@ -39,7 +39,7 @@ type Module struct {
 
 	key     fileKey
 	mapping maps.Mapping // one of its mappings, to open the file through
-	tg      target.Target
+	tg      debuggee.Target
 
 	once    sync.Once
 	file    io.ReaderAt // the opened file, or the vDSO's image read from memory
@@ -355,7 +355,7 @@ func FindNote(b []byte, bo binary.ByteOrder, name string, typ uint32) []byte {
 // Table is a target's modules by address. Not safe for concurrent use
 // with Refresh; lookups alone may run concurrently.
 type Table struct {
-	tg        target.Target
+	tg        debuggee.Target
 	debugDirs []string
 	ranges    []span // executable mappings, sorted by start
 	mods      map[fileKey]*Module
@@ -372,7 +372,7 @@ var ErrNoModule = errors.New("address is not in a mapped executable file")
 // NewTable reads the target's mappings into modules. Each file is opened
 // once, when its module is first seen (its headers give the load bias).
 // debugDirs are searched for separate debug files after /usr/lib/debug.
-func NewTable(tg target.Target, debugDirs ...string) *Table {
+func NewTable(tg debuggee.Target, debugDirs ...string) *Table {
 	t := &Table{tg: tg, debugDirs: debugDirs, mods: map[fileKey]*Module{}}
 	t.Refresh()
 	return t

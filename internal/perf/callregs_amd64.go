@@ -3,11 +3,11 @@ package perf
 import (
 	"unsafe"
 
-	"github.com/arenactl/arenactl/internal/target"
+	"github.com/arenactl/arenactl/internal/debuggee"
 )
 
 // The registers of a record are struct pt_regs, user_regs_struct's first
-// 21 words: target.Regs' order.
+// 21 words: debuggee.Regs' order.
 const (
 	nPtRegs = 21
 	// userCS64 is __USER_CS, the code segment of 64-bit user code
@@ -28,13 +28,13 @@ func decodeCall(h *callsCall, s *Sample) bool {
 	r := &s.Regs
 	// The registers are those saved at entry: the result is the
 	// wrapper's.
-	r[target.RegRAX] = uint64(h.Ret)
+	r[debuggee.RegRAX] = uint64(h.Ret)
 	// The program sees 64-bit calls only (ia32 ones have wrappers of
 	// their own); x32 ones share them, with numbers of their own.
-	if r[target.RegCS] != userCS64 || r[target.RegOrigRAX]&x32Bit != 0 {
+	if r[debuggee.RegCS] != userCS64 || r[debuggee.RegOrigRAX]&x32Bit != 0 {
 		return false
 	}
-	s.Call = Syscall{Nr: int(r[target.RegOrigRAX]),
-		Args: [6]uint64{r[target.RegRDI], r[target.RegRSI], r[target.RegRDX], r[target.RegR10], r[target.RegR8], r[target.RegR9]}}
+	s.Call = Syscall{Nr: int(r[debuggee.RegOrigRAX]),
+		Args: [6]uint64{r[debuggee.RegRDI], r[debuggee.RegRSI], r[debuggee.RegRDX], r[debuggee.RegR10], r[debuggee.RegR8], r[debuggee.RegR9]}}
 	return true
 }

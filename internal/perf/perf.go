@@ -27,8 +27,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Event is one event to sample.
@@ -69,7 +69,7 @@ const (
 
 // regsMask selects the user registers the unwinder needs (the machine's
 // arch.Arch.Perf); the sample lists them in ascending bit order, and
-// sampleRegs says where each goes in target.Regs (-1: nowhere yet), in
+// sampleRegs says where each goes in debuggee.Regs (-1: nowhere yet), in
 // perfregs_ARCH.go.
 
 // Sample is one PERF_RECORD_SAMPLE, its data owned by the sample.
@@ -84,7 +84,7 @@ type Sample struct {
 	// or in a syscall from it). Only the registers regsMask selects are
 	// there; the others are zero.
 	HaveRegs bool
-	Regs     target.Regs
+	Regs     debuggee.Regs
 	// Stack is the copy of the user stack from Regs.SP, as much as the
 	// kernel could copy (its dyn_size).
 	Stack []byte
@@ -590,7 +590,7 @@ func (s *Session) parse(rec []byte) (Sample, bool) {
 			return smp, false
 		}
 		if abi != 0 { // PERF_SAMPLE_REGS_ABI_NONE: no user registers
-			var r target.Regs
+			var r debuggee.Regs
 			for _, reg := range sampleRegs {
 				v, ok := u64()
 				if !ok {

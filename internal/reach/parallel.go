@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/arenactl/arenactl/internal/chunks"
-	"github.com/arenactl/arenactl/internal/target"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/workers"
 )
 
@@ -32,7 +32,7 @@ import (
 // segment some worker has already swept past is read at once by the
 // worker that marked it (Scan's "behind the sweep"), up to maxWork waiting
 // per worker; the rest waits for the next round.
-func ScanJobs(ctx context.Context, jobs int, t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+func ScanJobs(ctx context.Context, jobs int, t debuggee.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
 	jobs = workers.Resolve(jobs)
 	if jobs <= 1 {
 		return Scan(ctx, t, ix, roots, visit)
@@ -160,7 +160,7 @@ type par struct {
 	addr    uint64 // addrMask's
 	ix      *chunks.Index
 	marks   *chunks.Marks
-	t       target.Target
+	t       debuggee.Target
 	lo, hi  uint64
 	segs    [][2]uint64
 	cursor  []atomic.Uint64 // per segment: how far this round's sweep went (MaxUint64: done)

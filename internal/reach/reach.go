@@ -2,7 +2,7 @@
 // which are reachable, and from where, and which are leaked, by a
 // conservative scan from the roots (every aligned word that holds the
 // address of a chunk's user bytes is taken for a reference to it), and of
-// which C++ type each is, by its vtable pointer. It reads a target.Target
+// which C++ type each is, by its vtable pointer. It reads a debuggee.Target
 // (a core, a snapshot, a copy-on-write image) through the chunk index of
 // internal/chunks and knows nothing of how the heap was found.
 //
@@ -28,9 +28,9 @@ import (
 	"encoding/binary"
 
 	"github.com/arenactl/arenactl/internal/chunks"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Class is what the scan found a chunk to be.
@@ -94,7 +94,7 @@ const tcbAbove = 4 << 10
 
 // Roots lists the roots of t, whose allocated chunks ix holds. tlsBelow is
 // how much static TLS lies below each thread's thread pointer (StaticTLS).
-func Roots(t target.Target, ix *chunks.Index, tlsBelow uint64) []Root {
+func Roots(t debuggee.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 	var out []Root
 	ms := t.Mappings()
 	threads := t.Threads()
@@ -233,7 +233,7 @@ const HeadSize = 32
 //
 // The scan ends early, with ctx's error, once ctx is done: a scan of a
 // large heap takes seconds, and Ctrl-C must end it.
-func Scan(ctx context.Context, t target.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+func Scan(ctx context.Context, t debuggee.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
 	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit, addr: addrMask(t)}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}
@@ -300,7 +300,7 @@ type scanner struct {
 	ctx      context.Context
 	polls    int  // chunks read since ctx was last asked
 	stopped  bool // ctx was found done
-	t        target.Target
+	t        debuggee.Target
 	ix       *chunks.Index
 	marks    *chunks.Marks
 	cache    *blocks
@@ -386,7 +386,7 @@ func (s *scanner) told(c chunks.Chunk, leaked bool) {
 // memory tagging sets (glibc's malloc returns tagged pointers with
 // glibc.mem.tagging, sysdeps/aarch64/libc-mtag.h): a tagged reference to a
 // block is still a reference. Everything on x86_64.
-func addrMask(t target.Target) uint64 {
+func addrMask(t debuggee.Target) uint64 {
 	if a := t.Arch(); a != nil {
 		return a.AddrMask()
 	}
@@ -522,7 +522,7 @@ const (
 )
 
 type blocks struct {
-	t     target.Target
+	t     debuggee.Target
 	max   int // blocks kept
 	m     map[uint64]*block
 	order []uint64
@@ -592,10 +592,10 @@ func (bs *blocks) word(addr uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(b.b[off:]), true
 }
 
-func newBlocks(t target.Target) *blocks { return newBlocksOf(t, maxBlocks) }
+func newBlocks(t debuggee.Target) *blocks { return newBlocksOf(t, maxBlocks) }
 
 // newBlocksOf keeps n blocks: a parallel scan's workers share Scan's.
-func newBlocksOf(t target.Target, n int) *blocks {
+func newBlocksOf(t debuggee.Target, n int) *blocks {
 	return &blocks{t: t, max: n, m: map[uint64]*block{}}
 }
 

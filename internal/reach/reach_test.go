@@ -10,8 +10,8 @@ import (
 
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/core"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -96,7 +96,7 @@ func TestScanAgreesWithAPlainMarking(t *testing.T) {
 
 // plainMarking is the classification by its definition, with nothing of
 // the scanner's order or caching.
-func plainMarking(mem target.Target, ix *chunks.Index, roots []Root) map[uint64]Class {
+func plainMarking(mem debuggee.Target, ix *chunks.Index, roots []Root) map[uint64]Class {
 	class := map[uint64]Class{}
 	words := func(lo, hi uint64, fn func(uint64)) {
 		var page [4096]byte

@@ -8,7 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/chunks"
-	"github.com/arenactl/arenactl/internal/target"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -16,7 +16,7 @@ import (
 // a memory tag in its top byte, as an aarch64 process's pointers into a
 // heap of glibc's malloc with glibc.mem.tagging do, and whose machine is m.
 type tagged struct {
-	target.Target
+	debuggee.Target
 	lo, hi uint64
 	m      *arch.Arch
 }

@@ -3,8 +3,8 @@ package reach
 import (
 	"encoding/binary"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // How a thread's static TLS is found from its memory alone, for when the
@@ -32,7 +32,7 @@ const maxDTV = 1 << 10
 // the thread's DTV reach, within the mapping m that holds fs and above the
 // thread's stack pointer sp where m holds it too; 0 when the DTV cannot be
 // read.
-func dtvBelow(t target.Target, m maps.Mapping, fs, sp uint64) uint64 {
+func dtvBelow(t debuggee.Target, m maps.Mapping, fs, sp uint64) uint64 {
 	word := func(addr uint64) (uint64, bool) {
 		var b [8]byte
 		if n, err := t.ReadAt(b[:], addr); err != nil || n != len(b) {
@@ -70,7 +70,7 @@ func dtvBelow(t target.Target, m maps.Mapping, fs, sp uint64) uint64 {
 // self by TLS_INIT_TP, sysdeps/x86_64/nptl/tls.h). A core can hold a
 // thread's TLS as zeros: gdb's gcore writes zeros where it could not read
 // (seen with glibc 2.43's threads, whose stack mappings hold guard pages).
-func tcbAt(t target.Target, fs uint64) bool {
+func tcbAt(t debuggee.Target, fs uint64) bool {
 	var b [8]byte
 	if n, err := t.ReadAt(b[:], fs); err != nil || n != len(b) {
 		return false

@@ -7,8 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // flat is a target of one range of memory.
@@ -27,9 +27,9 @@ func (f *flat) ReadAt(p []byte, addr uint64) (int, error) {
 	}
 	return n, nil
 }
-func (f *flat) Process() target.Process                 { return target.Process{} }
+func (f *flat) Process() debuggee.Process               { return debuggee.Process{} }
 func (f *flat) Mappings() []maps.Mapping                { return nil }
-func (f *flat) Threads() []target.Thread                { return nil }
+func (f *flat) Threads() []debuggee.Thread              { return nil }
 func (f *flat) Arch() *arch.Arch                        { return arch.AMD64 }
 func (f *flat) OpenFile(maps.Mapping) (*os.File, error) { return nil, os.ErrNotExist }
 func (f *flat) Close() error                            { return nil }

@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Types names a chunk by its first word: an object of a C++ class with
@@ -25,7 +25,7 @@ type Types struct {
 	// recognised by its shape (OfStripped), reading mem, once per
 	// address (seen).
 	ro, text []vtable
-	mem      target.Target
+	mem      debuggee.Target
 	seen     map[uint64]string
 }
 
@@ -92,7 +92,7 @@ func (ty *Types) Of(first uint64) (string, bool) {
 }
 
 // ReadFrom has OfStripped read the vtables it judges from t.
-func (ty *Types) ReadFrom(t target.Target) { ty.mem, ty.seen = t, map[uint64]string{} }
+func (ty *Types) ReadFrom(t debuggee.Target) { ty.mem, ty.seen = t, map[uint64]string{} }
 
 // OfStripped names a chunk whose first word first points into the
 // .data.rel.ro of an object with no vtable symbols (stripped), at a word

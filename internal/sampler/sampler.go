@@ -28,13 +28,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/implant"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/procfs"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 //go:generate sh blob/gen.sh .
@@ -153,7 +153,7 @@ type Record struct {
 	// Regs are the caller's at the call, as many as the hook saves: pc
 	// (the return address), sp, rbx, rbp and r12-r15. Stack is a copy of
 	// its stack from sp.
-	Regs  target.Regs
+	Regs  debuggee.Regs
 	Stack []byte
 }
 
@@ -815,10 +815,10 @@ func parseRecord(rec []byte) Record {
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
 		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), Shift: int(le.Uint32(rec[recFlags:]) >> 16 & 0xff)}
-	r.Regs[target.RegRIP], r.Regs[target.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
+	r.Regs[debuggee.RegRIP], r.Regs[debuggee.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
 	// The ring's order of the callee-saved registers, which the hooks'
 	// code writes.
-	for i, reg := range [...]int{target.RegRBX, target.RegRBP, target.RegR12, target.RegR13, target.RegR14, target.RegR15} {
+	for i, reg := range [...]int{debuggee.RegRBX, debuggee.RegRBP, debuggee.RegR12, debuggee.RegR13, debuggee.RegR14, debuggee.RegR15} {
 		r.Regs[reg] = le.Uint64(rec[recRegs+8*i:])
 	}
 	if n := min(le.Uint64(rec[recStackLen:]), uint64(len(rec)-recStack)); n > 0 {

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -266,7 +266,7 @@ func TestUnwindAtEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			regs.Regs[target.RegRIP], regs.Regs[target.RegRSP], regs.AtEntry = entry, sp-8, true
+			regs.Regs[debuggee.RegRIP], regs.Regs[debuggee.RegRSP], regs.AtEntry = entry, sp-8, true
 			u := unwind.New(mods)
 			want := unwind.MethodCFI
 			if c.noCFI {
@@ -364,7 +364,7 @@ func TestUnwindAtPLTEntry(t *testing.T) {
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], smp.stack.Data[off:])
 	regs := smp.regs
-	regs.Regs[target.RegRIP], regs.Regs[target.RegRSP] = plt, sp-8
+	regs.Regs[debuggee.RegRIP], regs.Regs[debuggee.RegRSP] = plt, sp-8
 	for _, fallback := range []bool{false, true} {
 		name := map[bool]string{false: "cfi", true: "fallback"}[fallback]
 		t.Run(name, func(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
@@ -107,12 +107,12 @@ func TestUnwindGarbage(t *testing.T) {
 		for i := 0; i+8 <= len(data); i += 8 {
 			binary.LittleEndian.PutUint64(data[i:], pick())
 		}
-		var r target.Regs
-		r[target.RegRIP], r[target.RegRSP], r[target.RegRBP], r[target.RegRBX] = pick(), base+rng.Uint64N(64)*8, pick(), pick()
-		r[target.RegR12], r[target.RegR13], r[target.RegR14], r[target.RegR15] = pick(), pick(), pick(), pick()
+		var r debuggee.Regs
+		r[debuggee.RegRIP], r[debuggee.RegRSP], r[debuggee.RegRBP], r[debuggee.RegRBX] = pick(), base+rng.Uint64N(64)*8, pick(), pick()
+		r[debuggee.RegR12], r[debuggee.RegR13], r[debuggee.RegR14], r[debuggee.RegR15] = pick(), pick(), pick(), pick()
 		regs := unwind.Start{Regs: r, HaveCalleeSaved: rng.IntN(2) == 0}
 		if it%3 == 0 { // a real return address in the parked chain, then garbage
-			regs.Regs[target.RegRIP] = smp.regs.Regs.PC()
+			regs.Regs[debuggee.RegRIP] = smp.regs.Regs.PC()
 		}
 		stack := unwind.Stack{Addr: base, Data: data}
 		if it%2 == 0 {

@@ -21,8 +21,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/module"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // Start is where an unwind begins: the thread's registers at the sampled
@@ -31,7 +31,7 @@ type Start struct {
 	// Regs: pc and sp always; the callee-saved ones (rbx, rbp, r12-r15,
 	// which the caller frames' CFI may say are still live in registers)
 	// when HaveCalleeSaved. The others are not read.
-	Regs target.Regs
+	Regs debuggee.Regs
 	// HaveCalleeSaved false means only pc and sp are known: frames whose
 	// CFA depends on rbp then cannot be unwound.
 	HaveCalleeSaved bool
@@ -257,12 +257,12 @@ func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 	cur.set(regRA, regs.PC())
 	cur.set(regRSP, regs.SP())
 	if start.HaveCalleeSaved {
-		cur.set(regRBP, regs[target.RegRBP])
-		cur.set(regRBX, regs[target.RegRBX])
-		cur.set(12, regs[target.RegR12])
-		cur.set(13, regs[target.RegR13])
-		cur.set(14, regs[target.RegR14])
-		cur.set(15, regs[target.RegR15])
+		cur.set(regRBP, regs[debuggee.RegRBP])
+		cur.set(regRBX, regs[debuggee.RegRBX])
+		cur.set(12, regs[debuggee.RegR12])
+		cur.set(13, regs[debuggee.RegR13])
+		cur.set(14, regs[debuggee.RegR14])
+		cur.set(15, regs[debuggee.RegR15])
 	}
 	tr := Trace{Frames: frames[:0]}
 	exact := true

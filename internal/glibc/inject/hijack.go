@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
-	"github.com/arenactl/arenactl/internal/target"
 )
 
 // ThreadState is what the hijack policy needs to know of a stopped thread:
@@ -15,7 +15,7 @@ import (
 // from the kernel's own record.
 type ThreadState struct {
 	Tid     int
-	Regs    target.Regs
+	Regs    debuggee.Regs
 	Syscall int64 // syscall the thread is blocked in, or -1 when it runs code
 	Args    [6]uint64
 }

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
-	"github.com/arenactl/arenactl/internal/target"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -35,7 +35,7 @@ func blockedState(t *testing.T, pid, tid int) ThreadState {
 	}
 	hex := func(s string) uint64 { v, _ := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64); return v }
 	ts := ThreadState{Tid: tid}
-	ts.Regs[target.RegRSP], ts.Regs[target.RegRIP] = hex(f[7]), hex(f[8])
+	ts.Regs[debuggee.RegRSP], ts.Regs[debuggee.RegRIP] = hex(f[7]), hex(f[8])
 	ts.Syscall, _ = strconv.ParseInt(f[0], 10, 64)
 	for i := range ts.Args {
 		ts.Args[i] = hex(f[1+i])
@@ -122,7 +122,7 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 	}
 	// And running code inside libc is never borrowed.
 	ts = ThreadState{Tid: pid, Regs: ts.Regs, Syscall: -1}
-	ts.Regs[target.RegRIP] = libc.Text[0].Start + 0x100
+	ts.Regs[debuggee.RegRIP] = libc.Text[0].Start + 0x100
 	if err := policy.Check(ts, mem); err == nil || !strings.Contains(err.Error(), "running code inside libc") {
 		t.Errorf("pc in libc: %v", err)
 	}

@@ -1,4 +1,4 @@
-package target
+package debuggee
 
 import "github.com/arenactl/arenactl/internal/arch"
 

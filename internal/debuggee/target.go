@@ -1,5 +1,7 @@
-// Package target owns the one view every analysis has of what it inspects:
-// a live process, a core file or an arenactl snapshot. A Target gives its
+// Package debuggee owns the one view every analysis has of what it
+// inspects, the debuggee: a live process, a core file or an arenactl
+// snapshot. (It was internal/target, a folder name that build tools and
+// code browsers skip as build output.) A Target gives its
 // memory, its mappings (already classified), its threads with their
 // registers, the files it mapped and who it is. Regs, the x86_64 register
 // set, is the one every layer above passes registers in (the unwinder,
@@ -15,7 +17,7 @@
 // thread to run code in) is not part of Target: those powers are
 // interfaces of internal/live (Observed, Freezer, Imager, Borrower), and a
 // use case takes the one it needs.
-package target
+package debuggee
 
 import (
 	"os"

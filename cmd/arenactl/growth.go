@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/growth"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 type growthFlags struct {
@@ -79,7 +79,7 @@ refused).`,
 			if err := writeGrowth(g, &f, &gf, po); err != nil {
 				return err
 			}
-			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.ServeValued(ctx, g.Profile) })
+			return po.serve(func(ctx context.Context, web *stackprof.Web) error { return web.ServeValued(ctx, g.Profile) })
 		},
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}
@@ -101,13 +101,13 @@ refused).`,
 // writeGrowth prints the run as the flags ask, and writes the profile to
 // -o's file.
 func writeGrowth(g *report.Growth, f *injectFlags, gf *growthFlags, po *profileOutputs) error {
-	save := func(w io.Writer) error { return heapprof.WriteValuedPprof(w, g.Profile) }
+	save := func(w io.Writer) error { return stackprof.WriteValuedPprof(w, g.Profile) }
 	return po.print(save, func(w io.Writer) error {
 		switch {
 		case f.json:
 			return writeJSON(w, schema.NewGrowth(g))
 		case gf.folded:
-			return heapprof.WriteValuedFolded(w, g.Profile, report.GrowthTouched, report.LabelClass)
+			return stackprof.WriteValuedFolded(w, g.Profile, report.GrowthTouched, report.LabelClass)
 		}
 		return render.Growth(w, g, gf.top)
 	}, !f.json && !gf.folded)

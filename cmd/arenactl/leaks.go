@@ -13,13 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/sampler"
 	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 type leaksFlags struct {
@@ -87,7 +87,7 @@ FlameGraph's folded stacks, --http serves pprof's web UI (flame graph).`,
 			if err := writeLeaks(rep, &f, &lf, po); err != nil {
 				return err
 			}
-			return po.serve(func(ctx context.Context, web *heapprof.Web) error { return web.Serve(ctx, rep.Profile) })
+			return po.serve(func(ctx context.Context, web *stackprof.Web) error { return web.Serve(ctx, rep.Profile) })
 		},
 		Annotations: map[string]string{endsByInterrupt: "true"},
 	}
@@ -134,17 +134,17 @@ func profileOutputErr(cmd, path string, err error) error {
 // writeLeaks prints the profile as the flags ask, and writes it to -o's
 // file.
 func writeLeaks(rep *report.Leaks, f *injectFlags, lf *leaksFlags, po *profileOutputs) error {
-	save := func(w io.Writer) error { return heapprof.WritePprof(w, rep.Profile) }
+	save := func(w io.Writer) error { return stackprof.WritePprof(w, rep.Profile) }
 	return po.print(save, func(w io.Writer) error {
 		switch {
 		case f.json:
 			return writeJSON(w, schema.NewLeaksReport(rep))
 		case lf.folded:
-			return heapprof.WriteFolded(w, rep.Profile)
+			return stackprof.WriteFolded(w, rep.Profile)
 		}
 		fmt.Fprintf(w, "process %d (%s), glibc %s: %d GOT entries pointed at the sampler, every thread stopped %s in all\n",
 			rep.Pid, render.Text(rep.Exe), rep.Libc.Version, rep.Patched, render.Duration(rep.Stopped))
-		var x *heapprof.Explanation
+		var x *stackprof.Explanation
 		if rep.Measured {
 			e := rep.Profile.Explains(rep.Growth())
 			x = &e

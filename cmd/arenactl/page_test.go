@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/record"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // arenactl record page reads a recording file and writes its page, once: the
@@ -20,7 +20,7 @@ func TestPageCommand(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now().Add(-time.Minute).Truncate(time.Second)
 	s := record.NewStore(report.RecordingMeta{Pid: 7, Exe: "/bin/x", Start: start, Interval: time.Second, Rate: 512 << 10, MaxStacks: 10})
-	s.AddStack(report.RecordedStack{ID: 1, Frames: []heapprof.Frame{{Function: "main"}, {Function: "grow"}, {Function: "malloc"}}})
+	s.AddStack(report.RecordedStack{ID: 1, Frames: []stackprof.Frame{{Function: "main"}, {Function: "grow"}, {Function: "malloc"}}})
 	for i := 0; i < 5; i++ {
 		s.Add(report.RecordedInterval{Start: start.Add(time.Duration(i) * time.Second), Duration: time.Second, Rss: uint64(i+1) << 20,
 			Classes: []report.ClassRss{{Class: "main-heap", Rss: uint64(i+1) << 20}},

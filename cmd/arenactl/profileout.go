@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/hostfs"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // profileOutputs are -o and --http of the commands that take a profile
@@ -20,7 +20,7 @@ type profileOutputs struct {
 	cmd  string         // the command's name, for -o's refusals
 	path string         // -o's
 	out  *hostfs.Output // nil without -o
-	web  *heapprof.Web  // nil without --http
+	web  *stackprof.Web // nil without --http
 }
 
 func openProfileOutputs(cmd, path, addr string) (_ *profileOutputs, err error) {
@@ -36,7 +36,7 @@ func openProfileOutputs(cmd, path, addr string) (_ *profileOutputs, err error) {
 		}
 	}
 	if addr != "" {
-		if p.web, err = heapprof.Listen(addr); err != nil {
+		if p.web, err = stackprof.Listen(addr); err != nil {
 			return nil, &usageError{msg: fmt.Sprintf("--http %s: %v", addr, err)}
 		}
 		if !p.web.Loopback() {
@@ -86,9 +86,9 @@ func (p *profileOutputs) close() {
 
 // serve serves the profile with --http once the window is over, until the
 // next interrupt (the one that ended an interrupted window is spent). The
-// URL holds the secret path (heapprof.Web): without it every request is
+// URL holds the secret path (stackprof.Web): without it every request is
 // refused.
-func (p *profileOutputs) serve(serve func(context.Context, *heapprof.Web) error) error {
+func (p *profileOutputs) serve(serve func(context.Context, *stackprof.Web) error) error {
 	if p.web == nil {
 		return nil
 	}

@@ -113,7 +113,7 @@ func heldBy(rec *report.Recording, iv *report.RecordedInterval, fn string) (byte
 
 // sigma is the standard error of the estimate of n blocks of size bytes
 // held, sampled at rate: each block is sampled with chance
-// p = 1-exp(-size/rate) and then counts size/p (heapprof.Weight).
+// p = 1-exp(-size/rate) and then counts size/p (stackprof.Weight).
 func heldSigma(held, size, rate float64) float64 {
 	p := 1 - math.Exp(-size/rate)
 	return math.Sqrt(held / size * size * size * (1 - p) / p)

@@ -28,10 +28,10 @@ import (
 // when it stops; the test fails if a listed one no longer needs to be.
 var pending = []string{
 	"internal/glibc/inject/hijack_test.go",
-	"internal/heapprof/build_test.go",
-	"internal/heapprof/helpers_test.go",
-	"internal/heapprof/profile.go",
-	"internal/heapprof/blocked.go",
+	"internal/stackprof/build_test.go",
+	"internal/stackprof/helpers_test.go",
+	"internal/stackprof/profile.go",
+	"internal/stackprof/blocked.go",
 	"internal/sampler/sampler.go",
 	"internal/debuggee/regs.go",
 	"internal/unwind/cfi.go",

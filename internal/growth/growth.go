@@ -5,7 +5,7 @@
 // chunks, other anonymous memory, stacks, files), with the process's RSS
 // before and after. Nothing is placed in or written to the process. The
 // kernel interface is internal/perf's; what glibc's heap is, internal/heap
-// and internal/glibc say; the profile is heapprof's. inspect.Growth is the
+// and internal/glibc say; the profile is stackprof's. inspect.Growth is the
 // use case that opens the process and hands it here.
 package growth
 
@@ -27,13 +27,13 @@ import (
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/symbolize"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -170,8 +170,8 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	u.Prepare()
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
-	w.stacks = heapprof.NewStacks(u, sym)
-	blocked := heapprof.NewBlockedStacks(t, w.stacks.Learn)
+	w.stacks = stackprof.NewStacks(u, sym)
+	blocked := stackprof.NewBlockedStacks(t, w.stacks.Learn)
 	blocked.Read()
 	cut := 0
 
@@ -361,7 +361,7 @@ type growthWatch struct {
 	mods    *module.Table
 	u       *unwind.Unwinder
 	sym     *symbolize.Symbolizer
-	stacks  *heapprof.Stacks
+	stacks  *stackprof.Stacks
 	tps     []*perf.Tracepoint // events[i+1]
 	// rssTP is kmem:rss_stat, events[rssEvent] (0: not recorded);
 	// rssLast the last size of each counter it reported, by member;
@@ -418,7 +418,7 @@ type growthWatch struct {
 	// charged.
 	partials   []partialStack
 	partialIdx map[string]int
-	completion heapprof.Completion
+	completion stackprof.Completion
 	tap        []float64
 	whole      *wholeCall
 }
@@ -868,7 +868,7 @@ type partialStack struct {
 }
 
 // completeShort shares each short stack's values out among the whole
-// stacks that begin as it does (heapprof's Completion); a short stack
+// stacks that begin as it does (stackprof's Completion); a short stack
 // none begins as keeps them, at its own truncated site.
 func (w *growthWatch) completeShort() {
 	if len(w.partials) == 0 {
@@ -906,7 +906,7 @@ func (w *growthWatch) completeShort() {
 			if v == 0 {
 				continue
 			}
-			to := []heapprof.Share{{Site: w.partials[i].site, Frac: 1}}
+			to := []stackprof.Share{{Site: w.partials[i].site, Frac: 1}}
 			if shares[i] != nil && shares[i][typ] != nil {
 				to = shares[i][typ]
 			}
@@ -1420,9 +1420,9 @@ func (m pagedMem) DataRuns(start, end uint64, fn func(start, end uint64, data bo
 
 // profile turns the values per site and class into the valued profile,
 // largest bytes touched first.
-func (w *growthWatch) profile() *heapprof.Valued {
-	v := &heapprof.Valued{Types: report.GrowthTypes, Default: report.GrowthTypes[report.GrowthTouched].Type,
-		Window: heapprof.Window{Start: w.g.Start, Duration: w.g.Duration},
+func (w *growthWatch) profile() *stackprof.Valued {
+	v := &stackprof.Valued{Types: report.GrowthTypes, Default: report.GrowthTypes[report.GrowthTouched].Type,
+		Window: stackprof.Window{Start: w.g.Start, Duration: w.g.Duration},
 		Comments: []string{fmt.Sprintf("arenactl growth: one fault sample per %d page faults; %d fault samples, %d memory syscalls, %d records lost",
 			w.g.Period, w.g.FaultSamples, w.g.Calls, w.g.Lost)}}
 	sort.SliceStable(w.sites, func(i, j int) bool {
@@ -1435,7 +1435,7 @@ func (w *growthWatch) profile() *heapprof.Valued {
 		}
 		return a[report.GrowthUnmapped]+a[report.GrowthGivenBack] > b[report.GrowthUnmapped]+b[report.GrowthGivenBack]
 	})
-	var sites []heapprof.ValuedSite
+	var sites []stackprof.ValuedSite
 	var index []int
 	nums := w.arenaNumbers()
 	for _, s := range w.sites {
@@ -1449,7 +1449,7 @@ func (w *growthWatch) profile() *heapprof.Valued {
 				labels[report.LabelArena] = strconv.Itoa(n)
 			}
 		}
-		sites = append(sites, heapprof.ValuedSite{Labels: labels, Values: s.values})
+		sites = append(sites, stackprof.ValuedSite{Labels: labels, Values: s.values})
 		index = append(index, s.key.site)
 	}
 	w.stacks.Finish(v, sites, index)

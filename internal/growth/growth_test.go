@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -86,7 +86,7 @@ func testGrowthSites(t *testing.T, tracepoints bool) {
 			if s.Labels[report.LabelClass] != class || arena != "" && s.Labels[report.LabelArena] != arena {
 				continue
 			}
-			if fn == "" || slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == fn }) {
+			if fn == "" || slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == fn }) {
 				n += s.Values[typ]
 			}
 		}
@@ -228,7 +228,7 @@ func growthWhile(t *testing.T, tg *testutil.Target, o Options, during func()) *r
 
 }
 
-func stackNames(fs []heapprof.Frame) string {
+func stackNames(fs []stackprof.Frame) string {
 	var names []string
 	for i := len(fs) - 1; i >= 0; i-- {
 		names = append(names, fs[i].Name())
@@ -264,7 +264,7 @@ func TestGrowthChunksBehindForeignMemory(t *testing.T) {
 		}
 		var chunks, anon float64
 		for _, s := range g.Profile.Sites {
-			if !slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "big_blocks" }) {
+			if !slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == "big_blocks" }) {
 				continue
 			}
 			switch s.Labels[report.LabelClass] {
@@ -482,7 +482,7 @@ func testGrowthOwnThreadsOnly(t *testing.T, tracepoints bool) {
 			touched/(1<<20), mapped/(1<<20), unmapped/(1<<20))
 	}
 	for _, s := range g.Profile.Sites {
-		if slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "child_touch" || f.Function == "grow_break" }) {
+		if slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == "child_touch" || f.Function == "grow_break" }) {
 			t.Errorf("a child's site charged to the target: %s %s", s.Labels[report.LabelClass], stackNames(s.Frames))
 			break
 		}
@@ -544,10 +544,10 @@ func TestGrowthRunsAtOnce(t *testing.T) {
 		}
 		var got, gotFile float64
 		for _, s := range r.g.Profile.Sites {
-			if slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "map_pages" }) {
+			if slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == "map_pages" }) {
 				got += s.Values[report.GrowthTouched]
 			}
-			if s.Labels[report.LabelClass] == "file" && slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == "read_slowly" }) {
+			if s.Labels[report.LabelClass] == "file" && slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == "read_slowly" }) {
 				gotFile += s.Values[report.GrowthTouched]
 			}
 		}
@@ -604,7 +604,7 @@ func testGrowthFilePages(t *testing.T, tracepoints bool) {
 	sum := func(typ int, class, fn string) float64 {
 		var n float64
 		for _, s := range g.Profile.Sites {
-			if s.Labels[report.LabelClass] == class && slices.ContainsFunc(s.Frames, func(f heapprof.Frame) bool { return f.Function == fn }) {
+			if s.Labels[report.LabelClass] == class && slices.ContainsFunc(s.Frames, func(f stackprof.Frame) bool { return f.Function == fn }) {
 				n += s.Values[typ]
 			}
 		}

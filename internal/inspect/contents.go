@@ -11,11 +11,11 @@ import (
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/reach"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // How much of the leaked chunks the report shows: groups, examples per
@@ -276,7 +276,7 @@ func sortByBytes[T any](rows []T, key func(T) (uint64, string)) {
 // leaked: those nothing the program can reach points to. Only an image is
 // used: the scan takes seconds on a large heap, too long to stop the
 // process for.
-func classifyHeld(ctx context.Context, t *live.Target, o Options, b *heapprof.Builder) error {
+func classifyHeld(ctx context.Context, t *live.Target, o Options, b *stackprof.Builder) error {
 	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return err

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/budget"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/symbolize"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -41,7 +41,7 @@ type LeaksOptions struct {
 	// Drained, when set, is given the profile's builder after every
 	// drain, with the time since the window opened (record reads the
 	// live set from it); the window goes on meanwhile.
-	Drained func(b *heapprof.Builder, at time.Duration)
+	Drained func(b *stackprof.Builder, at time.Duration)
 	// Stops, when set, is held by whoever else stops the process's
 	// threads meanwhile (record's trigger snapshots): a rescan, which
 	// stops them too, skips its turn while it is.
@@ -93,7 +93,7 @@ func Leaks(ctx context.Context, pid int, o LeaksOptions) (_ *report.Leaks, err e
 	left, derr := s.Detach(context.WithoutCancel(ctx))
 	// The window ends where the last drain began: what came after was
 	// never read (and is not counted), frees included.
-	rep.Window = heapprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened, MaxShift: rep.MaxShift}
+	rep.Window = stackprof.Window{Start: start, Duration: last, Rate: rate, Dropped: rep.Dropped, Shortened: rep.Shortened, MaxShift: rep.MaxShift}
 	rep.Patched, rep.Skipped, rep.Left, rep.Stopped = len(s.Patches), s.Skipped, report.SamplerLeft(left), s.Stopped
 	if runErr == nil {
 		runErr = derr
@@ -175,10 +175,10 @@ func startSampler(ctx context.Context, t *live.Target, o LeaksOptions) (*started
 // sample drains the ring until the window ends, building the profile as it
 // goes (each stack is unwound while the objects it names are mapped). It
 // returns when, since start, the last drain began.
-func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *heapprof.Builder, last time.Duration, _ error) {
-	b := heapprof.NewBuilder(u, sym)
+func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *stackprof.Builder, last time.Duration, _ error) {
+	b := stackprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
-	blocked := heapprof.NewBlockedStacks(t, b.Learn)
+	blocked := stackprof.NewBlockedStacks(t, b.Learn)
 	blocked.Read()
 	cut := 0
 	end := start.Add(o.Duration)
@@ -265,7 +265,7 @@ func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *modu
 					b.Move(r.Addr, r.To, r.Stamp, at)
 					continue
 				}
-				var rw heapprof.Raw
+				var rw stackprof.Raw
 				rw, scratch = raw(r, at, s.Real(r.Kind), ms, scratch)
 				rw.Scale = scale
 				b.Add(rw)
@@ -334,13 +334,13 @@ func nextDrain(n int, since time.Duration, slots int) time.Duration {
 // stack), so the caller is symbolized at its call. The sample's stack is
 // put together in scratch (returned, grown if need be): the Builder
 // keeps no stack.
-func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scratch []byte) (heapprof.Raw, []byte) {
-	c := heapprof.Call{Entry: fn, Regs: r.Regs, Stack: r.Stack}
+func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scratch []byte) (stackprof.Raw, []byte) {
+	c := stackprof.Call{Entry: fn, Regs: r.Regs, Stack: r.Stack}
 	if m, ok := maps.Find(ms, r.Regs.SP()); ok {
 		c.StackEnd = m.End
 	}
 	start, st, scratch := c.UnwindWith(scratch)
-	return heapprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Shift: r.Shift, Start: start, Stack: st}, scratch
+	return stackprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Shift: r.Shift, Start: start, Stack: st}, scratch
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

@@ -13,12 +13,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/record"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // RecordOptions say what a recording keeps, how often, and what it does
@@ -129,8 +129,8 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	collected := make(chan error, 1)
 	go func() { collected <- rc.collect(context.WithoutCancel(ctx)) }()
 	var last, lastDrop time.Duration
-	send := func(b *heapprof.Builder, at time.Duration) *heapprof.Profile {
-		p := b.Profile(heapprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
+	send := func(b *stackprof.Builder, at time.Duration) *stackprof.Profile {
+		p := b.Profile(stackprof.Window{Start: sp.start, Duration: at, Rate: sp.rate})
 		// The latest wins: a tick the collector has not taken (it is
 		// writing a trigger's snapshot) is replaced, so the live set it
 		// keeps is never older than a drain.
@@ -149,7 +149,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 		}
 		return p
 	}
-	lo.Drained = func(b *heapprof.Builder, at time.Duration) {
+	lo.Drained = func(b *stackprof.Builder, at time.Duration) {
 		if at-last < o.Interval {
 			return
 		}
@@ -202,7 +202,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 }
 
 // orphanAge is how long a free whose allocation's record has not come
-// is kept for it (heapprof.Builder.DropFreed): an allocation's record
+// is kept for it (stackprof.Builder.DropFreed): an allocation's record
 // comes a few drains late at most; one dropped never comes.
 const orphanAge = 10 * time.Second
 
@@ -225,7 +225,7 @@ func (o *RecordOptions) triggers() []string {
 // collector.
 type tick struct {
 	at time.Time
-	p  *heapprof.Profile
+	p  *stackprof.Profile
 }
 
 // recSession is the collector's state: it owns the store and the file.
@@ -339,7 +339,7 @@ func (rc *recSession) interval(ctx context.Context, tk tick) error {
 
 // held puts the profile's top stacks in the interval, defining the ones
 // new to the recording.
-func (rc *recSession) held(iv *report.RecordedInterval, p *heapprof.Profile) {
+func (rc *recSession) held(iv *report.RecordedInterval, p *stackprof.Profile) {
 	max := rc.o.MaxStacks
 	for i := range p.Sites {
 		s := &p.Sites[i]
@@ -372,7 +372,7 @@ func (rc *recSession) held(iv *report.RecordedInterval, p *heapprof.Profile) {
 
 // frameKey identifies a stack across profiles: its frames' addresses and
 // functions.
-func frameKey(fs []heapprof.Frame) string {
+func frameKey(fs []stackprof.Frame) string {
 	var b strings.Builder
 	for _, f := range fs {
 		b.WriteString(strconv.FormatUint(f.Addr, 16))
@@ -457,7 +457,7 @@ func (rc *recSession) pprof(tk tick) {
 	name := filepath.Join(o.PprofDir, fmt.Sprintf("heap-%d-%s.pb.gz", rc.pid, tk.at.UTC().Format("20060102T150405.000Z")))
 	f, err := createNew(name)
 	if err == nil {
-		err = heapprof.WritePprof(f, tk.p)
+		err = stackprof.WritePprof(f, tk.p)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

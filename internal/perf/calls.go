@@ -38,7 +38,7 @@ import (
 // call the caller wants whole (a large size, brk) and, at random, for
 // others with a chance that falls as the ring fills between two reads
 // (CallOptions.ThinStep); a short copy for the rest, completed from the
-// whole ones that begin as it does (heapprof's completion).
+// whole ones that begin as it does (stackprof's completion).
 // Nothing waits: a full ring counts the call as lost. Nothing is written
 // into the process.
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/errkind"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/record"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -47,7 +47,7 @@ func TestStoreBounded(t *testing.T) {
 	for i := 0; i < n; i++ {
 		for id := 1; id <= 50; id++ {
 			if _, ok := s.Stack(id); !ok {
-				st := report.RecordedStack{ID: id, Frames: []heapprof.Frame{{Function: "f", Addr: uint64(id)}}}
+				st := report.RecordedStack{ID: id, Frames: []stackprof.Frame{{Function: "f", Addr: uint64(id)}}}
 				s.AddStack(st)
 				if err := w.Stack(st); err != nil {
 					t.Fatal(err)

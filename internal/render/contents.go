@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // Contents prints what the heap holds: the reachability classes, the top
@@ -135,7 +135,7 @@ func preview(b []byte) string {
 func ContentsFolded(w io.Writer, r *report.Contents) error {
 	sums := map[string]int64{}
 	for _, t := range r.Types {
-		name := heapprof.FoldedName(t.Type)
+		name := stackprof.FoldedName(t.Type)
 		if held := t.Bytes - t.LeakedBytes; held > 0 {
 			sums["reachable;"+name] += int64(held)
 		}
@@ -143,7 +143,7 @@ func ContentsFolded(w io.Writer, r *report.Contents) error {
 			sums["leaked;"+name] += int64(t.LeakedBytes)
 		}
 	}
-	return heapprof.WriteFoldedSums(w, sums)
+	return stackprof.WriteFoldedSums(w, sums)
 }
 
 // unreadPlaces is " in" the first few places roots could not be read.

@@ -15,11 +15,11 @@ import (
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // go test ./internal/render -run TestGolden -update rewrites the golden
@@ -245,10 +245,10 @@ func TestGoldenTrim(t *testing.T) {
 // the warnings and notes a run may carry; the sites are made by hand in
 // the profile's own value types.
 func TestGoldenGrowth(t *testing.T) {
-	site := func(class string, frames []string, v map[int]float64) heapprof.ValuedSite {
-		s := heapprof.ValuedSite{Labels: map[string]string{report.LabelClass: class}, Values: make([]float64, len(report.GrowthTypes))}
+	site := func(class string, frames []string, v map[int]float64) stackprof.ValuedSite {
+		s := stackprof.ValuedSite{Labels: map[string]string{report.LabelClass: class}, Values: make([]float64, len(report.GrowthTypes))}
 		for _, f := range frames {
-			s.Frames = append(s.Frames, heapprof.Frame{Function: f})
+			s.Frames = append(s.Frames, stackprof.Frame{Function: f})
 		}
 		for i, x := range v {
 			s.Values[i] = x
@@ -258,7 +258,7 @@ func TestGoldenGrowth(t *testing.T) {
 	g := &report.Growth{Pid: 4242, Exe: "/usr/sbin/server", Duration: 10 * time.Second, Period: 4, PageSize: 4096, Threads: 9,
 		FaultSamples: 600, Calls: 40, Lost: 3, Incomplete: 5, Truncated: 2, RSSBefore: 100 << 20, RSSAfter: 112 << 20, Measured: true,
 		NoArenas: "libc's debug file is missing", CallsBy: "eBPF",
-		Profile: &heapprof.Valued{Types: report.GrowthTypes, Sites: []heapprof.ValuedSite{
+		Profile: &stackprof.Valued{Types: report.GrowthTypes, Sites: []stackprof.ValuedSite{
 			site("main-heap", []string{"main", "load", "malloc"}, map[int]float64{report.GrowthTouched: 8 << 20, report.GrowthFaults: 2048,
 				report.GrowthNet: 8 << 20, report.GrowthSamples: 512}),
 			site("anon", []string{"main", "cache_grow", "mmap"}, map[int]float64{report.GrowthTouched: 6 << 20, report.GrowthFaults: 1536,

@@ -5,8 +5,8 @@ import (
 	"io"
 	"math"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // DefaultGrowthTop is how many sites growth prints.
@@ -83,8 +83,8 @@ func Growth(w io.Writer, g *report.Growth, n int) error {
 		if a, ok := s.Labels[report.LabelArena]; ok && class == "arena-heap" {
 			class += " " + a
 		}
-		hs := heapprof.Site{Frames: s.Frames}
-		leaf := heapprof.Frame{}
+		hs := stackprof.Site{Frames: s.Frames}
+		leaf := stackprof.Frame{}
 		if len(s.Frames) > 0 {
 			leaf = s.Frames[len(s.Frames)-1]
 		}

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // DefaultLeaksTop is how many sites leaks prints.
@@ -17,7 +17,7 @@ const DefaultLeaksTop = 10
 // bytes, growth rate, samples, the allocating frame's file:line and its
 // callers), and how much of the measured growth it explains (explains
 // nil: none was measured).
-func Leaks(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation) error {
+func Leaks(w io.Writer, p *stackprof.Profile, explains *stackprof.Explanation) error {
 	return LeaksTop(w, p, explains, DefaultLeaksTop)
 }
 
@@ -26,7 +26,7 @@ func Leaks(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation) err
 const callersShown = 4
 
 // LeaksTop is Leaks with the n largest sites (all for n <= 0).
-func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, n int) error {
+func LeaksTop(w io.Writer, p *stackprof.Profile, explains *stackprof.Explanation, n int) error {
 	win := p.Window
 	sampling := "every allocation recorded"
 	if win.Rate > 0 {
@@ -82,7 +82,7 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 			msg += fmt.Sprintf(": at one sample per %s, that says only that less than about %s allocated in the window is held",
 				Human(win.Rate), Human(3*win.Rate))
 			if explains != nil && explains.Measured > 0 {
-				if how := heapprof.Suggest(win.Rate, 0, float64(explains.Measured), explains.AllocPerSecond); how != "" {
+				if how := stackprof.Suggest(win.Rate, 0, float64(explains.Measured), explains.AllocPerSecond); how != "" {
 					msg += fmt.Sprintf("; the walk saw %s grow: %s would take about 100 samples of that", Human(uint64(explains.Measured)), how)
 				}
 			}
@@ -127,7 +127,7 @@ func LeaksTop(w io.Writer, p *heapprof.Profile, explains *heapprof.Explanation, 
 
 // callersOf names the frames above the allocating one, innermost first:
 // "< grow_buffer < parser::parse < buffer_main ...".
-func callersOf(s *heapprof.Site, leaf heapprof.Frame) string {
+func callersOf(s *stackprof.Site, leaf stackprof.Frame) string {
 	i := len(s.Frames) - 1
 	for ; i >= 0; i-- {
 		if s.Frames[i] == leaf {
@@ -150,7 +150,7 @@ func callersOf(s *heapprof.Site, leaf heapprof.Frame) string {
 
 // shortPosition is file:line with the file's last two path elements:
 // enough to find it in a tree (the JSON has the whole path).
-func shortPosition(f heapprof.Frame) string {
+func shortPosition(f stackprof.Frame) string {
 	if f.File == "" {
 		return ""
 	}

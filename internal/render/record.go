@@ -5,8 +5,8 @@ import (
 	"io"
 	"math"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // RecordingInfo is what reading the file said besides the recording.
@@ -100,7 +100,7 @@ func Recording(w io.Writer, rec *report.Recording, info RecordingInfo) error {
 		for _, h := range held {
 			where := "?"
 			if s, ok := stacks[h.Stack]; ok && len(s.Frames) > 0 {
-				site := heapprof.Site{Frames: s.Frames}
+				site := stackprof.Site{Frames: s.Frames}
 				leaf := site.Leaf()
 				where = leaf.Name()
 				if pos := shortPosition(leaf); pos != "" {

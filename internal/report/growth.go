@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // The value types of a growth profile, in the order of Growth.Profile's
@@ -22,7 +22,7 @@ const (
 )
 
 // GrowthTypes are the value types of Growth.Profile.
-var GrowthTypes = []heapprof.ValueType{
+var GrowthTypes = []stackprof.ValueType{
 	GrowthTouched:   {Type: "touched_space", Unit: "bytes"},
 	GrowthFaults:    {Type: "faults", Unit: "count"},
 	GrowthMapped:    {Type: "mapped_space", Unit: "bytes"},
@@ -51,7 +51,7 @@ type Growth struct {
 	// Period is the faults per fault sample; PageSize the bytes one
 	// fault stands for.
 	Period, PageSize uint64
-	Profile          *heapprof.Valued
+	Profile          *stackprof.Valued
 	// Threads the events were opened on (threads created in the window
 	// inherited them).
 	Threads int

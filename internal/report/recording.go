@@ -3,7 +3,7 @@ package report
 import (
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // RecordingFormat is the version of the recording model and of the file
@@ -79,8 +79,8 @@ type RecordedStack struct {
 	// ID is what StackHeld.Stack names; unique in a recording, never 0.
 	ID int `json:"id"`
 	// Frames run from the root (the thread's start) to the leaf (the
-	// allocator's entry), as heapprof.Site's.
-	Frames []heapprof.Frame `json:"frames"`
+	// allocator's entry), as stackprof.Site's.
+	Frames []stackprof.Frame `json:"frames"`
 }
 
 // RecordedInterval is one interval of the recording: the levels at its
@@ -167,7 +167,7 @@ type ArenaLevel struct {
 
 // StackHeld is what one stack held at an interval's end, of what was
 // allocated since the recording began: unbiased estimates from the
-// samples (heapprof.Estimate).
+// samples (stackprof.Estimate).
 type StackHeld struct {
 	// Stack is a RecordedStack's ID; 0 in OtherHeld.
 	Stack int `json:"stack"`

@@ -11,8 +11,8 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/maps"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // Report is what `arenactl info` learned about a target. Every renderer
@@ -211,13 +211,13 @@ type Leaks struct {
 	Pid     int
 	Exe     string
 	Libc    LibcInfo
-	Window  heapprof.Window
-	Profile *heapprof.Profile
+	Window  stackprof.Window
+	Profile *stackprof.Profile
 	Samples int
 	// Dropped: samples the sampler had no room for; Untracked: sampled
 	// blocks whose free could not be watched (counted as held);
 	// Shortened: samples taken with only the top of their stack
-	// (heapprof.Raw.Short).
+	// (stackprof.Raw.Short).
 	Dropped, Untracked uint64
 	Shortened          uint64
 	// MaxShift: the sampler doubled its mean interval up to this many

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/sampler"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -60,7 +60,7 @@ func runHooks(t *testing.T, rate uint64, seed uint64, rounds, slots, drainEvery 
 		case f[0] == "T" && len(f) == 3:
 			r.truth[n[1]] = float64(n[2])
 		case f[0] == "S" && len(f) == 8:
-			_, b, v := heapprof.Weight(n[2], rate<<n[7])
+			_, b, v := stackprof.Weight(n[2], rate<<n[7])
 			r.est[n[1]] += float64(n[4]) * b
 			r.variance[n[1]] += float64(n[4]) * v
 			r.samples[n[1]] += int(n[4])
@@ -130,7 +130,7 @@ func TestNoBiasAfterLargeBlocks(t *testing.T) {
 // Each whole record, made whole with chance p = 2^-k, stands for
 // 2^k - 1 samples that went short in its place: summed per site, those
 // must be the site's short samples within 5 of the standard errors they
-// estimate. That is what lets heapprof share a short stack out among the
+// estimate. That is what lets stackprof share a short stack out among the
 // whole ones. The share of short records is not the same at every site:
 // the large reallocs are sampled in runs, when the ring is fuller (25 %
 // of them short against 19 % of the rest), so shares by the plain counts

@@ -3,7 +3,7 @@
 // sampler.bin by go generate), pointing the process's GOT entries for the
 // malloc family at it and back, and draining the ring of sampled
 // allocations it fills. What the samples mean (stacks, estimates) is
-// internal/heapprof's.
+// internal/stackprof's.
 //
 // Attach and Detach stop every thread for the few milliseconds they take:
 // a GOT entry is rewritten while no thread can read it half written, and

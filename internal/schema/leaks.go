@@ -4,8 +4,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // Leaks is the document of leaks --json: the sampled heap profile of the
@@ -83,7 +83,7 @@ type LeakKept struct {
 
 // NewLeaksReport is the document of a whole leaks run.
 func NewLeaksReport(r *report.Leaks) Leaks {
-	var x *heapprof.Explanation
+	var x *stackprof.Explanation
 	if r.Measured {
 		e := r.Profile.Explains(r.Growth())
 		x = &e
@@ -168,7 +168,7 @@ type LeakFrame struct {
 	Offset  uint64 `json:"offset,omitempty"` // address in the module's file
 }
 
-func estimate(e heapprof.Estimate, classified bool) LeakEstimate {
+func estimate(e stackprof.Estimate, classified bool) LeakEstimate {
 	r := func(v float64) uint64 { return uint64(math.Max(0, math.Round(v))) }
 	out := LeakEstimate{AllocObjects: r(e.AllocObjects), AllocSpace: r(e.AllocBytes), InuseObjects: r(e.InUseObjects), InuseSpace: r(e.InUseBytes)}
 	if classified {
@@ -178,7 +178,7 @@ func estimate(e heapprof.Estimate, classified bool) LeakEstimate {
 	return out
 }
 
-func leakFrame(f heapprof.Frame) LeakFrame {
+func leakFrame(f stackprof.Frame) LeakFrame {
 	out := LeakFrame{Function: f.Name(), File: f.File, Line: f.Line, Inlined: f.Inlined, Address: f.Addr,
 		Module: f.Module, BuildID: f.BuildID, Offset: f.Offset}
 	if f.Mangled != f.Function {
@@ -189,7 +189,7 @@ func leakFrame(f heapprof.Frame) LeakFrame {
 
 // NewLeaks is the document of the profile p of process pid; explains is
 // nil when no growth was measured.
-func NewLeaks(pid int, p *heapprof.Profile, explains *heapprof.Explanation) Leaks {
+func NewLeaks(pid int, p *stackprof.Profile, explains *stackprof.Explanation) Leaks {
 	_, tot := p.Total()
 	out := Leaks{SchemaVersion: Version, Pid: pid, DurationUs: p.Window.Duration.Microseconds(), Rate: p.Window.Rate,
 		Samples: p.Samples, Dropped: p.Window.Dropped, ShortStacks: p.Window.Shortened, CompletedStacks: p.Completed, IncompleteStacks: p.Incomplete, TruncatedStacks: p.Truncated,

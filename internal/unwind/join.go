@@ -13,7 +13,7 @@ package unwind
 // then, one exact step at a time up to the thread's first frame: its own
 // thread's first, else any thread's. A frame seen with two different callers is never joined
 // through, nor is a chain whose stop frame was never seen: it stays
-// truncated (for internal/heapprof's statistical completion, which is
+// truncated (for internal/stackprof's statistical completion, which is
 // another thing: it shares a short stack among the whole stacks that
 // begin with it, where this repeats what the copy would have shown).
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/render/page"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/stackprof"
 )
 
 // evil is a function name a hostile program may well have: it must stay
@@ -28,10 +28,10 @@ const mib = 1 << 20
 // main heap's top, then trimmed.
 func phased() *report.Recording {
 	start := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
-	frames := func(names ...string) []heapprof.Frame {
-		var fs []heapprof.Frame
+	frames := func(names ...string) []stackprof.Frame {
+		var fs []stackprof.Frame
 		for _, n := range names {
-			fs = append(fs, heapprof.Frame{Function: n})
+			fs = append(fs, stackprof.Frame{Function: n})
 		}
 		return fs
 	}
@@ -188,7 +188,7 @@ func TestPageBoundsStacks(t *testing.T) {
 	rec := phased()
 	iv := &rec.Intervals[len(rec.Intervals)-1]
 	for id := 10; id < 10+2*page.MaxStacks; id++ {
-		rec.Stacks = append(rec.Stacks, report.RecordedStack{ID: id, Frames: []heapprof.Frame{{Function: strings.Repeat("f", 3*page.MaxName)}}})
+		rec.Stacks = append(rec.Stacks, report.RecordedStack{ID: id, Frames: []stackprof.Frame{{Function: strings.Repeat("f", 3*page.MaxName)}}})
 		iv.Held = append(iv.Held, report.StackHeld{Stack: id, Bytes: float64(id)})
 	}
 	d := embedded(t, render(t, rec))
@@ -216,7 +216,7 @@ func TestPageSizeBound(t *testing.T) {
 	for id := 1; id <= page.MaxStacks; id++ {
 		st := report.RecordedStack{ID: id}
 		for f := 0; f < page.MaxFrames; f++ {
-			st.Frames = append(st.Frames, heapprof.Frame{Function: fmt.Sprint(id, f, name)})
+			st.Frames = append(st.Frames, stackprof.Frame{Function: fmt.Sprint(id, f, name)})
 		}
 		rec.Stacks = append(rec.Stacks, st)
 	}

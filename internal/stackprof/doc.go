@@ -1,6 +1,8 @@
-// Package heapprof owns a sampled heap profile from the samples to what the
-// user sees: the samples the in-target sampler hands over (Raw, Window;
-// Call turns a hook's view of a call into Raw's registers and stack),
+// Package stackprof owns every profile by call stack, from the samples to
+// what the user sees: leaks' sampled heap profile and growth's stacks of
+// faults and memory calls (it was heapprof, from before growth's stacks
+// came here). For the heap profile: the samples the in-target sampler
+// hands over (Raw, Window; Call turns a hook's view of a call into Raw's registers and stack),
 // turned into a Profile of allocation sites (Build, or a Builder fed as
 // the ring is drained: unwound with internal/unwind, symbolized with
 // internal/symbolize, aggregated per symbolized call stack, with the
@@ -13,4 +15,4 @@
 // The files split as google/pprof's profile package does: the model
 // (profile.go), building it (build.go), operations (ops.go), codecs
 // (pprof.go, folded.go) and the web view (serve.go).
-package heapprof
+package stackprof

@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"bytes"
@@ -11,20 +11,20 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 // valued is a growth-like profile of two sites in two classes.
-func valued() *heapprof.Valued {
-	return &heapprof.Valued{
-		Types:   []heapprof.ValueType{{Type: "touched_space", Unit: "bytes"}, {Type: "calls", Unit: "count"}},
+func valued() *stackprof.Valued {
+	return &stackprof.Valued{
+		Types:   []stackprof.ValueType{{Type: "touched_space", Unit: "bytes"}, {Type: "calls", Unit: "count"}},
 		Default: "touched_space",
-		Window:  heapprof.Window{Start: time.Unix(1700000000, 0), Duration: time.Second},
-		Sites: []heapprof.ValuedSite{
-			{Frames: []heapprof.Frame{{Function: "main", Addr: 0x1000}, {Function: "map_pages", Addr: 0x1100}},
+		Window:  stackprof.Window{Start: time.Unix(1700000000, 0), Duration: time.Second},
+		Sites: []stackprof.ValuedSite{
+			{Frames: []stackprof.Frame{{Function: "main", Addr: 0x1000}, {Function: "map_pages", Addr: 0x1100}},
 				Labels: map[string]string{"class": "anon"}, Values: []float64{32 << 20, 0}},
-			{Frames: []heapprof.Frame{{Function: "main", Addr: 0x1000}, {Function: "grow;heap", Addr: 0x1200}},
+			{Frames: []stackprof.Frame{{Function: "main", Addr: 0x1000}, {Function: "grow;heap", Addr: 0x1200}},
 				Labels: map[string]string{"class": "arena-heap", "arena": "1"}, Values: []float64{4096, 3}},
 		},
 	}
@@ -33,7 +33,7 @@ func valued() *heapprof.Valued {
 func TestValuedCodecs(t *testing.T) {
 	v := valued()
 	var buf bytes.Buffer
-	if err := heapprof.WriteValuedPprof(&buf, v); err != nil {
+	if err := stackprof.WriteValuedPprof(&buf, v); err != nil {
 		t.Fatal(err)
 	}
 	p, err := profile.Parse(&buf)
@@ -45,7 +45,7 @@ func TestValuedCodecs(t *testing.T) {
 		t.Errorf("pprof: %v", p)
 	}
 	var f strings.Builder
-	if err := heapprof.WriteValuedFolded(&f, v, 0, "class"); err != nil {
+	if err := stackprof.WriteValuedFolded(&f, v, 0, "class"); err != nil {
 		t.Fatal(err)
 	}
 	want := "main;grow:heap;[arena-heap] 4096\nmain;map_pages;[anon] 33554432\n"
@@ -55,7 +55,7 @@ func TestValuedCodecs(t *testing.T) {
 }
 
 func TestServeValued(t *testing.T) {
-	web, err := heapprof.Listen("127.0.0.1:0")
+	web, err := stackprof.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"fmt"
@@ -25,9 +25,9 @@ func TestRenderLeaks(t *testing.T) {
 		// 4 held samples: the error is as large as the estimate.
 		"explains 2.1 ± 3.0 of 3.0 MiB of the in-use growth: from 4 held samples, too few to tell (--rate 16KiB would take about 100)\n",
 		"2 sites still holding memory:\n",
-		fmt.Sprintf("reserve  heapprof/sites.cpp:%d\n", sourceLine(t, "// site:buffer")),
+		fmt.Sprintf("reserve  stackprof/sites.cpp:%d\n", sourceLine(t, "// site:buffer")),
 		"< grow_buffer < parser::parse < buffer_main < start_thread < ...\n",
-		fmt.Sprintf("make_widget  heapprof/sites.cpp:%d\n", sourceLine(t, "// site:widget")),
+		fmt.Sprintf("make_widget  stackprof/sites.cpp:%d\n", sourceLine(t, "// site:widget")),
 		"< cache<int>::fill < server::handle < widget_main < start_thread < ...\n",
 	} {
 		if !strings.Contains(out, want) {

@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -34,7 +34,7 @@ func TestServeFlameGraph(t *testing.T) {
 		t.Skip("chromium is not installed")
 	}
 	p := realProfile(t)
-	web, err := heapprof.Listen("127.0.0.1:0")
+	web, err := stackprof.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func TestServeBadAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if _, err := heapprof.Listen(ln.Addr().String()); err == nil {
+	if _, err := stackprof.Listen(ln.Addr().String()); err == nil {
 		t.Error("Listen on a port in use returned nil")
 	}
 	// Every interface is not loopback: the command warns about it.
-	web, err := heapprof.Listen("0.0.0.0:0")
+	web, err := stackprof.Listen("0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestServeGraphRunsNoUsersDot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", open+string(filepath.ListSeparator)+os.Getenv("PATH"))
-	web, err := heapprof.Listen("127.0.0.1:0")
+	web, err := stackprof.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestServeGraphRunsNoUsersDot(t *testing.T) {
 // anything but GET. An address without a host is loopback.
 func TestServeOnlyTheProfile(t *testing.T) {
 	p := realProfile(t)
-	web, err := heapprof.Listen(":0")
+	web, err := stackprof.Listen(":0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"encoding/json"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestLeaksJSON(t *testing.T) {
 	p := realProfile(t)
 	x := p.Explains(3 << 20)
-	for _, explains := range []*heapprof.Explanation{&x, nil} {
+	for _, explains := range []*stackprof.Explanation{&x, nil} {
 		doc := schema.NewLeaks(1234, p, explains)
 		b, err := json.Marshal(doc)
 		if err != nil {

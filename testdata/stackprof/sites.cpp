@@ -1,4 +1,4 @@
-// The heap profile's target (internal/heapprof tests): threads parked at
+// The heap profile's target (internal/stackprof tests): threads parked at
 // the allocation points of known call chains, built -O2
 // -fomit-frame-pointer so only CFI unwinds them. Each parks in park()
 // right before its allocation; the test takes the thread's registers and

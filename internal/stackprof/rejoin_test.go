@@ -1,15 +1,15 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
 // cut is r with its stack copy cut to n bytes: its unwinding stops in
 // the copy, short of the thread's first frame.
-func cut(r heapprof.Raw, n int) heapprof.Raw {
+func cut(r stackprof.Raw, n int) stackprof.Raw {
 	r.Stack.Data = r.Stack.Data[:n]
 	return r
 }
@@ -35,22 +35,22 @@ func TestCutStacksJoined(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		build func(b *heapprof.Builder)
+		build func(b *stackprof.Builder)
 		sites int
 		trunc int
 	}{
-		{"alone", func(b *heapprof.Builder) { b.Add(short) }, 1, 1},
-		{"whole first", func(b *heapprof.Builder) { b.Add(whole); b.Add(short) }, 1, 0},
-		{"whole after", func(b *heapprof.Builder) { b.Add(short); b.Add(whole) }, 1, 0},
-		{"learned", func(b *heapprof.Builder) { b.Learn(whole.Start, whole.Stack); b.Add(short) }, 1, 0},
-		{"short copy of another stack", func(b *heapprof.Builder) {
+		{"alone", func(b *stackprof.Builder) { b.Add(short) }, 1, 1},
+		{"whole first", func(b *stackprof.Builder) { b.Add(whole); b.Add(short) }, 1, 0},
+		{"whole after", func(b *stackprof.Builder) { b.Add(short); b.Add(whole) }, 1, 0},
+		{"learned", func(b *stackprof.Builder) { b.Learn(whole.Start, whole.Stack); b.Add(short) }, 1, 0},
+		{"short copy of another stack", func(b *stackprof.Builder) {
 			other := short
 			other.Stack.End += 4096 // another thread's, not alike: its frames at other depths
 			b.Add(whole)
 			b.Add(other)
 		}, 2, 1},
 	} {
-		b := heapprof.NewBuilder(st.u, st.s)
+		b := stackprof.NewBuilder(st.u, st.s)
 		tc.build(b)
 		p := b.Profile(fixtureWindow)
 		if len(p.Sites) != tc.sites || p.Truncated != tc.trunc || p.Incomplete != tc.trunc {
@@ -69,7 +69,7 @@ func TestCutStacksJoined(t *testing.T) {
 	// A table of stacks (growth's): a cut stack's site moves to the
 	// joined one when the table is finished, its values added to the
 	// whole one's with the same labels.
-	tb := heapprof.NewStacks(st.u, st.s)
+	tb := stackprof.NewStacks(st.u, st.s)
 	si, key := tb.Short(short.Start, short.Stack)
 	if key == "" {
 		t.Fatal("the cut stack is not short")
@@ -79,9 +79,9 @@ func TestCutStacksJoined(t *testing.T) {
 	if si == sj || sk != si {
 		t.Fatalf("sites %d (cut), %d (whole), %d (cut, after the whole)", si, sj, sk)
 	}
-	var v heapprof.Valued
+	var v stackprof.Valued
 	labels := map[string]string{"class": "anon"}
-	tb.Finish(&v, []heapprof.ValuedSite{{Labels: labels, Values: []float64{1}}, {Labels: labels, Values: []float64{2}}}, []int{sj, si})
+	tb.Finish(&v, []stackprof.ValuedSite{{Labels: labels, Values: []float64{1}}, {Labels: labels, Values: []float64{2}}}, []int{sj, si})
 	if inc, tru := tb.Incomplete(); len(v.Sites) != 1 || v.Sites[0].Values[0] != 3 || v.Sites[0].Stop != unwind.StopEnd || inc != 0 || tru != 0 {
 		t.Errorf("finished: %d sites (%+v), %d incomplete, %d truncated; want one of 3, none cut", len(v.Sites), v.Sites, inc, tru)
 	}

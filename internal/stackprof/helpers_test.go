@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"bufio"
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/debuggee"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/symbolize"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 // sampleStack is what the sampler copies of a stack at each sampled call.
 const sampleStack = 8 << 10
 
-// sites is testdata/heapprof/sites running, frozen once, with what the
+// sites is testdata/stackprof/sites running, frozen once, with what the
 // sampler would have taken at each site's allocator entry.
 type sites struct {
 	exe    string
@@ -34,10 +34,10 @@ type sites struct {
 	mods   *module.Table
 	u      *unwind.Unwinder
 	s      *symbolize.Symbolizer
-	widget heapprof.Raw // at operator new, called from make_widget
-	buffer heapprof.Raw // at realloc, called from grow_buffer
+	widget stackprof.Raw // at operator new, called from make_widget
+	buffer stackprof.Raw // at realloc, called from grow_buffer
 	// The widget's call without the allocator's entry.
-	widgetCall heapprof.Call
+	widgetCall stackprof.Call
 }
 
 // startSites builds and runs the target, freezes it, and makes of each
@@ -49,7 +49,7 @@ type sites struct {
 // instruction. Only the copy is changed, never the target.
 func startSites(t *testing.T) *sites {
 	t.Helper()
-	exe := testutil.BuildCWith(t, "g++", "heapprof/sites.cpp", "-O2", "-fomit-frame-pointer", "-pie", "-fPIE",
+	exe := testutil.BuildCWith(t, "g++", "stackprof/sites.cpp", "-O2", "-fomit-frame-pointer", "-pie", "-fPIE",
 		"-pthread", "-Wl,--build-id")
 	tg := testutil.Start(t, exe)
 	tids := map[string]int{}
@@ -97,7 +97,7 @@ func startSites(t *testing.T) *sites {
 	return st
 }
 
-func (st *sites) atEntry(t *testing.T, regs unwind.Start, stack unwind.Stack, caller, lib, symbol, kind string) heapprof.Raw {
+func (st *sites) atEntry(t *testing.T, regs unwind.Start, stack unwind.Stack, caller, lib, symbol, kind string) stackprof.Raw {
 	t.Helper()
 	c := st.call(t, regs, stack, caller)
 	entry, err := st.mods.DynamicSymbol(lib, symbol)
@@ -105,7 +105,7 @@ func (st *sites) atEntry(t *testing.T, regs unwind.Start, stack unwind.Stack, ca
 		t.Fatal(err)
 	}
 	c.Entry = entry
-	r := heapprof.Raw{Kind: kind}
+	r := stackprof.Raw{Kind: kind}
 	r.Start, r.Stack = c.Unwind()
 	// What the callee-saved registers held at the call is not known from
 	// the parked thread: only pc and sp are.
@@ -116,7 +116,7 @@ func (st *sites) atEntry(t *testing.T, regs unwind.Start, stack unwind.Stack, ca
 // call is the sampled call the hook would see if caller's call of park
 // were a call of the allocator: its return address and stack from the
 // caller's sp, a copy as long as the sampler's.
-func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, caller string) heapprof.Call {
+func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, caller string) stackprof.Call {
 	t.Helper()
 	tr := st.u.Unwind(regs, stack)
 	for _, f := range tr.Frames {
@@ -126,10 +126,10 @@ func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, calle
 		off := f.SP - stack.Addr
 		var r debuggee.Regs
 		r[debuggee.RegRIP], r[debuggee.RegRSP] = f.PC, f.SP
-		return heapprof.Call{Regs: r, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
+		return stackprof.Call{Regs: r, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
 	}
 	t.Fatalf("no frame of %s in the parked thread's stack", caller)
-	return heapprof.Call{}
+	return stackprof.Call{}
 }
 
 func copyStack(t *testing.T, lt *live.Target, sp uint64, max int) unwind.Stack {
@@ -148,11 +148,11 @@ func copyStack(t *testing.T, lt *live.Target, sp uint64, max int) unwind.Stack {
 	return unwind.Stack{}
 }
 
-// sourceLine is the 1-based line of testdata/heapprof/sites.cpp holding
+// sourceLine is the 1-based line of testdata/stackprof/sites.cpp holding
 // marker.
 func sourceLine(t *testing.T, marker string) int {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testutil.RepoRoot(t), "testdata", "heapprof", "sites.cpp"))
+	f, err := os.Open(filepath.Join(testutil.RepoRoot(t), "testdata", "stackprof", "sites.cpp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func sourceLine(t *testing.T, marker string) int {
 }
 
 // with is r with an address and size, as the sampler fills them.
-func with(r heapprof.Raw, addr, size uint64) heapprof.Raw {
+func with(r stackprof.Raw, addr, size uint64) stackprof.Raw {
 	r.Addr, r.Size = addr, size
 	return r
 }
@@ -177,7 +177,7 @@ func with(r heapprof.Raw, addr, size uint64) heapprof.Raw {
 // (see realProfile), built once per test binary.
 var (
 	fixtureOnce sync.Once
-	fixture     *heapprof.Profile
+	fixture     *stackprof.Profile
 	fixtureExe  string
 )
 
@@ -186,12 +186,12 @@ const fixtureRate = 512 << 10
 
 // realProfile is the profile of three widgets of 104 bytes (one freed)
 // and two 64 KiB buffers (both held), sampled at 512 KiB, over 10 s.
-func realProfile(t *testing.T) *heapprof.Profile {
+func realProfile(t *testing.T) *stackprof.Profile {
 	t.Helper()
 	fixtureOnce.Do(func() {
 		st := startSites(t)
 		raws := fixtureRaws(st)
-		fixture = heapprof.Build(raws, fixtureWindow, st.u, st.s)
+		fixture = stackprof.Build(raws, fixtureWindow, st.u, st.s)
 		fixtureExe = st.exe
 	})
 	if fixture == nil {
@@ -200,19 +200,19 @@ func realProfile(t *testing.T) *heapprof.Profile {
 	return fixture
 }
 
-var fixtureWindow = heapprof.Window{Start: time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC), Duration: 10 * time.Second, Rate: fixtureRate}
+var fixtureWindow = stackprof.Window{Start: time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC), Duration: 10 * time.Second, Rate: fixtureRate}
 
-func fixtureRaws(st *sites) []heapprof.Raw {
+func fixtureRaws(st *sites) []stackprof.Raw {
 	freed := with(st.widget, 0x5000, 104)
 	freed.Freed, freed.FreedAt = true, 2*time.Second
-	return []heapprof.Raw{
+	return []stackprof.Raw{
 		with(st.widget, 0x1000, 104), with(st.widget, 0x2000, 104), freed,
 		with(st.buffer, 0x10000, 64<<10), with(st.buffer, 0x30000, 64<<10),
 	}
 }
 
 // siteNames is a site's frame names, root first.
-func siteNames(s *heapprof.Site) []string {
+func siteNames(s *stackprof.Site) []string {
 	var out []string
 	for _, f := range s.Frames {
 		out = append(out, f.Name())

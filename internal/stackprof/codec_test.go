@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"bytes"
@@ -13,13 +13,13 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/arenactl/arenactl/internal/heapprof"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
 func round(v float64) int64 { return int64(math.Round(v)) }
 
-func siteBy(t *testing.T, p *heapprof.Profile, leaf string) *heapprof.Site {
+func siteBy(t *testing.T, p *stackprof.Profile, leaf string) *stackprof.Site {
 	t.Helper()
 	for i := range p.Sites {
 		if p.Sites[i].Leaf().Function == leaf {
@@ -38,7 +38,7 @@ func siteBy(t *testing.T, p *heapprof.Profile, leaf string) *heapprof.Site {
 func TestWritePprof(t *testing.T) {
 	p := realProfile(t)
 	var buf bytes.Buffer
-	if err := heapprof.WritePprof(&buf, p); err != nil {
+	if err := stackprof.WritePprof(&buf, p); err != nil {
 		t.Fatal(err)
 	}
 	if b := buf.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
@@ -144,7 +144,7 @@ func TestWritePprof(t *testing.T) {
 func TestWriteFolded(t *testing.T) {
 	p := realProfile(t)
 	var buf bytes.Buffer
-	if err := heapprof.WriteFolded(&buf, p); err != nil {
+	if err := stackprof.WriteFolded(&buf, p); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", buf.String())
@@ -172,10 +172,10 @@ func TestWriteFolded(t *testing.T) {
 
 	// A copy where the widgets were all freed and a name holds ';'.
 	q := *p
-	q.Sites = append([]heapprof.Site(nil), p.Sites...)
+	q.Sites = append([]stackprof.Site(nil), p.Sites...)
 	for i := range q.Sites {
 		s := &q.Sites[i]
-		s.Frames = append([]heapprof.Frame(nil), s.Frames...)
+		s.Frames = append([]stackprof.Frame(nil), s.Frames...)
 		switch s.Leaf().Function {
 		case "make_widget":
 			s.Est.InUseBytes, s.Est.InUseObjects = 0, 0
@@ -184,7 +184,7 @@ func TestWriteFolded(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	if err := heapprof.WriteFolded(&buf, &q); err != nil {
+	if err := stackprof.WriteFolded(&buf, &q); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Count(buf.String(), "\n"); got != 1 || strings.Contains(buf.String(), "make_widget") ||
@@ -196,9 +196,9 @@ func TestWriteFolded(t *testing.T) {
 // TestEmptyProfile: a window with no sample still makes a valid pprof
 // file and an empty folded output.
 func TestEmptyProfile(t *testing.T) {
-	p := &heapprof.Profile{Window: heapprof.Window{Duration: time.Second, Rate: 1 << 20}}
+	p := &stackprof.Profile{Window: stackprof.Window{Duration: time.Second, Rate: 1 << 20}}
 	var buf bytes.Buffer
-	if err := heapprof.WritePprof(&buf, p); err != nil {
+	if err := stackprof.WritePprof(&buf, p); err != nil {
 		t.Fatal(err)
 	}
 	pp, err := profile.Parse(&buf)
@@ -209,7 +209,7 @@ func TestEmptyProfile(t *testing.T) {
 		t.Errorf("empty profile: %v, %d samples, period %d", err, len(pp.Sample), pp.Period)
 	}
 	buf.Reset()
-	if err := heapprof.WriteFolded(&buf, p); err != nil || buf.Len() != 0 {
+	if err := stackprof.WriteFolded(&buf, p); err != nil || buf.Len() != 0 {
 		t.Errorf("folded of nothing: %q %v", buf.String(), err)
 	}
 }

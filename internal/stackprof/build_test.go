@@ -1,4 +1,4 @@
-package heapprof_test
+package stackprof_test
 
 import (
 	"bytes"
@@ -12,15 +12,15 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/arenactl/arenactl/internal/debuggee"
-	"github.com/arenactl/arenactl/internal/heapprof"
 	"github.com/arenactl/arenactl/internal/schema"
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
 
 // expectTail checks that the site's frames end (towards the leaf) with
 // want, in order.
-func expectTail(t *testing.T, s *heapprof.Site, want []string) {
+func expectTail(t *testing.T, s *stackprof.Site, want []string) {
 	t.Helper()
 	names := siteNames(s)
 	if len(names) < len(want) || strings.Join(names[len(names)-len(want):], " > ") != strings.Join(want, " > ") {
@@ -35,12 +35,12 @@ func expectTail(t *testing.T, s *heapprof.Site, want []string) {
 // unbiased estimates of its samples.
 func TestBuildSites(t *testing.T) {
 	st := startSites(t)
-	p := heapprof.Build(fixtureRaws(st), fixtureWindow, st.u, st.s)
+	p := stackprof.Build(fixtureRaws(st), fixtureWindow, st.u, st.s)
 	if len(p.Sites) != 2 || p.Samples != 5 || p.Incomplete != 0 || p.Truncated != 0 {
 		t.Fatalf("%d sites of %d samples (%d incomplete, %d truncated), want 2 of 5, all complete",
 			len(p.Sites), p.Samples, p.Incomplete, p.Truncated)
 	}
-	var widget, buffer *heapprof.Site
+	var widget, buffer *stackprof.Site
 	for i := range p.Sites {
 		switch p.Sites[i].Leaf().Function {
 		case "make_widget":
@@ -63,7 +63,7 @@ func TestBuildSites(t *testing.T) {
 		t.Errorf("reserve %+v\ninlined into grow_buffer %+v, want the same address, grow_buffer at sites.cpp:%d", in, out, sourceLine(t, "// site:reserve"))
 	}
 	for _, c := range []struct {
-		s      *heapprof.Site
+		s      *stackprof.Site
 		marker string
 		kind   string
 	}{{widget, "// site:widget", "new"}, {buffer, "// site:buffer", "realloc"}} {
@@ -105,14 +105,14 @@ func TestBuildSites(t *testing.T) {
 	weight := func(s float64) float64 { return 1 / (1 - math.Exp(-s/fixtureRate)) }
 	ww, wb := weight(104), weight(64<<10)
 	for _, c := range []struct {
-		s    *heapprof.Site
-		want heapprof.Estimate
-		cnt  heapprof.Counts
+		s    *stackprof.Site
+		want stackprof.Estimate
+		cnt  stackprof.Counts
 	}{
-		{widget, heapprof.Estimate{AllocObjects: 3 * ww, AllocBytes: 3 * 104 * ww, InUseObjects: 2 * ww, InUseBytes: 2 * 104 * ww},
-			heapprof.Counts{Alloc: 3, InUse: 2, AllocBytes: 312, InUseBytes: 208}},
-		{buffer, heapprof.Estimate{AllocObjects: 2 * wb, AllocBytes: 2 * 65536 * wb, InUseObjects: 2 * wb, InUseBytes: 2 * 65536 * wb},
-			heapprof.Counts{Alloc: 2, InUse: 2, AllocBytes: 2 * 65536, InUseBytes: 2 * 65536}},
+		{widget, stackprof.Estimate{AllocObjects: 3 * ww, AllocBytes: 3 * 104 * ww, InUseObjects: 2 * ww, InUseBytes: 2 * 104 * ww},
+			stackprof.Counts{Alloc: 3, InUse: 2, AllocBytes: 312, InUseBytes: 208}},
+		{buffer, stackprof.Estimate{AllocObjects: 2 * wb, AllocBytes: 2 * 65536 * wb, InUseObjects: 2 * wb, InUseBytes: 2 * 65536 * wb},
+			stackprof.Counts{Alloc: 2, InUse: 2, AllocBytes: 2 * 65536, InUseBytes: 2 * 65536}},
 	} {
 		got := c.s.Est
 		for _, v := range [][2]float64{{got.AllocObjects, c.want.AllocObjects}, {got.AllocBytes, c.want.AllocBytes},
@@ -147,16 +147,16 @@ func TestBuildSites(t *testing.T) {
 // leave the site's in-use counts; an address never sampled is not freed.
 func TestBuilderFrees(t *testing.T) {
 	st := startSites(t)
-	b := heapprof.NewBuilder(st.u, st.s)
+	b := stackprof.NewBuilder(st.u, st.s)
 	b.Add(with(st.widget, 0x1000, 100))
 	b.Add(with(st.widget, 0x2000, 100))
 	if !b.Free(0x1000, 0, time.Second) || b.Free(0x1000, 0, time.Second) || b.Free(0x9000, 0, time.Second) {
 		t.Error("Free: want true once for a held sampled block, false after and for an unsampled one")
 	}
 	b.Add(with(st.buffer, 0x2000, 4096)) // 0x2000's widget is gone
-	p := b.Profile(heapprof.Window{Duration: time.Second})
+	p := b.Profile(stackprof.Window{Duration: time.Second})
 	for _, s := range p.Sites {
-		want := map[string]heapprof.Counts{
+		want := map[string]stackprof.Counts{
 			"make_widget": {Alloc: 2, InUse: 0, AllocBytes: 200},
 			"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 4096, InUseBytes: 4096},
 		}[s.Leaf().Function]
@@ -176,8 +176,8 @@ func TestBuilderFrees(t *testing.T) {
 	// held block's allocation was for an earlier block at that address
 	// (a realloc's free recorded late), and a sample stamped before the
 	// held one was freed unseen itself.
-	b = heapprof.NewBuilder(st.u, st.s)
-	stamped := func(r heapprof.Raw, s uint64) heapprof.Raw { r.Stamp = s; return r }
+	b = stackprof.NewBuilder(st.u, st.s)
+	stamped := func(r stackprof.Raw, s uint64) stackprof.Raw { r.Stamp = s; return r }
 	b.Add(stamped(with(st.widget, 0x1000, 100), 10))
 	if b.Free(0x1000, 5, time.Second) {
 		t.Error("a free stamped 5 took the block allocated at 10")
@@ -186,7 +186,7 @@ func TestBuilderFrees(t *testing.T) {
 	if !b.Free(0x1000, 11, time.Second) {
 		t.Error("the free stamped 11 did not find the block allocated at 10")
 	}
-	if s := b.Profile(heapprof.Window{Duration: time.Second}).Sites; len(s) != 2 || s[0].Sampled.InUse+s[1].Sampled.InUse != 0 {
+	if s := b.Profile(stackprof.Window{Duration: time.Second}).Sites; len(s) != 2 || s[0].Sampled.InUse+s[1].Sampled.InUse != 0 {
 		t.Errorf("stamped: %+v", s)
 	}
 
@@ -194,13 +194,13 @@ func TestBuilderFrees(t *testing.T) {
 	// drain: the ring was read up to a record still being written, and
 	// the free ring past it) frees the block when its record comes; one
 	// stamped before the allocation does not.
-	b = heapprof.NewBuilder(st.u, st.s)
+	b = stackprof.NewBuilder(st.u, st.s)
 	if b.Free(0x3000, 20, time.Second) || b.Free(0x4000, 2, time.Second) {
 		t.Error("a free with no block held freed one")
 	}
 	b.Add(stamped(with(st.widget, 0x3000, 100), 15))
 	b.Add(stamped(with(st.buffer, 0x4000, 4096), 7))
-	for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
+	for _, s := range b.Profile(stackprof.Window{Duration: time.Second}).Sites {
 		want := map[string]int{"make_widget": 0, "reserve": 1}[s.Leaf().Function]
 		if s.Sampled.InUse != want {
 			t.Errorf("%s: %d held, want %d (the free stamped 20 came before the allocation at 15; the one at 2 was for an earlier block)", s.Leaf().Function, s.Sampled.InUse, want)
@@ -209,13 +209,13 @@ func TestBuilderFrees(t *testing.T) {
 
 	// With a minimum age, a block allocated too close to the window's end
 	// is not held.
-	b = heapprof.NewBuilder(st.u, st.s)
+	b = stackprof.NewBuilder(st.u, st.s)
 	b.MinAge = 2 * time.Second
 	old, young := with(st.widget, 0x1000, 100), with(st.widget, 0x2000, 100)
 	old.At, young.At = 3*time.Second, 9*time.Second
 	b.Add(old)
 	b.Add(young)
-	if s := b.Profile(heapprof.Window{Duration: 10 * time.Second}).Sites; len(s) != 1 || s[0].Sampled.InUse != 1 || s[0].Sampled.Alloc != 2 {
+	if s := b.Profile(stackprof.Window{Duration: 10 * time.Second}).Sites; len(s) != 1 || s[0].Sampled.InUse != 1 || s[0].Sampled.Alloc != 2 {
 		t.Errorf("with a minimum age of 2s over 10s, blocks from 3s and 9s: %+v", s)
 	}
 }
@@ -229,8 +229,8 @@ func TestBuilderFrees(t *testing.T) {
 // (issue 29).
 func TestBuilderRealloc(t *testing.T) {
 	st := startSites(t)
-	b := heapprof.NewBuilder(st.u, st.s)
-	stamped := func(r heapprof.Raw, s, old, oldSize uint64) heapprof.Raw {
+	b := stackprof.NewBuilder(st.u, st.s)
+	stamped := func(r stackprof.Raw, s, old, oldSize uint64) stackprof.Raw {
 		r.Stamp, r.Old, r.OldSize = s, old, oldSize
 		return r
 	}
@@ -240,9 +240,9 @@ func TestBuilderRealloc(t *testing.T) {
 	b.Move(0x5000, 0x7000, 5, time.Second)
 	b.Add(stamped(with(st.buffer, 0x7000, 8192), 6, 0x5000, 4104)) // moved: +4088
 	b.Add(stamped(with(st.buffer, 0x9000, 512), 8, 0x8000, 1000))  // a shrink of an unsampled block
-	held := func(want map[string]heapprof.Counts) {
+	held := func(want map[string]stackprof.Counts) {
 		t.Helper()
-		for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
+		for _, s := range b.Profile(stackprof.Window{Duration: time.Second}).Sites {
 			if got := s.Sampled; got != want[s.Leaf().Function] {
 				t.Errorf("%s: %+v, want %+v", s.Leaf().Function, got, want[s.Leaf().Function])
 			}
@@ -251,26 +251,26 @@ func TestBuilderRealloc(t *testing.T) {
 			}
 		}
 	}
-	held(map[string]heapprof.Counts{
+	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 100, InUseBytes: 100},
 		"reserve":     {Alloc: 3, InUse: 3, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088},
 	})
 	if !b.Free(0x7000, 9, time.Second) {
 		t.Error("the free of the moved block found nothing held")
 	}
-	held(map[string]heapprof.Counts{
+	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, AllocBytes: 100},
 		"reserve":     {Alloc: 3, InUse: 1, AllocBytes: 3096 + 4088}, // the shrink's sample, held, counts 0 bytes
 	})
 
 	// A move read before the allocation it moves, then its free.
-	b = heapprof.NewBuilder(st.u, st.s)
+	b = stackprof.NewBuilder(st.u, st.s)
 	b.Move(0x3000, 0x4000, 12, time.Second)
 	b.Free(0x4000, 13, time.Second)
 	b.Add(stamped(with(st.widget, 0x3000, 100), 11, 0, 0))
 	b.Move(0x2000, 0x6000, 22, time.Second)
 	b.Add(stamped(with(st.widget, 0x2000, 100), 21, 0, 0))
-	held(map[string]heapprof.Counts{"make_widget": {Alloc: 2, InUse: 1, AllocBytes: 200, InUseBytes: 100}})
+	held(map[string]stackprof.Counts{"make_widget": {Alloc: 2, InUse: 1, AllocBytes: 200, InUseBytes: 100}})
 	if !b.Free(0x6000, 23, time.Second) {
 		t.Error("the block moved by an early move is not held at its new address")
 	}
@@ -278,18 +278,18 @@ func TestBuilderRealloc(t *testing.T) {
 	// A block's allocation read after its move and after the sample of
 	// the realloc that moved it (its ring held it back): the same block,
 	// both held, not one taken for the other freed unseen.
-	b = heapprof.NewBuilder(st.u, st.s)
+	b = stackprof.NewBuilder(st.u, st.s)
 	b.Move(0x3000, 0x4000, 12, time.Second)
 	b.Add(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000))
 	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
-	held(map[string]heapprof.Counts{
+	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
 		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
 	})
 	if !b.Free(0x4000, 14, time.Second) {
 		t.Error("the free of the block found nothing held")
 	}
-	held(map[string]heapprof.Counts{
+	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, AllocBytes: 1000},
 		"reserve":     {Alloc: 1, AllocBytes: 3096},
 	})
@@ -304,8 +304,8 @@ func TestBuildOddStacks(t *testing.T) {
 	short.Stack.Data = short.Stack.Data[:24] // the return address into make_widget, little more
 	lost := with(st.widget, 0x2000, 4096)
 	lost.Start.Regs[debuggee.RegRIP] = 0x10 // no module there
-	p := heapprof.Build([]heapprof.Raw{short, lost, with(st.buffer, 0x3000, 4096)},
-		heapprof.Window{Duration: time.Second, Rate: 512 << 10}, st.u, st.s)
+	p := stackprof.Build([]stackprof.Raw{short, lost, with(st.buffer, 0x3000, 4096)},
+		stackprof.Window{Duration: time.Second, Rate: 512 << 10}, st.u, st.s)
 	if p.Samples != 3 || p.Incomplete != 2 || p.Truncated != 1 || len(p.Sites) != 3 {
 		t.Fatalf("%d samples, %d incomplete, %d truncated, %d sites; want 3, 2, 1, 3", p.Samples, p.Incomplete, p.Truncated, len(p.Sites))
 	}
@@ -325,13 +325,13 @@ func TestBuildOddStacks(t *testing.T) {
 		}
 	}
 	var pb, fb bytes.Buffer
-	if err := heapprof.WritePprof(&pb, p); err != nil {
+	if err := stackprof.WritePprof(&pb, p); err != nil {
 		t.Fatal(err)
 	}
 	if pp, err := profile.Parse(&pb); err != nil || pp.CheckValid() != nil || len(pp.Sample) != 3 {
 		t.Errorf("pprof of odd stacks: %v", err)
 	}
-	if err := heapprof.WriteFolded(&fb, p); err != nil || !strings.Contains(fb.String(), "\n0x10 ") && !strings.HasPrefix(fb.String(), "0x10 ") {
+	if err := stackprof.WriteFolded(&fb, p); err != nil || !strings.Contains(fb.String(), "\n0x10 ") && !strings.HasPrefix(fb.String(), "0x10 ") {
 		t.Errorf("folded of odd stacks:\n%s", fb.String())
 	}
 	b, err := json.Marshal(schema.NewLeaks(1, p, nil))
@@ -346,10 +346,10 @@ func TestBuildOddStacks(t *testing.T) {
 // the call's line, and the chain above it intact.
 func TestCallWithoutEntry(t *testing.T) {
 	st := startSites(t)
-	r := heapprof.Raw{Addr: 0x1000, Size: 64, Kind: "new"}
+	r := stackprof.Raw{Addr: 0x1000, Size: 64, Kind: "new"}
 	r.Start, r.Stack = st.widgetCall.Unwind()
 	r.Start.HaveCalleeSaved = false
-	p := heapprof.Build([]heapprof.Raw{r}, heapprof.Window{Duration: time.Second}, st.u, st.s)
+	p := stackprof.Build([]stackprof.Raw{r}, stackprof.Window{Duration: time.Second}, st.u, st.s)
 	if len(p.Sites) != 1 {
 		t.Fatalf("%d sites", len(p.Sites))
 	}
@@ -366,8 +366,8 @@ func TestCallWithoutEntry(t *testing.T) {
 // its samples, and a free of a dropped block's address finds nothing.
 func TestBuilderDropFreed(t *testing.T) {
 	st := startSites(t)
-	b := heapprof.NewBuilder(st.u, st.s)
-	stamped := func(r heapprof.Raw, s, old, oldSize uint64) heapprof.Raw {
+	b := stackprof.NewBuilder(st.u, st.s)
+	stamped := func(r stackprof.Raw, s, old, oldSize uint64) stackprof.Raw {
 		r.Stamp, r.Old, r.OldSize = s, old, oldSize
 		return r
 	}
@@ -376,10 +376,10 @@ func TestBuilderDropFreed(t *testing.T) {
 	b.Add(stamped(with(st.buffer, 0x3000, 1000), 3, 0, 0))
 	b.Add(stamped(with(st.buffer, 0x3000, 4096), 4, 0x3000, 1000)) // grown in place: one block, two samples
 	b.Free(0x1000, 5, time.Second)
-	inUse := func() map[string]heapprof.Counts {
-		m := map[string]heapprof.Counts{}
-		for _, s := range b.Profile(heapprof.Window{Duration: time.Second}).Sites {
-			m[s.Leaf().Function] = heapprof.Counts{InUse: s.Sampled.InUse, InUseBytes: s.Sampled.InUseBytes}
+	inUse := func() map[string]stackprof.Counts {
+		m := map[string]stackprof.Counts{}
+		for _, s := range b.Profile(stackprof.Window{Duration: time.Second}).Sites {
+			m[s.Leaf().Function] = stackprof.Counts{InUse: s.Sampled.InUse, InUseBytes: s.Sampled.InUseBytes}
 		}
 		return m
 	}

@@ -1,4 +1,4 @@
-package heapprof
+package stackprof
 
 import (
 	"encoding/binary"

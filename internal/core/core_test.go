@@ -82,8 +82,8 @@ func checkCore(t *testing.T, c *Core, cr crashed) {
 		t.Errorf("first thread %d, want the one that raised the signal (%d)", c.Threads[0].Tid, cr.pid)
 	}
 	for _, th := range c.Threads {
-		if th.FsBase() == 0 || th.SP() == 0 {
-			t.Errorf("thread %d: fs_base %#x sp %#x", th.Tid, th.FsBase(), th.SP())
+		if th.TP() == 0 || th.SP() == 0 {
+			t.Errorf("thread %d: fs_base %#x sp %#x", th.Tid, th.TP(), th.SP())
 		}
 	}
 	got := make([]byte, len(cr.xml))

@@ -71,7 +71,7 @@ func (c *Core) notes(b []byte) error {
 			if len(desc) < lay.RegsOff+len(lay.Words)*8 {
 				return c.bad("NT_PRSTATUS of %d bytes is too short", len(desc))
 			}
-			th := debuggee.Thread{Tid: int(le32(desc[lay.PidOff:]))}
+			th := debuggee.Thread{Tid: int(le32(desc[lay.PidOff:])), Arch: c.Arch}
 			for i := range lay.Words {
 				th.Regs[i] = le64(desc[lay.RegsOff+8*i:])
 			}

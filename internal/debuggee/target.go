@@ -64,8 +64,26 @@ type Process struct {
 type Thread struct {
 	Tid int
 	Regs
+	// Arch is the thread's machine: where its pc, stack pointer and thread
+	// pointer are among Regs' words. nil is x86_64, the machine of every
+	// thread made before a target said its own.
+	Arch *arch.Arch
 	// XState is the thread's NT_X86_XSTATE (an XSAVE area, as
 	// PTRACE_GETREGSET gives it), kept for writing it into a core; empty
 	// when not read (a core's threads).
 	XState []byte
 }
+
+func (t Thread) machine() *arch.Arch {
+	if t.Arch != nil {
+		return t.Arch
+	}
+	return arch.AMD64
+}
+
+// PC, SP and TP are the thread's pc, stack pointer and thread pointer
+// (x86_64's fs.base, aarch64's TPIDR_EL0) on its own machine: they hide
+// Regs' x86_64 PC, SP and FsBase.
+func (t Thread) PC() uint64 { return t.Regs.PCOf(t.machine()) }
+func (t Thread) SP() uint64 { return t.Regs.SPOf(t.machine()) }
+func (t Thread) TP() uint64 { return t.Regs.TPOf(t.machine()) }

@@ -324,7 +324,7 @@ func dumpCandidates(ms []maps.Mapping, ths []debuggee.Thread, full bool) (whole,
 		}
 	}
 	for _, th := range ths {
-		fs := th.FsBase()
+		fs := th.TP()
 		m, ok := maps.Find(ms, fs)
 		if !ok || !m.Readable() || strings.HasPrefix(m.Path, "/") {
 			continue

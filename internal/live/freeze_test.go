@@ -36,7 +36,7 @@ func freeze(t *testing.T, tgt *live.Target) *frozen {
 	}
 	tls := map[int]uint64{}
 	for _, th := range tgt.Threads() {
-		tls[th.Tid] = th.FsBase()
+		tls[th.Tid] = th.TP()
 	}
 	fr := &frozen{mappings: tgt.Mappings(), thaw: func() error {
 		_, err := f.Thaw()
@@ -46,7 +46,7 @@ func freeze(t *testing.T, tgt *live.Target) *frozen {
 		return err
 	}}
 	for _, th := range f.Threads() {
-		fr.threads = append(fr.threads, frozenThread{tid: th.Tid, sp: th.SP(), fsBase: th.FsBase(), tls: tls[th.Tid]})
+		fr.threads = append(fr.threads, frozenThread{tid: th.Tid, sp: th.SP(), fsBase: th.TP(), tls: tls[th.Tid]})
 	}
 	if len(tls) != len(fr.threads) {
 		t.Errorf("%d threads stopped, %d in the target's thread list", len(fr.threads), len(tls))

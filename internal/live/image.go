@@ -237,7 +237,7 @@ next:
 			continue
 		}
 		for _, th := range im.frozen {
-			for _, p := range []uint64{th.SP(), th.FsBase()} {
+			for _, p := range []uint64{th.SP(), th.TP()} {
 				if p >= sp.Start && p < sp.End {
 					continue next
 				}

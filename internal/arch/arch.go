@@ -59,6 +59,13 @@ type Arch struct {
 	// moving it, which code placed on a thread's stack must leave alone.
 	StackAlign, RedZone uint64
 
+	// TLSAbove: the machine's TLS is variant I (glibc's TLS_DTV_AT_TP):
+	// the thread pointer points at a two-word TCB (dtv, private) with
+	// the static TLS blocks above it and struct pthread below. false is
+	// variant II (TLS_TCB_AT_TP): the blocks below, the TCB (struct
+	// pthread, whose first word points at itself) above.
+	TLSAbove bool
+
 	// vaBits is the width of a user virtual address: what is above it in a
 	// code pointer is a pointer authentication code (aarch64), and tagBits
 	// says the top byte of a data pointer is ignored by loads and stores

@@ -79,6 +79,10 @@ var ARM64 = &Arch{
 	// ABI has no red zone.
 	StackAlign: 16,
 	RedZone:    0,
+	// sysdeps/aarch64/nptl/tls.h (glibc 2.36): TLS_DTV_AT_TP, tcbhead_t
+	// is { dtv_t *dtv; void *private; }, TLS_PRE_TCB_SIZE is struct
+	// pthread's size.
+	TLSAbove: true,
 	// A user address has 48 bits (arch/arm64/Kconfig ARM64_VA_BITS; a
 	// 52-bit kernel gives a process more only when its mmap asks for an
 	// address above 2^48). Above them a return address signed with

@@ -93,7 +93,8 @@ type Root struct {
 const tcbAbove = 4 << 10
 
 // Roots lists the roots of t, whose allocated chunks ix holds. tlsBelow is
-// how much static TLS lies below each thread's thread pointer (StaticTLS).
+// how much static TLS lies below each thread's thread pointer (StaticTLS;
+// above it on a machine of TLS variant I).
 func Roots(t debuggee.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 	var out []Root
 	ms := t.Mappings()
@@ -126,12 +127,18 @@ func Roots(t debuggee.Target, ix *chunks.Index, tlsBelow uint64) []Root {
 		}
 	}
 	for _, th := range threads {
-		fs, sp := th.FsBase(), th.SP()
+		fs, sp := th.TP(), th.SP()
 		for _, m := range ms {
 			if fs != 0 && m.Contains(fs) && m.Readable() {
-				below := max(tlsBelow, dtvBelow(t, m, fs, sp)) // the files' word, or the DTV's where they are not read
-				lo, hi := max(m.Start, fs-min(fs, below+8)), min(m.End, fs+tcbAbove)
-				if !tcbAt(t, fs) {
+				var lo, hi uint64
+				var there bool
+				if a := t.Arch(); a != nil && a.TLSAbove {
+					lo, hi, there = tlsAboveRange(t, m, fs, tlsBelow)
+				} else {
+					below := max(tlsBelow, dtvBelow(t, m, fs, sp)) // the files' word, or the DTV's where they are not read
+					lo, hi, there = max(m.Start, fs-min(fs, below+8)), min(m.End, fs+tcbAbove), tcbAt(t, fs)
+				}
+				if !there {
 					out = append(out, Root{Kind: RootTLS, Tid: th.Tid, Start: lo, End: lo, Missing: hi - lo})
 					break
 				}

@@ -77,3 +77,44 @@ func tcbAt(t debuggee.Target, fs uint64) bool {
 	}
 	return binary.LittleEndian.Uint64(b[:]) == fs
 }
+
+// tlsAboveRange is a thread's TLS root on a machine of TLS variant I
+// (aarch64, arch.Arch.TLSAbove; sysdeps/aarch64/nptl/tls.h, glibc 2.36):
+// the two-word TCB at the thread pointer fs and the static TLS blocks
+// above it: static bytes by the files (StaticTLS), or as far as the DTV's
+// blocks start, plus tcbAbove for the last block; bounded by m. struct
+// pthread, below fs (TLS_PRE_TCB_SIZE), is not part of it: its size is
+// not known without libc's debug information, and right below it lie
+// the top frames of the thread's stack, which scanned as TLS would make
+// what only a stack holds static. It is scanned all the same, as the
+// thread's stack (from sp to the mapping's end) or, for the main thread,
+// as the anonymous memory the loader put it in. there is false when the
+// TCB's dtv does not lead to a plausible DTV: memory a core holds as
+// zeros (tcbAt's case on x86_64).
+func tlsAboveRange(t debuggee.Target, m maps.Mapping, fs, static uint64) (lo, hi uint64, there bool) {
+	word := func(addr uint64) (uint64, bool) {
+		var b [8]byte
+		if n, err := t.ReadAt(b[:], addr); err != nil || n != len(b) {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint64(b[:]), true
+	}
+	lo = fs
+	above := static
+	dtv, ok := word(fs)
+	if ok && dtv >= 16 && dtv%8 == 0 {
+		if n, ok := word(dtv - 16); ok && n > 0 {
+			there = true
+			n = min(n, maxDTV)
+			b := make([]byte, 16*n)
+			got, _ := t.ReadAt(b, dtv+16)
+			for i := 0; i+8 <= got; i += 16 {
+				if val := binary.LittleEndian.Uint64(b[i:]); val > fs && val < m.End {
+					above = max(above, val-fs)
+				}
+			}
+		}
+	}
+	hi = min(m.End, fs+min(m.End-fs, above+16+tcbAbove))
+	return lo, hi, there
+}

@@ -32,7 +32,7 @@ import (
 // aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: walk.go's pageSz is
 // x86_64's), the thread pointer's place relative to static TLS (TLS
 // variant I, sysdeps/aarch64/nptl/tls.h, where x86_64 has variant II:
-// internal/reach's tcache locator), and memory tagging: with
+// tcache.go's tlsOffsets and internal/reach's TLS roots), and memory tagging: with
 // glibc.mem.tagging (sysdeps/aarch64/libc-mtag.h, 2.33 on) the pointers
 // malloc returns, and so tcache entries' next links, carry a tag in their
 // top byte (arch.Arch.StripTag).

@@ -55,6 +55,11 @@ func (r Regs) PCOf(a *arch.Arch) uint64 { return r[a.Words.PC] }
 func (r Regs) SPOf(a *arch.Arch) uint64 { return r[a.Words.SP] }
 func (r Regs) TPOf(a *arch.Arch) uint64 { return r[a.Words.TP] }
 
+// SetPCOf and SetSPOf store the pc and the stack pointer of a thread of
+// machine a.
+func (r *Regs) SetPCOf(a *arch.Arch, v uint64) { r[a.Words.PC] = v }
+func (r *Regs) SetSPOf(a *arch.Arch, v uint64) { r[a.Words.SP] = v }
+
 // PC is the instruction pointer.
 func (r Regs) PC() uint64 { return r[RegRIP] }
 

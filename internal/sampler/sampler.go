@@ -815,10 +815,11 @@ func parseRecord(rec []byte) Record {
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
 		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
 		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), Shift: int(le.Uint32(rec[recFlags:]) >> 16 & 0xff)}
-	r.Regs[debuggee.RegRIP], r.Regs[debuggee.RegRSP] = le.Uint64(rec[recPC:]), le.Uint64(rec[recSP:])
+	r.Regs.SetPCOf(ringMachine, le.Uint64(rec[recPC:]))
+	r.Regs.SetSPOf(ringMachine, le.Uint64(rec[recSP:]))
 	// The ring's order of the callee-saved registers, which the hooks'
 	// code writes.
-	for i, reg := range [...]int{debuggee.RegRBX, debuggee.RegRBP, debuggee.RegR12, debuggee.RegR13, debuggee.RegR14, debuggee.RegR15} {
+	for i, reg := range ringRegs {
 		r.Regs[reg] = le.Uint64(rec[recRegs+8*i:])
 	}
 	if n := min(le.Uint64(rec[recStackLen:]), uint64(len(rec)-recStack)); n > 0 {

@@ -92,7 +92,8 @@ func (r *BlockedStacks) Read() {
 		}
 		r.last[tid] = before
 		var st unwind.Start
-		st.Regs[debuggee.RegRIP], st.Regs[debuggee.RegRSP] = before.PC, before.SP
+		st.Regs.SetPCOf(liveMachine, before.PC)
+		st.Regs.SetSPOf(liveMachine, before.SP)
 		r.learn(st, unwind.Stack{Addr: before.SP, Data: r.buf[:got], End: m.End})
 	}
 }

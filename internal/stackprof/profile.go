@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -229,10 +230,10 @@ func (c Call) Unwind() (unwind.Start, unwind.Stack) {
 // leaks drain does a few hundred thousand times a second.
 func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	st := unwind.Start{Regs: c.Regs, HaveCalleeSaved: true}
-	ret, sp := c.Regs.PC(), c.Regs.SP()
+	ret, sp := c.Regs.PCOf(liveMachine), c.Regs.SPOf(liveMachine)
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
-		st.Regs[debuggee.RegRIP] = ret - 1
+		st.Regs.SetPCOf(liveMachine, ret-1)
 		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
 	}
 	if cap(scratch) < 8+len(c.Stack) {
@@ -241,6 +242,12 @@ func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	data := scratch[:8+len(c.Stack)]
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], c.Stack)
-	st.Regs[debuggee.RegRIP], st.Regs[debuggee.RegRSP], st.AtEntry = c.Entry, sp-8, true
+	st.Regs.SetPCOf(liveMachine, c.Entry)
+	st.Regs.SetSPOf(liveMachine, sp-8)
+	st.AtEntry = true
 	return st, unwind.Stack{Addr: sp - 8, Data: data, End: c.StackEnd}, scratch
 }
+
+// liveMachine is the machine of every process a profile is built from: a
+// live one, which arenactl traces only on its own machine (arch.ForProcess).
+var liveMachine = arch.Host()

@@ -27,9 +27,6 @@ import (
 // what issue 31 has yet to move onto arch.Regs. A file leaves the list
 // when it stops; the test fails if a listed one no longer needs to be.
 var pending = []string{
-	"internal/glibc/inject/hijack_test.go",
-	"internal/stackprof/build_test.go",
-	"internal/stackprof/helpers_test.go",
 	"internal/debuggee/regs.go",
 	"internal/unwind/cfi.go",
 	"internal/unwind/cfi_test.go",

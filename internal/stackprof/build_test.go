@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/schema"
 	"github.com/arenactl/arenactl/internal/stackprof"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -303,7 +303,7 @@ func TestBuildOddStacks(t *testing.T) {
 	short := with(st.widget, 0x1000, 4096)
 	short.Stack.Data = short.Stack.Data[:24] // the return address into make_widget, little more
 	lost := with(st.widget, 0x2000, 4096)
-	lost.Start.Regs[debuggee.RegRIP] = 0x10 // no module there
+	lost.Start.Regs.SetPCOf(arch.Host(), 0x10) // no module there
 	p := stackprof.Build([]stackprof.Raw{short, lost, with(st.buffer, 0x3000, 4096)},
 		stackprof.Window{Duration: time.Second, Rate: 512 << 10}, st.u, st.s)
 	if p.Samples != 3 || p.Incomplete != 2 || p.Truncated != 1 || len(p.Sites) != 3 {

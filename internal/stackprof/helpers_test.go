@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
@@ -125,7 +126,8 @@ func (st *sites) call(t *testing.T, regs unwind.Start, stack unwind.Stack, calle
 		}
 		off := f.SP - stack.Addr
 		var r debuggee.Regs
-		r[debuggee.RegRIP], r[debuggee.RegRSP] = f.PC, f.SP
+		r.SetPCOf(arch.Host(), f.PC)
+		r.SetSPOf(arch.Host(), f.SP)
 		return stackprof.Call{Regs: r, Stack: stack.Data[off:min(len(stack.Data), int(off)+sampleStack)], StackEnd: stack.End}
 	}
 	t.Fatalf("no frame of %s in the parked thread's stack", caller)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -35,7 +35,8 @@ func blockedState(t *testing.T, pid, tid int) ThreadState {
 	}
 	hex := func(s string) uint64 { v, _ := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64); return v }
 	ts := ThreadState{Tid: tid}
-	ts.Regs[debuggee.RegRSP], ts.Regs[debuggee.RegRIP] = hex(f[7]), hex(f[8])
+	ts.Regs.SetSPOf(arch.Host(), hex(f[7]))
+	ts.Regs.SetPCOf(arch.Host(), hex(f[8]))
 	ts.Syscall, _ = strconv.ParseInt(f[0], 10, 64)
 	for i := range ts.Args {
 		ts.Args[i] = hex(f[1+i])
@@ -122,7 +123,7 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 	}
 	// And running code inside libc is never borrowed.
 	ts = ThreadState{Tid: pid, Regs: ts.Regs, Syscall: -1}
-	ts.Regs[debuggee.RegRIP] = libc.Text[0].Start + 0x100
+	ts.Regs.SetPCOf(arch.Host(), libc.Text[0].Start+0x100)
 	if err := policy.Check(ts, mem); err == nil || !strings.Contains(err.Error(), "running code inside libc") {
 		t.Errorf("pc in libc: %v", err)
 	}

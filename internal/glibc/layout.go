@@ -29,8 +29,8 @@ import (
 // size only; TCACHE_MAX_BINS, the tcache counts' type and tcache_entry's
 // key and next are machine-independent C. What differs on aarch64 lies
 // outside these structs: the page size a heap and an mmapped chunk are
-// aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: walk.go's pageSz is
-// x86_64's), the thread pointer's place relative to static TLS (TLS
+// aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: walk.go's trimPage
+// reads it; its pageSz, 4 KiB, divides them all), the thread pointer's place relative to static TLS (TLS
 // variant I, sysdeps/aarch64/nptl/tls.h, where x86_64 has variant II:
 // tcache.go's tlsOffsets and internal/reach's TLS roots), and memory tagging: with
 // glibc.mem.tagging (sysdeps/aarch64/libc-mtag.h, 2.33 on) the pointers

@@ -943,11 +943,13 @@ spans:
 // trimRanges predicts malloc_trim's madvise calls on this arena (mtrim in
 // malloc/malloc.c): whole pages inside the unsorted bin and the bins
 // that can hold at least a page, past the 48 bytes of the chunk header and
-// links; for the main arena also the top chunk above pad (systrim). Fastbin
+// links; for the main arena also the top chunk above pad (systrim); in
+// pages of the target's size (trimPage). Fastbin
 // consolidation, which malloc_trim does first, is not modelled.
 func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 	const hdr = 48 // sizeof(struct malloc_chunk): header and the links it keeps
-	psindex := largebinIndex(pageSz)
+	ps := trimPage(wk.mem.mem)
+	psindex := largebinIndex(ps)
 	for i := 1; i < nbins; i++ {
 		if i != 1 && i < psindex {
 			continue
@@ -960,10 +962,10 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 			seen[r] = true
 			raw, _ := wk.mem.word(r + 8)
 			size := raw &^ sizeBits
-			if size > pageSz-1+hdr && !wk.badSize[r] {
-				paligned := (r + hdr + pageSz - 1) &^ (pageSz - 1)
-				if rest := size - (paligned - r); paligned-r < size && rest > pageSz-1 {
-					aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: paligned, End: paligned + rest&^(pageSz-1)})
+			if size > ps-1+hdr && !wk.badSize[r] {
+				paligned := (r + hdr + ps - 1) &^ (ps - 1)
+				if rest := size - (paligned - r); paligned-r < size && rest > ps-1 {
+					aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: paligned, End: paligned + rest&^(ps-1)})
 				}
 			}
 			r, _ = wk.mem.word(r + 16)
@@ -971,13 +973,27 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 	}
 	if aw.Main && aw.TopSize > minChunk+1 {
 		// systrim with pad 0: everything above MINSIZE+1 bytes of top, in pages.
-		extra := (aw.TopSize - minChunk - 1) &^ (pageSz - 1)
+		extra := (aw.TopSize - minChunk - 1) &^ (ps - 1)
 		end := aw.Top + aw.TopSize
 		if extra > 0 {
 			aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: end - extra, End: end})
 		}
 	}
 	sort.Slice(aw.TrimRanges, func(i, j int) bool { return aw.TrimRanges[i].Start < aw.TrimRanges[j].Start })
+}
+
+// trimPage is the page size malloc_trim rounds to (GLRO(dl_pagesize) in
+// mtrim and systrim, malloc/malloc.c): the target's, where mem says it (a
+// core's or a live process's AT_PAGESZ: 16 or 64 KiB on some aarch64
+// kernels), else 4 KiB.
+func trimPage(mem Memory) uint64 {
+	if p, ok := mem.(interface{ PageSize() uint64 }); ok {
+		switch ps := p.PageSize(); ps {
+		case 4096, 16384, 65536:
+			return ps
+		}
+	}
+	return pageSz
 }
 
 // largebinIndex is glibc's bin_index for x86_64.

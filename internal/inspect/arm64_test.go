@@ -22,6 +22,10 @@ import (
 // own), and heap classes every object as heapobjs told it about itself.
 var arm64Fixtures = []string{"2.36-kernel", "2.36-16k-kernel"}
 
+// arm64Page is each fixture's page size (AT_PAGESZ), which malloc_trim
+// rounds to.
+var arm64Page = map[string]uint64{"2.36-kernel": 4096, "2.36-16k-kernel": 16384}
+
 func arm64Dir(t *testing.T) (dir, sysroot string) {
 	dir = filepath.Join(testutil.RepoRoot(t), "testdata", "cores", "arm64")
 	return dir, filepath.Join(dir, "sysroot")
@@ -56,6 +60,16 @@ func TestAArch64CoreInfoIsMallocInfo(t *testing.T) {
 			}
 			if len(arenas) != 3 {
 				t.Errorf("the threads are on %d arenas, want 3", len(arenas))
+			}
+			// What malloc_trim could give back is in the target's pages
+			// (GLRO(dl_pagesize)), not 4 KiB ones.
+			ps := arm64Page[fx]
+			for _, a := range rep.ReadOnly.Walk.Arenas {
+				for _, r := range a.TrimRanges {
+					if r.Start%ps != 0 || r.End%ps != 0 || r.End <= r.Start {
+						t.Errorf("arena %#x: trimmable range %#x-%#x is not in %d-byte pages", a.Addr, r.Start, r.End, ps)
+					}
+				}
 			}
 			// From the core's memory alone (no libc file), the same bytes.
 			o := inspect.CoreOptions{Sysroot: sysroot}

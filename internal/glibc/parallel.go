@@ -163,7 +163,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 func (wk *walker) fork() *walker {
 	c := newBlockMemSized(wk.mem.mem, wk.mem.size)
 	c.noWin = wk.mem.noWin
-	return &walker{mem: c, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
+	return &walker{mem: c, page: wk.page, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
 }
 
 // A long heap (the main arena's, or a thread arena's heap of up to

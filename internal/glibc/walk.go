@@ -173,6 +173,7 @@ const (
 
 type walker struct {
 	mem       *blockMem
+	page      uint64 // the target's page size, for what malloc_trim gives back (trimPage)
 	lay       Layout
 	ms        []maps.Mapping
 	spans     *rwSpans // the readable, writable ones of ms, once needed
@@ -269,6 +270,7 @@ func (wk *walker) begin(a Anchors) (*Walk, error) {
 
 func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
+	wk.page = trimPage(wk.mem.mem) // once: a live target reads its auxv for it
 	w, err := wk.begin(a)
 	defer wk.mem.releaseWindows()
 	if err != nil {
@@ -948,7 +950,10 @@ spans:
 // consolidation, which malloc_trim does first, is not modelled.
 func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 	const hdr = 48 // sizeof(struct malloc_chunk): header and the links it keeps
-	ps := trimPage(wk.mem.mem)
+	ps := wk.page
+	if ps == 0 {
+		ps = pageSz
+	}
 	psindex := largebinIndex(ps)
 	for i := 1; i < nbins; i++ {
 		if i != 1 && i < psindex {

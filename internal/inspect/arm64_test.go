@@ -19,7 +19,8 @@ import (
 // gives it (and, for info, from memory alone): info's malloc_info is byte for byte the XML glibc 2.36 printed
 // in the target just before its core was taken, every thread's tcache is
 // found (aarch64's TLS is variant I, its tcache has no GOT slot of its
-// own), and heap classes every object as heapobjs told it about itself.
+// own), and heap classes every object as heapobjs told it about itself
+// and names the object that pins an arena's free memory.
 var arm64Fixtures = []string{"2.36-kernel", "2.36-16k-kernel"}
 
 // arm64Page is each fixture's page size (AT_PAGESZ), which malloc_trim
@@ -99,10 +100,17 @@ func TestAArch64CoreHeapClassesAsTheTargetSays(t *testing.T) {
 			type obj struct{ class, typ string }
 			want := map[uint64]obj{}
 			var addrs []uint64
+			var pin uint64 // the PinObj, which keeps its arena's free memory in the heap
 			sc := bufio.NewScanner(f)
 			for sc.Scan() {
 				w := strings.Fields(sc.Text())
-				if len(w) != 3 || w[0] == "pin" {
+				if len(w) == 3 && w[0] == "pin" {
+					if pin, err = strconv.ParseUint(w[1], 0, 64); err != nil {
+						t.Fatalf("truth line %q", sc.Text())
+					}
+					continue
+				}
+				if len(w) != 3 {
 					continue
 				}
 				a, err := strconv.ParseUint(w[1], 0, 64)
@@ -121,6 +129,13 @@ func TestAArch64CoreHeapClassesAsTheTargetSays(t *testing.T) {
 			}
 			if len(rep.Lookups) != len(addrs) {
 				t.Fatalf("%d lookups for %d addresses", len(rep.Lookups), len(addrs))
+			}
+			pinned := false
+			for _, a := range rep.Arenas {
+				pinned = pinned || a.Highest == pin && a.HighestTyp == "PinObj" && a.FreeBelow > 0
+			}
+			if pin == 0 || !pinned {
+				t.Errorf("the PinObj at %#x is not named as the highest chunk below its arena's top: %+v", pin, rep.Arenas)
 			}
 			for _, l := range rep.Lookups {
 				w := want[l.Addr]

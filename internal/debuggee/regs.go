@@ -6,9 +6,10 @@ import "github.com/arenactl/arenactl/internal/arch"
 // machine's NT_PRSTATUS holds them in pr_reg (arch.Arch.Prstatus): on
 // x86_64 the 27 words of struct user_regs_struct, whose indexes are below;
 // on aarch64 the 34 of struct user_pt_regs, then the thread pointer
-// (NT_ARM_TLS). PCOf, SPOf and TPOf find them for either machine; PC, SP
-// and FsBase, and the indexes, are x86_64's (issue 31 moves their users
-// onto arch). Every consumer
+// (NT_ARM_TLS). PCOf, SPOf and TPOf find them for either machine (and a
+// Thread's PC, SP and TP for its own); Regs' PC and SP, and the indexes,
+// are x86_64's, left for the unwinder and tests (issue 31 moves them onto
+// arch). Every consumer
 // takes this one type, whether the registers came from a stopped thread, a
 // core, a perf sample or the heap sampler's ring; one that knows only some
 // of them (a stack sample: pc, sp and the callee-saved ones) leaves the
@@ -66,6 +67,3 @@ func (r Regs) PC() uint64 { return r[RegRIP] }
 // SP is the stack pointer.
 func (r Regs) SP() uint64 { return r[RegRSP] }
 
-// FsBase is the thread pointer: glibc's TLS (tcache, thread_arena) hangs
-// off it.
-func (r Regs) FsBase() uint64 { return r[RegFSBase] }

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -625,7 +626,7 @@ func (w *growthWatch) site(smp *perf.Sample) int {
 // stackOf is where a sample's unwinding starts and the stack it reads,
 // bounded by the mapping that holds it.
 func (w *growthWatch) stackOf(smp *perf.Sample) (unwind.Start, unwind.Stack) {
-	sp := smp.Regs.SP()
+	sp := smp.Regs.SPOf(arch.Host())
 	st := unwind.Stack{Addr: sp, Data: smp.Stack}
 	if m, ok := maps.Find(w.cur, sp); ok {
 		st.End = m.End
@@ -1033,7 +1034,7 @@ func (w *growthWatch) charge(name string, args [6]uint64, ret int64, si int, smp
 // never seen so).
 func (w *growthWatch) ownStack(smp *perf.Sample, addr uint64) bool {
 	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
-		m, ok := maps.Find(ms, smp.Regs.SP())
+		m, ok := maps.Find(ms, smp.Regs.SPOf(arch.Host()))
 		if !ok {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -336,7 +337,7 @@ func nextDrain(n int, since time.Duration, slots int) time.Duration {
 // keeps no stack.
 func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scratch []byte) (stackprof.Raw, []byte) {
 	c := stackprof.Call{Entry: fn, Regs: r.Regs, Stack: r.Stack}
-	if m, ok := maps.Find(ms, r.Regs.SP()); ok {
+	if m, ok := maps.Find(ms, r.Regs.SPOf(arch.Host())); ok {
 		c.StackEnd = m.End
 	}
 	start, st, scratch := c.UnwindWith(scratch)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -113,8 +114,8 @@ func (p *HijackPolicy) Check(ts ThreadState, mem glibc.Memory) error {
 				return fmt.Errorf("waiting on %s", why)
 			}
 		}
-	} else if s, ok := find(p.ownText, ts.Regs.PC()); ok {
-		return fmt.Errorf("running code inside %s (pc %#x)", s.name, ts.Regs.PC())
+	} else if s, ok := find(p.ownText, ts.Regs.PCOf(arch.Host())); ok {
+		return fmt.Errorf("running code inside %s (pc %#x)", s.name, ts.Regs.PCOf(arch.Host()))
 	}
 	return p.scanStack(ts, mem)
 }
@@ -141,7 +142,7 @@ func (p *HijackPolicy) allocatorLock(addr uint64) string {
 // was safe; it never makes it accept one that was not, as long as frames
 // keep return addresses on the stack.
 func (p *HijackPolicy) scanStack(ts ThreadState, mem glibc.Memory) error {
-	sp := ts.Regs.SP()
+	sp := ts.Regs.SPOf(arch.Host())
 	m, ok := maps.Find(p.stackOf, sp)
 	if !ok {
 		return fmt.Errorf("stack pointer %#x is in no mapping", sp)

@@ -66,4 +66,3 @@ func (r Regs) PC() uint64 { return r[RegRIP] }
 
 // SP is the stack pointer.
 func (r Regs) SP() uint64 { return r[RegRSP] }
-

@@ -27,6 +27,7 @@ type Target struct {
 	proc      *ptrace.Process
 	frozen    *Frozen // the freeze in force, if any
 	arch      *arch.Arch
+	pageSize  uint64 // AT_PAGESZ, read once at load: it never changes
 	// ImageXState makes Image keep every stopped thread's extended state
 	// (FPU, SSE, AVX) in FrozenThreads, as a core's notes want it. It is
 	// read from each thread while all of them wait: a walk or a scan,
@@ -126,6 +127,7 @@ func (t *Target) load(allow int) error {
 	if t.arch, err = t.readArch(); err != nil {
 		return err
 	}
+	t.pageSize = t.readPageSize()
 	// Finding libc and choosing a thread need the ranges and classes, not
 	// the smaps counters: every report reads those again when it needs
 	// them (after the thread is released, or just before the call), and

@@ -18,8 +18,12 @@ func (t *Target) Process() debuggee.Process { return debuggee.Process{Pid: t.Pid
 func (t *Target) Arch() *arch.Arch { return t.arch }
 
 // PageSize is the process's page size, as the kernel told it (AT_PAGESZ in
-// /proc/PID/auxv), or its machine's usual one when that cannot be read.
-func (t *Target) PageSize() uint64 {
+// /proc/PID/auxv), or its machine's usual one when that cannot be read. It
+// is read once when the process is opened, before anything is stopped: a
+// walk under a freeze or an arena's lock asks for it.
+func (t *Target) PageSize() uint64 { return t.pageSize }
+
+func (t *Target) readPageSize() uint64 {
 	if b, err := os.ReadFile(t.proc.Dir() + "/auxv"); err == nil {
 		if ps, ok := t.arch.PageSizeFromAuxv(b); ok {
 			return ps

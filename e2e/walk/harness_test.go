@@ -57,4 +57,5 @@ const (
 	exitBadCore     = h.ExitBadCore
 	exitNoMemory    = h.ExitNoMemory
 	exitInterrupted = h.ExitInterrupted
+	exitArch        = h.ExitArch
 )

@@ -264,6 +264,12 @@ func readHeld(ctx context.Context, t holder, h *heap.Heap, mode Hold, o Options,
 // summary after. A static executable is accepted: its own copy of glibc's
 // malloc is read.
 func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Report, err error) {
+	return readOnly(ctx, pid, o, mode, nil)
+}
+
+// readOnly is ReadOnly; at, when set, is told when the walk began: the
+// moment the image (or the freeze) holds.
+func readOnly(ctx context.Context, pid int, o Options, mode Hold, at *time.Time) (_ *report.Report, err error) {
 	if err := budget.Check(pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, err
 	}
@@ -282,6 +288,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	var walk *glibc.Walk
 	var caches []glibc.ThreadCache
 	ro, err := readHeld(ctx, t, h, mode, o, func(hh *heap.Heap) (err error) {
+		if at != nil {
+			*at = time.Now()
+		}
 		walk, caches, err = hh.Walk()
 		return err
 	})

@@ -58,12 +58,12 @@ const (
 // one is due (due), one goroutine makes it, and the next interval the
 // collector keeps takes its figures (take).
 type walker struct {
-	every, maxStop       time.Duration
+	every, maxStop      time.Duration
 	stopShare, cpuShare float64
-	wg             sync.WaitGroup
-	busy           atomic.Bool
-	mu             sync.Mutex
-	result         *report.MallocLevel
+	wg                  sync.WaitGroup
+	busy                atomic.Bool
+	mu                  sync.Mutex
+	result              *report.MallocLevel
 	// The collector's own, and the walk goroutine's once it ends (under
 	// mu): when the next walk is due, the stop per heap byte measured,
 	// the failures in a row.

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/budget"
+	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -73,6 +75,10 @@ type walker struct {
 	failures    int
 	paused, off bool
 	stretched   time.Duration // the most stretched cadence said
+	// The process and its allocator, opened read-only at the first walk
+	// and kept: the walk goroutine's (one at a time), closed by waitWalks.
+	t *live.Target
+	h *heap.Heap
 }
 
 // take returns the figures of a walk that ended since the last call.
@@ -146,11 +152,8 @@ func (rc *recSession) walkOnce(bytes uint64) (*report.MallocLevel, error) {
 	o.Note, o.NoResidency = nil, false
 	// A trigger's snapshot and the sampler's rescans stop the threads
 	// too: one at a time.
-	rc.stops.Lock()
 	cpu0 := processCPU()
-	var at time.Time
-	rep, err := readOnly(rc.ctx, rc.pid, o, HoldImage, &at)
-	rc.stops.Unlock()
+	rep, at, err := rc.readOnly(o)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +165,7 @@ func (rc *recSession) walkOnce(bytes uint64) (*report.MallocLevel, error) {
 		l, _ := wf.Line(id)
 		return l.Bytes
 	}
-	lvl := &report.MallocLevel{At: at.Round(0), Held: line(report.LineHeld), Tcache: line(report.LineTcache),
+	lvl := &report.MallocLevel{At: at.Walked.Round(0), ResidentAt: at.Resident.Round(0), Held: line(report.LineHeld), Tcache: line(report.LineTcache),
 		Trimmable: line(report.LineTrimmable), Pinned: line(report.LinePinned), Mmapped: line(report.LineMmapped),
 		Cpu: processCPU() - cpu0}
 	if ro := rep.ReadOnly; ro != nil {
@@ -202,6 +205,41 @@ func (w *walker) measured(bytes uint64, stop time.Duration) {
 	if bytes >= 1<<30 {
 		w.perGiB = max(time.Duration(float64(stop-w.base)/(float64(bytes)/(1<<30))), time.Millisecond)
 	}
+}
+
+// readOnly walks the process over an image. The process and its
+// allocator are opened at the first walk and kept (their symbols come
+// from files: reading them again at every walk cost more than the walk of
+// a small heap); the mappings are read again before each.
+func (rc *recSession) readOnly(o Options) (*report.Report, readTimes, error) {
+	var at readTimes
+	if err := budget.Check(rc.pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
+		return nil, at, err
+	}
+	w := &rc.walks
+	if w.t == nil {
+		t, err := live.OpenReadOnly(rc.pid)
+		if err != nil {
+			return nil, at, err
+		}
+		h, err := openHeap(t, o.DebugDirs, o.Jobs)
+		if err != nil {
+			t.Close()
+			return nil, at, err
+		}
+		w.t, w.h = t, h
+	} else if err := w.t.RefreshRanges(); err != nil {
+		return nil, at, w.t.Explain(err)
+	}
+	// A trigger's snapshot and the sampler's rescans stop the threads
+	// too: one at a time.
+	rc.stops.Lock()
+	rep, err := readOnlyWith(rc.ctx, w.t, w.h, o, HoldImage, &at)
+	rc.stops.Unlock()
+	if err != nil {
+		return nil, at, w.t.Explain(err)
+	}
+	return rep, at, nil
 }
 
 // walked keeps a walk's figures for the next interval and sets when the
@@ -255,5 +293,13 @@ func processCPU() time.Duration {
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// waitWalks waits for a walk under way.
-func (rc *recSession) waitWalks() { rc.walks.wg.Wait() }
+// waitWalks waits for a walk under way, and closes what the walks kept
+// open.
+func (rc *recSession) waitWalks() {
+	w := &rc.walks
+	w.wg.Wait()
+	if w.t != nil {
+		w.t.Close()
+		w.t, w.h = nil, nil
+	}
+}

@@ -134,8 +134,13 @@ type RecordedInterval struct {
 // holds, what malloc keeps free and resident (trimmable now, or pinned),
 // what is free and already given back, the threads' tcaches.
 type MallocLevel struct {
-	// At is when the image was made: the figures are of that moment.
-	At time.Time `json:"at"`
+	// At is when the image was made: the walk's figures are of that
+	// moment. ResidentAt is when the pagemap of the live process was read
+	// for which free pages are resident, after the walk: the split of
+	// free memory into trimmable, pinned and not resident is of then (a
+	// malloc_trim between the two shows as free and not resident).
+	At         time.Time `json:"at"`
+	ResidentAt time.Time `json:"resident_at"`
 	// Held is the waterfall's held line: bytes the program holds in the
 	// heaps, resident (the tcaches' chunks not included).
 	Held uint64 `json:"held"`

@@ -68,8 +68,11 @@ type RecordedInt struct {
 // RecordedMalloc is what a read-only walk said of malloc's memory, split
 // as info's waterfall splits it (docs/commands/record.md).
 type RecordedMalloc struct {
-	// Time is when the image the walk read was made.
-	Time string `json:"time"`
+	// Time is when the image the walk read was made; ResidentTime when
+	// the live process's pagemap was read, after the walk, for which free
+	// pages are resident.
+	Time         string `json:"time"`
+	ResidentTime string `json:"resident_time"`
 	// HeldBytes: held by the program, resident, tcaches not included.
 	HeldBytes   uint64 `json:"held_bytes"`
 	TcacheBytes uint64 `json:"tcache_bytes"`
@@ -181,7 +184,7 @@ func NewRecording(r *report.Recording) Recording {
 			o.Held = append(o.Held, held(h))
 		}
 		if m := iv.Malloc; m != nil {
-			o.Malloc = &RecordedMalloc{Time: rfc(m.At), HeldBytes: m.Held, TcacheBytes: m.Tcache, TrimmableBytes: m.Trimmable,
+			o.Malloc = &RecordedMalloc{Time: rfc(m.At), ResidentTime: rfc(m.ResidentAt), HeldBytes: m.Held, TcacheBytes: m.Tcache, TrimmableBytes: m.Trimmable,
 				PinnedBytes: m.Pinned, FreeNotResidentBytes: m.FreeNotResident, MmappedBytes: m.Mmapped,
 				Arenas: []RecordedArenaMalloc{}, StopUs: us(m.Stop), CpuUs: us(m.Cpu)}
 			for _, a := range m.Arenas {

@@ -104,9 +104,6 @@ FILE' prints a recording.`,
 					return &usageError{msg: "--walk-budget is STOP_SHARE,CPU_SHARE, each in (0, 1]"}
 				}
 			}
-			if rf.walkEvery < 0 || rf.walkMaxStop <= 0 {
-				return &usageError{msg: "--walk-every must be 0 (no walks) or more, --walk-max-stop more than 0"}
-			}
 			out, err := inspect.Record(c.Context(), parsePid(args), o)
 			if out == nil {
 				return recordOutErr(rf.out, err)

@@ -213,6 +213,11 @@ func (w *walker) measured(bytes uint64, stop time.Duration) {
 // a small heap); the mappings are read again before each.
 func (rc *recSession) readOnly(o Options) (*report.Report, readTimes, error) {
 	var at readTimes
+	// A trigger's snapshot and the sampler's rescans stop the threads
+	// too: one at a time. And budget.Check sets the process-wide limits
+	// of the walk's caches, which a snapshot's sets too.
+	rc.stops.Lock()
+	defer rc.stops.Unlock()
 	if err := budget.Check(rc.pid, budget.Walk, o.MaxMemory, o.Jobs); err != nil {
 		return nil, at, err
 	}
@@ -231,11 +236,7 @@ func (rc *recSession) readOnly(o Options) (*report.Report, readTimes, error) {
 	} else if err := w.t.RefreshRanges(); err != nil {
 		return nil, at, w.t.Explain(err)
 	}
-	// A trigger's snapshot and the sampler's rescans stop the threads
-	// too: one at a time.
-	rc.stops.Lock()
 	rep, err := readOnlyWith(rc.ctx, w.t, w.h, o, HoldImage, &at)
-	rc.stops.Unlock()
 	if err != nil {
 		return nil, at, w.t.Explain(err)
 	}

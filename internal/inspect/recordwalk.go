@@ -24,11 +24,12 @@ import (
 // walk then runs beside the process, on arenactl's CPU. Both are bounded:
 //
 //   - before a walk, its stop is predicted from the heaps' resident
-//     bytes: the least stop measured so far (stopping the threads, the
-//     clone itself) plus, per GiB, what the last walk of at least 1 GiB
-//     measured beyond that (before one, stopPerGiB); a walk whose stop
-//     would pass WalkMaxStop is not made, and the recording says so once
-//     (an EventWalk), and again when walks resume;
+//     bytes at the stop per GiB the last walk of at least 1 GiB measured
+//     (before one, stopPerGiB); a walk whose stop would pass WalkMaxStop
+//     is not made, and the recording says so once (an EventWalk), and
+//     again when walks resume. A smaller heap's stop is mostly the
+//     machine's noise (stopping the threads, the scheduler), not the
+//     heap's: it stretches the cadence below, it does not pause walks;
 //   - after a walk, the next waits at least stop/StopShare and
 //     cpu/CPUShare, so that over time the process is stopped at most
 //     StopShare of the time and arenactl's walks take at most CPUShare of
@@ -70,8 +71,7 @@ type walker struct {
 	// mu): when the next walk is due, the stop per heap byte measured,
 	// the failures in a row.
 	next        time.Time
-	base        time.Duration // the least stop measured
-	perGiB      time.Duration // beyond base, from a walk of at least 1 GiB
+	perGiB      time.Duration // the stop per GiB of the last walk of at least 1 GiB
 	failures    int
 	paused, off bool
 	stretched   time.Duration // the most stretched cadence said
@@ -189,22 +189,17 @@ func (w *walker) predict(bytes uint64) time.Duration {
 	if per == 0 {
 		per = stopPerGiB
 	}
-	return w.base + time.Duration(float64(per)*float64(bytes)/(1<<30))
+	return time.Duration(float64(per) * float64(bytes) / (1 << 30))
 }
 
 // measured learns from a walk's stop with bytes of heap resident.
 func (w *walker) measured(bytes uint64, stop time.Duration) {
-	if stop <= 0 {
+	if stop <= 0 || bytes < 1<<30 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.base == 0 || stop < w.base {
-		w.base = stop
-	}
-	if bytes >= 1<<30 {
-		w.perGiB = max(time.Duration(float64(stop-w.base)/(float64(bytes)/(1<<30))), time.Millisecond)
-	}
+	w.perGiB = time.Duration(float64(stop) / (float64(bytes) / (1 << 30)))
 }
 
 // readOnly walks the process over an image. The process and its

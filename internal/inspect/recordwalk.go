@@ -24,7 +24,7 @@ import (
 // walk then runs beside the process, on arenactl's CPU. Both are bounded:
 //
 //   - before a walk, its stop is predicted from the heaps' resident
-//     bytes at the stop per GiB the last walk of at least 1 GiB measured
+//     bytes at the least stop per GiB a walk of at least 1 GiB measured
 //     (before one, stopPerGiB); a walk whose stop would pass WalkMaxStop
 //     is not made, and the recording says so once (an EventWalk), and
 //     again when walks resume. A smaller heap's stop is mostly the
@@ -71,7 +71,7 @@ type walker struct {
 	// mu): when the next walk is due, the stop per heap byte measured,
 	// the failures in a row.
 	next        time.Time
-	perGiB      time.Duration // the stop per GiB of the last walk of at least 1 GiB
+	perGiB      time.Duration // the least stop per GiB of a walk of at least 1 GiB
 	failures    int
 	paused, off bool
 	stretched   time.Duration // the most stretched cadence said
@@ -199,7 +199,11 @@ func (w *walker) measured(bytes uint64, stop time.Duration) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.perGiB = time.Duration(float64(stop) / (float64(bytes) / (1 << 30)))
+	// The least measured: the machine's load only adds to a stop, and a
+	// stop taken too high would pause the walks for good.
+	if per := time.Duration(float64(stop) / (float64(bytes) / (1 << 30))); w.perGiB == 0 || per < w.perGiB {
+		w.perGiB = per
+	}
 }
 
 // readOnly walks the process over an image. The process and its

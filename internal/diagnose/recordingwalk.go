@@ -21,8 +21,9 @@ func walkFindings(iv *report.RecordedInterval, m *report.MallocLevel) []Finding 
 	if m.Pinned >= minSavings && float64(m.Pinned) >= fragPercent/100.0*float64(heap) {
 		fs = append(fs, Finding{ID: "fragmentation", Severity: Warning,
 			Title: "the heaps keep free memory resident between chunks still in use",
-			Evidence: []string{fmt.Sprintf("at the walk of %s: %s free and resident that malloc_trim cannot give back (pieces of pages beside held chunks, thread arenas' tops), of %s of heaps resident now",
-				at, mb(m.Pinned), mb(heap))},
+			Evidence: []string{fmt.Sprintf("at the walk of %s: %s free and resident that malloc_trim cannot give back, of %s of heaps resident now", at, mb(m.Pinned), mb(heap)),
+				fmt.Sprintf("what pins it: %s in pieces of pages shared with held chunks, fastbins and chunk headers; %s at the top of thread arenas (malloc_trim leaves them, only free() shrinks them above trim_threshold)",
+					mb(m.Pinned-min(m.Pinned, m.PinnedTops)), mb(m.PinnedTops))},
 			Fix:     "MALLOC_ARENA_MAX=2 makes fewer heaps to fragment; MALLOC_TRIM_THRESHOLD_=131072 lets free() give thread arenas' tops back",
 			Savings: m.Pinned})
 	}

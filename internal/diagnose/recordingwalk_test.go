@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestOverTimeWalkFindings(t *testing.T) {
 		if i%2 == 1 {
 			m := &report.MallocLevel{At: iv.End(), Held: 150 * mib, Pinned: mib, Arenas: []report.ArenaMalloc{{Index: 0}}}
 			if i >= 3 {
-				m.Pinned = 70 * mib // 35% of the heaps
+				m.Pinned, m.PinnedTops = 70*mib, 30*mib // 35% of the heaps
 			}
 			if i >= 5 {
 				m.Trimmable = 20 * mib
@@ -38,6 +39,9 @@ func TestOverTimeWalkFindings(t *testing.T) {
 	last := map[string]time.Time{}
 	for _, f := range OverTime(rec) {
 		first[f.ID], last[f.ID] = f.First, f.Last
+		if f.ID == "fragmentation" && (len(f.Evidence) < 2 || !strings.Contains(f.Evidence[1], "40.0 MiB in pieces of pages") || !strings.Contains(f.Evidence[1], "30.0 MiB at the top of thread arenas")) {
+			t.Errorf("fragmentation does not say what pins the free memory: %q", f.Evidence)
+		}
 	}
 	for id, i := range map[string]int{"fragmentation": 3, "trimmable-free": 5, "arena-bloat": 7} {
 		if want := rec.Intervals[i].End(); !first[id].Equal(want) || !last[id].Equal(rec.Intervals[9].End()) {

@@ -173,6 +173,7 @@ func (rc *recSession) walkOnce(bytes uint64) (*report.MallocLevel, error) {
 	}
 	if r := rep.Residency; r != nil {
 		lvl.FreeNotResident = r.FreeWhole - min(r.FreeWhole, r.FreeWholeResident)
+		lvl.PinnedTops = min(r.ThreadTops, lvl.Pinned) // as the waterfall's pinned line details it
 	}
 	for i := range rep.Malloc.Arenas {
 		a := &rep.Malloc.Arenas[i]

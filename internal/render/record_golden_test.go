@@ -41,7 +41,7 @@ func goldenRecording() *report.Recording {
 			iv.Held = append(iv.Held, report.StackHeld{Stack: 2, Bytes: float64(p.b * mib), Var: 1e12, Objects: float64(p.b * 21), Sampled: int(p.b * 2)})
 		}
 		if i%2 == 1 || i == 4 {
-			iv.Malloc = &report.MallocLevel{At: start.Add(500 * time.Millisecond), ResidentAt: start.Add(520 * time.Millisecond), Held: p.held, Tcache: 64 << 10, Trimmable: p.tr, Pinned: p.pin,
+			iv.Malloc = &report.MallocLevel{At: start.Add(500 * time.Millisecond), ResidentAt: start.Add(520 * time.Millisecond), Held: p.held, Tcache: 64 << 10, Trimmable: p.tr, Pinned: p.pin, PinnedTops: p.pin / 4,
 				FreeNotResident: p.nres, Arenas: []report.ArenaMalloc{{Index: 0, InUse: p.held + 64<<10, Free: p.tr + p.pin + p.nres}},
 				Stop: 1200 * time.Microsecond, Cpu: 40 * time.Millisecond}
 		}

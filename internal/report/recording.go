@@ -151,6 +151,11 @@ type MallocLevel struct {
 	// of pages beside held chunks, thread arenas' tops).
 	Trimmable uint64 `json:"trimmable"`
 	Pinned    uint64 `json:"pinned"`
+	// PinnedTops is the part of Pinned at the top of thread arenas
+	// (malloc_trim leaves them; only free() shrinks them, above
+	// trim_threshold); the rest of Pinned is pieces of pages beside held
+	// chunks, fastbins and chunk headers.
+	PinnedTops uint64 `json:"pinned_tops"`
 	// FreeNotResident is whole free pages not in RAM (trimmed, or never
 	// touched).
 	FreeNotResident uint64 `json:"free_not_resident"`

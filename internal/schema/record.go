@@ -80,6 +80,9 @@ type RecordedMalloc struct {
 	// PinnedBytes: the rest of the free resident bytes.
 	TrimmableBytes uint64 `json:"trimmable_bytes"`
 	PinnedBytes    uint64 `json:"pinned_bytes"`
+	// PinnedTopsBytes: of PinnedBytes, at the top of thread arenas (only
+	// free() shrinks them); the rest is pieces of pages beside held chunks.
+	PinnedTopsBytes uint64 `json:"pinned_tops_bytes"`
 	// FreeNotResidentBytes: whole free pages not in RAM.
 	FreeNotResidentBytes uint64 `json:"free_not_resident_bytes"`
 	// MmappedBytes: the resident bytes of chunks mmapped on their own.
@@ -185,7 +188,7 @@ func NewRecording(r *report.Recording) Recording {
 		}
 		if m := iv.Malloc; m != nil {
 			o.Malloc = &RecordedMalloc{Time: rfc(m.At), ResidentTime: rfc(m.ResidentAt), HeldBytes: m.Held, TcacheBytes: m.Tcache, TrimmableBytes: m.Trimmable,
-				PinnedBytes: m.Pinned, FreeNotResidentBytes: m.FreeNotResident, MmappedBytes: m.Mmapped,
+				PinnedBytes: m.Pinned, PinnedTopsBytes: m.PinnedTops, FreeNotResidentBytes: m.FreeNotResident, MmappedBytes: m.Mmapped,
 				Arenas: []RecordedArenaMalloc{}, StopUs: us(m.Stop), CpuUs: us(m.Cpu)}
 			for _, a := range m.Arenas {
 				o.Malloc.Arenas = append(o.Malloc.Arenas, RecordedArenaMalloc{Index: a.Index, InUseBytes: a.InUse, FreeBytes: a.Free})

@@ -90,6 +90,7 @@ type Walk struct {
 	Tcache          uint64  `json:"tcache"`
 	Trimmable       uint64  `json:"trimmable"`
 	Pinned          uint64  `json:"pinned"`
+	PinnedTops      uint64  `json:"pinned_tops"`
 	FreeNotResident uint64  `json:"free_not_resident"`
 	Mmapped         uint64  `json:"mmapped"`
 	// Stop and Cpu are what the walk cost, in seconds.
@@ -181,7 +182,7 @@ func NewData(rec *report.Recording) *Data {
 		d.ThreadTops = append(d.ThreadTops, min(threadTops, heap-mainTop))
 		if m := iv.Malloc; m != nil {
 			d.Walks = append(d.Walks, Walk{I: i, At: unix(m.At), Held: m.Held, Tcache: m.Tcache, Trimmable: m.Trimmable, Pinned: m.Pinned,
-				FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
+				PinnedTops: m.PinnedTops, FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
 		}
 		held := [][2]float64{}
 		other := iv.OtherHeld.Bytes

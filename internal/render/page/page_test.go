@@ -72,7 +72,7 @@ func phased() *report.Recording {
 			OtherHeld: report.StackHeld{Bytes: 512 << 10}}
 		if i%3 == 2 { // a walk every third interval
 			iv.Malloc = &report.MallocLevel{At: iv.End().Add(-300 * time.Millisecond), Held: uint64(a+b) + 3*mib, Tcache: 256 << 10,
-				Trimmable: top, Pinned: mib, FreeNotResident: uint64(i) << 12, Stop: 2 * time.Millisecond, Cpu: 30 * time.Millisecond,
+				Trimmable: top, Pinned: mib, PinnedTops: 256 << 10, FreeNotResident: uint64(i) << 12, Stop: 2 * time.Millisecond, Cpu: 30 * time.Millisecond,
 				Arenas: []report.ArenaMalloc{{Index: 0, InUse: uint64(a+b) + 3*mib, Free: top + mib}, {Index: 1, InUse: 3 * mib, Free: mib}}}
 		}
 		for id, v := range map[int]float64{1: a, 2: b, 3: 3 * mib} {
@@ -170,7 +170,7 @@ func TestPageDataEqualsRecording(t *testing.T) {
 	for i, iv := range rec.Intervals {
 		if m := iv.Malloc; m != nil {
 			walks = append(walks, page.Walk{I: i, At: float64(m.At.UnixNano()) / 1e9, Held: m.Held, Tcache: m.Tcache, Trimmable: m.Trimmable,
-				Pinned: m.Pinned, FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
+				Pinned: m.Pinned, PinnedTops: m.PinnedTops, FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
 		}
 	}
 	if fmt.Sprint(walks) != fmt.Sprint(d.Walks) || len(walks) == 0 {

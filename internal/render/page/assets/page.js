@@ -276,7 +276,8 @@
     const w = walkOf[i];
     row(["malloc's split", w ? "walked " + when(w.at) : "no walk yet", "",
       w ? "stopped the process " + (w.stop_s * 1000).toFixed(1) + " ms, " + (w.cpu_s * 1000).toFixed(0) + " ms of CPU; " +
-        human(w.free_not_resident) + " free and not resident" : "the heaps' rest is held or free together"], "walk");
+        human(w.free_not_resident) + " free and not resident; of the pinned, " + human(w.pinned_tops) +
+        " at thread arenas' tops, the rest in pieces of pages beside held chunks" : "the heaps' rest is held or free together"], "walk");
     row(["RSS", human(rss), "", "peak in the interval " + human(D.rss_peak[i] || rss)], "rss");
   }
 

@@ -193,5 +193,7 @@ func setLimits(root *cobra.Command) {
 		set("max-snapshots", "0", "1000", "from 0 to 1000 snapshots")
 		set("pprof-every", "1ms", maxWait, "a duration from 1ms to "+maxWait)
 		set("pprof-keep", "0", "1000000", "0 (all) or a number of profiles")
+		set("walk-every", "0", maxWait, "0 (no walks) or a duration up to "+maxWait)
+		set("walk-max-stop", "1ms", "1m", "a duration from 1ms to 1m")
 	}
 }

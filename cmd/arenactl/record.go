@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,9 @@ type recordFlags struct {
 	pprofEvery    time.Duration
 	pprofKeep     int
 	tiers         string
+	walkEvery     time.Duration
+	walkMaxStop   time.Duration
+	walkBudget    string
 }
 
 func newRecordCmd() *cobra.Command {
@@ -49,7 +53,9 @@ func newRecordCmd() *cobra.Command {
 ns per malloc) and, every --interval, appends to FILE the process's RSS by
 memory class (main heap, arena heaps, mmapped chunks, other anonymous
 memory, stacks, files), each arena's system and top bytes, and the bytes
-allocated since the recording began and still held, by allocation stack.
+allocated since the recording began and still held, by allocation stack;
+every --walk-every, malloc's held, free-resident and trimmable bytes from a
+read-only walk, skipped when its stop would pass --walk-max-stop.
 Older intervals merge into coarser ones, so the file and arenactl's memory
 stay bounded over days. Ctrl-C, SIGTERM, --duration or the process's exit
 end it cleanly; a killed arenactl leaves every interval written so far.
@@ -87,7 +93,17 @@ FILE' prints a recording.`,
 			o := inspect.RecordOptions{Options: f.options(), Out: rf.out, Interval: rf.interval, Duration: rf.duration, Rate: uint64(rf.rate),
 				MaxStacks: rf.maxStacks, MaxDisk: int64(rf.maxDisk), TriggerRss: uint64(rf.triggerRss), TriggerCgroup: uint64(rf.triggerCgroup),
 				TriggerHigh: rf.triggerHigh, Cooldown: rf.cooldown, MaxSnapshots: rf.maxSnapshots, SnapshotPrefix: prefix,
-				PprofDir: rf.pprofDir, PprofEvery: rf.pprofEvery, PprofKeep: rf.pprofKeep, Tiers: tiers}
+				PprofDir: rf.pprofDir, PprofEvery: rf.pprofEvery, PprofKeep: rf.pprofKeep, Tiers: tiers,
+				WalkEvery: rf.walkEvery, WalkMaxStop: rf.walkMaxStop}
+			if rf.walkBudget != "" {
+				stop, cpu, ok := strings.Cut(rf.walkBudget, ",")
+				var e1, e2 error
+				o.WalkStopShare, e1 = strconv.ParseFloat(stop, 64)
+				o.WalkCPUShare, e2 = strconv.ParseFloat(cpu, 64)
+				if !ok || e1 != nil || e2 != nil || !(o.WalkStopShare > 0 && o.WalkStopShare <= 1) || !(o.WalkCPUShare > 0 && o.WalkCPUShare <= 1) {
+					return &usageError{msg: "--walk-budget is STOP_SHARE,CPU_SHARE, each in (0, 1]"}
+				}
+			}
 			out, err := inspect.Record(c.Context(), parsePid(args), o)
 			if out == nil {
 				return recordOutErr(rf.out, err)
@@ -134,6 +150,10 @@ FILE' prints a recording.`,
 	fl.StringVar(&rf.pprofDir, "pprof-dir", "", "write a gzipped pprof profile of what is held (allocated since the recording began and still held) to this directory every --pprof-every")
 	fl.DurationVar(&rf.pprofEvery, "pprof-every", time.Minute, "how often --pprof-dir gets a profile")
 	fl.IntVar(&rf.pprofKeep, "pprof-keep", 100, "the most profiles kept in --pprof-dir (the oldest are removed); 0: all")
+	fl.DurationVar(&rf.walkEvery, "walk-every", inspect.DefaultWalkEvery, "how often to walk the heaps (over a copy-on-write image) for malloc's held, free and trimmable bytes; 0: never; stretched when a walk costs much (docs/commands/record.md)")
+	fl.DurationVar(&rf.walkMaxStop, "walk-max-stop", inspect.DefaultWalkMaxStop, "skip a walk whose image would stop the process longer than this (it grows about 16.5 ms per GiB of heap)")
+	fl.StringVar(&rf.walkBudget, "walk-budget", "", "STOP_SHARE,CPU_SHARE: the share of the time the walks may stop the process and of a CPU they may take before the cadence stretches (default 0.001,0.02; the tests' fast walks)")
+	fl.MarkHidden("walk-budget")
 	fl.StringVar(&rf.tiers, "tiers", "", "how intervals merge as they age: STEP:SPAN,...,STEP*MAX (the tests' short recordings)")
 	fl.MarkHidden("tiers")
 	c.AddCommand(newRecordShowCmd(), newPageCmd())

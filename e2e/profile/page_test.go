@@ -19,8 +19,9 @@ import (
 // The page of a real recording (record_phases.c: site A grows, then B,
 // then C's mmapped blocks, A freed but resident, then trimmed): its
 // embedded data equal to what the recording file holds, and rendered by
-// headless Chromium with both charts and the sites on the flame graphs. ARENACTL_PAGE_SHOT=FILE
-// keeps a screenshot.
+// headless Chromium with both charts, the heap bands split by the walks,
+// and the sites on the flame graphs. ARENACTL_PAGE_SHOT=FILE keeps a
+// screenshot.
 func TestRecordPageOfPhases(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
@@ -30,9 +31,9 @@ func TestRecordPageOfPhases(t *testing.T) {
 	dir := t.TempDir()
 	out, html := filepath.Join(dir, "rec"), filepath.Join(dir, "page.html")
 	cmd := exec.Command(bin, filepath.Join(dir, "truth"))
-	cmd.Env = append(os.Environ(), "PLATEAU_MS=400")
+	cmd.Env = append(os.Environ(), "PLATEAU_MS=800")
 	tg := testutil.StartCmd(t, cmd)
-	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K")
+	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K", "--walk-every", "300ms", "--walk-budget", "1,1")
 	if a := tg.Send("go"); a != "phases done" {
 		t.Fatalf("go: %q", a)
 	}
@@ -61,6 +62,15 @@ func TestRecordPageOfPhases(t *testing.T) {
 	json.Unmarshal(wb, &want)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the page's data is not the recording's")
+	}
+	walks := 0
+	for _, iv := range rec.Intervals {
+		if iv.Malloc != nil {
+			walks++
+		}
+	}
+	if len(got.Walks) != walks || walks < 2 {
+		t.Errorf("%d walks on the page, %d recorded (want 2 at least)", len(got.Walks), walks)
 	}
 	if len(got.T) != len(rec.Intervals) || len(got.T) < 10 {
 		t.Fatalf("%d intervals on the page, %d recorded", len(got.T), len(rec.Intervals))
@@ -92,11 +102,21 @@ func TestRecordPageOfPhases(t *testing.T) {
 	if !strings.Contains(rng, `data-name="site_b"`) || strings.Contains(rng, `data-name="site_a"`) {
 		t.Errorf("the whole range's flame graph: want site_b, not site_a")
 	}
-	// A's blocks, freed below B's, are free in bins, not at the top: the
-	// recording keeps no walk to tell them from held memory, and the
-	// page says "held or free in bins" for them.
-	if !strings.Contains(d, `>heap (held or free in bins)<`) || !strings.Contains(d, `id="findings"`) {
-		t.Errorf("no heap band or no findings list")
+	// The heap bands split by the walks (malloc's held, pinned and
+	// trimmable bytes), the rest as before; the waterfall at the end says
+	// which walk split it.
+	for _, band := range []string{"heap (held or free in bins)", "malloc: held (walked)", "malloc: free, resident, pinned", "malloc: free, resident, trimmable"} {
+		if !strings.Contains(d, `>`+band+`<`) {
+			t.Errorf("no %q band in the RSS chart's legend", band)
+		}
+	}
+	i = strings.Index(d, `id="waterfall"`)
+	wf := d[i : i+strings.Index(d[i:], "</table>")]
+	if !strings.Contains(wf, `data-line="malloc: held (walked)"`) || !regexp.MustCompile(`data-line="walk"><td>[^<]*</td><td class="n">walked `).MatchString(wf) {
+		t.Errorf("the waterfall at the end is not split by a walk: %s", wf)
+	}
+	if !strings.Contains(d, `id="findings"`) {
+		t.Errorf("no findings list")
 	}
 	if shot := os.Getenv("ARENACTL_PAGE_SHOT"); shot != "" {
 		exec.Command(browser, append(cmdline, "--screenshot="+shot, "file://"+html)...).Run()

@@ -131,20 +131,21 @@ func heldSigma(held, size, rate float64) float64 {
 // estimate seen again (the same samples), so about 1 in 10^4 for the
 // test. The main heap's RSS is the bytes A and B hold, or held before the
 // trim, within 4 MiB over and 1 MiB under; the mmapped chunks' RSS is
-// C's. The target's exit ends the recording cleanly (exit 0, the end
-// said "exited").
+// C's. Malloc's split at every walk is the truth's (checkWalks). The
+// target's exit ends the recording cleanly (exit 0, the end said
+// "exited").
 func TestRecordPhasesTruth(t *testing.T) {
 	bin := testutil.BuildC(t, "record_phases.c", "-O2", "-g")
 	dir := t.TempDir()
 	truthPath, out := filepath.Join(dir, "truth"), filepath.Join(dir, "rec")
 	cmd := exec.Command(bin, truthPath)
-	cmd.Env = append(os.Environ(), "PLATEAU_MS=1500")
+	cmd.Env = append(os.Environ(), "PLATEAU_MS=3000")
 	tg := testutil.StartCmd(t, cmd)
 	const rate = 128 << 10
 	pprofDir := filepath.Join(dir, "pprof")
 	os.Mkdir(pprofDir, 0o700)
 	_, wait := startRecord(t, fmt.Sprint(tg.Pid), "-o", out, "--interval", "100ms", "--rate", "128K",
-		"--pprof-dir", pprofDir, "--pprof-every", "1s", "--trigger-rss", "70M")
+		"--pprof-dir", pprofDir, "--pprof-every", "1s", "--trigger-rss", "70M", "--walk-every", "300ms", "--walk-budget", "1,1")
 	if a := tg.Send("go"); a != "phases done" {
 		t.Fatalf("go: %q", a)
 	}
@@ -229,6 +230,7 @@ func TestRecordPhasesTruth(t *testing.T) {
 			t.Errorf("phase %d: %d intervals checked (%d for RSS), want at least 2 (1) (the machine too slow?)", p, checked[p], rssChecked[p])
 		}
 	}
+	checkWalks(t, rec, truth)
 	checkTrigger(t, rec)
 	checkPprof(t, pprofDir)
 	// record show prints it, and the stacks by name.

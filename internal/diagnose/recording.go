@@ -18,14 +18,15 @@ type TimedFinding struct {
 // (RSS by class, the arenas' system and top bytes, held bytes by stack),
 // with the thresholds of Diagnose, and returns each finding once, with the
 // evidence of the interval where it held at its largest, ordered by when
-// it first held. A recording keeps no walk: fragmentation between chunks
-// cannot be judged from it, only what the tops and the classes show.
+// it first held. Fragmentation, what malloc_trim would give back and the
+// arenas' free memory are judged at the intervals that carry a walk
+// (record --walk-every) only: between walks they are not known.
 func OverTime(rec *report.Recording) []TimedFinding {
 	var out []TimedFinding
 	at := map[string]int{}
 	for i := range rec.Intervals {
 		iv := &rec.Intervals[i]
-		for _, f := range intervalFindings(rec, iv) {
+		for _, f := range append(intervalFindings(rec, iv), walkFindings(iv, iv.Malloc)...) {
 			j, ok := at[f.ID]
 			if !ok {
 				at[f.ID] = len(out)

@@ -272,16 +272,32 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 		return nil, err
 	}
 	defer done(&err)
-	pid = t.Pid
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
 	h, err := openHeap(t, o.DebugDirs, o.Jobs)
 	if err != nil {
 		return nil, err
 	}
+	return readOnlyWith(ctx, t, h, o, mode, nil)
+}
+
+// readTimes are when a read-only walk read what: Walked when the walk
+// began (the image, or the freeze, holds the memory of that moment), and
+// Resident when the pagemap was read, of the live process, after the
+// walk.
+type readTimes struct{ Walked, Resident time.Time }
+
+// readOnlyWith is ReadOnly's walk of a target and allocator already
+// opened (a recording walks the same process again and again); at, when
+// set, is told when it read what.
+func readOnlyWith(ctx context.Context, t *live.Target, h *heap.Heap, o Options, mode Hold, at *readTimes) (*report.Report, error) {
+	pid := t.Pid
 	var walk *glibc.Walk
 	var caches []glibc.ThreadCache
 	ro, err := readHeld(ctx, t, h, mode, o, func(hh *heap.Heap) (err error) {
+		if at != nil {
+			at.Walked = time.Now()
+		}
 		walk, caches, err = hh.Walk()
 		return err
 	})
@@ -294,6 +310,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	// (libc's, behind libc_malloc_debug.so without MALLOC_CHECK_).
 	rep := &report.Report{Pid: pid, Exe: t.Exe, Libc: report.LibcOf(h.Libc), Malloc: walk.Malloc, ReadOnly: ro}
 	if !o.NoResidency {
+		if at != nil {
+			at.Resident = time.Now()
+		}
 		rep.Residency = measureResidency(pid, walk)
 	}
 	rep.Threads = countThreads(pid)

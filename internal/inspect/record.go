@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,15 @@ type RecordOptions struct {
 	PprofDir   string
 	PprofEvery time.Duration
 	PprofKeep  int
+	// WalkEvery is how often the heaps are walked over a copy-on-write
+	// image for malloc's held, trimmable and pinned bytes (0: never);
+	// a walk whose stop would pass WalkMaxStop is not made, and the
+	// cadence stretches with what the last walk cost (recordwalk.go).
+	WalkEvery, WalkMaxStop time.Duration
+	// WalkStopShare and WalkCPUShare bound the walks over time: the
+	// share of the time the process is stopped for them, and of one CPU
+	// they take (0: DefaultStopShare, DefaultCPUShare).
+	WalkStopShare, WalkCPUShare float64
 	// Tick, when set, hears each interval as it is kept.
 	Tick func(iv *report.RecordedInterval)
 }
@@ -106,6 +116,8 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	}
 	defer w.Close()
 	rc := &recSession{o: o, pid: pid, st: st, w: w, mem: mem, ids: map[string]int{}, ctx: ctx}
+	rc.walks.every, rc.walks.maxStop = o.WalkEvery, o.WalkMaxStop
+	rc.walks.stopShare, rc.walks.cpuShare = cmp.Or(o.WalkStopShare, DefaultStopShare), cmp.Or(o.WalkCPUShare, DefaultCPUShare)
 	if o.Note != nil {
 		for _, n := range mem.notes {
 			o.Note(n)
@@ -172,6 +184,7 @@ func Record(ctx context.Context, pid int, o RecordOptions) (_ *Recorded, err err
 	close(rc.ticks)
 	cerr := <-collected
 	rc.snapping.Wait()
+	rc.waitWalks()
 	left, derr := sp.s.Detach(context.WithoutCancel(ctx))
 	fin := report.RecordingEnd{At: time.Now().Round(0), Why: report.EndDuration, Left: report.SamplerLeft(left)}
 	switch {
@@ -249,6 +262,8 @@ type recSession struct {
 	snapping sync.WaitGroup
 	snapBusy atomic.Bool
 	ctx      context.Context
+	// walks are the walks of the heaps at their slower cadence.
+	walks walker
 
 	prevEnd                 time.Time
 	snapshots               int
@@ -325,6 +340,7 @@ func (rc *recSession) interval(ctx context.Context, tk tick) error {
 	iv.Duration = now.Sub(rc.prevEnd)
 	rc.prevEnd = now
 	rc.held(&iv, tk.p)
+	iv.Malloc = rc.walks.take()
 	rc.st.Add(iv)
 	if err := rc.w.Interval(iv, rc.st); err != nil {
 		return err
@@ -333,6 +349,7 @@ func (rc *recSession) interval(ctx context.Context, tk tick) error {
 		rc.o.Tick(&iv)
 	}
 	rc.trigger(ctx, &iv)
+	rc.walk(&iv)
 	rc.pprof(tk)
 	return nil
 }

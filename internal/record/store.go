@@ -202,10 +202,15 @@ func (s *Store) merge() {
 }
 
 // mergeInto makes dst stand for itself and src, which follows it: the
-// levels are src's (the later), the peak the higher.
+// levels are src's (the later), the peak the higher, malloc's split the
+// latest walk's of either (walks are rarer than intervals).
 func mergeInto(dst *report.RecordedInterval, src report.RecordedInterval) {
 	start, merged, peak := dst.Start, dst.Merged+src.Merged, max(dst.RssPeak, src.RssPeak)
+	walk := dst.Malloc
 	*dst = src
+	if dst.Malloc == nil {
+		dst.Malloc = walk // the latest walk of those merged
+	}
 	dst.Start, dst.Duration, dst.Merged, dst.RssPeak = start, src.End().Sub(start), merged, peak
 }
 

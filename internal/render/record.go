@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/stackprof"
@@ -86,6 +87,9 @@ func Recording(w io.Writer, rec *report.Recording, info RecordingInfo) error {
 		fmt.Fprintf(w, "\nat the end: %s, %s from the system, %s of it in top chunks; %s in mmapped chunks\n",
 			Plural(len(last.Arenas), "1 arena", "%d arenas"), Human(sys), Human(top), Human(last.MmappedBytes))
 	}
+	if err := recordingWalks(w, rec); err != nil {
+		return err
+	}
 	stacks := map[int]report.RecordedStack{}
 	for _, s := range rec.Stacks {
 		stacks[s.ID] = s
@@ -127,4 +131,40 @@ func Recording(w io.Writer, rec *report.Recording, info RecordingInfo) error {
 		}
 	}
 	return nil
+}
+
+// recordingWalks prints malloc's split of its heaps at the walks kept (a
+// few, evenly spread), and what the walks cost the process.
+func recordingWalks(w io.Writer, rec *report.Recording) error {
+	var walked []*report.MallocLevel
+	for i := range rec.Intervals {
+		if m := rec.Intervals[i].Malloc; m != nil {
+			walked = append(walked, m)
+		}
+	}
+	if len(walked) == 0 {
+		_, err := fmt.Fprintln(w, "\nno walk of the heaps kept (record --walk-every; the events say why, if one was due)")
+		return err
+	}
+	fmt.Fprintf(w, "\nmalloc's heaps at the walks (a read-only walk over a copy-on-write image; %s kept):\n", Plural(len(walked), "1 walk", "%d walks"))
+	t := newTable(w, "walked", "held", "tcache", "free resident", "of it trimmable", "free, not resident", "mmapped", "stopped", "cpu")
+	n := len(walked)
+	rows := min(n, timelineRows)
+	var maxStop, maxCPU time.Duration
+	for _, m := range walked {
+		maxStop, maxCPU = max(maxStop, m.Stop), max(maxCPU, m.Cpu)
+	}
+	for r := range rows {
+		m := walked[r*(n-1)/max(rows-1, 1)]
+		if err := t.Append(m.At.Format("15:04:05.000"), Human(m.Held), Human(m.Tcache), Human(m.FreeResident()), Human(m.Trimmable),
+			Human(m.FreeNotResident), Human(m.Mmapped), m.Stop.Round(time.Microsecond).String(), m.Cpu.Round(time.Millisecond).String()); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "the walks stopped the process at most %s each and took at most %s of CPU each\n",
+		maxStop.Round(time.Microsecond), maxCPU.Round(time.Millisecond))
+	return err
 }

@@ -122,6 +122,64 @@ type RecordedInterval struct {
 	// same read stand for them).
 	Samples int    `json:"samples"`
 	Dropped uint64 `json:"dropped"`
+	// Malloc is malloc's own split of its heaps, from the last walk
+	// (record's --walk-every) that ended within the interval; nil when
+	// none did. A merged interval keeps the latest walk of those merged.
+	Malloc *MallocLevel `json:"malloc,omitempty"`
+}
+
+// MallocLevel is what a read-only walk of the heaps (a copy-on-write
+// image, as `info --read-only` reads) said about malloc's memory, split
+// as the RSS waterfall splits it (Report.Waterfall): what the program
+// holds, what malloc keeps free and resident (trimmable now, or pinned),
+// what is free and already given back, the threads' tcaches.
+type MallocLevel struct {
+	// At is when the image was made: the walk's figures are of that
+	// moment. ResidentAt is when the pagemap of the live process was read
+	// for which free pages are resident, after the walk: the split of
+	// free memory into trimmable, pinned and not resident is of then (a
+	// malloc_trim between the two shows as free and not resident).
+	At         time.Time `json:"at"`
+	ResidentAt time.Time `json:"resident_at"`
+	// Held is the waterfall's held line: bytes the program holds in the
+	// heaps, resident (the tcaches' chunks not included).
+	Held uint64 `json:"held"`
+	// Tcache is the chunks cached in threads' tcaches.
+	Tcache uint64 `json:"tcache"`
+	// Trimmable is the free bytes, resident, that malloc_trim(0) would
+	// give back now; Pinned the rest of the free resident bytes (pieces
+	// of pages beside held chunks, thread arenas' tops).
+	Trimmable uint64 `json:"trimmable"`
+	Pinned    uint64 `json:"pinned"`
+	// PinnedTops is the part of Pinned at the top of thread arenas
+	// (malloc_trim leaves them; only free() shrinks them, above
+	// trim_threshold); the rest of Pinned is pieces of pages beside held
+	// chunks, fastbins and chunk headers.
+	PinnedTops uint64 `json:"pinned_tops"`
+	// FreeNotResident is whole free pages not in RAM (trimmed, or never
+	// touched).
+	FreeNotResident uint64 `json:"free_not_resident"`
+	// Mmapped is the resident bytes of the chunks mmapped on their own.
+	Mmapped uint64 `json:"mmapped"`
+	// Arenas are malloc's own counts per arena (malloc_info's in use and
+	// free, resident or not), main_arena first.
+	Arenas []ArenaMalloc `json:"arenas,omitempty"`
+	// Stop is how long every thread was stopped to make the image; Cpu
+	// the CPU time arenactl spent on the walk, the image's read and the
+	// residency's.
+	Stop time.Duration `json:"stop_ns"`
+	Cpu  time.Duration `json:"cpu_ns"`
+}
+
+// FreeResident is the free bytes malloc keeps in RAM.
+func (m *MallocLevel) FreeResident() uint64 { return m.Trimmable + m.Pinned }
+
+// ArenaMalloc is one arena's bytes in use and free, as malloc_info counts
+// them.
+type ArenaMalloc struct {
+	Index int    `json:"index"`
+	InUse uint64 `json:"in_use"`
+	Free  uint64 `json:"free"`
 }
 
 // End is when the interval's levels were read.
@@ -186,6 +244,7 @@ const (
 	EventSnapshot       = "snapshot"        // a snapshot was written (Path)
 	EventSnapshotFailed = "snapshot-failed" // one was due and could not be written (Text)
 	EventNote           = "note"            // something the user should know (the sampler's notes)
+	EventWalk           = "walk"            // the walks' cadence changed: paused, stretched or resumed (Text says why)
 )
 
 // RecordingEvent is something that happened during a recording besides

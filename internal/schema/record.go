@@ -60,6 +60,46 @@ type RecordedInt struct {
 	OtherHeld RecordedHeld   `json:"other_held"`
 	Samples   int            `json:"samples"`
 	Dropped   uint64         `json:"dropped"`
+	// Malloc: malloc's split of its heaps at the latest walk that ended
+	// in the interval (record --walk-every); absent when none did.
+	Malloc *RecordedMalloc `json:"malloc,omitempty"`
+}
+
+// RecordedMalloc is what a read-only walk said of malloc's memory, split
+// as info's waterfall splits it (docs/commands/record.md).
+type RecordedMalloc struct {
+	// Time is when the image the walk read was made; ResidentTime when
+	// the live process's pagemap was read, after the walk, for which free
+	// pages are resident.
+	Time         string `json:"time"`
+	ResidentTime string `json:"resident_time"`
+	// HeldBytes: held by the program, resident, tcaches not included.
+	HeldBytes   uint64 `json:"held_bytes"`
+	TcacheBytes uint64 `json:"tcache_bytes"`
+	// TrimmableBytes: free, resident, given back by malloc_trim(0) now;
+	// PinnedBytes: the rest of the free resident bytes.
+	TrimmableBytes uint64 `json:"trimmable_bytes"`
+	PinnedBytes    uint64 `json:"pinned_bytes"`
+	// PinnedTopsBytes: of PinnedBytes, at the top of thread arenas (only
+	// free() shrinks them); the rest is pieces of pages beside held chunks.
+	PinnedTopsBytes uint64 `json:"pinned_tops_bytes"`
+	// FreeNotResidentBytes: whole free pages not in RAM.
+	FreeNotResidentBytes uint64 `json:"free_not_resident_bytes"`
+	// MmappedBytes: the resident bytes of chunks mmapped on their own.
+	MmappedBytes uint64                `json:"mmapped_bytes"`
+	Arenas       []RecordedArenaMalloc `json:"arenas"`
+	// StopUs: how long every thread was stopped for the image; CpuUs:
+	// arenactl's CPU time for the walk (an upper bound).
+	StopUs int64 `json:"stop_us"`
+	CpuUs  int64 `json:"cpu_us"`
+}
+
+// RecordedArenaMalloc is one arena's bytes in use and free, as
+// malloc_info counts them.
+type RecordedArenaMalloc struct {
+	Index      int    `json:"index"`
+	InUseBytes uint64 `json:"in_use_bytes"`
+	FreeBytes  uint64 `json:"free_bytes"`
 }
 
 // RecordedClass is one memory class's resident and mapped bytes.
@@ -145,6 +185,14 @@ func NewRecording(r *report.Recording) Recording {
 		}
 		for _, h := range iv.Held {
 			o.Held = append(o.Held, held(h))
+		}
+		if m := iv.Malloc; m != nil {
+			o.Malloc = &RecordedMalloc{Time: rfc(m.At), ResidentTime: rfc(m.ResidentAt), HeldBytes: m.Held, TcacheBytes: m.Tcache, TrimmableBytes: m.Trimmable,
+				PinnedBytes: m.Pinned, PinnedTopsBytes: m.PinnedTops, FreeNotResidentBytes: m.FreeNotResident, MmappedBytes: m.Mmapped,
+				Arenas: []RecordedArenaMalloc{}, StopUs: us(m.Stop), CpuUs: us(m.Cpu)}
+			for _, a := range m.Arenas {
+				o.Malloc.Arenas = append(o.Malloc.Arenas, RecordedArenaMalloc{Index: a.Index, InUseBytes: a.InUse, FreeBytes: a.Free})
+			}
 		}
 		d.Intervals = append(d.Intervals, o)
 	}

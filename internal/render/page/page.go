@@ -1,5 +1,7 @@
 // Package page renders a recording (report.Recording) as one self-contained
-// HTML page: RSS stacked by memory class over time, the top stacks' held
+// HTML page: RSS stacked by memory class over time (the heap bands split by
+// malloc's held, pinned and trimmable bytes where the recording walked the
+// heaps, else by the arenas' tops), the top stacks' held
 // bytes over time, a flame graph of a selected range and a differential one
 // between two times, and the findings on the time axis. Everything the page
 // needs is inside it (uPlot, vendored under assets/ with its licence, the
@@ -63,6 +65,11 @@ type Data struct {
 	// arenas' by free() above trim_threshold).
 	MainTop    []uint64 `json:"main_top"`
 	ThreadTops []uint64 `json:"thread_tops"`
+	// Walks are the recording's walks of the heaps (record
+	// --walk-every), oldest first, each with the index of the interval
+	// that carries it: malloc's split of the heap bands, which the chart
+	// holds until the next walk.
+	Walks []Walk `json:"walks"`
 	// Stacks are the stacks kept, each frames root to leaf; Held[i] the
 	// bytes each held at interval i ([stack index, bytes] pairs), Other[i]
 	// the rest's.
@@ -73,6 +80,22 @@ type Data struct {
 	Events   []Event        `json:"events"`
 	// Truncated says what the bounds left out.
 	Truncated []string `json:"truncated"`
+}
+
+// Walk is malloc's split of its heaps at one walk (report.MallocLevel).
+type Walk struct {
+	I               int     `json:"i"`
+	At              float64 `json:"at"`
+	Held            uint64  `json:"held"`
+	Tcache          uint64  `json:"tcache"`
+	Trimmable       uint64  `json:"trimmable"`
+	Pinned          uint64  `json:"pinned"`
+	PinnedTops      uint64  `json:"pinned_tops"`
+	FreeNotResident uint64  `json:"free_not_resident"`
+	Mmapped         uint64  `json:"mmapped"`
+	// Stop and Cpu are what the walk cost, in seconds.
+	Stop float64 `json:"stop_s"`
+	Cpu  float64 `json:"cpu_s"`
 }
 
 // Stack is one allocation stack, frames from the root to the leaf.
@@ -106,7 +129,7 @@ func NewData(rec *report.Recording) *Data {
 	m := rec.Meta
 	d := &Data{Format: Format, Pid: m.Pid, Exe: m.Exe, Glibc: "unknown", Start: unix(m.Start),
 		Interval: m.Interval.Seconds(), Rate: m.Rate, Classes: append([]string{}, report.RecordingClasses...),
-		Stacks: []Stack{}, Findings: []Finding{}, Events: []Event{}, Truncated: []string{}}
+		Stacks: []Stack{}, Walks: []Walk{}, Findings: []Finding{}, Events: []Event{}, Truncated: []string{}}
 	if !m.Libc.Version.IsZero() {
 		d.Glibc = m.Libc.Version.String()
 	}
@@ -157,6 +180,10 @@ func NewData(rec *report.Recording) *Data {
 		mainTop = min(mainTop, heap)
 		d.MainTop = append(d.MainTop, mainTop)
 		d.ThreadTops = append(d.ThreadTops, min(threadTops, heap-mainTop))
+		if m := iv.Malloc; m != nil {
+			d.Walks = append(d.Walks, Walk{I: i, At: unix(m.At), Held: m.Held, Tcache: m.Tcache, Trimmable: m.Trimmable, Pinned: m.Pinned,
+				PinnedTops: m.PinnedTops, FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
+		}
 		held := [][2]float64{}
 		other := iv.OtherHeld.Bytes
 		for _, h := range iv.Held {

@@ -70,6 +70,11 @@ func phased() *report.Recording {
 			Rss: rss, RssPeak: rss, Classes: classes, RssAt: start.Add(time.Duration(i+1) * time.Second),
 			Arenas:    []report.ArenaLevel{{Index: 0, SystemBytes: heap, TopBytes: top}, {Index: 1, SystemBytes: 4 * mib, TopBytes: mib}},
 			OtherHeld: report.StackHeld{Bytes: 512 << 10}}
+		if i%3 == 2 { // a walk every third interval
+			iv.Malloc = &report.MallocLevel{At: iv.End().Add(-300 * time.Millisecond), Held: uint64(a+b) + 3*mib, Tcache: 256 << 10,
+				Trimmable: top, Pinned: mib, PinnedTops: 256 << 10, FreeNotResident: uint64(i) << 12, Stop: 2 * time.Millisecond, Cpu: 30 * time.Millisecond,
+				Arenas: []report.ArenaMalloc{{Index: 0, InUse: uint64(a+b) + 3*mib, Free: top + mib}, {Index: 1, InUse: 3 * mib, Free: mib}}}
+		}
 		for id, v := range map[int]float64{1: a, 2: b, 3: 3 * mib} {
 			if v > 0 {
 				iv.Held = append(iv.Held, report.StackHeld{Stack: id, Bytes: v, Objects: v / 4096, Sampled: int(v / (512 << 10))})
@@ -160,6 +165,17 @@ func TestPageDataEqualsRecording(t *testing.T) {
 			t.Errorf("interval %d: other %v, recorded %v", i, d.Other[i], iv.OtherHeld.Bytes)
 		}
 	}
+	// Every walk, with its interval, as recorded.
+	var walks []page.Walk
+	for i, iv := range rec.Intervals {
+		if m := iv.Malloc; m != nil {
+			walks = append(walks, page.Walk{I: i, At: float64(m.At.UnixNano()) / 1e9, Held: m.Held, Tcache: m.Tcache, Trimmable: m.Trimmable,
+				Pinned: m.Pinned, PinnedTops: m.PinnedTops, FreeNotResident: m.FreeNotResident, Mmapped: m.Mmapped, Stop: m.Stop.Seconds(), Cpu: m.Cpu.Seconds()})
+		}
+	}
+	if fmt.Sprint(walks) != fmt.Sprint(d.Walks) || len(walks) == 0 {
+		t.Errorf("the page's walks:\n%v\nrecorded:\n%v", d.Walks, walks)
+	}
 	ids := map[string]float64{}
 	for _, f := range d.Findings {
 		ids[f.ID] = f.First
@@ -167,6 +183,11 @@ func TestPageDataEqualsRecording(t *testing.T) {
 	// A's 100 MiB at the main heap's top from the 11th interval on.
 	if got, want := ids["trimmable-top"], float64(rec.Intervals[10].End().Unix()); got != want {
 		t.Errorf("trimmable-top first held at %v, want %v (findings %v)", got, want, ids)
+	}
+	// The walk after A's free (interval 11) is the first to find its
+	// 100 MiB trimmable.
+	if got, want := ids["trimmable-free"], float64(rec.Intervals[11].End().Unix()); got != want {
+		t.Errorf("trimmable-free first held at %v, want %v (findings %v)", got, want, ids)
 	}
 	if _, ok := ids["rss-growth"]; !ok {
 		t.Errorf("no rss-growth finding: %v", ids)
@@ -299,7 +320,8 @@ func TestPageInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="uplot`); n != 2 {
 		t.Errorf("%d uPlot charts, want 2", n)
 	}
-	for _, label := range []string{"main_arena's top", "heap (held or free in bins)", "mmapped-chunks", "stacks", "grow_a", "grow_b", "other stacks"} {
+	for _, label := range []string{"main_arena's top", "heap (held or free in bins)", "malloc: held (walked)", "malloc: free, resident, pinned",
+		"malloc: free, resident, trimmable", "mmapped-chunks", "stacks", "grow_a", "grow_b", "other stacks"} {
 		if !strings.Contains(dom, `>`+textEscape(label)+`<`) {
 			t.Errorf("no legend entry %q", label)
 		}
@@ -323,7 +345,7 @@ func TestPageInChromium(t *testing.T) {
 	}
 	// The waterfall at B (the last interval): every layer, adding up.
 	wf := section("waterfall")
-	for _, line := range []string{"main_arena's top", "files", "unexplained", "rss"} {
+	for _, line := range []string{"main_arena's top", "malloc: held (walked)", "malloc: free, resident, trimmable", "files", "unexplained", "rss", "walk"} {
 		if !strings.Contains(wf, `data-line="`+line+`"`) {
 			t.Errorf("no %s line in the waterfall at B", line)
 		}
@@ -331,8 +353,20 @@ func TestPageInChromium(t *testing.T) {
 	if !regexp.MustCompile(`data-line="unexplained"><td>[^<]*</td><td class="n">0 B</td>`).MatchString(wf) {
 		t.Errorf("the waterfall at B does not add up to its RSS")
 	}
-	if !strings.Contains(section("findings"), `data-id="trimmable-top"`) {
-		t.Errorf("the findings list has no trimmable-top")
+	for _, id := range []string{"trimmable-top", "trimmable-free"} {
+		if !strings.Contains(section("findings"), `data-id="`+id+`"`) {
+			t.Errorf("the findings list has no %s", id)
+		}
+	}
+	// The waterfall at a walk's interval (B = 14, A's free memory
+	// trimmable) splits the heap by it, and adds up.
+	dom14 := headless(t, browser, "--dump-dom", "file://"+file+"#range=5-9&a=0&b=14")
+	i := strings.Index(dom14, `id="waterfall"`)
+	wf14 := dom14[i : i+strings.Index(dom14[i:], "</table>")]
+	if !regexp.MustCompile(`data-line="malloc: free, resident, trimmable"><td>[^<]*</td><td class="n">100.0 MiB</td>`).MatchString(wf14) ||
+		!regexp.MustCompile(`data-line="unexplained"><td>[^<]*</td><td class="n">0 B</td>`).MatchString(wf14) ||
+		!strings.Contains(wf14, "walked ") {
+		t.Errorf("the waterfall at interval 14 is not split by its walk, or does not add up: %s", wf14)
 	}
 	if strings.Contains(dom, "<img") {
 		t.Errorf("the hostile name became markup")

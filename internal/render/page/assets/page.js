@@ -75,15 +75,41 @@
   const axes = [{}, { values: (u, vs) => vs.map(human), size: 80 }];
   const cursor = { sync: { key: "arenactl" }, drag: { x: true, y: false, setScale: false } };
 
-  // RSS stacked by class, the heap bands split by the arenas' tops.
-  const palette = { "heap (held or free in bins)": "#4e79a7", "main_arena's top": "#a0cbe8", "thread arenas' tops": "#76b7b2",
-    "mmapped-chunks": "#f28e2b", "other-anon": "#e15759", stacks: "#59a14f", files: "#edc948", special: "#bab0ac" };
+  // RSS stacked by class. The heap bands are split by malloc's own
+  // figures from the latest walk at or before each interval (held,
+  // pinned, trimmable, each no more than the heaps' RSS left), else by
+  // the arenas' tops; what the split leaves is the heaps' rest.
+  const palette = { "malloc: held (walked)": "#2f5d8a", "malloc: free, resident, pinned": "#9c755f",
+    "malloc: free, resident, trimmable": "#ff9da7", "heap (held or free in bins)": "#4e79a7", "main_arena's top": "#a0cbe8",
+    "thread arenas' tops": "#76b7b2", "mmapped-chunks": "#f28e2b", "other-anon": "#e15759", stacks: "#59a14f", files: "#edc948",
+    special: "#bab0ac" };
   const cls = (name) => D.class_rss[D.classes.indexOf(name)] || new Array(n).fill(0);
   const heap = D.t.map((_, i) => cls("main-heap")[i] + cls("arena-heaps")[i]);
+  const walkOf = new Array(n).fill(null);
+  {
+    const byI = new Map(D.walks.map((w) => [w.i, w]));
+    let w = null;
+    for (let i = 0; i < n; i++) { if (byI.has(i)) w = byI.get(i); walkOf[i] = w; }
+  }
+  const mHeld = [], mPinned = [], mTrim = [], mainTop = [], threadTops = [], rest = [];
+  for (let i = 0; i < n; i++) {
+    const w = walkOf[i];
+    let left = heap[i];
+    const take = (x) => { const v = Math.min(x, left); left -= v; return v; };
+    mHeld.push(w ? take(w.held + w.tcache) : 0);
+    mTrim.push(w ? take(w.trimmable) : 0);
+    mPinned.push(w ? take(w.pinned) : 0);
+    mainTop.push(w ? 0 : take(D.main_top[i]));
+    threadTops.push(w ? 0 : take(D.thread_tops[i]));
+    rest.push(left);
+  }
   const layers = [
-    ["heap (held or free in bins)", heap.map((h, i) => Math.max(0, h - D.main_top[i] - D.thread_tops[i]))],
-    ["main_arena's top", D.main_top],
-    ["thread arenas' tops", D.thread_tops],
+    ["malloc: held (walked)", mHeld],
+    ["malloc: free, resident, pinned", mPinned],
+    ["malloc: free, resident, trimmable", mTrim],
+    ["heap (held or free in bins)", rest],
+    ["main_arena's top", mainTop],
+    ["thread arenas' tops", threadTops],
   ];
   for (const c of D.classes) if (c !== "main-heap" && c !== "arena-heaps") layers.push([c, cls(c)]);
   const stacked = [], acc = new Array(n).fill(0);
@@ -217,6 +243,9 @@
   // The waterfall at one interval: the stacked layers, each with what
   // would lower it, adding up to the RSS read with them.
   const actions = {
+    "malloc: held (walked)": "the program's own: the held chart above says by which stacks",
+    "malloc: free, resident, pinned": "pieces of pages beside held chunks and thread arenas' tops: MALLOC_ARENA_MAX=2, MALLOC_TRIM_THRESHOLD_=131072",
+    "malloc: free, resident, trimmable": "`arenactl trim PID` (malloc_trim(0)) gives it back now",
     "heap (held or free in bins)": "the program's own, or free in bins: `arenactl info PID` splits it; the held chart above says by which stacks",
     "main_arena's top": "`arenactl trim PID` (malloc_trim) gives it back; MALLOC_TRIM_THRESHOLD_=131072 lets free() do it",
     "thread arenas' tops": "only free() shrinks them, above trim_threshold: MALLOC_TRIM_THRESHOLD_=131072, or MALLOC_ARENA_MAX=2",
@@ -244,6 +273,11 @@
       row([name, human(v[i]), pct(v[i]), actions[name] || ""], name);
     }
     row(["unexplained (RSS less every line)", human(rss - sum), pct(rss - sum), ""], "unexplained");
+    const w = walkOf[i];
+    row(["malloc's split", w ? "walked " + when(w.at) : "no walk yet", "",
+      w ? "stopped the process " + (w.stop_s * 1000).toFixed(1) + " ms, " + (w.cpu_s * 1000).toFixed(0) + " ms of CPU; " +
+        human(w.free_not_resident) + " free and not resident; of the pinned, " + human(w.pinned_tops) +
+        " at thread arenas' tops, the rest in pieces of pages beside held chunks" : "the heaps' rest is held or free together"], "walk");
     row(["RSS", human(rss), "", "peak in the interval " + human(D.rss_peak[i] || rss)], "rss");
   }
 

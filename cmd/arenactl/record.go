@@ -136,7 +136,7 @@ FILE' prints a recording.`,
 	fl.IntVar(&rf.pprofKeep, "pprof-keep", 100, "the most profiles kept in --pprof-dir (the oldest are removed); 0: all")
 	fl.StringVar(&rf.tiers, "tiers", "", "how intervals merge as they age: STEP:SPAN,...,STEP*MAX (the tests' short recordings)")
 	fl.MarkHidden("tiers")
-	c.AddCommand(newRecordShowCmd(), newPageCmd())
+	c.AddCommand(newRecordShowCmd(), newPageCmd(), newRecordPprofCmd())
 	return c
 }
 

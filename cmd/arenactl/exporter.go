@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -85,6 +86,15 @@ no longer watched and when the exporter exits.`,
 				}
 			}
 			ps.Pids = profPids
+			if !sel.HasMatchers() {
+				// Only watched processes are profiled: a PID that no
+				// --pid names would silently never be.
+				for _, pp := range profPids {
+					if !slices.Contains(pids, pp) {
+						return &usageError{msg: fmt.Sprintf("--profile-pid %d is not watched: only processes watched (--pid, or a matcher) are profiled", pp)}
+					}
+				}
+			}
 			for _, m := range []struct {
 				flag  string
 				exprs []string

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,5 +201,81 @@ func TestExporterProfile(t *testing.T) {
 	}
 	if last, code := tg.Quit(); last != "bye" || code != 0 {
 		t.Errorf("the program after the exporter: %q, exit %d", last, code)
+	}
+}
+
+// ownCgroup makes a cgroup in the hierarchy the exporter reads a process's
+// cgroup from (systemd's named v1 hierarchy, else the unified one), for
+// this test alone, and returns its path as /proc/PID/cgroup shows it and
+// a function that moves a process into it (or, with back, out again).
+func ownCgroup(t *testing.T) (string, func(pid int, back bool)) {
+	t.Helper()
+	root := "/sys/fs/cgroup/systemd"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		root = "/sys/fs/cgroup"
+	}
+	name := fmt.Sprintf("arenactl-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no cgroup can be made in %s: %v", root, err)
+	}
+	move := func(pid int, back bool) {
+		to := dir
+		if back {
+			to = root
+		}
+		if err := os.WriteFile(filepath.Join(to, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
+			t.Fatalf("moving %d into %s: %v", pid, to, err)
+		}
+	}
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, p := range strings.Fields(string(b)) {
+			os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(p), 0)
+		}
+		os.Remove(dir)
+	})
+	return "/" + name, move
+}
+
+// TestExporterProfileDeselected: a process profiled because it matches
+// the exporter's matchers (--comm and --cgroup, the cgroup this test's
+// own) has the sampler taken out when it stops matching (moved to another
+// cgroup), while the exporter runs on; the process runs on, unharmed.
+func TestExporterProfileDeselected(t *testing.T) {
+	bin := testutil.BuildC(t, "record_phases.c", "-O2", "-g")
+	cmd := exec.Command(bin, filepath.Join(t.TempDir(), "truth"), "hold")
+	cmd.Env = append(os.Environ(), "PLATEAU_MS=100")
+	tg := testutil.StartCmd(t, cmd)
+	cg, move := ownCgroup(t)
+	move(tg.Pid, false)
+	e := startExporter(t, "--comm", "record_phases", "--cgroup", regexp.QuoteMeta(cg), "--profile-comm", "record_phases",
+		"--discover-interval", "200ms", "--profile-every", "200ms")
+	testutil.WaitUntil(t, "the first profile", func() bool {
+		_, code, _ := e.fetchProfile(t, fmt.Sprintf("/debug/pprof/heap?pid=%d", tg.Pid))
+		if code != http.StatusOK {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return code == http.StatusOK
+	})
+	if len(anonExec(t, tg.Pid)) == 0 {
+		t.Fatalf("profiled, and no sampler mapped")
+	}
+	move(tg.Pid, true)
+	testutil.WaitUntil(t, "the sampler to be taken out", func() bool {
+		if len(anonExec(t, tg.Pid)) == 0 {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !strings.Contains(e.Log(), "no longer selected") {
+		t.Errorf("the exporter did not say the process left:\n%s", e.Log())
+	}
+	if a := tg.Send("go"); a != "phases done" {
+		t.Fatalf("go: %q", a)
+	}
+	if last, code := tg.Quit(); last != "bye" || code != 0 {
+		t.Errorf("the program after its sampler was taken out: %q, exit %d", last, code)
 	}
 }

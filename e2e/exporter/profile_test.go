@@ -172,6 +172,11 @@ func TestExporterProfile(t *testing.T) {
 		t.Errorf("go tool pprof over HTTP: %v\n%s", err, out)
 	}
 
+	ms := e.scrape(t)
+	if len(ms.find("arenactl_profile_age_seconds", "pid", fmt.Sprint(tg.Pid))) != 1 || len(ms.find("arenactl_profile_age_seconds", "pid", fmt.Sprint(other.Pid))) != 0 {
+		t.Errorf("arenactl_profile_age_seconds is not there for the profiled process alone:\n%s", ms.text)
+	}
+
 	// Opt-in: the other process is watched, not profiled.
 	if m := anonExec(t, other.Pid); len(m) > 0 {
 		t.Errorf("a process not chosen by --profile-pid has the sampler: %v", m)

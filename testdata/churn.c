@@ -17,7 +17,10 @@
  *   drop    every worker frees the blocks it keeps and stops: "dropped"
  *           (what stays allocated is leak_site's 1000-byte blocks)
  *   quit    the same, then exit (0, or 3 if bad)
- * It prints "ready" once every worker runs. */
+ * It prints "ready" once every worker runs. With CHURN_LEAK_CAP=BYTES in
+ * the environment, a worker that has leaked that much frees its oldest
+ * leaked block for each new one, so its live set stays flat (a long soak's
+ * target) while leak_site still allocates. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -38,7 +41,10 @@ struct worker {
 	volatile long progress, bad, leaked;
 	volatile int stopped;
 	void **leaks;
+	void **oldest; /* with a cap: the ring's oldest block */
 };
+
+static long leak_cap; /* CHURN_LEAK_CAP: bytes per worker, 0: none */
 
 static struct worker *ws;
 static int nworkers = 2;
@@ -103,9 +109,24 @@ static void *work(void *arg) {
 		fill(w->b[i], w->n[i]);
 		if (step % 16 == 0) {
 			void **l = leak_site(1000);
-			*l = w->leaks;
-			w->leaks = l;
-			w->leaked += 1000;
+			if (leak_cap > 0) {
+				/* A FIFO through the blocks' first words: oldest -> ... -> leaks. */
+				*l = NULL;
+				if (w->leaks) *w->leaks = l;
+				else w->oldest = l;
+				w->leaks = l;
+				if (w->leaked + 1000 > leak_cap) {
+					void **o = w->oldest;
+					w->oldest = *o;
+					free(o);
+				} else {
+					w->leaked += 1000;
+				}
+			} else {
+				*l = w->leaks;
+				w->leaks = l;
+				w->leaked += 1000;
+			}
 		}
 		w->progress++;
 		pthread_mutex_unlock(&w->mu);
@@ -164,6 +185,8 @@ static void *lib_loop(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc > 1) nworkers = atoi(argv[1]);
+	if (getenv("CHURN_LEAK_CAP")) leak_cap = atol(getenv("CHURN_LEAK_CAP"));
+	if (leak_cap > 0 && leak_cap < 1000) leak_cap = 1000; /* the ring holds a block at least */
 	ws = calloc(nworkers, sizeof *ws);
 	for (int i = 0; i < nworkers; i++) {
 		pthread_mutex_init(&ws[i].mu, NULL);

@@ -4,12 +4,17 @@
 # rate), and again without, ROUNDS times interleaved; medians and the
 # ratio. A private mariadbd in a temporary directory (no network).
 #
-# usage: bench/leaks/mariadb.sh [ROUNDS [CLIENTS [QUERIES]]]   # defaults 3 16 20000
+# TOOL=record measures `arenactl record` (default flags, a new recording
+# each round) instead of leaks.
+#
+# usage: [TOOL=record] bench/leaks/mariadb.sh [ROUNDS [CLIENTS [QUERIES]]]   # defaults 3 16 20000
 # Needs root, go, mariadb-server and mariadb-client; a quiet machine.
 set -eu
 rounds=${1:-3}
 clients=${2:-16}
 queries=${3:-20000}
+tool=${TOOL:-leaks}
+case $tool in leaks | record) ;; *) echo "TOOL is leaks or record" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-maria.XXXXXX")
 server=
@@ -38,12 +43,16 @@ slap >/dev/null # warm up
 : >"$work/res"
 for i in $(seq "$rounds"); do
 	echo "without $(slap)" >>"$work/res"
-	"$work/arenactl" leaks --duration 0 "$server" >"$work/leaks.out" 2>&1 &
+	if [ "$tool" = record ]; then
+		"$work/arenactl" record -o "$work/rec.$i" "$server" >"$work/leaks.out" 2>&1 &
+	else
+		"$work/arenactl" leaks --duration 0 "$server" >"$work/leaks.out" 2>&1 &
+	fi
 	ap=$!
 	for j in $(seq 100); do grep -q "window is open" "$work/leaks.out" && break; sleep 0.1; done
 	echo "profiled $(slap)" >>"$work/res"
 	kill -INT "$ap"
-	wait "$ap" || die "arenactl leaks failed: $(cat "$work/leaks.out")"
+	wait "$ap" || die "arenactl $tool failed: $(cat "$work/leaks.out")"
 done
 awk -v q="$queries" '
 function median(a, n,   i, j, t) {

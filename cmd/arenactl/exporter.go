@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,10 @@ func newExporterCmd() *cobra.Command {
 	var listen string
 	var pids []int
 	var comm, exe, cgroup, unit []string
+	var profPids []int
+	var profComm, profUnit []string
+	cfg.Profile = exporter.ProfileDefaults
+	profRate := sizeValue(cfg.Profile.Rate)
 	c := &cobra.Command{
 		Use:   "exporter",
 		Short: "Serve Prometheus metrics of the glibc malloc state of chosen processes, read-only",
@@ -43,7 +48,15 @@ exceed --freeze-budget of its time; a scrape serves the last values read
 Matchers are regular expressions matched against the whole value. A process
 is watched if its PID was given, or if it matches every kind of matcher given
 (one of the expressions of each kind). The HTTP endpoint takes no target: only
-these flags choose what is read.`,
+these flags choose what is read.
+
+--profile-pid and --profile-comm/--profile-unit choose watched processes
+to profile: leaks' sampler is placed in each (a few ns per malloc; at most
+--profile-max at once) and kept there while it is watched, and what each
+holds by allocation stack, allocated since then, is served as a pprof heap
+profile at /debug/pprof/heap?pid=N (and /pid/N/debug/pprof/heap) for Parca,
+Pyroscope or 'go tool pprof'. The sampler is taken out when the process is
+no longer watched and when the exporter exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			sel := &cfg.Selector
@@ -66,7 +79,39 @@ these flags choose what is read.`,
 					*m.into = append(*m.into, re)
 				}
 			}
+			ps := &cfg.Profile.Selector
+			for _, pid := range profPids {
+				if pid <= 0 {
+					return &usageError{msg: fmt.Sprintf("--profile-pid %d is not a process id", pid)}
+				}
+			}
+			ps.Pids = profPids
+			if !sel.HasMatchers() {
+				// Only watched processes are profiled: a PID that no
+				// --pid names would silently never be.
+				for _, pp := range profPids {
+					if !slices.Contains(pids, pp) {
+						return &usageError{msg: fmt.Sprintf("--profile-pid %d is not watched: only processes watched (--pid, or a matcher) are profiled", pp)}
+					}
+				}
+			}
+			for _, m := range []struct {
+				flag  string
+				exprs []string
+				into  *[]*regexp.Regexp
+			}{{"profile-comm", profComm, &ps.Comm}, {"profile-unit", profUnit, &ps.Unit}} {
+				for _, expr := range m.exprs {
+					re, err := exporter.Compile(m.flag, expr)
+					if err != nil {
+						return &usageError{msg: err.Error()}
+					}
+					*m.into = append(*m.into, re)
+				}
+			}
+			cfg.Profile.Rate = uint64(profRate)
 			switch {
+			case cfg.Profile.Max <= 0 || cfg.Profile.Every <= 0 || cfg.Profile.Rate == 0:
+				return &usageError{msg: "--profile-max, --profile-every and --profile-rate must be positive"}
 			case sel.Empty():
 				return &usageError{msg: "exporter needs --pid or a matcher (--comm, --exe, --cgroup, --unit) to know what to watch"}
 			case cfg.MinInterval <= 0, cfg.DiscoverInterval <= 0, cfg.Options.Timeout <= 0:
@@ -126,6 +171,12 @@ these flags choose what is read.`,
 	fl.DurationVar(&cfg.DiscoverInterval, "discover-interval", cfg.DiscoverInterval, "how often the matchers are evaluated again")
 	fl.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "how many processes may be collected at the same time")
 	fl.IntVar(&cfg.MaxTargets, "max-targets", cfg.MaxTargets, "the most processes watched at once (bounds the metrics' cardinality); more are counted in arenactl_targets_dropped")
+	fl.IntSliceVar(&profPids, "profile-pid", nil, "place leaks' sampler in this watched process and serve what it holds by stack at /debug/pprof/heap?pid=N; repeat for several")
+	fl.StringArrayVar(&profComm, "profile-comm", nil, "profile the watched processes whose name matches this regular expression (as --profile-pid)")
+	fl.StringArrayVar(&profUnit, "profile-unit", nil, "profile the watched processes of the systemd units whose name matches this regular expression (as --profile-pid)")
+	fl.IntVar(&cfg.Profile.Max, "profile-max", cfg.Profile.Max, "the most processes profiled at once")
+	fl.Var(&profRate, "profile-rate", "the sampler's mean number of bytes allocated between two samples (suffixes K, M, G)")
+	fl.DurationVar(&cfg.Profile.Every, "profile-every", cfg.Profile.Every, "how often each profile served is built anew")
 	registerFreeze(fl, &hold, false)
 	fl.DurationVar(&cfg.Options.Timeout, "timeout", cfg.Options.Timeout, "how long to wait for every thread of a process to stop")
 	fl.StringArrayVar(&cfg.Options.DebugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several")

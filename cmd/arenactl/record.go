@@ -156,7 +156,7 @@ FILE' prints a recording.`,
 	fl.MarkHidden("walk-budget")
 	fl.StringVar(&rf.tiers, "tiers", "", "how intervals merge as they age: STEP:SPAN,...,STEP*MAX (the tests' short recordings)")
 	fl.MarkHidden("tiers")
-	c.AddCommand(newRecordShowCmd(), newPageCmd())
+	c.AddCommand(newRecordShowCmd(), newPageCmd(), newRecordPprofCmd())
 	return c
 }
 

@@ -12,6 +12,11 @@
 // only what the collections left behind, so any number of scrapes freezes
 // nothing; nothing in an HTTP request chooses a target.
 //
+// Targets the command line chooses to profile (ProfileConfig) also get
+// leaks' sampler, kept in them while they are watched (inspect.Held), and
+// their last profile of what is held by allocation stack is served as
+// pprof, for pull-based profile stores.
+//
 // The reason label of a failed collection is one of a fixed set (Reasons),
 // chosen by the classifier the caller gives (Config.Reason): cmd/arenactl
 // derives it from the one table that also gives its exit codes and hints.

@@ -41,6 +41,9 @@ type Config struct {
 	Hold inspect.Hold
 	// Logf, when set, hears when a target is added or removed.
 	Logf func(format string, args ...any)
+	// Profile says which targets get a sampler, for the pprof profiles
+	// served at /debug/pprof/heap; none by default.
+	Profile ProfileConfig
 	// Reason is the reason label of a collection's error, one of Reasons.
 	// What an error means to the user is decided in one place,
 	// cmd/arenactl's table of error kinds, which sets it; unset, every
@@ -110,6 +113,12 @@ type target struct {
 	frozenTotal time.Duration
 	walkTotal   time.Duration
 	tookTotal   time.Duration
+	prof        profiledState
+
+	// stops is held while a collection stops the process; a profiled
+	// target's sampler skips its rescan (which stops it too) meanwhile,
+	// rather than fail on a process already traced.
+	stops sync.Mutex
 }
 
 // Exporter watches the selected processes and keeps their last collection.
@@ -128,6 +137,7 @@ type Exporter struct {
 	missing         map[int]string
 	discoveries     uint64 // cycles run
 	discoveryErrors uint64
+	profiling       int // targets with a sampler placed or being placed
 }
 
 // New returns an exporter of cfg (Defaults standing in for what is unset)
@@ -151,6 +161,16 @@ func New(cfg Config) *Exporter {
 	}
 	if cfg.Options.Timeout <= 0 {
 		cfg.Options.Timeout = d.Options.Timeout
+	}
+	pd := ProfileDefaults
+	if cfg.Profile.Max <= 0 {
+		cfg.Profile.Max = pd.Max
+	}
+	if cfg.Profile.Rate == 0 {
+		cfg.Profile.Rate = pd.Rate
+	}
+	if cfg.Profile.Every <= 0 {
+		cfg.Profile.Every = pd.Every
 	}
 	return &Exporter{cfg: cfg, self: os.Getpid(), sem: make(chan struct{}, cfg.Concurrency), targets: map[key]*target{}, missing: map[int]string{}}
 }
@@ -250,6 +270,23 @@ func (e *Exporter) discover(ctx context.Context) {
 		e.wg.Add(1)
 		go e.loop(ctx, tg)
 	}
+	e.startProfilesLocked(ctx)
+}
+
+// sortedLocked is the watched targets, the oldest process first. e.mu is
+// held.
+func (e *Exporter) sortedLocked() []*target {
+	out := make([]*target, 0, len(e.targets))
+	for _, tg := range e.targets {
+		out = append(out, tg)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].proc.Start != out[j].proc.Start {
+			return out[i].proc.Start < out[j].proc.Start
+		}
+		return out[i].proc.Pid < out[j].proc.Pid
+	})
+	return out
 }
 
 // notWatched says why a PID given was not selected: the reason label and
@@ -359,7 +396,9 @@ func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, erro
 	start := time.Now()
 	o := e.cfg.Options
 	o.NoResidency = true // the metrics take the walk's totals only
+	tg.stops.Lock()
 	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, o, e.cfg.Hold)
+	tg.stops.Unlock()
 	var findings []diagnose.Finding
 	var frozen, walked time.Duration
 	if err == nil {

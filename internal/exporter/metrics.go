@@ -59,6 +59,7 @@ var (
 	descFreezeTotal = desc("collection_freeze_seconds_total", "Time every thread of the process has been stopped by collections, in all.", proc...)
 	descWalkTotal   = desc("collection_walk_seconds_total", "Time spent walking the process's allocator, in all.", proc...)
 	descTookTotal   = desc("collection_duration_seconds_total", "Time spent collecting the process, in all.", proc...)
+	descProfileAge  = desc("profile_age_seconds", "How old the pprof profile served for the process (--profile-*) is, at this scrape; absent when none is served.", proc...)
 
 	descLibc = desc("libc_info", "The process's glibc (a static executable holds its own copy); always 1.",
 		with(proc, "version", "path", "build_id", "static")...)
@@ -90,7 +91,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	descBuild, descTargets, descDropped, descDisc, descDiscErr,
 	descTargetInfo, descUp, descError, descCollections, descErrors, descLastAt, descLastOK, descAge,
-	descFreeze, descWalk, descTook, descFreezeTotal, descWalkTotal, descTookTotal,
+	descFreeze, descWalk, descTook, descFreezeTotal, descWalkTotal, descTookTotal, descProfileAge,
 	descLibc, descThreads, descMmapChunks, descMmapBytes, descDamage,
 	descClassRss, descClassDirty, descClassSwap, descClassSize, descFinding, descFindingSaves,
 	descSystem, descSystemMax, descInUse, descFree, descFreeCount, descTop, descTrim, descHeaps,
@@ -203,6 +204,9 @@ func (c *collector) collectTarget(ch chan<- prometheus.Metric, tg *target) {
 	counter(ch, descFreezeTotal, tg.frozenTotal.Seconds(), pl...)
 	counter(ch, descWalkTotal, tg.walkTotal.Seconds(), pl...)
 	counter(ch, descTookTotal, tg.tookTotal.Seconds(), pl...)
+	if tg.prof.pprof != nil {
+		gauge(ch, descProfileAge, time.Since(tg.prof.at).Seconds(), pl...)
+	}
 
 	s := tg.last
 	if s == nil {

@@ -7,6 +7,10 @@
 // The per-run report is internal/report's; opening a target's heap once is
 // internal/heap's.
 //
+// The walk reads memory through internal/glibc/memio (a block cache,
+// copies of whole heaps, a loader running ahead), which knows nothing of
+// glibc's structures.
+//
 // It never talks to the kernel: it reads a target through the small
 // interfaces in target.go, so a live process and a core file look alike.
 package glibc

@@ -27,7 +27,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	}
 	defer done(&err)
 	pid = t.Pid
-	if err := checkThread(pid, o.Tid); err != nil {
+	if err := checkThread(t.Proc(), o.Tid); err != nil {
 		return nil, err
 	}
 	pf, err := runPreflight(ctx, t, o)

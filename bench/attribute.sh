@@ -19,39 +19,23 @@ set -eu
 
 rounds=${1:-5}
 workers=${2:-8}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-attr.XXXXXX")
+. "$(dirname "$0")/lib.sh"
 tpid= ppid=
-cleanup() {
-	exec 4>&- 5<&- 2>/dev/null || true
-	for p in $ppid $tpid; do
-		if kill -0 "$p" 2>/dev/null; then
-			kill -INT "$p" 2>/dev/null || true
-			wait "$p" 2>/dev/null || true
-		fi
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-die() {
-	echo "attribute.sh: $*" >&2
-	exit 1
-}
-for prog in go gcc perf; do
-	command -v "$prog" >/dev/null || die "$prog is not installed"
-done
-(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+bench_work attr
+need go gcc perf
+build_arenactl "$work/arenactl"
 gcc -O2 -g -Wall -pthread -o "$work/stall_target" "$root/bench/stall_target.c" || die "building stall_target failed"
 
 mkfifo "$work/cmd" "$work/ans"
 "$work/stall_target" "$workers" 0 <"$work/cmd" >/dev/null 3>"$work/ans" &
 tpid=$!
+own "$tpid" INT
 exec 4<>"$work/cmd" 5<>"$work/ans"
 IFS= read -r -t 60 reply <&5 || die "the target did not start"
 
 perf record -q -e sched:sched_switch -a -o "$work/perf.data" >/dev/null 2>&1 &
 ppid=$!
+own "$ppid" INT
 # perf's own start-up is not a round's: wait until it writes events.
 for i in $(seq 100); do
 	[ "$(stat -c %s "$work/perf.data" 2>/dev/null || echo 0)" -gt 0 ] && break
@@ -73,7 +57,7 @@ perf script -i "$work/perf.data" -F pid,tid,cpu,time,trace >"$work/trace" 2>/dev
 
 # Two passes over the trace: the first learns each thread's process (a
 # line's own task is the one switched out), the second replays the CPUs.
-awk -v T="$tpid" -v tools="$tools" -v workers="$workers" '
+awk -v T="$tpid" -v tools="$tools" -v workers="$workers" "$awk_median"'
 function kind(tid,   g) {
 	if (tid == 0) return "idle"
 	g = tgid[tid]
@@ -84,10 +68,6 @@ function kind(tid,   g) {
 function field(s, key,   m) {
 	if (!match(s, key "=[^ ]+")) return ""
 	return substr(s, RSTART + length(key) + 1, RLENGTH - length(key) - 1)
-}
-function median(a, n,   i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
 BEGIN { n = split(tools, tl, " "); for (i = 1; i <= n; i++) { tool[tl[i]] = i } }
 NR == FNR {

@@ -47,29 +47,11 @@ if [ "${PIN:-0}" = 1 ]; then
 	pin_arg=pin on_cpu0="taskset -c 0"
 fi
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-bench.XXXXXX")
+. "$(dirname "$0")/lib.sh"
 tpid=
-cleanup() {
-	exec 4>&- 5<&- 2>/dev/null || true
-	if [ -n "$tpid" ] && kill -0 "$tpid" 2>/dev/null; then
-		kill "$tpid" 2>/dev/null || true
-		wait "$tpid" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-die() {
-	echo "run.sh: $*" >&2
-	exit 1
-}
-
-for prog in go gcc gdb; do
-	command -v "$prog" >/dev/null || die "$prog is not installed"
-done
-(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+bench_work bench
+need go gcc gdb
+build_arenactl "$work/arenactl"
 gcc -O2 -g -Wall -pthread -o "$work/stall_target" "$root/bench/stall_target.c" || die "building stall_target failed"
 
 # The target reads commands from one FIFO and answers on another (its fd 3);
@@ -78,6 +60,7 @@ gcc -O2 -g -Wall -pthread -o "$work/stall_target" "$root/bench/stall_target.c" |
 mkfifo "$work/cmd" "$work/ans"
 "$work/stall_target" "$workers" "$pause_us" $pin_arg <"$work/cmd" >"$work/target.stdout" 3>"$work/ans" &
 tpid=$!
+own "$tpid"
 exec 4<>"$work/cmd" 5<>"$work/ans"
 
 reply=
@@ -94,7 +77,6 @@ EOF_TICKS
 IFS= read -r -t 60 reply <&5 || die "the target did not start"
 case $reply in ready*) ;; *) die "the target said '$reply'" ;; esac
 
-now_us() { echo "${EPOCHREALTIME/./}"; }
 
 results=$work/results # tool wall_us stall_ns stopped_us borrowed cause
 : >"$results"
@@ -112,8 +94,9 @@ round() {
 		$on_cpu0 "$work/arenactl" info --json "$tpid" >"$work/info.json" || die "arenactl info failed (exit $?)"
 		;;
 	gdb)
-		$on_cpu0 gdb -q -nx --batch -p "$tpid" -ex 'call (int) malloc_info(0, stdout)' >"$work/gdb.out" 2>&1 ||
-			die "gdb failed: $(cat "$work/gdb.out")"
+		gdb_rc=0
+		gdb_prefix=$on_cpu0 gdb_malloc_info "$tpid" || gdb_rc=$?
+		[ "$gdb_rc" != 1 ] || gdb_check 1
 		;;
 	maps)
 		$on_cpu0 "$work/arenactl" maps "$tpid" >/dev/null || die "arenactl maps failed (exit $?)"
@@ -151,7 +134,7 @@ round() {
 		last_wall_us=$((end - start))
 		;;
 	gdb)
-		grep -q '^\$1 = 0$' "$work/gdb.out" || die "gdb's malloc_info did not return 0: $(cat "$work/gdb.out")"
+		gdb_check "$gdb_rc"
 		;;
 	esac
 	echo "$tool $((end - start)) $2 $stopped $borrowed $cause" >>"$results"
@@ -170,11 +153,7 @@ steal=$(awk -v s=$((steal1 - steal0)) -v t=$((ticks1 - ticks0)) 'BEGIN { printf 
 
 # Every round, then the medians and the ratios.
 awk -v rounds="$rounds" -v workers="$workers" -v pause="$pause_us" -v tools="$tools" -v loadavg="$loadavg" -v pin="$pin_arg" -v steal="$steal" \
-	-v machine="$(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | sed -n '1s/.* //p'), kernel $(uname -r)" '
-function median(a, n,   i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
+	-v machine="$(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | sed -n '1s/.* //p'), kernel $(uname -r)" "$awk_median"'
 {
 	n[$1]++
 	wall[$1, n[$1]] = $2 / 1000; stall[$1, n[$1]] = $3 / 1e6

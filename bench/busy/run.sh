@@ -35,9 +35,9 @@ tools=${TOOLS:-info trim gdb fork baseline}
 [ -z "${ARENACTL_OLD:-}" ] || tools="$tools old"
 busy=${BUSY:-4}
 
-. "$(dirname "$0")/../walk/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 bench_init busy
-command -v gdb >/dev/null || die "gdb is not installed"
+need gdb
 
 # field NAME: an integer field of $work/out.json.
 field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$work/out.json" | head -1; }
@@ -74,11 +74,12 @@ for size in "$@"; do
 				# extended state status") and exits 1, leaving the thread
 				# with a kernel restart code in rax (bigheap reads again).
 				# The stop is measured all the same; such rounds are counted.
-				if ! gdb -q -nx --batch -p "$tpid" -ex 'call (int) malloc_info(0, stdout)' >"$work/gdb.out" 2>&1; then
-					grep -q "Couldn't write extended state" "$work/gdb.out" || die "gdb failed: $(cat "$work/gdb.out")"
+				rc=0
+				gdb_malloc_info "$tpid" || rc=$?
+				if [ "$rc" = 1 ] && grep -q "Couldn't write extended state" "$work/gdb.out"; then
 					gdb_broke=$((gdb_broke + 1))
-				elif ! grep -q '^\$1 = 0$' "$work/gdb.out"; then
-					die "gdb's malloc_info did not return 0: $(cat "$work/gdb.out")"
+				else
+					gdb_check "$rc"
 				fi
 				;;
 			fork)
@@ -100,11 +101,7 @@ for size in "$@"; do
 	exec 4>&- 5<&-
 	wait "$tpid" 2>/dev/null || true
 
-	awk -v tools="$tools" '
-	function median(a, n,   i, j, t) {
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-		return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-	}
+	awk -v tools="$tools" "$awk_median"'
 	{
 		k = $1; n[k]++
 		wall[k, n[k]] = $2 / 1000; gap[k, n[k]] = $3 / 1e6

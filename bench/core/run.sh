@@ -27,11 +27,9 @@ cases=${*:-big}
 rounds=${ROUNDS:-3}
 dbpid=
 
-. "$(dirname "$0")/../walk/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 bench_init core
-for prog in gcore /usr/bin/time; do
-	command -v "$prog" >/dev/null || die "$prog is not installed"
-done
+need gcore /usr/bin/time
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 ms() { awk -v us="$1" 'BEGIN { printf "%.0f ms", us / 1000 }'; }
@@ -118,9 +116,7 @@ case_bigheap() { # case_bigheap GCORE ARGS...
 }
 
 case_mariadb() {
-	for prog in mariadbd mariadb-install-db mariadb-slap; do
-		command -v "$prog" >/dev/null || die "$prog is not installed"
-	done
+	need mariadbd mariadb-install-db mariadb-slap
 	local d=$work/mariadb
 	mkdir -p "$d"
 	mariadb-install-db --no-defaults --user=root --datadir="$d/db" --auth-root-authentication-method=normal >"$d/install.log" 2>&1 ||
@@ -128,7 +124,7 @@ case_mariadb() {
 	mariadbd --no-defaults --user=root --datadir="$d/db" --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
 		--skip-networking --log-error="$d/err.log" --innodb-buffer-pool-size=256M >"$d/stdout.log" 2>&1 &
 	dbpid=$!
-	owned="$owned $dbpid"
+	own "$dbpid"
 	local i
 	for i in $(seq 300); do
 		[ -S "$d/mysqld.sock" ] && break

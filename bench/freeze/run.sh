@@ -27,9 +27,9 @@ shift || true
 [ $# -gt 0 ] || set -- "16 131072 500" "16 524288 500"
 tools=${TOOLS:-ro-image ro-walk snap-image snap-walk inject gdb baseline}
 
-. "$(dirname "$0")/../walk/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 bench_init freeze
-command -v gdb >/dev/null || die "gdb is not installed"
+need gdb
 [ -x /usr/bin/time ] || die "/usr/bin/time is not installed"
 (cd "$root" && go build -o "$work/walkbench" ./bench/walk/walkbench) || die "building walkbench failed"
 
@@ -71,9 +71,7 @@ for size in "$@"; do
 				peak=$(rss "$work/time")
 				;;
 			gdb)
-				gdb -q -nx --batch -p "$tpid" -ex 'call (int) malloc_info(0, stdout)' >"$work/gdb.out" 2>&1 ||
-					die "gdb failed: $(cat "$work/gdb.out")"
-				grep -q '^\$1 = 0$' "$work/gdb.out" || die "gdb's malloc_info did not return 0: $(cat "$work/gdb.out")"
+				gdb_malloc_info_or_die "$tpid"
 				;;
 			baseline) sleep 1 ;;
 			esac
@@ -88,11 +86,7 @@ for size in "$@"; do
 	exec 4>&- 5<&-
 	wait "$tpid" 2>/dev/null || true
 
-	awk -v tools="$tools" '
-	function median(a, n,   i, j, t) {
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-		return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-	}
+	awk -v tools="$tools" "$awk_median"'
 	{
 		k = $1; n[k]++
 		wall[k, n[k]] = $2 / 1000; gap[k, n[k]] = $3 / 1e6

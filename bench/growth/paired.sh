@@ -9,11 +9,13 @@
 # Usage: bench/growth/paired.sh A-ARENACTL B-ARENACTL [PAIRS] (as root;
 # needs gcc). TARGET=touch for the page-touching target (default mmap).
 set -eu
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+cd "$root"
 A=$1 B=$2 PAIRS=${3:-8}
 TARGET=${TARGET:-mmap} WINDOW=${WINDOW:-5}
-D=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+bench_cleanup() { kill $(jobs -p) 2>/dev/null || true; }
+bench_work growth
+D=$work
 gcc -O2 -o "$D/pace" bench/growth/pace.c
 PACE_CLOCK=cpu "$D/pace" "$TARGET" >"$D/out" &
 P=$!
@@ -27,7 +29,6 @@ for i in $(seq "$PAIRS"); do
 		mark $b; "$bin" growth --duration "${WINDOW}s" $P >/dev/null 2>&1; mark $b
 	done
 done
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 while read -r k a && read -r _ b; do
 	echo "$k $(sed -n "$((a + 2)),$((b - 1))p" "$D/out" | median)"
 done <"$D/marks" >"$D/segs"

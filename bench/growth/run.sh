@@ -14,15 +14,15 @@
 # WINDOW=8 or so leaves it enough lines. paired.sh compares two binaries
 # more closely there.
 set -eu
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+cd "$root"
 ROUNDS=${1:-3}
 WINDOW=${WINDOW:-3}
-D=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
+bench_cleanup() { kill $(jobs -p) 2>/dev/null || true; }
+bench_work growth
+D=$work
 gcc -O2 -o "$D/pace" bench/growth/pace.c
-if [ -n "${2:-}" ]; then cp "$2" "$D/arenactl"; else CGO_ENABLED=0 go build -o "$D/arenactl" ./cmd/arenactl; fi
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+ARENACTL=${2:-} CGO_ENABLED=0 build_arenactl "$D/arenactl"
 
 tool() { # tool MODE PID: runs for WINDOW seconds
 	case $1 in

@@ -14,16 +14,16 @@
 # and setpriv). ARENACTL: a binary to measure instead of building this
 # tree (an older arenactl, to compare on the same machine).
 set -eu
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+cd "$root"
 ROUNDS=${1:-3}
 WINDOW=${WINDOW:-4}
-D=$(mktemp -d)
+bench_cleanup() { kill $(jobs -p) 2>/dev/null || true; }
+bench_work growth
+D=$work
 chmod 755 "$D"
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$D"' EXIT
 gcc -O2 -o "$D/pace" bench/growth/pace.c
-if [ -n "${2:-}" ]; then cp "$2" "$D/arenactl"; else CGO_ENABLED=0 go build -o "$D/arenactl" ./cmd/arenactl; fi
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "nan"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+ARENACTL=${2:-} CGO_ENABLED=0 build_arenactl "$D/arenactl"
 
 sleep 1000000 &
 IDLE=$!

@@ -15,24 +15,18 @@ clients=${2:-16}
 queries=${3:-20000}
 tool=${TOOL:-leaks}
 case $tool in leaks | record) ;; *) echo "TOOL is leaks or record" >&2; exit 2 ;; esac
-root=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-maria.XXXXXX")
+. "$(dirname "$0")/../lib.sh"
 server=
-cleanup() {
-	[ -z "$server" ] || kill "$server" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-die() { echo "$(basename "$0"): $*" >&2; exit 1; }
-for p in mariadbd mariadb-install-db mariadb mariadb-slap; do command -v $p >/dev/null || die "$p is not installed"; done
-(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+bench_work maria
+need go mariadbd mariadb-install-db mariadb mariadb-slap
+build_arenactl "$work/arenactl"
 mariadb-install-db --no-defaults --user=root --datadir="$work/db" --auth-root-authentication-method=normal >/dev/null 2>&1 || die "mariadb-install-db failed"
 mariadbd --no-defaults --user=root --datadir="$work/db" --socket="$work/sock" --pid-file="$work/pid" --skip-networking \
 	--log-error="$work/err.log" --innodb-buffer-pool-size=256M &
 server=$!
+own "$server"
 for i in $(seq 100); do mariadb --no-defaults -S "$work/sock" -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
-echo "machine: $(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg); $(mariadbd --version)"
+echo "$(machine); $(mariadbd --version)"
 # slap: the seconds mariadb-slap's run took.
 slap() {
 	mariadb-slap --no-defaults -S "$work/sock" -uroot --concurrency="$clients" --iterations=1 --number-of-queries="$queries" \
@@ -54,11 +48,7 @@ for i in $(seq "$rounds"); do
 	kill -INT "$ap"
 	wait "$ap" || die "arenactl $tool failed: $(cat "$work/leaks.out")"
 done
-awk -v q="$queries" '
-function median(a, n,   i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
+awk -v q="$queries" "$awk_median"'
 { n[$1]++; v[$1, n[$1]] = q / $2; printf "  %-9s %8.0f queries/s\n", $1, q / $2 }
 END {
 	for (k in n) { for (j = 1; j <= n[k]; j++) a[j] = v[k, j]; m[k] = median(a, n[k]) }

@@ -18,23 +18,19 @@
 # Needs root, go, gcc; a quiet machine. See bench/leaks/README.md.
 set -eu
 secs=${1:-4}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-leaks.XXXXXX")
+. "$(dirname "$0")/../lib.sh"
 loop_pid=
 heaptrack_failed=
-cleanup() {
-	[ -z "$loop_pid" ] || kill "$loop_pid" 2>/dev/null || true
-	jobs -p | xargs -r kill 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-die() { echo "$(basename "$0"): $*" >&2; exit 1; }
-(cd "$root" && go build -o "$work/arenactl" ./cmd/arenactl) || die "building arenactl failed"
+bench_cleanup() { jobs -p | xargs -r kill 2>/dev/null || true; }
+bench_work leaks
+need go gcc
+build_arenactl "$work/arenactl"
 gcc -O2 -o "$work/loop" "$root/bench/leaks/loop.c" || die "building loop.c failed"
-echo "machine: $(nproc) CPUs, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | sed -n '1s/.* //p'), kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine
 
 "$work/loop" >"$work/ns" &
 loop_pid=$!
+own "$loop_pid"
 sleep 1
 mark() { wc -l <"$work/ns"; }
 # phase NAME: the lines the loop printed from now for $secs seconds.
@@ -89,11 +85,7 @@ if command -v heaptrack >/dev/null; then
 	kill -- -"$hp" 2>/dev/null || true
 	wait "$hp" 2>/dev/null || true
 fi
-awk '
-function median(a, n,   i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
+awk "$awk_median"'
 { k = $1; if (!(k in n)) order[++m] = k; n[k]++; v[k, n[k]] = $2 }
 END {
 	printf "%-10s %14s %10s\n", "phase", "ns per pair", "vs before"

@@ -22,10 +22,9 @@
 set -eu
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-die() {
-	echo "$(basename "$0"): $*" >&2
-	exit 1
-}
+lib=$here/lib.sh # in a DIR made by build
+[ -f "$lib" ] || lib=$here/../lib.sh
+. "$lib"
 
 build() { # DIR: arenactl and rusage static, bigheap against the system's glibc
 	local dir=$1 root
@@ -35,6 +34,7 @@ build() { # DIR: arenactl and rusage static, bigheap against the system's glibc
 	(cd "$root" && CGO_ENABLED=0 go build -o "$dir/rusage" ./bench/scale/rusage) || die "building rusage failed"
 	gcc -O2 -g -Wall -pthread -o "$dir/bigheap" "$root/bench/walk/bigheap.c" || die "building bigheap failed"
 	[ "$dir/run.sh" -ef "$here/run.sh" ] || cp "$here/run.sh" "$dir/run.sh"
+	[ "$dir/lib.sh" -ef "$lib" ] || cp "$lib" "$dir/lib.sh"
 }
 
 if [ "${1:-}" = build ]; then
@@ -52,18 +52,8 @@ jobs_list="1 2"
 [ -z "${JOBS:-}" ] || [ "$JOBS" = 1 ] || [ "$JOBS" = 2 ] || jobs_list="1 2 $JOBS"
 [ "$(id -u)" = 0 ] || die "run it as root (arenactl reads another process's memory)"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/arenactl-scale.XXXXXX")
 tpid=
-cleanup() {
-	exec 4>&- 5<&- 2>/dev/null || true
-	if [ -n "$tpid" ] && kill -0 "$tpid" 2>/dev/null; then
-		kill "$tpid" 2>/dev/null || true
-		wait "$tpid" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+bench_work scale
 
 if [ -x "$here/arenactl" ] && [ -x "$here/bigheap" ] && [ -x "$here/rusage" ]; then
 	bin=$here
@@ -73,24 +63,11 @@ else
 fi
 arenactl=$bin/arenactl
 
-echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine
 echo "arenactl: $("$arenactl" version 2>/dev/null | head -1); default --jobs: $("$arenactl" --help 2>/dev/null | sed -n 's/.*here \([0-9]*\)).*/\1/p' | head -1)"
 echo "rounds: $rounds (medians); busy churn threads: $busy"
 
-# start_bigheap ARGS...: bigheap in $work/t, commands through FIFOs (fds 4
-# and 5, its answers on its fd 3); sets tpid and reply (its "ready" line).
-start_bigheap() {
-	rm -rf "$work/t" && mkdir "$work/t" && mkfifo "$work/t/cmd" "$work/t/ans"
-	(cd "$work/t" && exec "$bin/bigheap" "$@" <cmd >stdout 3>ans) &
-	tpid=$!
-	exec 4<>"$work/t/cmd" 5<>"$work/t/ans"
-	IFS= read -r -t 3600 reply <&5 || die "bigheap did not start"
-	case $reply in ready*) ;; *) die "bigheap said '$reply'" ;; esac
-}
-ask() {
-	echo "$1" >&4
-	IFS= read -r -t 120 reply <&5 || die "bigheap did not answer '$1' (exited?)"
-}
+bigheap=$bin/bigheap bigheap_wait=3600 bigheap_cores=0 # growing a heap of GiB takes a while; no cores of it
 stop_bigheap() {
 	ask quit
 	wait "$tpid" 2>/dev/null || true
@@ -98,7 +75,6 @@ stop_bigheap() {
 	exec 4>&- 5<&-
 }
 
-median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 # field NAME: the first number named NAME in the run's JSON, or -.
 field() {
@@ -131,7 +107,7 @@ run() {
 for size in $sizes; do
 	# bigheap's default 131072 pairs a thread make about 1.1 GiB in 16 arenas.
 	pairs=$(awk -v s="$size" 'BEGIN {printf "%d", s * 131072 / 1.1}')
-	start_bigheap 16 "$pairs" 500
+	start_bigheap "$work/t" 16 "$pairs" 500
 	heap_kib=$(awk '/VmRSS/ {print $2}' /proc/"$tpid"/status)
 	set -- $reply
 	echo
@@ -173,7 +149,7 @@ for size in $sizes; do
 			detail=
 			for f in 6 7 8; do
 				v=$(awk -v n="$name" -v j="$j" -v f="$f" '$1 == n && $2 == j && $f != "-" {print $f}' "$work/res" | median)
-				detail="$detail $(awk -v v="$v" 'BEGIN {if (v == "") print "-"; else printf "%.1f", v / 1e3}')"
+				detail="$detail $(awk -v v="$v" 'BEGIN {if (v == "" || v == "nan") print "-"; else printf "%.1f", v / 1e3}')"
 			done
 			awk -v n="$name" -v j="$j" -v w="$wall" -v c="$cpu" -v r="$rss" -v h="$heap_kib" -v x="$ratio" -v d="$detail" 'BEGIN {
 				split(d, a, " ")

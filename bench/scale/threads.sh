@@ -8,23 +8,20 @@
 # usage: bench/scale/threads.sh [ARENACTL...]     (default: arenactl built from this tree)
 # Environment: THREADS (default 2000), ROUNDS (default 5). Needs root, go, gcc.
 set -eu
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-tmp=$(mktemp -d)
-mt=
-cleanup() {
-	[ -n "$mt" ] && kill "$mt" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-gcc -O2 -pthread -o "$tmp/many_threads" "$root/testdata/many_threads.c"
+. "$(dirname "$0")/../lib.sh"
+bench_work threads
+tmp=$work
+need gcc
+gcc -O2 -pthread -o "$tmp/many_threads" "$root/testdata/many_threads.c" || die "building many_threads failed"
 if [ $# -eq 0 ]; then
-	(cd "$root" && go build -o "$tmp/arenactl" ./cmd/arenactl)
+	need go
+	build_arenactl "$tmp/arenactl"
 	set -- "$tmp/arenactl"
 fi
 mkfifo "$tmp/in"
 "$tmp/many_threads" "${THREADS:-2000}" >"$tmp/out" 2>&1 <"$tmp/in" &
 mt=$!
+own "$mt"
 exec 7>"$tmp/in"
 for _ in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.2; done
 answer() { # ask "gaps" and print the answer

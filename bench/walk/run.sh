@@ -27,9 +27,9 @@ threads=${2:-16}
 pairs=${3:-131072}
 maxreq=${4:-500}
 
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 bench_init walk
-command -v gdb >/dev/null || die "gdb is not installed"
+need gdb
 [ -x /usr/bin/time ] || die "/usr/bin/time is not installed (Debian: apt-get install time)"
 (cd "$root" && go build -o "$work/walkbench" ./bench/walk/walkbench) || die "building walkbench failed"
 if [ -n "${WALKBENCH:-}" ]; then cp "$WALKBENCH" "$work/walkbench" || die "no walkbench at $WALKBENCH"; fi
@@ -67,9 +67,7 @@ for i in $(seq "$rounds"); do
 			rss=$(tail -1 "$work/rss")
 			;;
 		gdb)
-			gdb -q -nx --batch -p "$tpid" -ex 'call (int) malloc_info(0, stdout)' >"$work/gdb.out" 2>&1 ||
-				die "gdb failed: $(cat "$work/gdb.out")"
-			grep -q '^\$1 = 0$' "$work/gdb.out" || die "gdb's malloc_info did not return 0: $(cat "$work/gdb.out")"
+			gdb_malloc_info_or_die "$tpid"
 			;;
 		baseline) sleep 1 ;;
 		esac
@@ -82,11 +80,7 @@ for i in $(seq "$rounds"); do
 done
 ask quit
 
-awk -v rounds="$rounds" '
-function median(a, n,   i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
+awk -v rounds="$rounds" "$awk_median"'
 {
 	k = $1; n[k]++
 	wall[k, n[k]] = $2 / 1000; gap[k, n[k]] = $3 / 1e6

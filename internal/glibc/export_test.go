@@ -1,19 +1,22 @@
 package glibc
 
-// SetWindowCap sets windowCap for a test, so that arenas of a few pages do
-// not fit; it returns what puts it back.
+import "github.com/arenactl/arenactl/internal/glibc/memio"
+
+// SetWindowCap sets what one arena's copy may take for a test, so that
+// arenas of a few pages do not fit; it returns what puts it back.
 func SetWindowCap(n uint64) (restore func()) {
-	old := windowCap
-	windowCap = n
-	return func() { windowCap = old }
+	_, cache := memio.Caps()
+	return memio.SetCaps(n, cache)
 }
 
-// SetCacheLimits sets cacheCap and both prewalk budgets (links) for a
-// test; it returns what puts them back.
+// SetCacheLimits sets the block cache's bound and both prewalk budgets
+// (links) for a test; it returns what puts them back.
 func SetCacheLimits(cache uint64, links int) (restore func()) {
-	oc, ob, op := cacheCap, prewalkBudget, prewalkBudgetParts
-	cacheCap, prewalkBudget, prewalkBudgetParts = cache, links, links
-	return func() { cacheCap, prewalkBudget, prewalkBudgetParts = oc, ob, op }
+	window, _ := memio.Caps()
+	undo := memio.SetCaps(window, cache)
+	ob, op := prewalkBudget, prewalkBudgetParts
+	prewalkBudget, prewalkBudgetParts = links, links
+	return func() { undo(); prewalkBudget, prewalkBudgetParts = ob, op }
 }
 
 // SetSegMin sets segMin for a test, so that heaps of a few pages are walked

@@ -1,5 +1,7 @@
 package glibc
 
+import "github.com/arenactl/arenactl/internal/glibc/memio"
+
 // HeapMax is the size of a thread arena's heaps, and so their alignment:
 // heap_max_size() in malloc/arena.c (glibc 2.35 on), HEAP_MAX_SIZE (64 MiB
 // on 64-bit) unless the glibc.malloc.hugetlb tunable set mp_.hp_pagesize,
@@ -25,7 +27,7 @@ func HeapMax(mem Memory, lay Layout, a Anchors) (uint64, bool) {
 // would map the zero page into a live process. ok is false when there is
 // none: unreadable, no data, or not a pointer malloc aligns.
 func HeapArena(mem Memory, hb uint64) (uint64, bool) {
-	if dr, ok := mem.(dataRuns); ok {
+	if dr, ok := mem.(memio.DataRuns); ok {
 		page := hb &^ (pageSz - 1)
 		data := false
 		if err := dr.DataRuns(page, page+pageSz, func(_, _ uint64, d bool) { data = d }); err != nil || !data {

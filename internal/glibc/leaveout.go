@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"sort"
 	"strings"
 
@@ -106,7 +107,7 @@ func readRing(mem Memory, lay Layout, a Anchors) (*ring, bool) {
 	// holdsData: a page never touched (or given back) holds no heap_info
 	// and no chunk header, and reading it would map the zero page into a
 	// live process.
-	dr, _ := mem.(dataRuns)
+	dr, _ := mem.(memio.DataRuns)
 	rg.holdsData = func(addr uint64) bool {
 		if dr == nil {
 			return true

@@ -1,11 +1,14 @@
 package glibc
 
-import "github.com/arenactl/arenactl/internal/workers"
+import (
+	"github.com/arenactl/arenactl/internal/glibc/memio"
+	"github.com/arenactl/arenactl/internal/workers"
+)
 
 // SetMemory bounds what a walk keeps in memory by the budget arenactl
 // gives it (internal/budget): the copies of an arena's heaps (two buffers
-// of windowCap, the walker's and the loader's running ahead) and the cache
-// of blocks read outside them (cacheCap) take at most an eighth of it
+// of memio's window cap, the walker's and the loader's running ahead) and the cache
+// of blocks read outside them (its cache cap) take at most an eighth of it
 // each, at least 8 MiB, the copies at most what they took before any
 // budget (96 MiB, which holds a thread arena's whole 64 MiB heap); the
 // links the prewalk of an arena copied in parts records (24 bytes each) a
@@ -21,7 +24,6 @@ import "github.com/arenactl/arenactl/internal/workers"
 func SetMemory(budget uint64, jobs int) {
 	jobs = max(workers.Resolve(jobs), 1)
 	share := budget / 8 / uint64(jobs)
-	windowCap = min(max(share, 4<<20), 96<<20) &^ (2<<20 - 1) // whole huge pages
-	cacheCap = max(share, 4<<20)
+	memio.SetCaps(min(max(share, 4<<20), 96<<20)&^(2<<20-1), max(share, 4<<20)) // the copies in whole huge pages
 	prewalkBudgetParts = int(max(budget/6/24, 2<<20)) / jobs
 }

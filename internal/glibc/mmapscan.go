@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/maps"
@@ -72,7 +73,7 @@ func ScanMmapped(mem Memory, lay Layout, m maps.Mapping, maxPages int, fn func(M
 		return true
 	}
 	s := mmapScan{mem: mem, tail: lay.MmapTail, end: end, left: maxPages, fn: fn, next: start, buf: make([]byte, headBlock*pageSz)}
-	if dr, ok := mem.(dataRuns); ok {
+	if dr, ok := mem.(memio.DataRuns); ok {
 		// By pieces, so that a scan stopped early reads no more of the
 		// page map (2 MiB of it per GiB).
 		var err error
@@ -240,7 +241,7 @@ func (s *mmapScan) inner(c *MmappedChunk, p, lead, prev, raw uint64) bool {
 // holdsData says whether the page at addr holds data, as far as the
 // memory can tell.
 func (s *mmapScan) holdsData(addr uint64) bool {
-	dr, ok := s.mem.(dataRuns)
+	dr, ok := s.mem.(memio.DataRuns)
 	if !ok {
 		return true
 	}

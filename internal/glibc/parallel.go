@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"math/bits"
 
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
@@ -25,7 +26,7 @@ import (
 
 // sharedReader is memory whose ReadAt may be called from several
 // goroutines at once, but that is not worth copying ahead of a single
-// walker (parallelReader): a core, already in this process's memory, or a
+// walker (memio.ParallelReader): a core, already in this process's memory, or a
 // snapshot's recorder of reads.
 type sharedReader interface {
 	ReadsShared()
@@ -33,7 +34,7 @@ type sharedReader interface {
 
 // parallel reports whether this walk may spread its arenas (and the long
 // heaps' chunks) over workers: more than one asked for, and memory that
-// may be read from several threads at once (parallelReader,
+// may be read from several threads at once (memio.ParallelReader,
 // sharedReader). A visitor is handed the chunks in address order within
 // each heap and in ring order across arenas (the chunk index and the
 // reachability scan build on that order): the arenas' chunk walks then
@@ -42,8 +43,8 @@ func (wk *walker) parallel() bool {
 	if workers.Resolve(wk.jobs) <= 1 || wk.only != nil {
 		return false
 	}
-	_, par := wk.mem.mem.(parallelReader)
-	_, shared := wk.mem.mem.(sharedReader)
+	_, par := wk.mem.Memory().(memio.ParallelReader)
+	_, shared := wk.mem.Memory().(sharedReader)
 	return par || shared
 }
 
@@ -64,7 +65,7 @@ func (wk *walker) ring(a Anchors) ([]uint64, *Damage, error) {
 		seen[ar] = true
 		// Straight from memory: the arena's walker reads its state again
 		// through its own cache.
-		st, err := readBytes(wk.mem.mem, ar, uint64(lay.StateSize))
+		st, err := readBytes(wk.mem.Memory(), ar, uint64(lay.StateSize))
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading arena %d at %#x: %w", n, ar, err)
 		}
@@ -103,7 +104,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 	idle := make(chan *walker, jobs)
 	for range jobs {
 		sub := wk.fork()
-		sub.mem.keep = max(keepBlocks()/jobs, 16)
+		sub.mem.SetKeep(max(memio.KeepBlocks()/jobs, 16))
 		// Fewer arenas than workers: the others walk the long heaps in
 		// segments.
 		sub.segJobs = all / jobs
@@ -112,7 +113,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 	defer func() {
 		close(idle)
 		for sub := range idle {
-			sub.mem.releaseWindows()
+			sub.mem.Close()
 		}
 	}()
 	// turns[i] is closed once arena i may hand its chunks to the visitor:
@@ -161,9 +162,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 // fork is a walker like wk for one worker: the same target, layout and
 // kind of walk, with a cache, copies and sets of its own.
 func (wk *walker) fork() *walker {
-	c := newBlockMemSized(wk.mem.mem, wk.mem.size)
-	c.noWin = wk.mem.noWin
-	return &walker{mem: c, page: wk.page, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
+	return &walker{mem: wk.mem.Fork(), page: wk.page, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.Reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
 }
 
 // A long heap (the main arena's, or a thread arena's heap of up to
@@ -220,7 +219,7 @@ func (wk *walker) chunksInSegments(aw *ArenaWalk, start, end uint64) segStop {
 	cuts := wk.cuts(start, end, int(min((end-start)/segMin, uint64(4*wk.segJobs))))
 	runs := make([]segRun, len(cuts)-1)
 	walk := func(from, until uint64) segRun {
-		return walkSegment(wk.mem.mem, wk.free.reader(), wk.fast.reader(), wk.tcached.reader(), end, from, until)
+		return walkSegment(wk.mem.Memory(), wk.free.Reader(), wk.fast.Reader(), wk.tcached.Reader(), end, from, until)
 	}
 	_ = workers.Run(context.Background(), wk.segJobs, len(runs), func(i int) error {
 		runs[i] = walk(cuts[i], cuts[i+1])
@@ -261,7 +260,7 @@ func (wk *walker) chunksInSegments(aw *ArenaWalk, start, end uint64) segStop {
 // in increasing order, then end.
 func (wk *walker) cuts(start, end uint64, n int) []uint64 {
 	out := []uint64{start}
-	free, fast := wk.free.reader(), wk.fast.reader()
+	free, fast := wk.free.Reader(), wk.fast.Reader()
 	for k := 1; k < n; k++ {
 		at := start + (end-start)/uint64(n)*uint64(k)
 		at = max(at&^15, out[len(out)-1]+16)
@@ -274,24 +273,24 @@ func (wk *walker) cuts(start, end uint64, n int) []uint64 {
 
 // nextMember is the lowest 16-aligned address in [at, end) (at aligned)
 // that is in one of the sets.
-func nextMember(at, end uint64, sets ...*addrSet) (uint64, bool) {
+func nextMember(at, end uint64, sets ...*memio.AddrSet) (uint64, bool) {
 	for at < end {
-		reg := at / regionSize
-		regEnd := min((reg+1)*regionSize, end)
+		reg := at / memio.RegionSize
+		regEnd := min((reg+1)*memio.RegionSize, end)
 		best := regEnd
 		for _, s := range sets {
-			b := s.region(at)
+			b := s.Region(at)
 			if b == nil {
 				continue
 			}
-			for g := at % regionSize / 16; g < (regEnd-reg*regionSize+15)/16; {
+			for g := at % memio.RegionSize / 16; g < (regEnd-reg*memio.RegionSize+15)/16; {
 				w := b[g/64] >> (g % 64)
 				if w == 0 {
 					g = (g/64 + 1) * 64
 					continue
 				}
 				g += uint64(bits.TrailingZeros64(w))
-				if a := reg*regionSize + g*16; a < best {
+				if a := reg*memio.RegionSize + g*16; a < best {
 					best = a
 				}
 				break
@@ -309,7 +308,7 @@ func nextMember(at, end uint64, sets ...*addrSet) (uint64, bool) {
 // until, in the heap that ends at end, reading mem a block at a time into
 // a buffer of its own: the same checks and the same classes as chunks'
 // serial loop.
-func walkSegment(mem Memory, free, fast, cached *addrSet, end, from, until uint64) segRun {
+func walkSegment(mem Memory, free, fast, cached *memio.AddrSet, end, from, until uint64) segRun {
 	var r segRun
 	buf := make([]byte, segBlock)
 	var bstart, blen uint64
@@ -340,16 +339,16 @@ func walkSegment(mem Memory, free, fast, cached *addrSet, end, from, until uint6
 			r.end, r.stop = p, segFence
 			return r
 		}
-		if reg := p / regionSize; reg != region {
-			region, freeB, fastB, cachedB = reg, free.region(p), fast.region(p), cached.region(p)
+		if reg := p / memio.RegionSize; reg != region {
+			region, freeB, fastB, cachedB = reg, free.Region(p), fast.Region(p), cached.Region(p)
 		}
-		g := p % regionSize / 16
+		g := p % memio.RegionSize / 16
 		i, bit := g/64, uint64(1)<<(g%64)
 		aligned := p%16 == 0
 		switch {
-		case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && free.has(p):
-		case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && fast.has(p):
-		case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && cached.has(p):
+		case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && free.Has(p):
+		case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && fast.Has(p):
+		case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && cached.Has(p):
 			r.cached++
 			r.cachedBytes += sz
 			r.inUse++

@@ -1,8 +1,8 @@
 package glibc
 
 import (
-	"cmp"
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"slices"
 
 	"github.com/arenactl/arenactl/internal/maps"
@@ -38,7 +38,7 @@ type prewalk struct {
 type link struct{ p, size, fd uint64 }
 
 // prewalkBudget bounds the links recorded per arena (24 bytes each, 12 MiB
-// in all): five times the free chunks an arena of windowCap bytes holds
+// in all): five times the free chunks an arena of a copy's size (96 MiB) holds
 // when laid out as bench/walk's bigheap lays them out (about 100 K).
 // SetMemory lowers it to what arenactl's memory budget allows.
 var prewalkBudget = 1 << 19
@@ -68,19 +68,19 @@ func (wk *walker) listIndex(i int) int { return wk.lay.NFastbins + i - 1 }
 // uses a link only at the chunk it names, so one from another read of the
 // lists is as good).
 func (wk *walker) prewalkLists(ar uint64, st []byte) {
-	if wk.mem.win.pre != nil {
+	if wk.mem.Prepared() != nil {
 		return
 	}
 	if wk.parts != nil {
 		wk.prewalkParts(ar, st)
 		return
 	}
-	wk.pre.fill(wk.lay, ar, st, wk.mem.win.spans)
+	wk.pre.fill(wk.lay, ar, st, wk.mem.Spans())
 }
 
 // fill records the lists of the arena at ar, whose state is st, as spans
 // (the copy of its heaps) hold them.
-func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []window) {
+func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []memio.Window) {
 	pw.reset()
 	if len(spans) == 0 {
 		return
@@ -94,8 +94,8 @@ type cursor struct {
 	k      int
 	p, end uint64
 	fast   bool
-	w      *window // the one that holds p
-	b      []byte  // the 24 bytes at p in w, once p is known good
+	w      *memio.Window // the one that holds p
+	b      []byte        // the 24 bytes at p in w, once p is known good
 	// Brent's cycle detection: mark is the chunk seen `power` links
 	// ago at most; steps counts the links since it was set.
 	mark         uint64
@@ -125,8 +125,8 @@ func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
 // advance steps the cursors cs through spans until each one stops. It
 // returns those that stopped at a chunk in later, not in spans: another
 // part of the arena, copied later (see prewalkParts).
-func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []maps.Range) (waiting []cursor) {
-	ws := &windows{spans: spans}
+func (pw *prewalk) advance(lay Layout, cs []cursor, spans []memio.Window, later []maps.Range) (waiting []cursor) {
+	ws := memio.NewLookup(spans)
 	// next checks c.p, where its list leads, and readies c.b; false when
 	// the chain stops there (or waits).
 	next := func(c *cursor) bool {
@@ -134,8 +134,8 @@ func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []maps
 		if p%16 != 0 || p == c.end {
 			return false
 		}
-		if w == nil || p < w.start || p+24 > w.end || p+24 < p {
-			if w = ws.get(p, 24); w == nil {
+		if w == nil || p < w.Start || p+24 > w.End || p+24 < p {
+			if w = ws.Get(p, 24); w == nil {
 				if in(later, p, 24) {
 					c.w = nil
 					waiting = append(waiting, *c)
@@ -144,10 +144,10 @@ func (pw *prewalk) advance(lay Layout, cs []cursor, spans []window, later []maps
 			}
 			c.w = w
 		}
-		if w.holes != nil && (w.hole(p+8-w.start) || w.hole(p+16-w.start)) {
+		if w.Hole(p+8-w.Start) || w.Hole(p+16-w.Start) {
 			return false
 		}
-		c.b = w.b[p-w.start:][:24]
+		c.b = w.B[p-w.Start:][:24]
 		return true
 	}
 	ready := cs[:0:0]
@@ -202,8 +202,8 @@ func in(rs []maps.Range, p, n uint64) bool {
 	return false
 }
 
-// Arenas too large to copy whole (more than windowCap) are copied a part
-// at a time: prewalkParts for the lists, the chunk walk as it goes.
+// Arenas too large to copy whole (more than memio's window cap) are copied
+// a part at a time: prewalkParts for the lists, the chunk walk as it goes.
 const (
 	// maxPasses bounds the copies prewalkParts makes, as copies of every
 	// part: lists that hop back and forth between parts more than that are
@@ -216,22 +216,6 @@ const (
 // from arenactl's memory budget.
 var prewalkBudgetParts = 2 << 20
 
-// partsOf splits rs into page-aligned parts of windowCap bytes at most, in
-// address order; false when rs cannot be copied at all.
-func partsOf(rs []maps.Range) ([]maps.Range, bool) {
-	var parts []maps.Range
-	for _, r := range rs {
-		if r.End <= r.Start || r.Start%pageSz != 0 || r.End%pageSz != 0 {
-			return nil, false
-		}
-		for s := r.Start; s < r.End; s += windowCap {
-			parts = append(parts, maps.Range{Start: s, End: min(s+windowCap, r.End)})
-		}
-	}
-	slices.SortFunc(parts, func(a, b maps.Range) int { return cmp.Compare(a.Start, b.Start) })
-	return parts, len(parts) > 0
-}
-
 // prewalkParts is the prewalk of an arena copied in parts (wk.parts): it
 // copies the part most lists wait in, lets every list there go as far as
 // it can, and again, until every list has ended or maxPasses times as many
@@ -241,7 +225,7 @@ func partsOf(rs []maps.Range) ([]maps.Range, bool) {
 func (wk *walker) prewalkParts(ar uint64, st []byte) {
 	pw := &wk.pre
 	pw.reset()
-	if !wk.mem.win.alloc() {
+	if !wk.mem.Buffer() {
 		return
 	}
 	pw.budget = prewalkBudgetParts
@@ -278,7 +262,7 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 		if len(here) == 0 {
 			break
 		}
-		spans := copyRanges(wk.mem.mem, []maps.Range{part}, wk.mem.win.buf, nil)
+		spans := wk.mem.CopyAside(part)
 		cs = append(rest, pw.advance(wk.lay, here, spans, wk.parts)...)
 	}
 }

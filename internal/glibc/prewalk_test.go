@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestPrewalkStopsAtLoops(t *testing.T) {
 	lay := stateL1
 	const ar, start = 0x10000, 0x100000
-	w := window{start: start, end: start + 1<<20, b: make([]byte, 1<<20)}
+	w := memio.Window{Start: start, End: start + 1<<20, B: make([]byte, 1<<20)}
 	le := binary.LittleEndian
 	chunk := func(i int) uint64 { return start + 0x1000 + uint64(i)*0x40 }
 	// Bin 1: 100 chunks, the last leading back to chunk 60. Bin 2: 50
@@ -22,8 +23,8 @@ func TestPrewalkStopsAtLoops(t *testing.T) {
 		if i == 99 {
 			next = chunk(60)
 		}
-		le.PutUint64(w.b[chunk(i)-start+8:], 0x41)
-		le.PutUint64(w.b[chunk(i)-start+16:], next)
+		le.PutUint64(w.B[chunk(i)-start+8:], 0x41)
+		le.PutUint64(w.B[chunk(i)-start+16:], next)
 	}
 	bin2 := uint64(ar) + uint64(lay.StateBins) // its header, as a chunk (bins[2] - 16)
 	for i := 200; i < 250; i++ {
@@ -31,14 +32,14 @@ func TestPrewalkStopsAtLoops(t *testing.T) {
 		if i == 249 {
 			next = bin2
 		}
-		le.PutUint64(w.b[chunk(i)-start+8:], 0x41)
-		le.PutUint64(w.b[chunk(i)-start+16:], next)
+		le.PutUint64(w.B[chunk(i)-start+8:], 0x41)
+		le.PutUint64(w.B[chunk(i)-start+16:], next)
 	}
 	st := make([]byte, lay.StateSize)
 	le.PutUint64(st[lay.StateBins:], chunk(0))
 	le.PutUint64(st[lay.StateBins+16:], chunk(200))
 	var pw prewalk
-	pw.fill(lay, ar, st, []window{w})
+	pw.fill(lay, ar, st, []memio.Window{w})
 	loop, plain := pw.lists[lay.NFastbins], pw.lists[lay.NFastbins+1]
 	if len(loop) < 100 || len(loop) > 400 {
 		t.Errorf("the looping list: %d links recorded, want between its length (100) and a few rounds of its loop", len(loop))

@@ -3,6 +3,7 @@ package glibc
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -40,30 +41,30 @@ func TestChunksInSegmentsAsSerial(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
 		name string
-		bend func(mem []byte, chunks []uint64, free, fast *addrSet) // damage to make
+		bend func(mem []byte, chunks []uint64, free, fast *memio.AddrSet) // damage to make
 	}{
 		{"clean", nil},
-		{"free-list addresses inside chunks", func(mem []byte, chunks []uint64, free, fast *addrSet) {
+		{"free-list addresses inside chunks", func(mem []byte, chunks []uint64, free, fast *memio.AddrSet) {
 			// The only chunk starts the lists give are not: every cut
 			// is one the chain does not arrive at.
-			free.bits.reset()
-			fast.bits.reset()
+			free.Clear()
+			fast.Clear()
 			for _, i := range []int{len(chunks) / 3, len(chunks) / 2, 2 * len(chunks) / 3} {
-				free.add(chunks[i] + 16) // the user data of an in-use chunk
+				free.Add(chunks[i] + 16) // the user data of an in-use chunk
 			}
 		}},
-		{"some free-list addresses inside chunks", func(mem []byte, chunks []uint64, free, _ *addrSet) {
+		{"some free-list addresses inside chunks", func(mem []byte, chunks []uint64, free, _ *memio.AddrSet) {
 			for i := 5; i < len(chunks); i += 50 {
-				free.add(chunks[i] + 32)
+				free.Add(chunks[i] + 32)
 			}
 		}},
-		{"a size that does not fit", func(mem []byte, chunks []uint64, _, _ *addrSet) {
+		{"a size that does not fit", func(mem []byte, chunks []uint64, _, _ *memio.AddrSet) {
 			binary.LittleEndian.PutUint64(mem[chunks[len(chunks)*3/5]-base+8:], 0x4141414141414141)
 		}},
-		{"a misaligned size", func(mem []byte, chunks []uint64, _, _ *addrSet) {
+		{"a misaligned size", func(mem []byte, chunks []uint64, _, _ *memio.AddrSet) {
 			binary.LittleEndian.PutUint64(mem[chunks[len(chunks)/4]-base+8:], 0x88|prevInuse)
 		}},
-		{"a fencepost", func(mem []byte, chunks []uint64, _, _ *addrSet) {
+		{"a fencepost", func(mem []byte, chunks []uint64, _, _ *memio.AddrSet) {
 			binary.LittleEndian.PutUint64(mem[chunks[len(chunks)/2]-base+8:], 0x10|prevInuse)
 		}},
 	} {
@@ -75,7 +76,7 @@ func TestChunksInSegmentsAsSerial(t *testing.T) {
 			for i := range mem {
 				mem[i] = byte(rnd.Uint32())
 			}
-			free, fast, cached := newAddrSet(), newAddrSet(), newAddrSet()
+			free, fast, cached := memio.NewAddrSet(), memio.NewAddrSet(), memio.NewAddrSet()
 			var chunks []uint64
 			p := uint64(base)
 			for p+512+16 < base+uint64(len(mem)) {
@@ -83,11 +84,11 @@ func TestChunksInSegmentsAsSerial(t *testing.T) {
 				binary.LittleEndian.PutUint64(mem[p-base+8:], sz|prevInuse)
 				switch n := len(chunks); {
 				case n%3 == 0:
-					free.add(p)
+					free.Add(p)
 				case n%7 == 0:
-					fast.add(p)
+					fast.Add(p)
 				case n%11 == 0:
-					cached.add(p)
+					cached.Add(p)
 				}
 				chunks = append(chunks, p)
 				p += sz
@@ -99,7 +100,7 @@ func TestChunksInSegmentsAsSerial(t *testing.T) {
 			}
 			m := flat{base: base, b: mem}
 			walk := func(segJobs int) (ArenaWalk, []Damage) {
-				wk := &walker{mem: newBlockMem(m), ms: []maps.Mapping{{Start: base, End: base + uint64(len(mem)), Perms: "rw-p"}},
+				wk := &walker{mem: memio.New(m), ms: []maps.Mapping{{Start: base, End: base + uint64(len(mem)), Perms: "rw-p"}},
 					free: free, fast: fast, tcached: cached, badSize: map[uint64]bool{}, segJobs: segJobs, w: &Walk{Params: Params{SbrkBase: base}}}
 				aw := ArenaWalk{Addr: base, Main: true, Top: top}
 				wk.chunks(&aw)

@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 
 	"fmt"
@@ -51,7 +52,7 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 	if lay.TcacheBins == 0 || len(threads) == 0 {
 		return nil, nil, nil, slots
 	}
-	c := newBlockMem(mem)
+	c := memio.New(mem)
 	isArena := map[uint64]bool{}
 	for _, a := range arenas {
 		isArena[a] = true
@@ -65,7 +66,7 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 	for _, off := range l.tlsOffsets(c) {
 		sv := &slotVals{off: off}
 		for _, th := range threads {
-			v, _ := c.word(th.TP() + off)
+			v, _ := c.Word(th.TP() + off)
 			sv.vals = append(sv.vals, v)
 			if isTcache(c, lay, v) {
 				sv.tcache++
@@ -115,11 +116,11 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 
 // isTcache reports whether v can be a thread's tcache_perthread_struct: a
 // 16-aligned user pointer whose chunk has that struct's size.
-func isTcache(c *blockMem, lay Layout, v uint64) bool {
+func isTcache(c *memio.Cache, lay Layout, v uint64) bool {
 	if v == 0 || v%16 != 0 {
 		return false
 	}
-	sz, ok := c.word(v - 8)
+	sz, ok := c.Word(v - 8)
 	return ok && sz&^sizeBits == lay.TcacheChunkSize
 }
 
@@ -135,7 +136,7 @@ func isTcache(c *blockMem, lay Layout, v uint64) bool {
 //
 // A Libc made from a snapshot's Record has no file: its offsets are the
 // ones recorded.
-func (l *Libc) tlsOffsets(c *blockMem) []uint64 {
+func (l *Libc) tlsOffsets(c *memio.Cache) []uint64 {
 	if l.recordedTLS != nil {
 		return l.recordedTLS
 	}
@@ -152,7 +153,7 @@ func (l *Libc) tlsOffsets(c *blockMem) []uint64 {
 		return offs
 	}
 	for _, s := range l.img.tpoff {
-		if off, ok := c.word(l.Base + s.Offset); ok {
+		if off, ok := c.Word(l.Base + s.Offset); ok {
 			if l.img.tlsAbove {
 				return blockOffsets(off-s.Addend, l.img.tlsSize)
 			}
@@ -217,7 +218,7 @@ func checkSlots(bins []binSlots) []Damage {
 // chunk starts 16 bytes before. Their next links are mangled from 2.32 on.
 // Up to 2.41 counts[i] is a bin's length and is checked here; from 2.42
 // num_slots[i] is the room left in the bin, returned for checkSlots.
-func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
+func readTcache(c *memio.Cache, lay Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
 	var slots []binSlots
 	var dmg []Damage
 	bad := func(at uint64, what string) {
@@ -229,7 +230,7 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 		return nil, dmg
 	}
 	for i := 0; i < lay.TcacheBins; i++ {
-		e, ok := c.word(tc.Addr + uint64(lay.TcacheEntries) + uint64(i)*8)
+		e, ok := c.Word(tc.Addr + uint64(lay.TcacheEntries) + uint64(i)*8)
 		if !ok {
 			bad(tc.Addr, "unreadable")
 			return slots, dmg
@@ -242,7 +243,7 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 				break
 			}
 			seen[e] = true
-			raw, ok := c.word(e - 8)
+			raw, ok := c.Word(e - 8)
 			if !ok {
 				bad(e, fmt.Sprintf("bin %d points to unreadable memory", i))
 				break
@@ -259,7 +260,7 @@ func readTcache(c *blockMem, lay Layout, tc *ThreadCache, cached map[uint64]bool
 			tc.Bytes += size
 			cached[e-16] = true
 			n++
-			next, _ := c.word(e)
+			next, _ := c.Word(e)
 			if lay.SafeLinking {
 				next ^= e >> 12
 			}
@@ -312,11 +313,13 @@ func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Map
 
 func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
-	c := newBlockMem(mem)
+	c := memio.New(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a
 	// snapshot's recorder refuses large reads (it dumps the heaps anyway).
-	c.noWin = noChunks
-	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: setOf(cached), noChunks: noChunks, visit: visit, jobs: jobs}, a)
+	if noChunks {
+		c.NoCopies()
+	}
+	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: memio.SetOf(cached), noChunks: noChunks, visit: visit, jobs: jobs}, a)
 	if err != nil {
 		return nil, nil, err
 	}

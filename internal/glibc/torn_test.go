@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/maps"
@@ -34,7 +35,7 @@ func TestGenuineAndLoops(t *testing.T) {
 		wild = 0x4141414141414141
 	)
 	mem := words{}
-	wk := &walker{mem: newBlockMemSized(mem, pageSz), ms: []maps.Mapping{{Start: heap, End: heap + 0x10000, Perms: "rw-p"}}}
+	wk := &walker{mem: memio.NewSized(mem, pageSz), ms: []maps.Mapping{{Start: heap, End: heap + 0x10000, Perms: "rw-p"}}}
 	list := chain{head: slot, end: end}
 	set := func(links ...uint64) { // slot -> links[0] -> links[1] ...
 		mem[slot] = links[0]

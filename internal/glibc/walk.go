@@ -3,6 +3,7 @@ package glibc
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"sort"
 
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
@@ -172,20 +173,20 @@ const (
 )
 
 type walker struct {
-	mem       *blockMem
+	mem       *memio.Cache
 	page      uint64 // the target's page size, for what malloc_trim gives back (trimPage)
 	lay       Layout
 	ms        []maps.Mapping
 	spans     *rwSpans // the readable, writable ones of ms, once needed
 	w         *Walk
 	cur       uint64 // arena being walked, for damage reports
-	free      *addrSet
-	fast      *addrSet
+	free      *memio.AddrSet
+	fast      *memio.AddrSet
 	badSize   map[uint64]bool // free chunks in bins whose size does not fit their heap
-	tcached   *addrSet
+	tcached   *memio.AddrSet
 	path      []uint64     // the chunks met so far in the list being walked
 	pre       prewalk      // the arena's lists as read ahead from the copy of its heaps
-	parts     []maps.Range // the arena's heaps in parts of windowCap, when too large to copy whole
+	parts     []maps.Range // the arena's heaps in parts of a copy's size (memio.Parts), when too large to copy whole
 	listsOnly bool
 	noChunks  bool         // skip the chunk walk only (the mmapped-chunk scan still runs)
 	visit     func(Chunk)  // given every chunk met, when set (WalkChunks)
@@ -206,7 +207,7 @@ type walker struct {
 // jobs workers (as workers.Resolve takes it) when mem may be read from
 // several at once; the result is the same for any count.
 func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool, jobs int) (*Walk, error) {
-	return walkHeap(&walker{mem: newBlockMem(mem), lay: lay, ms: ms, tcached: setOf(tcached), jobs: jobs}, a)
+	return walkHeap(&walker{mem: memio.New(mem), lay: lay, ms: ms, tcached: memio.SetOf(tcached), jobs: jobs}, a)
 }
 
 // WalkLists reads only what glibc's malloc_info and malloc_trim read: the
@@ -215,7 +216,7 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // heap: Walked is false in every arena, and Mmapped is empty. Its Damage,
 // Malloc and TrimRanges are those of WalkHeap. It leaves the pages
 // malloc_trim gave back alone: it copies only the pages of the heaps that
-// hold data, when mem can tell which (dataRuns), else whole pages around
+// hold data, when mem can tell which (memio.DataRuns), else whole pages around
 // the headers only. Its arenas are walked by up to jobs workers, as
 // WalkHeap's.
 func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, jobs int) (*Walk, error) {
@@ -225,9 +226,11 @@ func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, jobs int) (
 }
 
 func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
-	c := newBlockMemSized(mem, pageSz)
-	_, runs := mem.(dataRuns)
-	c.noWin = !runs // copying whole heaps would map the zero page into the pages trimmed
+	c := memio.NewSized(mem, pageSz)
+	_, runs := mem.(memio.DataRuns)
+	if !runs {
+		c.NoCopies() // copying whole heaps would map the zero page into the pages trimmed
+	}
 	return &walker{mem: c, lay: lay, ms: ms, listsOnly: true, jobs: 1}
 }
 
@@ -248,13 +251,13 @@ func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr u
 		for _, l := range lists {
 			wk.only[l] = true
 		}
-		wk.mem.noWin = true
+		wk.mem.NoCopies()
 	}
 	w, err := wk.begin(a)
 	if err != nil {
 		return nil, err
 	}
-	defer wk.mem.releaseWindows()
+	defer wk.mem.Close()
 	if _, err := wk.arena(addr, index); err != nil {
 		return nil, err
 	}
@@ -270,9 +273,9 @@ func (wk *walker) begin(a Anchors) (*Walk, error) {
 
 func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 	lay := wk.lay
-	wk.page = trimPage(wk.mem.mem) // once: a live target reads its auxv for it
+	wk.page = trimPage(wk.mem.Memory()) // once: a live target reads its auxv for it
 	w, err := wk.begin(a)
-	defer wk.mem.releaseWindows()
+	defer wk.mem.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -304,11 +307,12 @@ func walkHeap(wk *walker, a Anchors) (*Walk, error) {
 }
 
 // arenasSerial walks the arenas one after the other, in ring order, with
-// the next one's heaps copied meanwhile where the memory allows (ahead.go).
+// the next one's heaps copied meanwhile where the memory allows
+// (memio.Cache.StartAhead).
 func (wk *walker) arenasSerial(a Anchors) error {
 	lay := wk.lay
-	if _, par := wk.mem.mem.(parallelReader); par && !wk.mem.noWin && wk.mem.slicer == nil {
-		wk.mem.ahead = startAhead(wk.mem.mem, lay, a, wk.w.Params, ArenaRing(wk.mem.mem, lay, a), newRWSpans(wk.ms))
+	if wk.mem.RunsAhead() {
+		wk.startAhead(a)
 	}
 	seen := map[uint64]bool{}
 	ar := a.MainArena
@@ -431,10 +435,10 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		aw.AttachedThreads = le(st, lay.StateAttached)
 	}
 	mi := mallocinfo.Arena{Index: n, HasFast: lay.FastTotals, SystemCurrent: le(st, lay.StateSystemMem), SystemMax: le(st, lay.StateMaxSystemMem)}
-	wk.free, wk.fast, wk.badSize = newAddrSet(), newAddrSet(), map[uint64]bool{}
+	wk.free, wk.fast, wk.badSize = memio.NewAddrSet(), memio.NewAddrSet(), map[uint64]bool{}
 
 	if aw.Top != 0 && wk.rw(aw.Top, 16) {
-		if sz, ok := wk.mem.word(aw.Top + 8); ok {
+		if sz, ok := wk.mem.Word(aw.Top + 8); ok {
 			aw.TopSize = sz &^ sizeBits
 		}
 	} else if aw.Top != 0 {
@@ -505,23 +509,57 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 	wk.trimRanges(&aw, st)
 	wk.w.Malloc.Arenas = append(wk.w.Malloc.Arenas, mi)
 	wk.w.Arenas = append(wk.w.Arenas, aw)
-	wk.mem.drop()
+	wk.mem.Drop()
 	return le(st, lay.StateNext), nil
 }
 
 // load copies the arena's heaps into the walk's windows before its lists
 // are walked (see heapRanges).
 func (wk *walker) load(aw *ArenaWalk, st []byte) {
-	if wk.mem.noWin {
+	if !wk.mem.Copies() {
 		return
 	}
-	word := func(addr uint64) (uint64, bool) { return wk.mem.word(addr) }
+	word := func(addr uint64) (uint64, bool) { return wk.mem.Word(addr) }
 	rs := heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw)
-	wk.mem.load(aw.Addr, rs)
+	wk.mem.Load(aw.Addr, rs)
 	wk.parts = nil
-	if len(wk.mem.win.spans) == 0 && wk.mem.slicer == nil && !fits(rs) {
-		wk.parts, _ = partsOf(rs) // too large to copy whole
+	if !wk.mem.Copied() && !wk.mem.InProcess() && !memio.Fits(rs) {
+		wk.parts, _ = memio.Parts(rs) // too large to copy whole
 	}
+}
+
+// startAhead has the cache copy the heaps of the arenas of the ring ahead
+// of the walk, from its own reads of their states and heaps, and prewalk
+// their lists from the copy (prewalk.go): the walker takes both when it
+// reaches an arena whose heaps it works out to be the same ranges.
+func (wk *walker) startAhead(a Anchors) {
+	lay, p, mem := wk.lay, wk.w.Params, wk.mem.Memory()
+	ms := newRWSpans(wk.ms)
+	word := func(addr uint64) (uint64, bool) {
+		v, err := readWord(mem, addr)
+		return v, err == nil
+	}
+	rw := func(addr, n uint64) bool {
+		end, ok := ms.find(addr)
+		return ok && n <= end-addr
+	}
+	var st []byte // the state of the arena last worked out, for its prewalk
+	ranges := func(ar uint64) ([]maps.Range, bool) {
+		var err error
+		if st, err = readBytes(mem, ar, uint64(lay.StateSize)); err != nil {
+			return nil, false
+		}
+		return heapRanges(lay, &p, ar == a.MainArena, st, word, rw), true
+	}
+	prewalkCopy := func(ar uint64, spans []memio.Window, extra *any) {
+		pw, _ := (*extra).(*prewalk)
+		if pw == nil {
+			pw = &prewalk{}
+			*extra = pw
+		}
+		pw.fill(lay, ar, st, spans)
+	}
+	wk.mem.StartAhead(ArenaRing(mem, lay, a), ranges, prewalkCopy)
 }
 
 // heapRanges are the heaps of the arena whose state is st, when they can
@@ -564,7 +602,7 @@ func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (
 // lists is the prewalk of the arena being walked: the loader's, or the
 // walker's own.
 func (wk *walker) lists() *prewalk {
-	if p := wk.mem.win.pre; p != nil {
+	if p, _ := wk.mem.Prepared().(*prewalk); p != nil {
 		return p
 	}
 	return &wk.pre
@@ -580,7 +618,7 @@ func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 	l, ok := wk.lists().at(k, 0, p)
 	sz := l.size
 	if !ok {
-		sz, ok = wk.mem.word(p + 8)
+		sz, ok = wk.mem.Word(p + 8)
 	}
 	if !ok || !wk.rw(p, 32) || p%16 != 0 {
 		// malloc_info checks the head's alignment (2.32+) or reads its size.
@@ -607,7 +645,7 @@ func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 			break
 		}
 		wk.path = append(wk.path, p)
-		wk.fast.add(p)
+		wk.fast.Add(p)
 		prev, p = p, wk.fastFd(k, int(count), p)
 	}
 	return count, size
@@ -618,12 +656,12 @@ func (wk *walker) fastbin(k int, slot, p uint64) (count, size uint64) {
 // chunk was met before in this list. A chunk not in all was not: the
 // common case costs a bitmap test, and the list's own set is built only
 // once some chunk is met again in the arena (a loop, or lists that cross).
-func (wk *walker) metBefore(all *addrSet) func(uint64) bool {
+func (wk *walker) metBefore(all *memio.AddrSet) func(uint64) bool {
 	wk.path = wk.path[:0]
 	var here map[uint64]bool
 	return func(p uint64) bool {
 		if here == nil {
-			if !all.has(p) {
+			if !all.Has(p) {
 				return false
 			}
 			here = make(map[uint64]bool, len(wk.path))
@@ -640,7 +678,7 @@ func (wk *walker) fastFd(k, n int, p uint64) uint64 {
 	l, pre := wk.lists().at(k, n, p)
 	fd := l.fd
 	if !pre {
-		fd, _ = wk.mem.word(p + 16)
+		fd, _ = wk.mem.Word(p + 16)
 	}
 	if wk.lay.SafeLinking {
 		fd ^= (p + 16) >> 12
@@ -709,7 +747,7 @@ func (wk *walker) freshLink(l chain, p uint64) (uint64, bool) {
 	if p == l.head {
 		addr = l.head
 	}
-	v, err := readWord(wk.mem.mem, addr)
+	v, err := readWord(wk.mem.Memory(), addr)
 	if err == nil && l.mangled && p != l.head {
 		v ^= (p + 16) >> 12
 	}
@@ -752,12 +790,12 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) mallocinfo.Siz
 		}
 		l, pre := wk.lists().at(k, n, r)
 		if !pre {
-			l.size, _ = wk.mem.word(r + 8)
+			l.size, _ = wk.mem.Word(r + 8)
 		}
 		raw := l.size
 		sz := raw &^ sizeBits
 		if sz < minChunk || !wk.rw(r, sz) {
-			if now, err := readWord(wk.mem.mem, r+8); err != nil || now != raw || !wk.genuine(list, prev, r, n) {
+			if now, err := readWord(wk.mem.Memory(), r+8); err != nil || now != raw || !wk.genuine(list, prev, r, n) {
 				break // read from a page that changed since, or r was never in the list
 			}
 			wk.badSize[r] = true
@@ -771,7 +809,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) mallocinfo.Siz
 			aw.FreeBytes += sz
 			aw.LargestFree = max(aw.LargestFree, sz)
 		}
-		wk.free.add(r)
+		wk.free.Add(r)
 		wk.path = append(wk.path, r)
 		sc.Count++
 		sc.Total += raw
@@ -779,7 +817,7 @@ func (wk *walker) bin(ar uint64, st []byte, i int, aw *ArenaWalk) mallocinfo.Siz
 		sc.To = max(sc.To, raw)
 		prev = r
 		if !pre {
-			l.fd, _ = wk.mem.word(r + 16)
+			l.fd, _ = wk.mem.Word(r + 16)
 		}
 		r = l.fd
 	}
@@ -871,24 +909,24 @@ spans:
 		// same answers as word and has, without a lookup per chunk.
 		var wb []byte
 		var wbase uint64
-		copied := len(wk.mem.win.spans) > 0 || wk.parts != nil
+		copied := wk.mem.Copied() || wk.parts != nil
 		region := ^uint64(0)
 		var freeB, fastB, cachedB []uint64
 		for p := s.start; p < s.end; {
 			off := p + 8 - wbase
 			if copied && (wb == nil || off >= uint64(len(wb)) || off+8 > uint64(len(wb))) {
 				wb = nil
-				w := wk.mem.win.get(p+8, 8)
+				w := wk.mem.Span(p+8, 8)
 				if w == nil && wk.parts != nil {
-					w = wk.mem.loadPart(wk.parts, p+8)
+					w = wk.mem.LoadPart(wk.parts, p+8)
 				}
-				if w != nil && w.holes == nil {
-					wb, wbase = w.b, w.start
+				if w != nil && w.Complete() {
+					wb, wbase = w.B, w.Start
 					off = p + 8 - wbase
 				}
 			}
-			if b := (p + 8) &^ (wk.mem.size - 1); b != warm {
-				wk.mem.warm(b)
+			if b := (p + 8) &^ (wk.mem.BlockSize() - 1); b != warm {
+				wk.mem.Warm(b)
 				warm = b
 			}
 			var raw uint64
@@ -896,7 +934,7 @@ spans:
 			if wb != nil {
 				raw = binary.LittleEndian.Uint64(wb[off:])
 			} else {
-				raw, ok = wk.mem.word(p + 8)
+				raw, ok = wk.mem.Word(p + 8)
 			}
 			sz := raw &^ sizeBits
 			if !ok || sz%16 != 0 || p+sz > s.end {
@@ -908,19 +946,19 @@ spans:
 			if sz < 32 { // a fencepost closing an old heap
 				break
 			}
-			if r := p / regionSize; r != region {
-				region, freeB, fastB, cachedB = r, wk.free.region(p), wk.fast.region(p), wk.tcached.region(p)
+			if r := p / memio.RegionSize; r != region {
+				region, freeB, fastB, cachedB = r, wk.free.Region(p), wk.fast.Region(p), wk.tcached.Region(p)
 			}
-			g := p % regionSize / 16
+			g := p % memio.RegionSize / 16
 			i, bit := g/64, uint64(1)<<(g%64)
 			aligned := p%16 == 0 // else only the sets' maps of odd addresses can hold it
 			state := ChunkInUse
 			switch {
-			case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && wk.free.has(p):
+			case aligned && freeB != nil && freeB[i]&bit != 0, !aligned && wk.free.Has(p):
 				state = ChunkFree
-			case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && wk.fast.has(p):
+			case aligned && fastB != nil && fastB[i]&bit != 0, !aligned && wk.fast.Has(p):
 				state = ChunkFast
-			case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && wk.tcached.has(p):
+			case aligned && cachedB != nil && cachedB[i]&bit != 0, !aligned && wk.tcached.Has(p):
 				state = ChunkTcache
 				aw.TcacheChunks++
 				aw.TcacheBytes += sz
@@ -963,9 +1001,9 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 		head := aw.Addr + uint64(off) - 16
 		r := le(st, off)
 		seen := map[uint64]bool{}
-		for r != 0 && r != head && wk.free.has(r) && !seen[r] { // else damaged, and reported
+		for r != 0 && r != head && wk.free.Has(r) && !seen[r] { // else damaged, and reported
 			seen[r] = true
-			raw, _ := wk.mem.word(r + 8)
+			raw, _ := wk.mem.Word(r + 8)
 			size := raw &^ sizeBits
 			if size > ps-1+hdr && !wk.badSize[r] {
 				paligned := (r + hdr + ps - 1) &^ (ps - 1)
@@ -973,7 +1011,7 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 					aw.TrimRanges = append(aw.TrimRanges, maps.Range{Start: paligned, End: paligned + rest&^(ps-1)})
 				}
 			}
-			r, _ = wk.mem.word(r + 16)
+			r, _ = wk.mem.Word(r + 16)
 		}
 	}
 	if aw.Main && aw.TopSize > minChunk+1 {
@@ -1053,7 +1091,7 @@ func (wk *walker) mmapped() {
 		if done() {
 			break
 		}
-		ScanMmapped(wk.mem.mem, wk.lay, m, 0, func(c MmappedChunk) bool {
+		ScanMmapped(wk.mem.Memory(), wk.lay, m, 0, func(c MmappedChunk) bool {
 			mc.Count++
 			r := c.Region()
 			mc.Bytes += r.End - r.Start // as mp_.mmapped_mem counts it

@@ -74,7 +74,7 @@ func Contents(ctx context.Context, pid int, o Options, mode Hold, addrs []uint64
 		return nil, fmt.Errorf("process %d: %w", t.Pid, err)
 	}
 	rep.Pid, rep.Exe, rep.Libc, rep.Hold, rep.Frozen = t.Pid, t.Exe, report.LibcOf(h.Libc), ro.Hold, ro.Frozen
-	rep.Threads = countThreads(t.Pid)
+	rep.Threads = countThreads(t.Proc())
 	return rep, nil
 }
 

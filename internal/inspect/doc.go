@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/procfs"
 )
 
 // Options are what the live use cases share.
@@ -51,6 +52,11 @@ type Options struct {
 	// wants the walk's totals only (leaks' in-use, the exporter's scrape)
 	// reads no page map of a heap that may be tens of GiB.
 	NoResidency bool
+	// Same, when its Start is not 0, is the process the pid must still
+	// name (watch's, from its first sample): a later process given the pid
+	// is refused as the process gone, once its /proc directory is held, so
+	// that it is never read in its place (Info and ReadOnly).
+	Same procfs.Identity
 }
 
 // ErrInterrupted: a signal (context cancellation) ended the run; the target

@@ -35,7 +35,10 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	}
 	defer done(&err)
 	pid = t.Pid
-	if err := checkThread(pid, o.Tid); err != nil {
+	if err := sameProcess(t, o.Same); err != nil {
+		return nil, err
+	}
+	if err := checkThread(t.Proc(), o.Tid); err != nil {
 		return nil, err
 	}
 	pf, err := runPreflight(ctx, t, o)
@@ -61,14 +64,14 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		Malloc:    mi,
 		Injection: &in,
 	}
-	rep.Threads = countThreads(pid)
+	rep.Threads = countThreads(t.Proc())
 	rep.Maps, err = readMaps(t, pf.heap)
 	if err == nil && pf.walk != nil && !o.NoResidency {
 		// The pre-flight walks the lists only: the mmapped chunks are
 		// looked for here, with no thread stopped, in the maps just read.
 		w := *pf.walk
 		w.Mmapped = findMmapped(t, pf.heap.Layout, t.Mappings(), mi)
-		rep.Residency = measureResidency(pid, &w)
+		rep.Residency = measureResidency(t.Proc(), &w)
 	}
 	return rep, err
 }
@@ -272,6 +275,9 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 		return nil, err
 	}
 	defer done(&err)
+	if err := sameProcess(t, o.Same); err != nil {
+		return nil, err
+	}
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
 	h, err := openHeap(t, o.DebugDirs, o.Jobs)
@@ -313,9 +319,9 @@ func readOnlyWith(ctx context.Context, t *live.Target, h *heap.Heap, o Options, 
 		if at != nil {
 			at.Resident = time.Now()
 		}
-		rep.Residency = measureResidency(pid, walk)
+		rep.Residency = measureResidency(t.Proc(), walk)
 	}
-	rep.Threads = countThreads(pid)
+	rep.Threads = countThreads(t.Proc())
 	rep.Maps, err = readMaps(t, h)
 	return rep, err
 }
@@ -409,9 +415,10 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 
 // measureResidency reads which of the walk's free pages and mmapped chunks
 // are resident, for the RSS waterfall; nil when the pagemap cannot be read
-// (the waterfall then says what it assumed).
-func measureResidency(pid int, w *glibc.Walk) *report.Residency {
-	pm, err := procfs.OpenPagemap(pid)
+// (the waterfall then says what it assumed). p is the process's held /proc
+// directory: a pid read anew could name a later process.
+func measureResidency(p *procfs.Proc, w *glibc.Walk) *report.Residency {
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil
 	}
@@ -425,8 +432,8 @@ func measureResidency(pid int, w *glibc.Walk) *report.Residency {
 
 // countThreads is the number of threads the process has now; 0 when that
 // cannot be read (the report says nothing then).
-func countThreads(pid int) int {
-	tids, err := ptrace.Tasks(pid)
+func countThreads(p *procfs.Proc) int {
+	tids, err := p.Tasks()
 	if err != nil {
 		return 0
 	}
@@ -466,6 +473,22 @@ func openLive(pid int, readOnly bool) (t *live.Target, done func(*error), err er
 		*err = t.Explain(*err)
 		t.Close()
 	}, nil
+}
+
+// sameProcess checks that t, held, is the process id names (see
+// Options.Same); any process when id.Start is 0.
+func sameProcess(t *live.Target, id procfs.Identity) error {
+	if id.Start == 0 {
+		return nil
+	}
+	st, err := t.Proc().ReadStat()
+	if err != nil {
+		return err
+	}
+	if st.StartTime != id.Start || st.Exited() {
+		return fmt.Errorf("process %d is not the one it was (it started later): %w", t.Pid, ptrace.ErrGone)
+	}
+	return nil
 }
 
 // openHeap locates a live process's allocator: its libc is the file its

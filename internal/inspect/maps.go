@@ -37,22 +37,30 @@ func transient(err error) bool {
 		errors.Is(err, os.ErrNotExist) || (errors.As(err, &se) && se.Zombie())
 }
 
+// mapsOnce reads every file through one held /proc directory: the map,
+// its executable, its threads' stack pointers and the rollup are all of one
+// process, never partly of a later one given its pid.
 func mapsOnce(pid int) (*report.Maps, error) {
-	if st, err := ptrace.ReadStatus(pid, pid); err != nil {
+	p, err := procfs.OpenProc(pid)
+	if err != nil {
 		return nil, err
-	} else if st.Kernel {
+	}
+	defer p.Close()
+	if st, err := p.ReadTaskStatus(pid); err != nil {
+		return nil, err
+	} else if st.Kernel() {
 		// Its maps and smaps read empty, its smaps_rollup fails with
 		// ESRCH, which would say it exited.
 		return nil, ptrace.KernelThreadError(pid)
 	}
-	ms, err := maps.Read(pid, true)
+	ms, err := maps.ReadProc(p, true)
 	if err != nil {
 		return nil, mapsErr(pid, err)
 	}
-	exe, _ := maps.ExePath(pid)
-	sps, _ := maps.StackPointers(pid)
+	exe, _ := maps.ExePathProc(p)
+	sps, _ := maps.StackPointersProc(p)
 	maps.Classify(ms, maps.Hints{ExePath: exe, StackPointers: sps})
-	roll, err := maps.ReadRollup(pid)
+	roll, err := maps.ReadRollupProc(p)
 	if err != nil {
 		return nil, mapsErr(pid, err)
 	}

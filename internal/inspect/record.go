@@ -418,7 +418,7 @@ func (rc *recSession) trigger(ctx context.Context, iv *report.RecordedInterval) 
 	if (o.TriggerCgroup > 0 || o.TriggerHigh) && why == "" {
 		if !rc.cgroupRead {
 			rc.cgroupRead = true
-			rc.cgroupDir, _ = procfs.MemoryCgroupDir(rc.pid)
+			rc.cgroupDir, _ = rc.mem.t.Proc().MemoryCgroupDir()
 		}
 		if rc.cgroupDir != "" {
 			if cg, err := procfs.ReadCgroupMemory(rc.cgroupDir); err == nil {

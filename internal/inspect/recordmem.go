@@ -112,15 +112,15 @@ func threadCPU() time.Duration {
 
 // readClasses reads smaps and totals its mappings by class.
 func (m *memReader) readClasses() ([]report.ClassRss, uint64, error) {
-	pid := m.t.Pid
+	p := m.t.Proc() // held: every interval reads the one process
 	if m.n%hintsEvery == 0 {
-		if h, err := maps.ReadHints(pid); err == nil {
+		if h, err := maps.ReadHintsProc(p); err == nil {
 			m.hints = h
 		}
 		clear(m.mmapped)
 	}
 	m.n++
-	ms, err := maps.Read(pid, true)
+	ms, err := maps.ReadProc(p, true)
 	if err != nil {
 		return nil, 0, m.t.Explain(err)
 	}

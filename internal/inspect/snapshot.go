@@ -68,7 +68,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	}
 	defer done(&err)
 	pid = t.Pid
-	id, err := readIdentity(pid, t.Dir())
+	id, err := readIdentity(t.Proc(), t.Dir())
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +99,9 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	}
 	var ro report.ReadOnly
 	defer hd.release(&ro) // on a panic; release is idempotent
-	src := snapSource{mem: t, pagemap: t.Pid, refresh: t.Refresh}
+	src := snapSource{mem: t, pagemap: t.Proc(), refresh: t.Refresh}
 	if hd.image != nil {
-		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Pid, hd.image.FrozenThreads(), hd.image.Refresh
+		src.mem, src.pagemap, src.threads, src.refresh = hd.image, hd.image.Proc(), hd.image.FrozenThreads(), hd.image.Refresh
 		src.counters = counted
 		src.leftOut = hd.image.LeftOut
 	} else {
@@ -156,7 +156,7 @@ func (e *OutputError) Unwrap() error { return e.Err }
 type snapSource struct {
 	mem     debuggee.Target
 	threads []debuggee.Thread
-	pagemap int          // the process whose pagemap tells resident pages
+	pagemap *procfs.Proc // the process whose pagemap tells resident pages, held
 	refresh func() error // re-reads the mappings with their smaps counters
 	// counters, when set, are the process's own mappings with their
 	// smaps counters, which the core records instead of mem's.
@@ -411,8 +411,8 @@ func covers(rs []maps.Range, start, end uint64) bool {
 // data (in RAM or in swap), and the others: anonymous pages never touched (a
 // heap's tail, what malloc_trim gave back), which read as zeros. Without the
 // pagemap, every page counts as holding data.
-func guardRuns(pid int, rs []maps.Range) []maps.Range {
-	pm, err := procfs.OpenPagemap(pid)
+func guardRuns(p *procfs.Proc, rs []maps.Range) []maps.Range {
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil
 	}
@@ -424,8 +424,8 @@ func guardRuns(pid int, rs []maps.Range) []maps.Range {
 	return gs
 }
 
-func splitResident(pid int, rs []maps.Range) (in, out []maps.Range) {
-	pm, err := procfs.OpenPagemap(pid)
+func splitResident(p *procfs.Proc, rs []maps.Range) (in, out []maps.Range) {
+	pm, err := p.OpenPagemap()
 	if err != nil {
 		return rs, nil
 	}
@@ -521,11 +521,13 @@ type identity struct {
 	auxv            []byte
 }
 
-// dir is the /proc directory of a live thread (live.Target.Dir): a main
-// thread that has exited shows no arguments and no auxiliary vector.
-func readIdentity(pid int, dir string) (identity, error) {
+// p is the process's held /proc directory; dir that of a live thread
+// (live.Target.Dir): a main thread that has exited shows no arguments and
+// no auxiliary vector.
+func readIdentity(p *procfs.Proc, dir string) (identity, error) {
+	pid := p.Pid
 	var id identity
-	st, err := procfs.ReadStat(pid)
+	st, err := p.ReadStat()
 	if err != nil {
 		return id, err
 	}
@@ -533,7 +535,7 @@ func readIdentity(pid int, dir string) (identity, error) {
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		id.args = strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ")
 	}
-	id.uid, id.gid, _ = procfs.Owner(pid)
+	id.uid, id.gid, _ = p.Owner()
 	if id.auxv, err = os.ReadFile(dir + "/auxv"); err != nil {
 		return id, procfs.Error(pid, err)
 	}

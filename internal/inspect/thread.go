@@ -21,14 +21,14 @@ func (e *NoThreadError) Error() string {
 
 func (e *NoThreadError) Is(target error) bool { return target == errkind.ErrNoProcess }
 
-// checkThread checks that tid (0: none asked for) is a thread of pid now,
-// before anything is stopped.
-func checkThread(pid, tid int) error {
+// checkThread checks that tid (0: none asked for) is a thread of the
+// process p holds now, before anything is stopped.
+func checkThread(p *procfs.Proc, tid int) error {
 	if tid == 0 {
 		return nil
 	}
-	if _, err := os.Stat(procfs.Path(pid, fmt.Sprintf("task/%d", tid))); errors.Is(err, fs.ErrNotExist) || tid < 0 {
-		return &NoThreadError{Pid: pid, Tid: tid}
+	if _, err := os.Stat(p.Path(fmt.Sprintf("task/%d", tid))); errors.Is(err, fs.ErrNotExist) || tid < 0 {
+		return &NoThreadError{Pid: p.Pid, Tid: tid}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/inject"
+	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
@@ -26,7 +27,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	}
 	defer done(&err)
 	pid = t.Pid
-	if err := checkThread(pid, o.Tid); err != nil {
+	if err := checkThread(t.Proc(), o.Tid); err != nil {
 		return nil, err
 	}
 	pf, err := runPreflight(ctx, t, o)
@@ -39,7 +40,7 @@ func Trim(ctx context.Context, pid int, pad uint64, o Options) (_ *report.TrimRe
 	// milliseconds old when the call starts, and the free lists of a busy
 	// process change during the call anyway. A prediction that cannot be
 	// made leaves Prediction nil; it never stops the trim.
-	var pred *glibc.TrimPrediction
+	var pred *predict.Trim
 	if pf.walk != nil {
 		pred, _ = predictTrim(t.Proc(), pf.walk, pad)
 	}
@@ -110,14 +111,14 @@ func DryRunTrim(ctx context.Context, pid int, pad uint64, o Options, mode Hold) 
 
 // predictTrim predicts malloc_trim(pad) from w, with the residency of the
 // process p holds.
-func predictTrim(p *procfs.Proc, w *glibc.Walk, pad uint64) (*glibc.TrimPrediction, error) {
+func predictTrim(p *procfs.Proc, w *glibc.Walk, pad uint64) (*predict.Trim, error) {
 	pid := p.Pid
 	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil, err
 	}
 	defer pm.Close()
-	pred, err := glibc.PredictTrim(w, pad, pm)
+	pred, err := predict.MallocTrim(w, pad, pm)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}

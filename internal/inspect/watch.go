@@ -79,6 +79,7 @@ func Watch(ctx context.Context, pid int, o WatchOptions, each func(*WatchSample)
 		}
 		var rep *report.Report
 		var err error
+		o.Options.Same = born // a later process given the pid is never sampled
 		if o.Inject {
 			rep, err = Info(ctx, pid, o.Options)
 		} else {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc/inject"
 	"github.com/arenactl/arenactl/internal/live"
+	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
@@ -40,12 +41,19 @@ func call(t *testing.T, tgt *live.Target, s *live.Session, name string, args ...
 	return r
 }
 
-// stoppedOthers lists the stopped threads of pid but except, sorted.
+// stoppedOthers lists the stopped threads of pid but except, sorted, as
+// Target.StoppedThreads does, seen from outside any Target.
 func stoppedOthers(t *testing.T, pid, except int) []int {
 	t.Helper()
-	tids, err := live.StoppedThreads(pid, except)
+	all, err := ptrace.Tasks(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var tids []int
+	for _, tid := range all {
+		if st, err := ptrace.ReadStatus(pid, tid); err == nil && tid != except && (st.State == 'T' || st.State == 't') {
+			tids = append(tids, tid)
+		}
 	}
 	slices.Sort(tids)
 	return tids

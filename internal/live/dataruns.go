@@ -35,5 +35,5 @@ func (im *Image) ReadsInParallel() {}
 // DataRuns is Target.DataRuns over the image's own pagemap, which shows
 // the process's pages as they were when the image was made.
 func (im *Image) DataRuns(start, end uint64, fn func(start, end uint64, data bool)) error {
-	return dataRuns(procfs.ByPid(im.Pid), start, end, fn)
+	return dataRuns(im.proc, start, end, fn)
 }

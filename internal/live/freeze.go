@@ -39,7 +39,7 @@ func (t *Target) Freeze(ctx context.Context, timeout time.Duration) (*Frozen, er
 		return nil, t.explain(ctx, err)
 	}
 	for round := 0; ; round++ {
-		tids, err := ptrace.Tasks(t.Pid)
+		tids, err := t.proc.Tasks()
 		if err != nil {
 			return fail(err)
 		}

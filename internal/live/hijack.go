@@ -92,7 +92,7 @@ func (t *Target) hijack(ctx context.Context, opts HijackOptions) (*Session, erro
 		if err != nil {
 			return nil, err
 		}
-		stopped, err := StoppedThreads(t.Pid, 0)
+		stopped, err := t.StoppedThreads(0)
 		if err != nil {
 			return nil, err
 		}
@@ -149,13 +149,13 @@ func (t *Target) candidates(only int, reasons map[int]string) ([]int, error) {
 	tids := []int{only}
 	if only == 0 {
 		var err error
-		if tids, err = ptrace.Tasks(t.Pid); err != nil {
+		if tids, err = t.proc.Tasks(); err != nil {
 			return nil, err
 		}
 	}
 	var blocked, running []int
 	for _, tid := range tids {
-		st, err := ptrace.ReadSyscall(t.Pid, tid)
+		st, err := t.proc.ReadSyscall(tid)
 		if err != nil {
 			if only != 0 {
 				return nil, fmt.Errorf("thread %d of process %d: %w", tid, t.Pid, err)

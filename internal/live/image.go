@@ -43,6 +43,7 @@ type Image struct {
 	t        *Target
 	Pid      int // the image's pid in arenactl's pid namespace
 	pidfd    int
+	proc     *procfs.Proc // its /proc directory, held
 	mem      *os.File
 	site     uint64 // the call site's address, whose copy holds the heartbeat
 	siteSize uint64
@@ -100,7 +101,7 @@ func (t *Target) CheckImage(leaveOut ...maps.Range) (procfs.MemoryRoom, error) {
 	unavailable := func(format string, a ...any) (procfs.MemoryRoom, error) {
 		return procfs.MemoryRoom{}, &ImageUnavailableError{Pid: t.Pid, Reason: fmt.Sprintf(format, a...)}
 	}
-	st, err := procfs.ReadTaskStatus(t.Pid, t.Pid)
+	st, err := t.Proc().ReadTaskStatus(t.Pid)
 	if err != nil {
 		return procfs.MemoryRoom{}, t.proc.Explain(err)
 	}
@@ -116,7 +117,7 @@ func (t *Target) CheckImage(leaveOut ...maps.Range) (procfs.MemoryRoom, error) {
 			return unavailable("the image is not arenactl's descendant, and kernel.yama.ptrace_scope lets only root read it")
 		}
 	}
-	room, err := procfs.ReadMemoryRoom(t.Pid)
+	room, err := t.Proc().ReadMemoryRoom()
 	if err != nil {
 		return procfs.MemoryRoom{}, t.proc.Explain(err)
 	}
@@ -143,10 +144,10 @@ func (t *Target) leftOutResident(leaveOut []maps.Range) uint64 {
 	if len(leaveOut) == 0 {
 		return 0
 	}
-	if _, _, err := maps.Query(t.Pid, leaveOut[0].Start); err != nil {
+	if _, _, err := maps.QueryProc(t.Proc(), leaveOut[0].Start); err != nil {
 		return 0
 	}
-	pm, err := procfs.OpenPagemap(t.Pid)
+	pm, err := t.Proc().OpenPagemap()
 	if err != nil {
 		return 0
 	}
@@ -305,9 +306,15 @@ func (im *Image) attach(nsPid int) (err error) {
 			im.Close()
 		}
 	}()
+	// Its /proc directory held, opened after the pidfd: should the image
+	// have died and its pid gone to another process meanwhile, the check
+	// of the call site's copy below, read through it, fails.
+	if im.proc, err = procfs.OpenProc(hostPid); err != nil {
+		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
+	}
 	// Read-write: the heartbeat is written into the image's own copy of
 	// the call site.
-	if im.mem, err = os.OpenFile(procfs.Path(hostPid, "mem"), os.O_RDWR, 0); err != nil {
+	if im.mem, err = os.OpenFile(im.proc.Path("mem"), os.O_RDWR, 0); err != nil {
 		return fmt.Errorf("process %d: its image %d: %w", im.t.Pid, hostPid, err)
 	}
 	var hdr [ptrace.SiteHeaderSize]byte
@@ -318,7 +325,7 @@ func (im *Image) attach(nsPid int) (err error) {
 		return fmt.Errorf("process %d: process %d is not the image made", im.t.Pid, hostPid)
 	}
 	// Chosen first by the OOM killer, in the cgroup and on the machine.
-	os.WriteFile(procfs.Path(hostPid, "oom_score_adj"), []byte("1000"), 0)
+	os.WriteFile(im.proc.Path("oom_score_adj"), []byte("1000"), 0)
 	im.stop = make(chan struct{})
 	im.beatDone.Add(1)
 	go im.heartbeat()
@@ -330,7 +337,7 @@ func (im *Image) attach(nsPid int) (err error) {
 // target's namespace whose innermost id it is.
 func (im *Image) hostPid(nsPid int) (int, error) {
 	mine, err1 := os.Readlink("/proc/self/ns/pid")
-	theirs, err2 := os.Readlink(procfs.Path(im.t.Pid, "ns/pid"))
+	theirs, err2 := os.Readlink(im.t.Proc().Path("ns/pid"))
 	if err1 == nil && err2 == nil && mine == theirs {
 		return nsPid, nil
 	}
@@ -442,7 +449,7 @@ func (im *Image) OpenFile(m maps.Mapping) (*os.File, error) { return im.t.OpenFi
 // and its file pages were never faulted in; a snapshot records the
 // process's instead (inspect.Snapshot).
 func (im *Image) Refresh() error {
-	ms, err := maps.Read(im.Pid, true)
+	ms, err := maps.ReadProc(im.proc, true)
 	if err != nil {
 		if !im.alive() {
 			return ErrImageGone
@@ -496,8 +503,9 @@ func (im *Image) Refresh() error {
 	return nil
 }
 
-// PagemapPid is the process whose pagemap tells the image's resident pages.
-func (im *Image) PagemapPid() int { return im.Pid }
+// Proc is the image's /proc directory, held: its pagemap tells the image's
+// resident pages.
+func (im *Image) Proc() *procfs.Proc { return im.proc }
 
 // Close ends the image and waits (up to a second) for it to be gone.
 func (im *Image) Close() error {
@@ -519,6 +527,7 @@ func (im *Image) Close() error {
 	if im.mem != nil {
 		im.mem.Close()
 	}
+	im.proc.Close()
 	return nil
 }
 

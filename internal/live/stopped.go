@@ -1,12 +1,10 @@
 package live
 
-import "github.com/arenactl/arenactl/internal/ptrace"
-
-// StoppedThreads lists the threads of pid, except one, that are stopped:
-// state T (SIGSTOP and the like) or t (stopped by a tracer). A thread that
-// exits meanwhile is left out.
-func StoppedThreads(pid, except int) ([]int, error) {
-	tids, err := ptrace.Tasks(pid)
+// StoppedThreads lists the threads of the target, except one, that are
+// stopped: state T (SIGSTOP and the like) or t (stopped by a tracer). A
+// thread that exits meanwhile is left out.
+func (t *Target) StoppedThreads(except int) ([]int, error) {
+	tids, err := t.proc.Tasks()
 	if err != nil {
 		return nil, err
 	}
@@ -15,7 +13,7 @@ func StoppedThreads(pid, except int) ([]int, error) {
 		if tid == except {
 			continue
 		}
-		st, err := ptrace.ReadStatus(pid, tid)
+		st, err := t.proc.ReadStatus(tid)
 		if err != nil {
 			continue
 		}

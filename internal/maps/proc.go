@@ -102,14 +102,17 @@ func readProc(p *procfs.Proc, name string, parse func(io.Reader) error) error {
 
 // ExePath returns the path of the process's executable as maps names it,
 // for Hints.ExePath.
-func ExePath(pid int) (string, error) {
-	dir, err := procDir(pid)
+func ExePath(pid int) (string, error) { return ExePathProc(procfs.ByPid(pid)) }
+
+// ExePathProc is ExePath of the process p holds.
+func ExePathProc(pr *procfs.Proc) (string, error) {
+	dir, err := procDirOf(pr)
 	if err != nil {
 		return "", err
 	}
 	p, err := os.Readlink(filepath.Join(dir, "exe"))
 	if err != nil {
-		return "", procErr(pid, err)
+		return "", procErr(pr.Pid, err)
 	}
 	// For a deleted executable both this and Mapping.Path end in
 	// " (deleted)", so they still compare equal.
@@ -117,12 +120,15 @@ func ExePath(pid int) (string, error) {
 }
 
 // ReadHints collects the Hints Classify uses for a live process.
-func ReadHints(pid int) (Hints, error) {
-	exe, err := ExePath(pid)
+func ReadHints(pid int) (Hints, error) { return ReadHintsProc(procfs.ByPid(pid)) }
+
+// ReadHintsProc is ReadHints of the process p holds.
+func ReadHintsProc(p *procfs.Proc) (Hints, error) {
+	exe, err := ExePathProc(p)
 	if err != nil {
 		return Hints{}, err
 	}
-	sps, err := StackPointers(pid)
+	sps, err := StackPointersProc(p)
 	if err != nil {
 		return Hints{}, err
 	}
@@ -174,7 +180,13 @@ const (
 // holds addr, without reading the whole list. A kernel before 6.11 answers
 // ENOTTY; an address in no mapping, ENOENT.
 func Query(pid int, addr uint64) (start, end uint64, err error) {
-	dir, err := procDir(pid)
+	return QueryProc(procfs.ByPid(pid), addr)
+}
+
+// QueryProc is Query of the process p holds.
+func QueryProc(p *procfs.Proc, addr uint64) (start, end uint64, err error) {
+	pid := p.Pid
+	dir, err := procDirOf(p)
 	if err != nil {
 		return 0, 0, err
 	}

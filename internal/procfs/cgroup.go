@@ -13,10 +13,13 @@ import (
 // one (cgroup v1 and hybrid systems, where systemd tracks units there),
 // else the unified (v2) hierarchy's "0::" path; "" when the file names
 // neither (a v1 system without systemd).
-func Cgroup(pid int) (string, error) {
-	b, err := os.ReadFile(Path(pid, "cgroup"))
+func Cgroup(pid int) (string, error) { return ByPid(pid).Cgroup() }
+
+// Cgroup is the control group of the process p holds (see Cgroup).
+func (p *Proc) Cgroup() (string, error) {
+	b, err := os.ReadFile(p.Path("cgroup"))
 	if err != nil {
-		return "", Error(pid, err)
+		return "", Error(p.Pid, err)
 	}
 	return parseCgroup(string(b)), nil
 }
@@ -90,15 +93,18 @@ var (
 
 // ReadMemoryRoom reads the room for pid's memory. A cgroup whose files
 // cannot be read limits nothing here.
-func ReadMemoryRoom(pid int) (MemoryRoom, error) {
+func ReadMemoryRoom(pid int) (MemoryRoom, error) { return ByPid(pid).ReadMemoryRoom() }
+
+// ReadMemoryRoom reads the room for the memory of the process p holds.
+func (p *Proc) ReadMemoryRoom() (MemoryRoom, error) {
 	avail, err := memAvailable()
 	if err != nil {
 		return MemoryRoom{}, err
 	}
 	room := MemoryRoom{Bytes: avail}
-	b, err := os.ReadFile(Path(pid, "cgroup"))
+	b, err := os.ReadFile(p.Path("cgroup"))
 	if err != nil {
-		return MemoryRoom{}, Error(pid, err)
+		return MemoryRoom{}, Error(p.Pid, err)
 	}
 	least := func(root, leaf, maxFile, curFile string) {
 		for dir := leaf; ; dir = path.Dir(dir) {
@@ -191,10 +197,13 @@ type CgroupMemory struct {
 // in /proc/PID/cgroup under the unified hierarchy's mount) where the
 // memory controller is there, else v1's memory hierarchy; "" when it has
 // neither.
-func MemoryCgroupDir(pid int) (string, error) {
-	b, err := os.ReadFile(Path(pid, "cgroup"))
+func MemoryCgroupDir(pid int) (string, error) { return ByPid(pid).MemoryCgroupDir() }
+
+// MemoryCgroupDir is the memory cgroup directory of the process p holds.
+func (p *Proc) MemoryCgroupDir() (string, error) {
+	b, err := os.ReadFile(p.Path("cgroup"))
 	if err != nil {
-		return "", Error(pid, err)
+		return "", Error(p.Pid, err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		id, rest, _ := strings.Cut(l, ":")

@@ -9,10 +9,13 @@ import (
 
 // Environ is the environment the process started with (what glibc read
 // when it set up malloc), as name → value.
-func Environ(pid int) (map[string]string, error) {
-	b, err := os.ReadFile(Path(pid, "environ"))
+func Environ(pid int) (map[string]string, error) { return ByPid(pid).Environ() }
+
+// Environ is the environment of the process p holds (see Environ).
+func (p *Proc) Environ() (map[string]string, error) {
+	b, err := os.ReadFile(p.Path("environ"))
 	if err != nil {
-		return nil, Error(pid, err)
+		return nil, Error(p.Pid, err)
 	}
 	env := map[string]string{}
 	for _, kv := range bytes.Split(b, []byte{0}) {
@@ -25,8 +28,11 @@ func Environ(pid int) (map[string]string, error) {
 
 // AllowedCPUs is how many CPUs the process may run on (Cpus_allowed_list of
 // /proc/PID/status); 0 when unknown.
-func AllowedCPUs(pid int) int {
-	b, err := os.ReadFile(Path(pid, "status"))
+func AllowedCPUs(pid int) int { return ByPid(pid).AllowedCPUs() }
+
+// AllowedCPUs is how many CPUs the process p holds may run on.
+func (p *Proc) AllowedCPUs() int {
+	b, err := os.ReadFile(p.Path("status"))
 	if err != nil {
 		return 0
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // Pagemap reads /proc/PID/pagemap, which says for every page of the target
-// whether it is in RAM or in swap. It implements glibc.Residency.
+// whether it is in RAM or in swap. It implements predict.Residency.
 //
 // Two questions are asked of it, with two rules: Resident is "would
 // madvise(MADV_DONTNEED) lower RSS" (the trim prediction), Runs is "does the

@@ -103,14 +103,17 @@ func parseStat(pid int, s string) (Stat, error) {
 func (s Stat) Exited() bool { return s.State == 'Z' || s.State == 'X' }
 
 // Owner is the uid and gid that own /proc/PID: the process's effective ids.
-func Owner(pid int) (uid, gid uint32, err error) {
-	fi, err := os.Stat(Path(pid, ""))
+func Owner(pid int) (uid, gid uint32, err error) { return ByPid(pid).Owner() }
+
+// Owner is the uid and gid of the process p holds (see Owner).
+func (p *Proc) Owner() (uid, gid uint32, err error) {
+	fi, err := os.Stat(p.Path(""))
 	if err != nil {
-		return 0, 0, Error(pid, err)
+		return 0, 0, Error(p.Pid, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return 0, 0, fmt.Errorf("process %d: no owner for %s", pid, Path(pid, ""))
+		return 0, 0, fmt.Errorf("process %d: no owner for %s", p.Pid, Shown(p.Pid, p.Path("")))
 	}
 	return st.Uid, st.Gid, nil
 }

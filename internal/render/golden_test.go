@@ -14,6 +14,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -224,14 +225,14 @@ func TestGoldenTrim(t *testing.T) {
 			class(maps.ClassMainHeap, 40<<20, 30<<20, 30<<20), class(maps.ClassArenaHeap, 64<<20, 20<<20, 20<<20)}},
 		After: report.MapsSummary{Rollup: maps.Rollup{Rss: 50 << 20, PrivateDirty: 46 << 20}, Classes: []maps.ClassSummary{
 			class(maps.ClassMainHeap, 20<<20, 20<<20, 20<<20), class(maps.ClassArenaHeap, 64<<20, 16<<20, 16<<20)}},
-		Prediction: &glibc.TrimPrediction{Resident: 14 << 20},
+		Prediction: &predict.Trim{Resident: 14 << 20},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	b.WriteString("\n")
 	if err := render.Trim(&b, &report.TrimReport{Pid: 4242, Libc: libc, DryRun: true, Frozen: 4 * time.Millisecond, Hold: "walk",
 		ImageSkipped: "its cgroup lacks room for the pages it might write meanwhile",
-		Prediction: &glibc.TrimPrediction{Bytes: 26 << 20, Resident: 12 << 20, Arenas: []glibc.ArenaTrim{
+		Prediction: &predict.Trim{Bytes: 26 << 20, Resident: 12 << 20, Arenas: []predict.ArenaTrim{
 			{Index: 0, Main: true, Addr: 0x7f00aa000000, Chunks: 3, Bytes: 22 << 20, Top: 20 << 20, Resident: 10 << 20},
 			{Index: 1, Addr: 0x7f00a0000020, Chunks: 2, Bytes: 4 << 20, Resident: 2 << 20}}},
 		Damage: []glibc.Damage{{Arena: 0x7f00a0000020, Addr: 0x7f00a0001230, What: "fd 0x4141414141414141 outside any heap", Hang: true, List: 4}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
+	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/stackprof"
 )
@@ -146,7 +147,7 @@ type TrimReport struct {
 	// made). With DryRun nothing ran: Result, Injection and After are
 	// unset, Frozen is how long every thread was stopped (for the image,
 	// or for the walk), and Damage what the walk found.
-	Prediction *glibc.TrimPrediction
+	Prediction *predict.Trim
 	DryRun     bool
 	Frozen     time.Duration
 	// Hold is how the dry run held the process ("image" or "walk", as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -45,7 +46,7 @@ type Residency struct {
 
 // MeasureResidency asks res (nil for a core) which of the walk's free
 // pages and mmapped chunks are resident.
-func MeasureResidency(w *glibc.Walk, res glibc.Residency) (*Residency, error) {
+func MeasureResidency(w *glibc.Walk, res predict.Residency) (*Residency, error) {
 	r := &Residency{Measured: res != nil, MmappedFound: w.Mmapped.Count >= uint64(uint32(w.Params.NMmaps))}
 	resident := func(rg maps.Range) (uint64, error) {
 		if res == nil {

@@ -235,7 +235,7 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 	if o.RingSlots&(o.RingSlots-1) != 0 || o.ShortSlots&(o.ShortSlots-1) != 0 {
 		return nil, errors.New("sampler: RingSlots and ShortSlots must be powers of two")
 	}
-	st, err := procfs.ReadTaskStatus(t.Pid, t.Pid)
+	st, err := t.Proc().ReadTaskStatus(t.Pid)
 	if err != nil {
 		return nil, t.Explain(err)
 	}

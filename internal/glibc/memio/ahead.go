@@ -1,4 +1,4 @@
-package glibc
+package memio
 
 import (
 	"slices"
@@ -11,12 +11,13 @@ import (
 // walks the current one: copying is most of a walk's time on a large heap
 // (the kernel's process_vm_readv runs at 4 to 6 GiB/s here), and the walk
 // itself needs the copy of one arena only, so the two overlap on two CPUs.
-// It works out the ranges as the walker does (heapRanges), from its own
-// reads; the walker takes a copy only when its own ranges are the same, and
-// otherwise stops it and copies alone (a ring or heaps that changed, or
-// damage). It also prewalks the lists of what it copied (prewalk.go), the
-// other part of a walk that waits on memory. Two slots take turns: the one
-// being walked and the one being filled.
+// It works out the ranges as the walker does (the walker's ranges
+// function, from the loader's own reads); the walker takes a copy only when
+// its own ranges are the same, and otherwise stops it and copies alone (a
+// ring or heaps that changed, or damage). It also prepares what the walker
+// asks of the copy (glibc's prewalk of the lists), the other part of a
+// walk that waits on memory. Two slots take turns: the one being walked
+// and the one being filled.
 type ahead struct {
 	out   chan loaded
 	free  chan *slot // slots the walker is done with
@@ -26,17 +27,17 @@ type ahead struct {
 	slots [2]slot
 }
 
-// slot is a buffer for one arena's copy (mapped on first use) and the
-// prewalk of its lists.
+// slot is a buffer for one arena's copy (mapped on first use) and what
+// was prepared from it (kept, so that it can be reused for the next).
 type slot struct {
-	buf []byte
-	pre prewalk
+	buf   []byte
+	extra any
 }
 
-// parallelReader is memory whose ReadAt may be called from two goroutines
+// ParallelReader is memory whose ReadAt may be called from two goroutines
 // at once (a live process read with process_vm_readv). Only then does a
 // loader run ahead.
-type parallelReader interface {
+type ParallelReader interface {
 	ReadsInParallel()
 }
 
@@ -44,34 +45,42 @@ type parallelReader interface {
 type loaded struct {
 	arena uint64
 	rs    []maps.Range
-	spans []window
+	spans []Window
 	slot  *slot
 }
 
-// startAhead starts copying the heaps of the arenas of ring, in order.
-func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *rwSpans) *ahead {
+// RunsAhead reports whether a loader may copy the next arenas' heaps while
+// the current one is walked (StartAhead): only for memory that may be read
+// from two goroutines at once, not already in this process, when the cache
+// copies heaps at all.
+func (c *Cache) RunsAhead() bool {
+	_, par := c.mem.(ParallelReader)
+	return par && !c.noWin && c.slicer == nil
+}
+
+// StartAhead starts copying the heaps of the arenas of ring, in order, for
+// Load to take. ranges says which ranges hold an arena's heaps, as the
+// walker will work them out (false: stop there); prepare is then called
+// with the copy and the slot's extra (nil at first, kept for the slot's
+// next arena), to leave there what Prepared returns once Load takes the
+// copy. Both run on the loader's goroutine, one arena after the other.
+// Close stops it.
+func (c *Cache) StartAhead(ring []uint64, ranges func(ar uint64) ([]maps.Range, bool), prepare func(ar uint64, spans []Window, extra *any)) {
+	mem := c.mem
 	ah := &ahead{out: make(chan loaded), free: make(chan *slot, 2), stop: make(chan struct{})}
 	ah.free <- &ah.slots[0]
 	ah.free <- &ah.slots[1]
 	ah.wg.Add(1)
+	c.ahead = ah
 	go func() {
 		defer ah.wg.Done()
 		defer close(ah.out)
-		word := func(addr uint64) (uint64, bool) {
-			v, err := readWord(mem, addr)
-			return v, err == nil
-		}
-		rw := func(addr, n uint64) bool {
-			end, ok := ms.find(addr)
-			return ok && n <= end-addr
-		}
 		for _, ar := range ring {
-			st, err := readBytes(mem, ar, uint64(lay.StateSize))
-			if err != nil {
+			rs, ok := ranges(ar)
+			if !ok {
 				return
 			}
-			rs := heapRanges(lay, &p, ar == a.MainArena, st, word, rw)
-			if !fits(rs) {
+			if !Fits(rs) {
 				continue // the walker reads this arena through its block cache
 			}
 			var sl *slot
@@ -86,7 +95,7 @@ func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *
 				}
 			}
 			l := loaded{arena: ar, rs: rs, spans: copyRanges(mem, rs, sl.buf, nil), slot: sl}
-			sl.pre.fill(lay, ar, st, l.spans)
+			prepare(ar, l.spans, &sl.extra)
 			select {
 			case ah.out <- l:
 			case <-ah.stop:
@@ -94,7 +103,6 @@ func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *
 			}
 		}
 	}()
-	return ah
 }
 
 // take returns the copy of arena ar's ranges rs, when the next one the

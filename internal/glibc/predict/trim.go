@@ -1,8 +1,9 @@
-package glibc
+package predict
 
 import (
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -12,10 +13,10 @@ type Residency interface {
 	Resident(start, end uint64) (uint64, error)
 }
 
-// TrimPrediction is what malloc_trim(Pad) would give back, computed from a
+// Trim is what malloc_trim(Pad) would give back, computed from a
 // walk of the free lists (mtrim and systrim in malloc/malloc.c) and the
 // pages resident now.
-type TrimPrediction struct {
+type Trim struct {
 	Pad      uint64
 	Arenas   []ArenaTrim // in ring order, as in the walk
 	Bytes    uint64      // madvised or returned with sbrk, resident or not
@@ -34,8 +35,8 @@ type ArenaTrim struct {
 	Resident uint64
 }
 
-// PredictTrim predicts malloc_trim(pad) from a walk (WalkHeap or
-// WalkLists), counting only the pages that res reports resident: madvise
+// MallocTrim predicts malloc_trim(pad) from a walk (glibc.WalkHeap or
+// glibc.WalkLists), counting only the pages that res reports resident: madvise
 // of a page that is not in RAM releases nothing. The walk's TrimRanges
 // model systrim with pad 0; here the main arena's top follows pad:
 // ALIGN_DOWN(chunksize(top) - MINSIZE - 1 - pad, pagesize) bytes from the
@@ -43,8 +44,8 @@ type ArenaTrim struct {
 // modelled: fastbin consolidation before the trim (chunks merged from
 // fastbins may add pages) and systrim's alignment to transparent huge pages
 // (2.35+ with glibc.malloc.hugetlb=1).
-func PredictTrim(w *Walk, pad uint64, res Residency) (*TrimPrediction, error) {
-	p := &TrimPrediction{Pad: pad}
+func MallocTrim(w *glibc.Walk, pad uint64, res Residency) (*Trim, error) {
+	p := &Trim{Pad: pad}
 	for i := range w.Arenas {
 		a := &w.Arenas[i]
 		at := ArenaTrim{Index: i, Addr: a.Addr, Main: a.Main}
@@ -77,8 +78,12 @@ func PredictTrim(w *Walk, pad uint64, res Residency) (*TrimPrediction, error) {
 // systrimRange is what systrim(pad) would sbrk back from the main arena's
 // top (malloc.c@2.36 systrim): nothing for another arena, a non-contiguous
 // main arena, or a top no larger than MINSIZE + 1 + pad.
-func systrimRange(a *ArenaWalk, pad uint64) maps.Range {
-	const noncontiguous = 2
+func systrimRange(a *glibc.ArenaWalk, pad uint64) maps.Range {
+	const (
+		noncontiguous = 2    // NONCONTIGUOUS_BIT, malloc/malloc.c
+		minChunk      = 32   // MINSIZE on 64-bit, malloc/malloc.c
+		pageSz        = 4096 // the pages systrim rounds to, as the walk's TrimRanges (x86_64's)
+	)
 	if !a.Main || a.Flags&noncontiguous != 0 || a.TopSize <= minChunk+1 {
 		return maps.Range{}
 	}

@@ -1,8 +1,9 @@
-package glibc
+package predict
 
 import (
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -19,12 +20,12 @@ func (h halfResident) Resident(start, end uint64) (uint64, error) {
 
 func TestPredictTrim(t *testing.T) {
 	const top = 0x55550010_0000
-	main := ArenaWalk{Addr: 0x7f00000a0c60, Main: true, Top: top, TopSize: 0x21000,
+	main := glibc.ArenaWalk{Addr: 0x7f00000a0c60, Main: true, Top: top, TopSize: 0x21000,
 		TrimRanges: []maps.Range{{Start: 0x55550000_1000, End: 0x55550000_9000}, // a free chunk's pages
 			{Start: top + 0x1000, End: top + 0x21000}}} // the walk's systrim range, pad 0
-	thread := ArenaWalk{Addr: 0x7f0000000030, Top: 0x7f0000200000, TopSize: 0x100000,
+	thread := glibc.ArenaWalk{Addr: 0x7f0000000030, Top: 0x7f0000200000, TopSize: 0x100000,
 		TrimRanges: []maps.Range{{Start: 0x7f0000010000, End: 0x7f0000030000}}}
-	w := &Walk{Arenas: []ArenaWalk{main, thread}}
+	w := &glibc.Walk{Arenas: []glibc.ArenaWalk{main, thread}}
 	res := halfResident{hole: 0x7f0000020000, n: 0x8000} // 8 pages of the thread arena's range are not resident
 
 	for _, tc := range []struct {
@@ -37,7 +38,7 @@ func TestPredictTrim(t *testing.T) {
 		{0x21000 - 33, 0},       // top_area <= pad: nothing
 		{0x21000 - 33 + 100, 0}, // pad above top
 	} {
-		p, err := PredictTrim(w, tc.pad, res)
+		p, err := MallocTrim(w, tc.pad, res)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func TestPredictTrim(t *testing.T) {
 
 	// A non-contiguous main arena is never shrunk by sbrk.
 	w.Arenas[0].Flags = 2
-	p, _ := PredictTrim(w, 0, res)
+	p, _ := MallocTrim(w, 0, res)
 	if p.Arenas[0].Top != 0 || p.Arenas[0].Bytes != 0x8000 {
 		t.Errorf("non-contiguous main arena: %+v", p.Arenas[0])
 	}

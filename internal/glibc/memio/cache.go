@@ -1,12 +1,13 @@
-package glibc
+package memio
 
 import "encoding/binary"
 
-// blockMem caches target memory in aligned blocks. The walker touches the
-// same pages many times (bins hop around, chunk walks go forward); one read
+// Cache reads target memory for a walk: from a copy of the arena's heaps
+// when it has one (Load), else through aligned blocks it caches. The walker
+// touches the same pages many times (bins hop around, chunk walks go forward); one read
 // syscall per block instead of one per pointer is what makes a
 // multi-gigabyte heap walkable in seconds.
-type blockMem struct {
+type Cache struct {
 	mem    Memory
 	slicer slicer            // mem, when it can hand out its bytes without a copy
 	mapped uint64            // bytes of slicer's blocks used since its last Release
@@ -17,17 +18,17 @@ type blockMem struct {
 	size   uint64
 	spare  [][]byte // buffers of dropped blocks, for the next ones
 	sink   uint64   // what warm read, so that its loads are not optimised away
-	win    windows  // the current arena's heaps, copied whole (see load)
+	win    windows  // the current arena's heaps, copied whole (see Load)
 	noWin  bool     // never copy heaps whole (a recorder of reads)
 	ahead  *ahead   // copying the next arenas' heaps meanwhile; nil when not
-	keep   int      // copied blocks kept from one arena to the next (0: keepBlocks())
+	keep   int      // copied blocks kept from one arena to the next (0: KeepBlocks())
 }
 
-// keepBlocks is how many copied blocks a walk keeps between two arenas,
+// KeepBlocks is how many copied blocks a walk keeps between two arenas,
 // cached or as spare buffers: a quarter of cacheCap (64 MiB at its
-// default). A walk spread over workers shares it out among them (fork), so
+// default). A walk spread over workers shares it out among them (SetKeep), so
 // that what they keep does not grow with their number.
-func keepBlocks() int { return int(cacheCap / 4 / blockSize) }
+func KeepBlocks() int { return int(cacheCap / 4 / blockSize) }
 
 const blockSize = 256 << 10
 
@@ -45,8 +46,8 @@ type slicer interface {
 // arenactl's RSS as copies do), so that what a walk holds does not grow
 // with an arena: the lists of an arena larger than its copy (windowCap)
 // hop all over it, and a cache that kept every block they met held the
-// whole arena (3.7 GiB of RSS for a 52 GiB heap, issue 28). SetMemory sets
-// it from arenactl's memory budget.
+// whole arena (3.7 GiB of RSS for a 52 GiB heap, issue 28). SetCaps sets it
+// from arenactl's memory budget (glibc.SetMemory).
 var cacheCap uint64 = 64 << 20
 
 // hitsPerBlock is how many reads a copied block must serve, on average,
@@ -60,23 +61,24 @@ const hitsPerBlock = 64
 // unreadable marks a block that could not be read whole.
 var unreadable = make([]byte, 0)
 
-func newBlockMem(mem Memory) *blockMem { return newBlockMemSized(mem, blockSize) }
+// New caches mem in blocks of 256 KiB.
+func New(mem Memory) *Cache { return NewSized(mem, blockSize) }
 
-// newBlockMemSized caches blocks of size bytes (a power of two, at most a
+// NewSized caches blocks of size bytes (a power of two, at most a
 // region). A walk that reads only chunk headers uses pages: reading the
 // memory of a live process faults its pages in (the zero page, for the
 // untouched or madvised pages of a free chunk), which a larger block would
 // do to the whole chunk.
-func newBlockMemSized(mem Memory, size uint64) *blockMem {
+func NewSized(mem Memory, size uint64) *Cache {
 	sl, _ := mem.(slicer)
-	return &blockMem{mem: mem, slicer: sl, blocks: newRegionMap[[]byte](regionSize / size), size: size}
+	return &Cache{mem: mem, slicer: sl, blocks: newRegionMap[[]byte](RegionSize / size), size: size}
 }
 
-// drop forgets cached blocks once an arena has been walked, so memory use
+// Drop forgets cached blocks once an arena has been walked, so memory use
 // stays bounded by what one walk step needs: copied blocks when there are
 // more than it keeps (their buffers serve the next ones), a slicer's
 // always (their pages are released).
-func (c *blockMem) drop() {
+func (c *Cache) Drop() {
 	if c.win.lent != nil {
 		c.ahead.give(c.win.lent)
 		c.win.lent = nil
@@ -93,7 +95,7 @@ func (c *blockMem) drop() {
 	c.recycle()
 }
 
-func (c *blockMem) kept() int {
+func (c *Cache) kept() int {
 	if c.keep > 0 {
 		return c.keep
 	}
@@ -101,7 +103,7 @@ func (c *blockMem) kept() int {
 }
 
 // recycle forgets every copied block, keeping their buffers for the next.
-func (c *blockMem) recycle() {
+func (c *Cache) recycle() {
 	for _, r := range c.blocks.m {
 		for _, b := range r {
 			if len(b) > 0 {
@@ -120,9 +122,9 @@ func (c *blockMem) recycle() {
 // block returns the block at start, reading it if needed; nil when it
 // cannot be read whole (it crosses the end of a mapping): its words are
 // then read one by one.
-func (c *blockMem) block(start uint64) []byte {
+func (c *Cache) block(start uint64) []byte {
 	r := c.blocks.get(start, true)
-	i := start % regionSize / c.size
+	i := start % RegionSize / c.size
 	if b := r[i]; b != nil {
 		if len(b) == 0 {
 			return nil
@@ -172,15 +174,15 @@ func (c *blockMem) block(start uint64) []byte {
 	return b
 }
 
-// warm brings the block at start into the CPU's cache, reading it if needed,
+// Warm brings the block at start into the CPU's cache, reading it if needed,
 // before a walk that goes through it chunk by chunk: each chunk's size says
 // where the next one is, a chain of loads that waits on memory at every
 // link unless the block is in cache, while a plain pass over the block goes
 // at the memory's full speed.
-func (c *blockMem) warm(start uint64) {
+func (c *Cache) Warm(start uint64) {
 	var b []byte
 	if w := c.win.get(start, 1); w != nil {
-		b = w.b[start-w.start:][:min(c.size, w.end-start)] // not past the copy: a chunk walk ends in it
+		b = w.B[start-w.Start:][:min(c.size, w.End-start)] // not past the copy: a chunk walk ends in it
 	} else {
 		b = c.block(start)
 	}
@@ -193,16 +195,16 @@ func (c *blockMem) warm(start uint64) {
 
 // release forgets the blocks of a slicer and lets go of their pages. Blocks
 // of its memory that had to be copied are left to the garbage collector.
-func (c *blockMem) release() {
+func (c *Cache) release() {
 	c.slicer.Release()
 	c.blocks.reset()
 	c.mapped, c.loaded, c.hits = 0, 0, 0
 }
 
 // ReadAt implements Memory.
-func (c *blockMem) ReadAt(p []byte, addr uint64) (int, error) {
-	if w := c.win.get(addr, uint64(len(p))); w != nil && !w.holeIn(addr-w.start, uint64(len(p))) {
-		return copy(p, w.b[addr-w.start:]), nil
+func (c *Cache) ReadAt(p []byte, addr uint64) (int, error) {
+	if w := c.win.get(addr, uint64(len(p))); w != nil && !w.HoleIn(addr-w.Start, uint64(len(p))) {
+		return copy(p, w.B[addr-w.Start:]), nil
 	}
 	start := addr &^ (c.size - 1)
 	if addr+uint64(len(p)) <= start+c.size {
@@ -213,10 +215,10 @@ func (c *blockMem) ReadAt(p []byte, addr uint64) (int, error) {
 	return c.mem.ReadAt(p, addr)
 }
 
-// word reads one little-endian word; ok is false when it is not readable.
-func (c *blockMem) word(addr uint64) (uint64, bool) {
-	if w := c.win.get(addr, 8); w != nil && !w.hole(addr-w.start) {
-		return binary.LittleEndian.Uint64(w.b[addr-w.start:]), true
+// Word reads one little-endian word; ok is false when it is not readable.
+func (c *Cache) Word(addr uint64) (uint64, bool) {
+	if w := c.win.get(addr, 8); w != nil && !w.Hole(addr-w.Start) {
+		return binary.LittleEndian.Uint64(w.B[addr-w.Start:]), true
 	}
 	if start := addr &^ (c.size - 1); addr+8 <= start+c.size {
 		if b := c.block(start); b != nil {
@@ -242,7 +244,9 @@ type regionMap[T any] struct {
 	last    []T
 }
 
-const regionSize = 64 << 20
+// RegionSize is the span of address space a regionMap entry, and an
+// AddrSet bitmap (Region), covers.
+const RegionSize = 64 << 20
 
 func newRegionMap[T any](n uint64) regionMap[T] {
 	return regionMap[T]{m: map[uint64][]T{}, n: n}
@@ -251,7 +255,7 @@ func newRegionMap[T any](n uint64) regionMap[T] {
 // get returns the entries of addr's region; nil when it has none and
 // create is false.
 func (r *regionMap[T]) get(addr uint64, create bool) []T {
-	k := addr / regionSize
+	k := addr / RegionSize
 	if r.last != nil && r.lastKey == k {
 		return r.last
 	}
@@ -271,12 +275,43 @@ func (r *regionMap[T]) reset() {
 	r.m, r.last = map[uint64][]T{}, nil
 }
 
-// releaseWindows stops the loader and unmaps every copy's buffer.
-func (c *blockMem) releaseWindows() {
+// Close stops the loader and unmaps every copy's buffer. The cache may be
+// used again: a buffer is mapped again when needed.
+func (c *Cache) Close() {
 	if c.ahead != nil {
 		c.ahead.close()
 		c.ahead = nil
 	}
 	c.win.lent = nil
 	c.win.release()
+}
+
+// Memory is the memory the cache reads.
+func (c *Cache) Memory() Memory { return c.mem }
+
+// BlockSize is the size of the cache's blocks (Warm warms one).
+func (c *Cache) BlockSize() uint64 { return c.size }
+
+// InProcess reports whether the memory is already in this process (a core,
+// mapped): it is never copied, only its pages are used and released.
+func (c *Cache) InProcess() bool { return c.slicer != nil }
+
+// NoCopies makes the cache read through its blocks only, never copying
+// heaps whole (Load does nothing): a recorder of reads, or a walk that must
+// leave the pages it does not read alone.
+func (c *Cache) NoCopies() { c.noWin = true }
+
+// Copies reports whether the cache may copy heaps whole (NoCopies).
+func (c *Cache) Copies() bool { return !c.noWin }
+
+// SetKeep sets how many copied blocks the cache keeps from one arena to
+// the next: a worker's share of KeepBlocks.
+func (c *Cache) SetKeep(n int) { c.keep = n }
+
+// Fork is a cache of the same memory, blocks and copying, for another
+// worker: nothing cached is shared.
+func (c *Cache) Fork() *Cache {
+	f := NewSized(c.mem, c.size)
+	f.noWin = c.noWin
+	return f
 }

@@ -65,12 +65,13 @@ func startAhead(mem Memory, lay Layout, a Anchors, p Params, ring []uint64, ms *
 			end, ok := ms.find(addr)
 			return ok && n <= end-addr
 		}
+		page := trimPage(mem)
 		for _, ar := range ring {
 			st, err := readBytes(mem, ar, uint64(lay.StateSize))
 			if err != nil {
 				return
 			}
-			rs := heapRanges(lay, &p, ar == a.MainArena, st, word, rw)
+			rs := heapRanges(lay, &p, page, ar == a.MainArena, st, word, rw)
 			if !fits(rs) {
 				continue // the walker reads this arena through its block cache
 			}

@@ -55,7 +55,7 @@ func PredictTrim(w *Walk, pad uint64, res Residency) (*TrimPrediction, error) {
 			at.Ranges = append(at.Ranges, r)
 			at.Chunks++
 		}
-		if top := systrimRange(a, pad); top.End > top.Start {
+		if top := systrimRange(a, pad, w.PageSize); top.End > top.Start {
 			at.Ranges = append(at.Ranges, top)
 			at.Top = top.End - top.Start
 		}
@@ -77,7 +77,10 @@ func PredictTrim(w *Walk, pad uint64, res Residency) (*TrimPrediction, error) {
 // systrimRange is what systrim(pad) would sbrk back from the main arena's
 // top (malloc.c@2.36 systrim): nothing for another arena, a non-contiguous
 // main arena, or a top no larger than MINSIZE + 1 + pad.
-func systrimRange(a *ArenaWalk, pad uint64) maps.Range {
+func systrimRange(a *ArenaWalk, pad, page uint64) maps.Range {
+	if page == 0 {
+		page = pageSz
+	}
 	const noncontiguous = 2
 	if !a.Main || a.Flags&noncontiguous != 0 || a.TopSize <= minChunk+1 {
 		return maps.Range{}
@@ -86,7 +89,7 @@ func systrimRange(a *ArenaWalk, pad uint64) maps.Range {
 	if area <= pad {
 		return maps.Range{}
 	}
-	extra := (area - pad) &^ (pageSz - 1)
+	extra := (area - pad) &^ (page - 1) // the target's pages: GLRO(dl_pagesize)
 	end := a.Top + a.TopSize
 	return maps.Range{Start: end - extra, End: end}
 }

@@ -249,3 +249,53 @@ func TestAArch64CoreFallbacks(t *testing.T) {
 		}
 	}
 }
+
+// TestAArch64CoreSignalFrame: a handler returns into the vDSO's
+// __kernel_rt_sigreturn, with the kernel's rt_sigframe at sp (a siginfo,
+// then the ucontext whose uc_mcontext, 176 bytes in, is a struct
+// sigcontext: fault_address, regs[31], sp, pc). On each core, a frame as
+// the kernel would build it is laid below a parked thread's stack, holding
+// that thread's registers, and the unwind starts at the trampoline of the
+// core's own vDSO: it is recognized by its code (its CFI, which gives only
+// the frame record, would lose the interrupted pc), and the rest is the
+// thread's own chain, its first frame exact.
+func TestAArch64CoreSignalFrame(t *testing.T) {
+	const frameSize = 128 + 176 + 8 + 34*8 + 4096 // siginfo, ucontext up to sigcontext's regs, regs..pstate, and the rest
+	for _, pages := range arm64Cores {
+		t.Run(pages, func(t *testing.T) {
+			c := openARM64Core(t, "arenas-"+pages)
+			tramp, err := c.mods.DynamicSymbol(module.VDSO, "__kernel_rt_sigreturn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := unwind.New(c.mods)
+			for _, th := range c.tg.Threads() {
+				start, stack := c.start(t, th)
+				want := u.Unwind(start, stack)
+				base := (th.SP() - frameSize) &^ 15
+				data := make([]byte, th.SP()-base, th.SP()-base+uint64(len(stack.Data)))
+				regs := arch.ARM64.FromPrstatus(th.Regs[:arch.ARM64.NumWords])
+				for n := 0; n <= arch.ARM64PC; n++ {
+					v, _ := regs.Get(n)
+					binary.LittleEndian.PutUint64(data[128+176+8+8*n:], v)
+				}
+				data = append(data, stack.Data...)
+				var at debuggee.Regs
+				at.SetPCOf(arch.ARM64, tramp)
+				at.SetSPOf(arch.ARM64, base)
+				tr := u.Unwind(unwind.Start{Regs: at, HaveCalleeSaved: true}, unwind.Stack{Addr: base, Data: data, End: stack.End})
+				got := c.names(tr)
+				// (The symbolizer names no vDSO symbol that is not a
+				// function: the trampoline is found by its address.)
+				if len(tr.Frames) != len(want.Frames)+1 || tr.Frames[0].PC != tramp || tr.Frames[0].Method != unwind.MethodSignal || !slices.Equal(got[1:], c.names(want)) {
+					t.Fatalf("thread %d: %v (first %#x by %s), want the trampoline %#x by signal, then %v", th.Tid, got, tr.Frames[0].PC, tr.Frames[0].Method, tramp, c.names(want))
+				}
+				for i, f := range tr.Frames[1:] {
+					if f.PC != want.Frames[i].PC || f.SP != want.Frames[i].SP || f.Exact != want.Frames[i].Exact {
+						t.Errorf("thread %d frame %d: pc %#x sp %#x exact %v, want %#x %#x %v", th.Tid, i+1, f.PC, f.SP, f.Exact, want.Frames[i].PC, want.Frames[i].SP, want.Frames[i].Exact)
+					}
+				}
+			}
+		})
+	}
+}

@@ -3,8 +3,9 @@
 // snapshot. (It was internal/target, a folder name that build tools and
 // code browsers skip as build output.) A Target gives its
 // memory, its mappings (already classified), its threads with their
-// registers, the files it mapped and who it is. Regs, the x86_64 register
-// set, is the one every layer above passes registers in (the unwinder,
+// registers, the files it mapped and who it is. Regs, a thread's registers
+// as its machine's pr_reg holds them, is the one every layer above passes
+// registers in (the unwinder,
 // perf samples, the heap sampler's records, glibc's hijack policy).
 // Nothing here knows glibc's heap (internal/heap is the layer above, as
 // golang.org/x/debug's gocore is above internal/core). An implementation

@@ -65,14 +65,20 @@ func MayHoldMmapped(m maps.Mapping) bool {
 // fn returns false. It reads 16 bytes of each page that holds data
 // (mem's DataRuns, when it has them; every page otherwise) and is not
 // inside a chunk found, plus a few more per chunk for memalign's second
-// header. maxPages, when above 0, bounds the pages read; complete is false
+// header. maxPages, when above 0, bounds the pages (the target's) read; complete is false
 // when that bound or fn stopped the scan.
 func ScanMmapped(mem Memory, lay Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
-	start, end := (m.Start+pageSz-1)&^(pageSz-1), m.End&^(pageSz-1)
+	// glibc maps a chunk's region in the target's pages (sysmalloc:
+	// ALIGN_UP(nb + SIZE_SZ, GLRO(dl_pagesize)), malloc/malloc.c), so
+	// only their boundaries are looked at, and a region must be a
+	// multiple of one.
+	page := trimPage(mem)
+	start, end := (m.Start+page-1)&^(page-1), m.End&^(page-1)
 	if start >= end {
 		return true
 	}
-	s := mmapScan{mem: mem, tail: lay.MmapTail, end: end, left: maxPages, fn: fn, next: start, buf: make([]byte, headBlock*pageSz)}
+	s := mmapScan{mem: mem, page: page, block: max(1, headBlockBytes/page), tail: lay.MmapTail, end: end, left: maxPages, fn: fn, next: start}
+	s.buf = make([]byte, s.block*page)
 	if dr, ok := mem.(memio.DataRuns); ok {
 		// By pieces, so that a scan stopped early reads no more of the
 		// page map (2 MiB of it per GiB).
@@ -99,25 +105,27 @@ const dataRunsPiece = 64 << 20
 
 type mmapScan struct {
 	mem     Memory
+	page    uint64 // the target's page size (trimPage)
+	block   uint64 // pages read at once: headBlockBytes of them
 	tail    uint64 // Layout.MmapTail
 	end     uint64 // the mapping's end: no chunk reaches past it
 	next    uint64 // the first page not looked at or stepped over yet
 	left    int    // pages still to read, when bounded
-	buf     []byte // headBlock pages
-	probe   []byte // headBlock pages, for a second header
+	buf     []byte // block pages
+	probe   []byte // block pages, for a second header
 	runEnd  uint64 // the end of the pages run looks at, all of which hold data
 	stopped bool
 	fn      func(MmappedChunk) bool
 }
 
 // run looks at the pages of [lo, hi) that the scan has not passed. It
-// reads them up to headBlock pages at a time (one copy of 64 KiB costs a
+// reads them up to headBlockBytes at a time (one copy of 64 KiB costs a
 // few 16-byte reads), page by page where a block cannot be read.
 func (s *mmapScan) run(lo, hi uint64) {
 	s.runEnd = hi
 	for p := max(lo, s.next); p < hi && !s.stopped; p = max(p, s.next) {
-		n := min((hi-p)/pageSz, headBlock)
-		blk := s.buf[:n*pageSz]
+		n := min((hi-p)/s.page, s.block)
+		blk := s.buf[:n*s.page]
 		if n < 2 {
 			blk = nil
 		} else if got, err := s.mem.ReadAt(blk, p); err != nil || got != len(blk) {
@@ -126,17 +134,17 @@ func (s *mmapScan) run(lo, hi uint64) {
 		if blk == nil {
 			n = 1
 		}
-		for i := uint64(0); i < n && !s.stopped; i, p = i+1, p+pageSz {
+		for i := uint64(0); i < n && !s.stopped; i, p = i+1, p+s.page {
 			if s.left > 0 {
 				if s.left--; s.left == 0 {
 					s.stopped = true
 				}
 			}
-			s.next = p + pageSz
+			s.next = p + s.page
 			var prev, raw uint64
 			ok := true
 			if blk != nil {
-				prev, raw = binary.LittleEndian.Uint64(blk[i*pageSz:]), binary.LittleEndian.Uint64(blk[i*pageSz+8:])
+				prev, raw = binary.LittleEndian.Uint64(blk[i*s.page:]), binary.LittleEndian.Uint64(blk[i*s.page+8:])
 			} else {
 				prev, raw, ok = s.pair(p)
 			}
@@ -154,14 +162,15 @@ func (s *mmapScan) run(lo, hi uint64) {
 	}
 }
 
-// headBlock is how many pages run reads at once.
-const headBlock = 16
+// headBlockBytes is how much run reads at once: 16 pages of 4 KiB, 4 of
+// 16 KiB, one of 64 KiB.
+const headBlockBytes = 64 << 10
 
 // header judges the words at page p as the start of a chunk's region: the
 // region's size when they are one.
 func (s *mmapScan) header(p, prev, raw uint64, ok bool) (uint64, bool) {
 	region := raw&^sizeBits + s.tail
-	return region, ok && s.offset(prev) == 0 && raw&sizeBits == isMmapped && region >= pageSz && region%pageSz == 0 && region <= s.end-p
+	return region, ok && s.offset(prev) == 0 && raw&sizeBits == isMmapped && region >= s.page && region%s.page == 0 && region <= s.end-p
 }
 
 // offset is a header's prev_size read as its chunk's distance from its
@@ -204,20 +213,20 @@ func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
 	// realloc may have moved the region (mremap), and the lead fitted to
 	// where it was: a user pointer aligned to a page or more was then at a
 	// page boundary, so the second header ends a page. The first
-	// headBlock pages that hold data are looked at, in one read.
-	n := min(size/pageSz, headBlock, (s.runEnd-p)/pageSz)
+	// headBlockBytes that hold data are looked at, in one read.
+	n := min(size/s.page, s.block, (s.runEnd-p)/s.page)
 	if n == 0 {
 		return c
 	}
 	if s.probe == nil {
-		s.probe = make([]byte, headBlock*pageSz)
+		s.probe = make([]byte, s.block*s.page)
 	}
-	blk := s.probe[:n*pageSz]
+	blk := s.probe[:n*s.page]
 	if got, err := s.mem.ReadAt(blk, p); err != nil || got != len(blk) {
 		return c
 	}
 	for k := uint64(1); k <= n; k++ {
-		lead := k*pageSz - 2*8
+		lead := k*s.page - 2*8
 		prev, raw := binary.LittleEndian.Uint64(blk[lead:]), binary.LittleEndian.Uint64(blk[lead+8:])
 		if s.inner(&c, p, lead, prev, raw) {
 			break
@@ -231,7 +240,7 @@ func (s *mmapScan) memaligned(p, size uint64) MmappedChunk {
 // lead, IS_MMAPPED alone, and with the lead a page multiple that fits.
 func (s *mmapScan) inner(c *MmappedChunk, p, lead, prev, raw uint64) bool {
 	size := raw &^ sizeBits
-	if s.offset(prev) != lead || raw&sizeBits != isMmapped || size < minChunk || (lead+size+s.tail)%pageSz != 0 || size+s.tail > s.end-p-lead {
+	if s.offset(prev) != lead || raw&sizeBits != isMmapped || size < minChunk || (lead+size+s.tail)%s.page != 0 || size+s.tail > s.end-p-lead {
 		return false
 	}
 	c.Addr, c.Size, c.Pad = p+lead, size, lead
@@ -246,8 +255,8 @@ func (s *mmapScan) holdsData(addr uint64) bool {
 		return true
 	}
 	data := true
-	page := addr &^ (pageSz - 1)
-	if err := dr.DataRuns(page, page+pageSz, func(_, _ uint64, d bool) { data = data && d }); err != nil {
+	page := addr &^ (s.page - 1)
+	if err := dr.DataRuns(page, page+s.page, func(_, _ uint64, d bool) { data = data && d }); err != nil {
 		return true
 	}
 	return data

@@ -27,6 +27,10 @@ type Walk struct {
 	Exact bool
 	// TLS is where WalkAll found the tcache and thread_arena variables.
 	TLS TLSSlots
+	// PageSize is the target's page size (AT_PAGESZ, trimPage), which
+	// malloc_trim's prediction rounds to; 0 (a walk of one arena) is
+	// read as 4 KiB.
+	PageSize uint64
 }
 
 // Params are the allocator's global parameters (mp_) in effect.
@@ -267,7 +271,7 @@ func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr u
 // begin starts a walk: its result, and the allocator's parameters read.
 func (wk *walker) begin(a Anchors) (*Walk, error) {
 	lay := wk.lay
-	wk.w = &Walk{Layout: lay, Anchors: a, Malloc: &mallocinfo.Info{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted}
+	wk.w = &Walk{Layout: lay, Anchors: a, Malloc: &mallocinfo.Info{HasFast: lay.FastTotals, HasMmap: lay.MmapLine}, Exact: !lay.GarbageUnsorted, PageSize: wk.page}
 	return wk.w, wk.params()
 }
 
@@ -520,7 +524,7 @@ func (wk *walker) load(aw *ArenaWalk, st []byte) {
 		return
 	}
 	word := func(addr uint64) (uint64, bool) { return wk.mem.Word(addr) }
-	rs := heapRanges(wk.lay, &wk.w.Params, aw.Main, st, word, wk.rw)
+	rs := heapRanges(wk.lay, &wk.w.Params, wk.page, aw.Main, st, word, wk.rw)
 	wk.mem.Load(aw.Addr, rs)
 	wk.parts = nil
 	if !wk.mem.Copied() && !wk.mem.InProcess() && !memio.Fits(rs) {
@@ -533,7 +537,7 @@ func (wk *walker) load(aw *ArenaWalk, st []byte) {
 // their lists from the copy (prewalk.go): the walker takes both when it
 // reaches an arena whose heaps it works out to be the same ranges.
 func (wk *walker) startAhead(a Anchors) {
-	lay, p, mem := wk.lay, wk.w.Params, wk.mem.Memory()
+	lay, p, mem, page := wk.lay, wk.w.Params, wk.mem.Memory(), wk.page
 	ms := newRWSpans(wk.ms)
 	word := func(addr uint64) (uint64, bool) {
 		v, err := readWord(mem, addr)
@@ -549,7 +553,7 @@ func (wk *walker) startAhead(a Anchors) {
 		if st, err = readBytes(mem, ar, uint64(lay.StateSize)); err != nil {
 			return nil, false
 		}
-		return heapRanges(lay, &p, ar == a.MainArena, st, word, rw), true
+		return heapRanges(lay, &p, page, ar == a.MainArena, st, word, rw), true
 	}
 	prewalkCopy := func(ar uint64, spans []memio.Window, extra *any) {
 		pw, _ := (*extra).(*prewalk)
@@ -565,14 +569,19 @@ func (wk *walker) startAhead(a Anchors) {
 // heapRanges are the heaps of the arena whose state is st, when they can
 // be found without reporting anything: the main arena's one run from
 // sbrk_base, a thread arena's heaps from the top one back through prev,
-// each up to its top chunk's header. Anything odd (the walk proper
-// reports it) ends the list; the rest is read through the block cache.
-func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []maps.Range {
+// each up to its top chunk's header, in the target's pages (page: brk and
+// a heap's mprotect'ed part grow by whole ones, sysmalloc and grow_heap in
+// malloc/malloc.c and arena.c). Anything odd (the walk proper reports it)
+// ends the list; the rest is read through the block cache.
+func heapRanges(lay Layout, p *Params, page uint64, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []maps.Range {
+	if page == 0 {
+		page = pageSz
+	}
 	top, flags := le(st, lay.StateTop), le(st, lay.StateFlags)
-	topEnd := (top + 16 + pageSz - 1) &^ (pageSz - 1) // the top chunk's header
+	topEnd := (top + 16 + page - 1) &^ (page - 1) // the top chunk's header
 	var rs []maps.Range
 	if main {
-		start := p.SbrkBase &^ (pageSz - 1)
+		start := p.SbrkBase &^ (page - 1)
 		if flags&2 == 0 && start < top && rw(start, topEnd-start) {
 			rs = append(rs, maps.Range{Start: start, End: topEnd})
 		}
@@ -583,10 +592,10 @@ func heapRanges(lay Layout, p *Params, main bool, st []byte, word func(uint64) (
 	for n := 0; h != 0 && n < 64; n++ {
 		size, ok := word(h + 0x10)
 		prev, ok2 := word(h + 8)
-		if !ok || !ok2 || size > hmax || size < pageSz || !rw(h, size) {
+		if !ok || !ok2 || size > hmax || size < page || !rw(h, size) {
 			break
 		}
-		end := (h + size + pageSz - 1) &^ (pageSz - 1)
+		end := (h + size + page - 1) &^ (page - 1)
 		if n == 0 {
 			if top < h || top >= h+size {
 				break
@@ -1025,10 +1034,11 @@ func (wk *walker) trimRanges(aw *ArenaWalk, st []byte) {
 	sort.Slice(aw.TrimRanges, func(i, j int) bool { return aw.TrimRanges[i].Start < aw.TrimRanges[j].Start })
 }
 
-// trimPage is the page size malloc_trim rounds to (GLRO(dl_pagesize) in
-// mtrim and systrim, malloc/malloc.c): the target's, where mem says it (a
-// core's or a live process's AT_PAGESZ: 16 or 64 KiB on some aarch64
-// kernels), else 4 KiB.
+// trimPage is the target's page size, GLRO(dl_pagesize), which malloc_trim
+// rounds to (mtrim and systrim, malloc/malloc.c) and an mmapped chunk's
+// region and a heap's size are multiples of: where mem says it (a core's
+// or a live process's AT_PAGESZ: 16 or 64 KiB on some aarch64 kernels),
+// else 4 KiB.
 func trimPage(mem Memory) uint64 {
 	if p, ok := mem.(interface{ PageSize() uint64 }); ok {
 		switch ps := p.PageSize(); ps {

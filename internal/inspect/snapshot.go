@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/debuggee"
@@ -281,13 +282,28 @@ func withCounters(ms, live []maps.Mapping) []maps.Mapping {
 	return out
 }
 
-// tlsBelow and tlsAbove bound the memory kept around each thread pointer:
-// glibc's static TLS blocks (tcache and thread_arena among them) lie just
-// below it, its struct pthread above.
+// tlsBelow and tlsAbove bound the memory kept around each thread pointer
+// on x86_64 (TLS variant II, sysdeps/x86_64/nptl/tls.h): glibc's static
+// TLS blocks (tcache and thread_arena among them) lie just below it, its
+// struct pthread above. tlsWindow turns them over for variant I.
 const (
 	tlsBelow = 64 << 10
 	tlsAbove = 4 << 10
 )
+
+// tlsWindow is the memory kept around the thread pointer tp of a thread of
+// machine a (nil: x86_64). On aarch64 (TLS variant I, arch.Arch.TLSAbove;
+// sysdeps/aarch64/nptl/tls.h, glibc 2.36) the two-word TCB is at tp with
+// the static TLS blocks above it, and struct pthread (TLS_PRE_TCB_SIZE)
+// below: the window is turned over, as the reachability scan reads a
+// thread's TLS there (internal/reach, tlsAboveRange).
+func tlsWindow(a *arch.Arch, tp uint64) (lo, hi uint64) {
+	below, above := uint64(tlsBelow), uint64(tlsAbove)
+	if a != nil && a.TLSAbove {
+		below, above = above, below
+	}
+	return tp - min(tp, below), tp + above
+}
 
 // dumpCandidates chooses the memory to dump: whole ranges, and (disjoint
 // from them) ranges of which only the resident or swapped pages are worth
@@ -329,7 +345,8 @@ func dumpCandidates(ms []maps.Mapping, ths []debuggee.Thread, full bool) (whole,
 		if !ok || !m.Readable() || strings.HasPrefix(m.Path, "/") {
 			continue
 		}
-		lo, hi := max(m.Start, (fs-min(fs, tlsBelow))&^(core.PageSize-1)), min(m.End, alignPage(fs+tlsAbove))
+		lo, hi := tlsWindow(th.Arch, fs)
+		lo, hi = max(m.Start, lo&^(core.PageSize-1)), min(m.End, alignPage(hi))
 		whole = append(whole, maps.Range{Start: lo, End: hi})
 	}
 	whole = mergeRanges(whole)

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -521,6 +522,10 @@ func (t *Table) DynamicSymbol(path, name string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("no module named like %s", path)
 }
+
+// Arch is the target's machine (nil where the target does not say: a
+// test's stand-in, read as x86_64).
+func (t *Table) Arch() *arch.Arch { return t.tg.Arch() }
 
 // Modules lists the modules with executable mappings, in address order:
 // the code a stack or a symbol can be in.

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/perf"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -110,7 +111,7 @@ func TestSamplesOfEveryThread(t *testing.T) {
 					if smp.Inherited {
 						inherited++
 					}
-					if smp.HaveRegs && len(smp.Stack) > 0 && smp.Regs.SP() != 0 {
+					if smp.HaveRegs && len(smp.Stack) > 0 && smp.Regs.SPOf(arch.Host()) != 0 {
 						withStack++
 					}
 				}
@@ -205,10 +206,10 @@ func TestCallsRecordEveryCall(t *testing.T) {
 		// without a fault (above the main thread's stack, pages of its
 		// mapping never touched): at least the rest of sp's page, and
 		// ending where a page does.
-		sp, n := smp.Regs.SP(), uint64(len(smp.Stack))
+		sp, n := smp.Regs.SPOf(arch.Host()), uint64(len(smp.Stack))
 		rest := 4096 - sp%4096
-		if smp.Call.Short || smp.Call.Thin != 0 || n < rest || n != perf.CallWholeStack && (sp+n)%4096 != 0 || smp.Regs.PC() == 0 {
-			t.Errorf("%s: short %v thin %d, %d bytes of stack from sp %#x, pc %#x", where, smp.Call.Short, smp.Call.Thin, n, sp, smp.Regs.PC())
+		if smp.Call.Short || smp.Call.Thin != 0 || n < rest || n != perf.CallWholeStack && (sp+n)%4096 != 0 || smp.Regs.PCOf(arch.Host()) == 0 {
+			t.Errorf("%s: short %v thin %d, %d bytes of stack from sp %#x, pc %#x", where, smp.Call.Short, smp.Call.Thin, n, sp, smp.Regs.PCOf(arch.Host()))
 		}
 	}
 	if n := c.Lost(); n != 0 {

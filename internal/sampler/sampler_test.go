@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/sampler"
@@ -76,7 +77,7 @@ func TestAttachSampleDetach(t *testing.T) {
 		}
 		for _, r := range recs {
 			kinds[r.Kind]++
-			if r.Kind != "free" && (r.Addr == 0 || r.Size == 0 || len(r.Stack) == 0 || r.Regs.PC() == 0) {
+			if r.Kind != "free" && (r.Addr == 0 || r.Size == 0 || len(r.Stack) == 0 || r.Regs.PCOf(arch.Host()) == 0) {
 				t.Errorf("record %+v", r)
 				break
 			}
@@ -213,7 +214,7 @@ func TestDlopenWhileProfiled(t *testing.T) {
 	mods := module.NewTable(lt)
 	fromLib := 0
 	for _, r := range recs {
-		if m, ok := mods.Lookup(r.Regs.PC()); ok && strings.HasSuffix(m.Path, "/libleak") {
+		if m, ok := mods.Lookup(r.Regs.PCOf(arch.Host())); ok && strings.HasSuffix(m.Path, "/libleak") {
 			fromLib++
 			if r.Size != 8000 {
 				t.Errorf("a record from the library: %+v", r)

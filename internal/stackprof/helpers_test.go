@@ -87,7 +87,7 @@ func startSites(t *testing.T) *sites {
 			fr.Thaw()
 			t.Fatalf("thread %d not among the frozen ones", tid)
 		}
-		stacks[tid] = copyStack(t, lt, regs.Regs.SP(), 64<<10)
+		stacks[tid] = copyStack(t, lt, regs.Regs.SPOf(arch.Host()), 64<<10)
 	}
 	fr.Thaw()
 	st.mods = module.NewTable(lt)

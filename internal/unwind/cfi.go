@@ -11,22 +11,6 @@ import (
 	"github.com/arenactl/arenactl/internal/module"
 )
 
-// DWARF register numbers of x86-64 (System V psABI, figure 3.36).
-const (
-	regRAX = 0
-	regRDX = 1
-	regRCX = 2
-	regRBX = 3
-	regRSI = 4
-	regRDI = 5
-	regRBP = 6
-	regRSP = 7
-	regR8  = 8
-	regR15 = 15
-	regRA  = 16 // the return address column: the caller's rip
-	nRegs  = 17
-)
-
 // ruleKind is how one register (or the CFA) is recovered in the caller.
 type ruleKind uint8
 
@@ -53,23 +37,27 @@ type rule struct {
 // to find the CFA and the caller's registers there. Rows are cached by
 // address, since a profile sees the same return addresses again and again.
 type row struct {
-	cfa    rule
-	regs   [nRegs]rule
+	cfa rule
+	// regs are the rules of the machine's DWARF columns (machine.cols),
+	// the return address column's among them.
+	regs   []rule
 	method Method
 	// signal: this frame is a signal trampoline ('S' augmentation, or
-	// __restore_rt recognized by its code); the caller's pc is where it was
-	// interrupted, not a return address.
+	// the trampoline recognized by its code); the caller's pc is where it
+	// was interrupted, not a return address.
 	signal bool
-	// When no FDE covers the address, the row says which fallback applies:
-	// sigframe (the trampoline recognized by its code: registers from the
-	// rt_sigframe), or noCFI (frame pointer if rbp chains, else stop). A
-	// PLT stub's row is an ordinary one (CFA = rsp+8 or +16).
+	// When no FDE covers the address (or, on aarch64, the code is the
+	// vDSO's trampoline), the row says which fallback applies: sigframe
+	// (the trampoline recognized by its code: registers from the
+	// rt_sigframe), or noCFI (frame pointer if it chains, else stop). A
+	// PLT stub's row is an ordinary one (machine.plt).
 	sigframe, noCFI bool
 }
 
 // cfi is a module's parsed call frame information, addresses in the file's
 // terms (before the load bias).
 type cfi struct {
+	m    *machine
 	fdes []*frame.FrameDescriptionEntry // sorted by begin
 	plts [][3]uint64                    // [start, end, kind] of PLT sections: 1 .plt, 2 .plt.sec/.plt.got
 	rows map[uint64]*row
@@ -77,15 +65,15 @@ type cfi struct {
 
 const maxCachedRows = 1 << 16
 
-func loadCFI(m *module.Module) *cfi {
-	c := &cfi{rows: map[uint64]*row{}}
+func loadCFI(mach *machine, m *module.Module) *cfi {
+	c := &cfi{m: mach, rows: map[uint64]*row{}}
 	ef, err := m.ELF()
 	if err != nil {
 		return c // no file, no CFI: every frame in it takes a fallback
 	}
 	var all []*frame.FrameDescriptionEntry
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-		if fdes, err := parseFrames(s, true); err == nil {
+		if fdes, err := parseFrames(mach, s, true); err == nil {
 			all = append(all, fdes...)
 		}
 	}
@@ -98,7 +86,7 @@ func loadCFI(m *module.Module) *cfi {
 			continue
 		}
 		if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-			if fdes, err := parseFrames(s, false); err == nil {
+			if fdes, err := parseFrames(mach, s, false); err == nil {
 				all = append(all, fdes...)
 			}
 		}
@@ -132,7 +120,7 @@ func debugOf(m *module.Module, own *elf.File) *elf.File {
 }
 
 // parseFrames parses .eh_frame or .debug_frame.
-func parseFrames(s *elf.Section, eh bool) (frame.FrameDescriptionEntries, error) {
+func parseFrames(mach *machine, s *elf.Section, eh bool) (frame.FrameDescriptionEntries, error) {
 	data, err := s.Data()
 	if err != nil {
 		return nil, err
@@ -144,7 +132,11 @@ func parseFrames(s *elf.Section, eh bool) (frame.FrameDescriptionEntries, error)
 			return nil, fmt.Errorf("%s at address 0", s.Name)
 		}
 	}
-	return parseFrameData(s.Name, data, addr)
+	fdes, err := parseFrameData(s.Name, data, addr)
+	if mach.link {
+		dropNegateRAState(fdes)
+	}
+	return fdes, err
 }
 
 // parseFrameData parses CFI with delve's parser (ehAddr is .eh_frame's
@@ -198,7 +190,12 @@ func (c *cfi) rowFor(m *module.Module, vaddr uint64) *row {
 	if r, ok := c.rows[vaddr]; ok {
 		return r
 	}
-	r := c.compile(vaddr)
+	var r *row
+	if c.m.sigCodeFirst && (c.m.isSigreturn(m, vaddr) || c.m.isSigreturn(m, vaddr+1)) {
+		r = sigframeRow
+	} else {
+		r = c.compile(vaddr)
+	}
 	if r == nil {
 		r = c.fallback(m, vaddr)
 	}
@@ -218,34 +215,16 @@ var (
 func (c *cfi) fallback(m *module.Module, vaddr uint64) *row {
 	// The trampoline's return address is its first instruction, so the
 	// lookup address (one less) is the byte before it.
-	if isRestoreRT(m, vaddr) || isRestoreRT(m, vaddr+1) {
+	if c.m.isSigreturn(m, vaddr) || c.m.isSigreturn(m, vaddr+1) {
 		return sigframeRow
 	}
-	var off int64
 	kind, start := c.pltKind(vaddr)
-	switch kind {
-	case 1: // lazy .plt: jmp *got; push n; jmp .plt0 (each 16 bytes; the push at +6, .plt0 pushes first)
-		off = 8
-		if vaddr-start < 16 || (vaddr&15) >= 11 {
-			off = 16
+	if kind != 0 {
+		if r := c.m.plt(kind, start, vaddr); r != nil {
+			return r
 		}
-	case 2: // .plt.sec, .plt.got: jumps only
-		off = 8
-	default:
-		return noCFIRow
 	}
-	r := &row{method: MethodPLT, cfa: rule{kind: ruleCFAReg, reg: regRSP, off: off}}
-	r.regs[regRA] = rule{kind: ruleOffset, off: -8}
-	return r
-}
-
-// restoreRT is glibc's x86-64 __restore_rt: mov $15,%rax (rt_sigreturn);
-// syscall. The kernel makes a signal handler return into it.
-var restoreRT = [9]byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
-
-func isRestoreRT(mod *module.Module, vaddr uint64) bool {
-	var b [9]byte
-	return mod.ReadVaddr(b[:], vaddr) == nil && b == restoreRT
+	return noCFIRow
 }
 
 func (c *cfi) compile(vaddr uint64) (r *row) {
@@ -262,13 +241,12 @@ func (c *cfi) compile(vaddr uint64) (r *row) {
 	if err != nil {
 		return nil
 	}
-	r = &row{method: MethodCFI}
-	for i := range r.regs {
-		r.regs[i] = rule{kind: ruleSame}
-	}
+	mach := c.m
+	cols := uint64(mach.cols)
+	r = mach.newRow(MethodCFI)
 	switch fc.CFA.Rule {
 	case frame.RuleCFA:
-		if fc.CFA.Reg >= nRegs {
+		if fc.CFA.Reg >= cols {
 			return nil
 		}
 		r.cfa = rule{kind: ruleCFAReg, reg: uint8(fc.CFA.Reg), off: fc.CFA.Offset}
@@ -278,7 +256,7 @@ func (c *cfi) compile(vaddr uint64) (r *row) {
 		return nil
 	}
 	for reg, dr := range fc.Regs {
-		if reg >= nRegs {
+		if reg >= cols {
 			continue
 		}
 		var ru rule
@@ -292,7 +270,7 @@ func (c *cfi) compile(vaddr uint64) (r *row) {
 		case frame.RuleValOffset:
 			ru = rule{kind: ruleValOffset, off: dr.Offset}
 		case frame.RuleRegister:
-			if dr.Reg >= nRegs {
+			if dr.Reg >= cols {
 				ru = rule{kind: ruleUndefined}
 			} else {
 				ru = rule{kind: ruleRegister, reg: uint8(dr.Reg)}
@@ -306,11 +284,13 @@ func (c *cfi) compile(vaddr uint64) (r *row) {
 		}
 		r.regs[reg] = ru
 	}
-	if fc.RetAddrReg != regRA {
-		if fc.RetAddrReg >= nRegs {
+	// The CIE names its return address column (x86_64's 16, aarch64's
+	// x30); a CIE naming another one has its rule stand for the machine's.
+	if ra := uint64(mach.ra); fc.RetAddrReg != ra {
+		if fc.RetAddrReg >= cols {
 			return nil
 		}
-		r.regs[regRA] = r.regs[fc.RetAddrReg]
+		r.regs[ra] = r.regs[fc.RetAddrReg]
 	}
 	for _, ch := range fde.CIE.Augmentation {
 		if ch == 'S' {
@@ -319,4 +299,95 @@ func (c *cfi) compile(vaddr uint64) (r *row) {
 		}
 	}
 	return r
+}
+
+// dropNegateRAState turns aarch64's DW_CFA_AARCH64_negate_ra_state (0x2d,
+// which every function built with -mbranch-protection=pac-ret carries after
+// its paciasp) into DW_CFA_nop in the CIEs' and FDEs' programs: delve's
+// interpreter does not know the opcode and gives up on the whole entry.
+// The state it tracks (whether the saved x30 is signed) is not needed: the
+// unwinder strips what is not address from every return address it reads
+// (arch.Arch.StripCode), signed or not.
+func dropNegateRAState(fdes frame.FrameDescriptionEntries) {
+	seen := map[*frame.CommonInformationEntry]bool{}
+	for _, f := range fdes {
+		if f.CIE != nil && !seen[f.CIE] {
+			seen[f.CIE] = true
+			f.CIE.InitialInstructions = negateToNop(f.CIE.InitialInstructions)
+		}
+		f.Instructions = negateToNop(f.Instructions)
+	}
+}
+
+// negateToNop returns prog with every DW_CFA_AARCH64_negate_ra_state
+// instruction a DW_CFA_nop (the same length), walking the instructions
+// with their operands (DWARF 5, section 6.4.2) so that an operand byte is
+// never taken for one; at an opcode it does not know it stops, leaving the
+// rest to delve's interpreter. prog is copied before the first change.
+func negateToNop(prog []byte) []byte {
+	const negate = 0x2d
+	out := prog
+	copied := false
+	uleb := func(i int) int {
+		for i < len(prog) && prog[i]&0x80 != 0 {
+			i++
+		}
+		return i + 1
+	}
+	block := func(i int) int {
+		var n uint64
+		var shift uint
+		for ; i < len(prog); i++ {
+			if shift < 64 {
+				n |= uint64(prog[i]&0x7f) << shift
+			}
+			shift += 7
+			if prog[i]&0x80 == 0 {
+				break
+			}
+		}
+		if n > uint64(len(prog)) {
+			return len(prog)
+		}
+		return i + 1 + int(n)
+	}
+	for i := 0; i < len(prog); {
+		op := prog[i]
+		i++
+		switch op >> 6 {
+		case 1, 3: // advance_loc, restore: operand in the opcode
+			continue
+		case 2: // offset: ULEB128 offset
+			i = uleb(i)
+			continue
+		}
+		switch op {
+		case negate:
+			if !copied {
+				out = append([]byte(nil), prog...)
+				copied = true
+			}
+			out[i-1] = 0 // DW_CFA_nop
+		case 0x00, 0x0a, 0x0b: // nop, remember_state, restore_state
+		case 0x01: // set_loc: an address
+			i += 8
+		case 0x02:
+			i++
+		case 0x03:
+			i += 2
+		case 0x04:
+			i += 4
+		case 0x06, 0x07, 0x08, 0x0d, 0x0e, 0x13, 0x2e: // one LEB128
+			i = uleb(i)
+		case 0x05, 0x09, 0x0c, 0x11, 0x12, 0x14, 0x15, 0x2f: // two LEB128
+			i = uleb(uleb(i))
+		case 0x0f: // def_cfa_expression: a block
+			i = block(i)
+		case 0x10, 0x16: // expression, val_expression: a register, a block
+			i = block(uleb(i))
+		default:
+			return out
+		}
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/symbolize"
@@ -266,11 +265,13 @@ func TestUnwindAtEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			regs.Regs[debuggee.RegRIP], regs.Regs[debuggee.RegRSP], regs.AtEntry = entry, sp-8, true
+			regs.Regs.SetPCOf(host, entry)
+			regs.Regs.SetSPOf(host, sp-8)
+			regs.AtEntry = true
 			u := unwind.New(mods)
 			want := unwind.MethodCFI
 			if c.noCFI {
-				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.Regs.PC() })
+				unwind.IgnoreCFI(u, func(m *module.Module, vaddr uint64) bool { return m.Bias+vaddr == regs.Regs.PCOf(host) })
 				want = unwind.MethodEntry
 			}
 			tr := u.Unwind(regs, unwind.Stack{Addr: sp - 8, Data: data})
@@ -364,7 +365,8 @@ func TestUnwindAtPLTEntry(t *testing.T) {
 	binary.LittleEndian.PutUint64(data, ret)
 	copy(data[8:], smp.stack.Data[off:])
 	regs := smp.regs
-	regs.Regs[debuggee.RegRIP], regs.Regs[debuggee.RegRSP] = plt, sp-8
+	regs.Regs.SetPCOf(host, plt)
+	regs.Regs.SetSPOf(host, sp-8)
 	for _, fallback := range []bool{false, true} {
 		name := map[bool]string{false: "cfi", true: "fallback"}[fallback]
 		t.Run(name, func(t *testing.T) {

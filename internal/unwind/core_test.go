@@ -34,17 +34,17 @@ func TestUnwindCore(t *testing.T) {
 			regs = unwind.Start{Regs: th.Regs, HaveCalleeSaved: true}
 		}
 	}
-	if regs.Regs.PC() == 0 {
+	if regs.Regs.PCOf(host) == 0 {
 		t.Fatalf("thread %d not in the core", ct.chainTid)
 	}
 	buf := make([]byte, 16<<10)
-	n, _ := ctg.ReadAt(buf, regs.Regs.SP())
+	n, _ := ctg.ReadAt(buf, regs.Regs.SPOf(host))
 	if n == 0 {
 		t.Fatal("the core holds nothing at the chain thread's sp")
 	}
 	mods := module.NewTable(ctg, b.debugDir)
 	defer mods.Close()
-	tr := unwind.New(mods).Unwind(regs, unwind.Stack{Addr: regs.Regs.SP(), Data: buf[:n]})
+	tr := unwind.New(mods).Unwind(regs, unwind.Stack{Addr: regs.Regs.SPOf(host), Data: buf[:n]})
 	fs := symbolizeTrace(symbolize.New(mods), tr)
 	ctx := dump(fs, tr)
 	t.Logf("\n%s", ctx)

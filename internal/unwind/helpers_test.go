@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
@@ -19,6 +21,19 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+
+// host is the machine of the test programs these tests build and run.
+var host = arch.Host()
+
+// setReg stores v as DWARF register n in r, at the word of pr_reg a keeps
+// it in.
+func setReg(r *debuggee.Regs, a *arch.Arch, n int, v uint64) {
+	for i, w := range a.Prstatus.Words {
+		if w == n {
+			r[i] = v
+		}
+	}
+}
 
 // chainBuild is testdata/unwind built one way: the executable, its two
 // libraries, and the directory holding the library's separate debug file.

@@ -108,11 +108,13 @@ func TestUnwindGarbage(t *testing.T) {
 			binary.LittleEndian.PutUint64(data[i:], pick())
 		}
 		var r debuggee.Regs
-		r[debuggee.RegRIP], r[debuggee.RegRSP], r[debuggee.RegRBP], r[debuggee.RegRBX] = pick(), base+rng.Uint64N(64)*8, pick(), pick()
-		r[debuggee.RegR12], r[debuggee.RegR13], r[debuggee.RegR14], r[debuggee.RegR15] = pick(), pick(), pick(), pick()
+		for _, n := range host.Perf.Order { // pc, sp, the frame pointer, the callee-saved
+			setReg(&r, host, n, pick())
+		}
+		r.SetSPOf(host, base+rng.Uint64N(64)*8)
 		regs := unwind.Start{Regs: r, HaveCalleeSaved: rng.IntN(2) == 0}
 		if it%3 == 0 { // a real return address in the parked chain, then garbage
-			regs.Regs[debuggee.RegRIP] = smp.regs.Regs.PC()
+			regs.Regs.SetPCOf(host, smp.regs.Regs.PCOf(host))
 		}
 		stack := unwind.Stack{Addr: base, Data: data}
 		if it%2 == 0 {

@@ -6,14 +6,23 @@
 // nothing of the target's memory but the copy it is given: the heap
 // profiler takes the copy at each sampled call and unwinds later.
 //
+// One unwinder serves every machine of internal/arch: the target's
+// (module.Table.Arch) says the DWARF numbering of its registers, which
+// column is the return address (x86_64's 16, the caller's rip; aarch64's
+// x30, apart from its pc, and stripped of a pointer authentication code),
+// and, in machine.go, what the fallbacks below are on it.
+//
 // Where a module has no CFI for an address it falls back, and says so in
-// the frame's Method: a PLT stub's CFA is rsp+8 (rsp+16 after its push);
-// glibc's signal trampoline (__restore_rt) is recognized by its code and
-// the interrupted registers read from the kernel's rt_sigframe; otherwise
-// rbp is followed as a frame pointer if it plausibly chains (points into
-// the copy, above sp, aligned), and the walk stops if not; a leaf the
-// caller says is at a function's entry (Start.AtEntry) has its return
-// address at sp.
+// the frame's Method: a PLT stub's row (x86_64: CFA rsp+8, rsp+16 after
+// its push; aarch64: the return address still in x30); the signal
+// trampoline (glibc's x86_64 __restore_rt, aarch64's vDSO
+// __kernel_rt_sigreturn, which is looked at before its CFI) is recognized
+// by its code and the interrupted registers read from the kernel's
+// rt_sigframe; otherwise the frame pointer (rbp, x29) is followed if it
+// plausibly chains (points into the copy, above sp, aligned), and the
+// walk stops if not; a leaf the caller says is at a function's entry
+// (Start.AtEntry) has its return address where the call put it (at sp on
+// x86_64, in x30 on aarch64).
 package unwind
 
 import (
@@ -28,16 +37,21 @@ import (
 // Start is where an unwind begins: the thread's registers at the sampled
 // point, and what is known of them.
 type Start struct {
-	// Regs: pc and sp always; the callee-saved ones (rbx, rbp, r12-r15,
+	// Regs, as the target's machine lays out pr_reg: pc and sp always,
+	// and on a machine whose return address is in a register (aarch64's
+	// x30) that one; the callee-saved ones (those arch.Arch.Perf asks
+	// the kernel for: x86_64's rbx, rbp, r12-r15, aarch64's x19-x29,
 	// which the caller frames' CFI may say are still live in registers)
 	// when HaveCalleeSaved. The others are not read.
 	Regs debuggee.Regs
-	// HaveCalleeSaved false means only pc and sp are known: frames whose
-	// CFA depends on rbp then cannot be unwound.
+	// HaveCalleeSaved false means only pc and sp (and the link
+	// register) are known: frames whose CFA depends on the frame pointer
+	// then cannot be unwound.
 	HaveCalleeSaved bool
 	// AtEntry: pc is the first instruction of a function (the profiler
-	// samples at malloc's entry), so the return address is at sp. Used
-	// only if the leaf's module has no CFI there; CFI says the same.
+	// samples at malloc's entry), so the return address is where the
+	// call put it: at sp on x86_64, in x30 on aarch64. Used only if the
+	// leaf's module has no CFI there; CFI says the same.
 	AtEntry bool
 }
 
@@ -65,9 +79,9 @@ const (
 	MethodNone         Method = iota // the outermost frame: nothing was unwound from it
 	MethodCFI                        // the module's .eh_frame/.debug_frame
 	MethodSignal                     // a signal trampoline: the caller's registers from the kernel's sigframe
-	MethodPLT                        // a PLT stub without CFI: return address at rsp (+8 after its push)
-	MethodFramePointer               // no CFI: rbp followed as a frame pointer
-	MethodEntry                      // no CFI, but the leaf is at a function's entry (Start.AtEntry): return address at sp
+	MethodPLT                        // a PLT stub without CFI: return address at rsp (+8 after its push), or in x30
+	MethodFramePointer               // no CFI: rbp (x29) followed as a frame pointer
+	MethodEntry                      // no CFI, but the leaf is at a function's entry (Start.AtEntry): return address at sp, or in x30
 )
 
 func (m Method) String() string {
@@ -119,8 +133,8 @@ type Stop uint8
 const (
 	StopEnd       Stop = iota // the outermost frame: CFI marks the return address undefined (_start, clone), or it is 0
 	StopTruncated             // the next frame's data lies beyond the stack copy
-	StopNoModule              // pc is in no mapped file (JIT code, garbage) and rbp does not chain
-	StopNoCFI                 // the module has no CFI for pc and rbp does not chain
+	StopNoModule              // pc is in no mapped file (JIT code, garbage) and the frame pointer does not chain
+	StopNoCFI                 // the module has no CFI for pc and the frame pointer does not chain
 	StopBadFrame              // the CFI gave an impossible frame (stack not growing, unreadable, unsupported expression)
 	StopMaxFrames             // MaxFrames reached
 )
@@ -163,6 +177,7 @@ const DefaultMaxFrames = 128
 // Unwinder unwinds threads of one target. It caches each module's parsed
 // CFI and compiled rows; it is not safe for concurrent use.
 type Unwinder struct {
+	m         *machine
 	mods      *module.Table
 	cfis      map[*module.Module]*cfi
 	MaxFrames int
@@ -172,9 +187,9 @@ type Unwinder struct {
 }
 
 // New makes an unwinder over a target's module table (shared with the
-// symbolizer, so each file is opened once).
+// symbolizer, so each file is opened once), for the target's machine.
 func New(mods *module.Table) *Unwinder {
-	return &Unwinder{mods: mods, cfis: map[*module.Module]*cfi{}, MaxFrames: DefaultMaxFrames}
+	return &Unwinder{m: machineOf(mods.Arch()), mods: mods, cfis: map[*module.Module]*cfi{}, MaxFrames: DefaultMaxFrames}
 }
 
 // Forget drops the cached CFI of modules no longer in the table, after
@@ -203,19 +218,19 @@ func (u *Unwinder) Prepare() {
 func (u *Unwinder) cfiOf(m *module.Module) *cfi {
 	c := u.cfis[m]
 	if c == nil {
-		c = loadCFI(m)
+		c = loadCFI(u.m, m)
 		u.cfis[m] = c
 	}
 	return c
 }
 
-// regSet is the registers known in one frame.
+// regSet is the registers known in one frame, by DWARF number.
 type regSet struct {
 	v     [nRegs]uint64
-	valid uint32
+	valid uint64
 }
 
-func (r *regSet) has(i int) bool { return r.valid&(1<<i) != 0 }
+func (r *regSet) has(i int) bool { return i >= 0 && i < nRegs && r.valid&(1<<i) != 0 }
 func (r *regSet) set(i int, v uint64) {
 	r.v[i] = v
 	r.valid |= 1 << i
@@ -252,22 +267,12 @@ func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 	if max <= 0 {
 		max = DefaultMaxFrames
 	}
-	var cur regSet
-	regs := &start.Regs
-	cur.set(regRA, regs.PC())
-	cur.set(regRSP, regs.SP())
-	if start.HaveCalleeSaved {
-		cur.set(regRBP, regs[debuggee.RegRBP])
-		cur.set(regRBX, regs[debuggee.RegRBX])
-		cur.set(12, regs[debuggee.RegR12])
-		cur.set(13, regs[debuggee.RegR13])
-		cur.set(14, regs[debuggee.RegR14])
-		cur.set(15, regs[debuggee.RegR15])
-	}
+	m := u.m
+	cur := m.startRegs(&start)
 	tr := Trace{Frames: frames[:0]}
 	exact := true
 	for {
-		pc, sp := cur.v[regRA], cur.v[regRSP]
+		pc, sp := cur.v[m.pc], cur.v[m.sp]
 		fr := Frame{PC: pc, SP: sp, Exact: exact}
 		lookup := fr.LookupPC()
 		mod, _ := u.mods.Lookup(lookup)
@@ -286,21 +291,24 @@ func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 		if method == MethodNone {
 			tr.Stop = stop
 			tr.Truncated = stop == StopTruncated
-			if tr.Truncated && next.has(regRSP) {
-				tr.CallerSP = next.v[regRSP]
+			if tr.Truncated && next.has(m.sp) {
+				tr.CallerSP = next.v[m.sp]
 			}
 			return tr
 		}
 		last.Method = method
-		if next.v[regRA] == 0 || !next.has(regRA) {
+		if !next.has(m.pc) || next.v[m.pc] == 0 {
 			last.Method = MethodNone
 			tr.Stop = StopEnd
 			return tr
 		}
-		// Every ordinary step pops at least a return address. A signal
-		// frame may go anywhere (an alternate signal stack), but the
-		// frame count still bounds the walk.
-		if method != MethodSignal && next.v[regRSP] <= sp {
+		// Every ordinary step pops at least a return address, except,
+		// where the return address is in a register (aarch64's x30), from
+		// a frame that called nothing yet: the leaf, or a frame a signal
+		// interrupted. A signal frame may go anywhere (an alternate signal
+		// stack), but the frame count still bounds the walk.
+		nsp := next.v[m.sp]
+		if method != MethodSignal && (nsp < sp || nsp == sp && !(m.link && exact && next.v[m.pc] != pc)) {
 			last.Method = MethodNone
 			tr.Stop = StopBadFrame
 			return tr
@@ -312,6 +320,7 @@ func (u *Unwinder) UnwindInto(frames []Frame, start Start, stack Stack) Trace {
 
 // step finds the caller's registers.
 func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, leafAtEntry bool, stack *Stack) (regSet, Method, Stop) {
+	m := u.m
 	if mod == nil {
 		return u.framePointer(cur, stack, StopNoModule)
 	}
@@ -325,28 +334,29 @@ func (u *Unwinder) step(cur *regSet, mod *module.Module, lookup uint64, leafAtEn
 	}
 	switch {
 	case r.sigframe:
-		return sigframe(cur, stack)
+		return m.sigframe(cur, stack)
 	case r.noCFI && leafAtEntry:
-		// Nothing pushed yet: the return address is at rsp. Following
-		// rbp here would skip the caller, whose frame pointer it still is.
-		return retAt(cur, stack, cur.v[regRSP]+8, MethodEntry)
+		// Nothing saved yet: the return address is where the call put
+		// it. Following the frame pointer here would skip the caller,
+		// whose frame pointer it still is.
+		return m.noCFIEntry(cur, stack)
 	case r.noCFI:
 		return u.framePointer(cur, stack, StopNoCFI)
 	}
-	return apply(r, cur, stack)
+	return m.apply(r, cur, stack)
 }
 
 // retAt is the step of a frame that only pushed (or has not pushed) its
 // return address: CFA = the address above it.
-func retAt(cur *regSet, stack *Stack, cfa uint64, m Method) (regSet, Method, Stop) {
+func retAt(m *machine, cur *regSet, stack *Stack, cfa uint64, meth Method) (regSet, Method, Stop) {
 	ra, err := stack.read(cfa - 8)
 	if err != nil {
-		return cfaOnly(cfa), MethodNone, stopFor(err)
+		return cfaOnly(m, cfa), MethodNone, stopFor(err)
 	}
 	next := *cur
-	next.set(regRA, ra)
-	next.set(regRSP, cfa)
-	return next, m, 0
+	next.set(m.pc, m.a.StripCode(ra))
+	next.set(m.sp, cfa)
+	return next, meth, 0
 }
 
 func stopFor(err error) Stop {
@@ -356,13 +366,19 @@ func stopFor(err error) Stop {
 	return StopBadFrame
 }
 
-// framePointer follows rbp when it plausibly is a frame pointer: above sp,
-// aligned, and its frame inside the copy.
+// framePointer follows the frame pointer when it plausibly is one: above
+// sp, aligned, and its frame inside the copy. Both machines keep the same
+// frame record there, the caller's frame pointer then the return address
+// (x86_64's push %rbp after the call's push; AAPCS64's frame record,
+// stp x29, x30). The caller's sp is the address above the record: exact on
+// x86_64, on aarch64 the least it can be (GCC puts the record at the
+// bottom of the frame, clang at its top).
 func (u *Unwinder) framePointer(cur *regSet, stack *Stack, fail Stop) (regSet, Method, Stop) {
-	if !cur.has(regRBP) {
+	m := u.m
+	if !cur.has(m.fp) {
 		return regSet{}, MethodNone, fail
 	}
-	bp, sp := cur.v[regRBP], cur.v[regRSP]
+	bp, sp := cur.v[m.fp], cur.v[m.sp]
 	if bp < sp || bp&7 != 0 || bp < stack.Addr {
 		return regSet{}, MethodNone, fail
 	}
@@ -375,24 +391,27 @@ func (u *Unwinder) framePointer(cur *regSet, stack *Stack, fail Stop) (regSet, M
 	}
 	ra, err := stack.read(bp + 8)
 	if err != nil {
-		return cfaOnly(bp + 16), MethodNone, stopFor(err)
+		return cfaOnly(m, bp+16), MethodNone, stopFor(err)
 	}
 	next := *cur
-	next.set(regRA, ra)
-	next.set(regRSP, bp+16)
-	next.set(regRBP, savedBP)
+	next.set(m.pc, m.a.StripCode(ra))
+	if m.link {
+		next.set(m.ra, ra)
+	}
+	next.set(m.sp, bp+16)
+	next.set(m.fp, savedBP)
 	return next, MethodFramePointer, 0
 }
 
 // cfaOnly is a failed step's result that still knows the caller's sp.
-func cfaOnly(cfa uint64) regSet {
+func cfaOnly(m *machine, cfa uint64) regSet {
 	var r regSet
-	r.set(regRSP, cfa)
+	r.set(m.sp, cfa)
 	return r
 }
 
 // apply computes the caller's registers from a CFI row.
-func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
+func (m *machine) apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 	var cfa uint64
 	switch r.cfa.kind {
 	case ruleCFAReg:
@@ -410,7 +429,7 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 		return regSet{}, MethodNone, StopBadFrame
 	}
 	next := *cur
-	next.set(regRSP, cfa)
+	next.set(m.sp, cfa)
 	for i := range r.regs {
 		ru := &r.regs[i]
 		switch ru.kind {
@@ -421,11 +440,11 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 		case ruleOffset:
 			v, err := stack.read(cfa + uint64(ru.off))
 			if err != nil {
-				if i != regRA && i != regRSP {
+				if i != m.ra && i != m.sp {
 					next.valid &^= 1 << i // a lost callee-saved register only matters if used
 					continue
 				}
-				return cfaOnly(cfa), MethodNone, stopFor(err)
+				return cfaOnly(m, cfa), MethodNone, stopFor(err)
 			}
 			next.set(i, v)
 		case ruleValOffset:
@@ -442,38 +461,23 @@ func apply(r *row, cur *regSet, stack *Stack) (regSet, Method, Stop) {
 				v, err = stack.read(v)
 			}
 			if err != nil {
-				if i != regRA && i != regRSP {
+				if i != m.ra && i != m.sp {
 					next.valid &^= 1 << i
 					continue
 				}
-				return cfaOnly(cfa), MethodNone, stopFor(err)
+				return cfaOnly(m, cfa), MethodNone, stopFor(err)
 			}
 			next.set(i, v)
 		}
 	}
-	if r.regs[regRA].kind == ruleUndefined {
-		next.valid &^= 1 << regRA
+	if r.regs[m.ra].kind == ruleUndefined || !next.has(m.ra) {
+		next.valid &^= 1<<m.ra | 1<<m.pc
+		return next, r.method, 0
 	}
+	// The caller's pc is the return address column's value. On aarch64
+	// that is the restored x30, which pointer authentication may have
+	// signed before saving it; a signal frame's (the 'S' CFI of glibc's
+	// x86_64 __restore_rt) is the interrupted pc itself.
+	next.set(m.pc, m.a.StripCode(next.v[m.ra]))
 	return next, r.method, 0
-}
-
-// The kernel's x86-64 rt_sigframe as the handler returns into the
-// trampoline: rsp points at the ucontext (the pretcode was popped);
-// uc_mcontext.gregs start 40 bytes in, in REG_R8 .. REG_RIP order.
-const ucGregs = 40
-
-// gregDwarf maps the first 17 greg slots to DWARF register numbers.
-var gregDwarf = [...]int{8, 9, 10, 11, 12, 13, 14, 15, regRDI, regRSI, regRBP, regRBX, regRDX, regRAX, regRCX, regRSP, regRA}
-
-func sigframe(cur *regSet, stack *Stack) (regSet, Method, Stop) {
-	base := cur.v[regRSP] + ucGregs
-	var next regSet
-	for i, reg := range gregDwarf {
-		v, err := stack.read(base + uint64(8*i))
-		if err != nil {
-			return regSet{}, MethodNone, stopFor(err)
-		}
-		next.set(reg, v)
-	}
-	return next, MethodSignal, 0
 }

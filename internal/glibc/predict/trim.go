@@ -56,7 +56,7 @@ func MallocTrim(w *glibc.Walk, pad uint64, res Residency) (*Trim, error) {
 			at.Ranges = append(at.Ranges, r)
 			at.Chunks++
 		}
-		if top := systrimRange(a, pad); top.End > top.Start {
+		if top := systrimRange(a, pad, w.PageSize); top.End > top.Start {
 			at.Ranges = append(at.Ranges, top)
 			at.Top = top.End - top.Start
 		}
@@ -78,12 +78,14 @@ func MallocTrim(w *glibc.Walk, pad uint64, res Residency) (*Trim, error) {
 // systrimRange is what systrim(pad) would sbrk back from the main arena's
 // top (malloc.c@2.36 systrim): nothing for another arena, a non-contiguous
 // main arena, or a top no larger than MINSIZE + 1 + pad.
-func systrimRange(a *glibc.ArenaWalk, pad uint64) maps.Range {
+func systrimRange(a *glibc.ArenaWalk, pad, page uint64) maps.Range {
 	const (
-		noncontiguous = 2    // NONCONTIGUOUS_BIT, malloc/malloc.c
-		minChunk      = 32   // MINSIZE on 64-bit, malloc/malloc.c
-		pageSz        = 4096 // the pages systrim rounds to, as the walk's TrimRanges (x86_64's)
+		noncontiguous = 2  // NONCONTIGUOUS_BIT, malloc/malloc.c
+		minChunk      = 32 // MINSIZE on 64-bit, malloc/malloc.c
 	)
+	if page == 0 {
+		page = 4096 // a walk that did not say (x86_64's pages)
+	}
 	if !a.Main || a.Flags&noncontiguous != 0 || a.TopSize <= minChunk+1 {
 		return maps.Range{}
 	}
@@ -91,7 +93,7 @@ func systrimRange(a *glibc.ArenaWalk, pad uint64) maps.Range {
 	if area <= pad {
 		return maps.Range{}
 	}
-	extra := (area - pad) &^ (pageSz - 1)
+	extra := (area - pad) &^ (page - 1) // the target's pages: GLRO(dl_pagesize)
 	end := a.Top + a.TopSize
 	return maps.Range{Start: end - extra, End: end}
 }

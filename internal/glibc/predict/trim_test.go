@@ -54,6 +54,13 @@ func TestPredictTrim(t *testing.T) {
 		}
 	}
 
+	// In a target of 16 KiB pages (aarch64), systrim rounds to those.
+	w.PageSize = 16384
+	if p, _ := MallocTrim(w, 0x1000, res); p.Arenas[0].Top != 0x1c000 {
+		t.Errorf("pad 0x1000 at 16 KiB pages: main arena's top gives %#x back, want 0x1c000", p.Arenas[0].Top)
+	}
+	w.PageSize = 0
+
 	// A non-contiguous main arena is never shrunk by sbrk.
 	w.Arenas[0].Flags = 2
 	p, _ := MallocTrim(w, 0, res)

@@ -172,6 +172,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = stackprof.NewStacks(u, sym)
+	w.stacks.SetMemory(t.ReadAt) // cut stacks completed where the thread is still in them
 	blocked := stackprof.NewBlockedStacks(t, w.stacks.Learn)
 	blocked.Read()
 	cut := 0

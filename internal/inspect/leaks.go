@@ -179,6 +179,7 @@ func startSampler(ctx context.Context, t *live.Target, o LeaksOptions) (*started
 func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *module.Table, u *unwind.Unwinder, sym *symbolize.Symbolizer, o LeaksOptions, start time.Time, startClock uint64, rep *report.Leaks) (_ *stackprof.Builder, last time.Duration, _ error) {
 	b := stackprof.NewBuilder(u, sym)
 	b.MinAge = o.MinAge
+	b.SetMemory(t.ReadAt) // cut stacks completed where the thread is still in them
 	blocked := stackprof.NewBlockedStacks(t, b.Learn)
 	blocked.Read()
 	cut := 0

@@ -24,7 +24,11 @@ import (
 // call long enough to be read whole (blocked.go), were never seen so: 10%
 // of leaks' samples under mariadb-slap and 20% of growth's stayed cut.
 // Their statements last long enough that the thread is still in them
-// when the sample is read, some milliseconds later.
+// when the sample is read, some milliseconds later (growth reads the
+// stack when the stream takes the sample, internal/growth's early.go).
+// The comparison cannot tell two paths apart whose frames hold the same
+// bytes at the same depths; a real frame holds the objects it works on
+// (TestDeepStacksNeverJoinedWrong's frames hold their path).
 
 // Extension bounds: the smallest copy worth completing (a short copy's
 // thread has left the call by the time it is read, most often, and short
@@ -36,7 +40,11 @@ const (
 	// the return address into it on x86_64 (the word below its sp), so
 	// that a thread that returned and called again from elsewhere in the
 	// same frame fails.
-	extendBelow = 16
+	extendBelow = 8
+	// extendMatch is the least compared: the frames below the last one
+	// are then compared too, which fails (and leaves the stack cut) if
+	// the thread has returned from them since.
+	extendMatch = 256
 )
 
 // SetMemory gives the Builder the process's memory as it is now (a live
@@ -60,10 +68,15 @@ func (b *Builder) extend(stack unwind.Stack, tr *unwind.Trace) (unwind.Stack, bo
 	}
 	copyEnd := stack.Addr + uint64(len(stack.Data))
 	from := tr.Frames[len(tr.Frames)-1].SP
-	if from < stack.Addr+extendBelow || from >= copyEnd || stack.End <= copyEnd {
+	if from >= copyEnd || stack.End <= copyEnd {
 		return stack, false
 	}
-	from -= extendBelow
+	// The word below the frame, and at least extendMatch bytes: a
+	// frame cut a few bytes above its sp left too little to tell two
+	// paths apart (deep_two_paths.c's, which differ in one byte). Not
+	// below the copy's start (a leaf whose own frame is deeper than the
+	// copy).
+	from = max(min(from-extendBelow, copyEnd-extendMatch), stack.Addr)
 	to := min(stack.End, stack.Addr+extendMax)
 	if to <= copyEnd {
 		return stack, false

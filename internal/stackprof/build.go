@@ -69,6 +69,8 @@ type Builder struct {
 	extendBuf             []byte
 	extendFrames          []unwind.Frame
 	extended, extendTried int
+	extendAt              time.Time
+	extendBudget          int
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that

@@ -2,6 +2,7 @@ package stackprof
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/unwind"
 )
@@ -45,6 +46,10 @@ const (
 	// are then compared too, which fails (and leaves the stack cut) if
 	// the thread has returned from them since.
 	extendMatch = 256
+	// extendRate bounds the bytes read a second: where most stacks are
+	// cut (thousands a second), the rest are left to the joining, and
+	// arenactl's time stays bounded.
+	extendRate = 16 << 20
 )
 
 // SetMemory gives the Builder the process's memory as it is now (a live
@@ -81,8 +86,15 @@ func (b *Builder) extend(stack unwind.Stack, tr *unwind.Trace) (unwind.Stack, bo
 	if to <= copyEnd {
 		return stack, false
 	}
-	b.extendTried++
 	n := int(to - from)
+	if now := time.Now(); now.Sub(b.extendAt) >= time.Second/10 {
+		b.extendAt, b.extendBudget = now, extendRate/10
+	}
+	if n > b.extendBudget {
+		return stack, false
+	}
+	b.extendBudget -= n
+	b.extendTried++
 	if cap(b.extendBuf) < int(to-stack.Addr) {
 		b.extendBuf = make([]byte, to-stack.Addr)
 	}

@@ -126,13 +126,19 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	if all == 0 || gall == 0 {
 		t.Fatalf("no samples: leaks %d, growth %d", all, gall)
 	}
-	// Not 95%: the CREATE and DROP TABLE that mariadb-slap runs at each
-	// run's start and end go deeper than a copy and are never seen whole
-	// (90-94% of leaks' samples reached the first frame over seven runs
-	// on a 2-CPU machine, 56% before the joining; growth's 60-170
-	// samples 78-82%, 29% before). A floor well under what is seen.
-	if reach*100 < all*80 {
-		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 80%%", reach, all)
+	// The CREATE and DROP TABLE that mariadb-slap runs at each run's
+	// start and end go deeper than a copy and were never seen whole
+	// (90-94% of leaks' samples reached the first frame, growth's
+	// 78-82%); completed from the thread's stack read while it is still
+	// in them (stackprof's extend.go), leaks' reach 94-99.7% of 1,500-
+	// 1,700 samples a run on a 2-CPU machine shared with other jobs,
+	// growth's 75-98% of 250-320 (a run's few cut stacks weigh much).
+	// Floors under what is seen.
+	if reach*100 < all*90 {
+		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 90%%", reach, all)
+	}
+	if greach*100 < gall*70 {
+		t.Errorf("growth: %d of %d samples reach their thread's first frame; want 70%%", greach, gall)
 	}
 	if !m.answers() {
 		t.Fatalf("mariadbd stopped answering\n%s", m.log())

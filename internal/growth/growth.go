@@ -10,6 +10,7 @@
 package growth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,6 +173,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	sym.Prepare()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = stackprof.NewStacks(u, sym)
+	w.stacks.SetMemory(w.readStack) // cut stacks completed where the thread is still in them (early.go)
 	blocked := stackprof.NewBlockedStacks(t, w.stacks.Learn)
 	blocked.Read()
 	cut := 0
@@ -297,7 +299,10 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		w.end = end
 	}
 	lastScan := g.Start
-	stream := s.Stream(streamQueue)
+	early := &earlyReader{w: w, copy: int(cmp.Or(o.StackSize, perf.DefaultStackSize) &^ 7)}
+	early.setMappings(w.cur)
+	w.early = early
+	stream := s.StreamEarly(streamQueue, early.read)
 	defer stream.Stop()
 	tick := time.NewTicker(drainEvery / 2)
 	defer tick.Stop()
@@ -354,8 +359,12 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 // so far by site and class.
 type growthWatch struct {
 	t live.Observed
-	g *report.Growth
-	h *heap.Heap
+	// early.go's: the reader, and the sample being unwound's early read.
+	early     *earlyReader
+	later     []byte
+	laterAddr uint64
+	g         *report.Growth
+	h         *heap.Heap
 	// heapMax: a thread arena's heaps' size and alignment (0: unknown).
 	heapMax uint64
 	pm      *procfs.Pagemap
@@ -463,6 +472,9 @@ func (w *growthWatch) snap() {
 		w.h.Unclaim(ms)
 	}
 	w.snaps = append(w.snaps, mapsSnap{start: start, end: perf.Now(), ms: ms})
+	if w.early != nil {
+		w.early.setMappings(ms)
+	}
 	if len(w.snaps) > maxSnaps {
 		w.snaps = w.snaps[len(w.snaps)-maxSnaps:]
 	}
@@ -619,7 +631,9 @@ func (w *growthWatch) drainBatch(ctx context.Context, smps []perf.Sample) bool {
 
 // site unwinds a sample's stack into its site.
 func (w *growthWatch) site(smp *perf.Sample) int {
+	w.later, w.laterAddr = smp.Later, smp.LaterAddr
 	si, _ := w.stacks.Site(w.stackOf(smp))
+	w.later = nil
 	return si
 }
 

@@ -94,6 +94,10 @@ type Sample struct {
 	// Call is the syscall a Calls program recorded (Event -1); Nr 0
 	// for a perf event's sample.
 	Call Syscall
+	// Later is what a Stream's early function read of the process for
+	// the sample, from LaterAddr, as soon as the sample was read.
+	Later     []byte
+	LaterAddr uint64
 }
 
 // Session is a set of events on every thread of a process, with a ring

@@ -30,6 +30,9 @@ type Stream struct {
 	batchBytes                   int // of the batches queued or lent
 	stop                         chan struct{}
 	done                         chan struct{}
+	// early, when set, sees each sample on the reader's goroutine, as
+	// soon as it is read from its ring (StreamEarly).
+	early func(*Sample)
 }
 
 // sampleSize is what a sample takes in a batch.
@@ -38,8 +41,15 @@ const sampleSize = int(unsafe.Sizeof(Sample{}))
 // Stream starts reading s; the queue holds at most maxBytes of samples
 // and their data (more are counted in Dropped). Only the stream touches s
 // until Stop returns.
-func (s *Session) Stream(maxBytes int) *Stream {
-	st := &Stream{s: s, maxBytes: maxBytes, stop: make(chan struct{}), done: make(chan struct{})}
+func (s *Session) Stream(maxBytes int) *Stream { return s.StreamEarly(maxBytes, nil) }
+
+// StreamEarly is Stream with early called on each sample on the reader's
+// goroutine as soon as it is read from its ring, some milliseconds before
+// Take hands it out: what the caller must read of the process while it
+// is still as the sample found it (the stack above a copy cut short). It
+// must be quick, and safe beside the caller.
+func (s *Session) StreamEarly(maxBytes int, early func(*Sample)) *Stream {
+	st := &Stream{s: s, maxBytes: maxBytes, stop: make(chan struct{}), done: make(chan struct{}), early: early}
 	s.newSlab = st.newSlab
 	go st.run()
 	return st
@@ -125,7 +135,13 @@ func (st *Stream) read(all bool) []Sample {
 		b, st.freeBatches = st.freeBatches[n-1], st.freeBatches[:n-1]
 	}
 	st.mu.Unlock()
-	return st.s.ReadInto(b, all)
+	smps := st.s.ReadInto(b, all)
+	if st.early != nil {
+		for i := range smps {
+			st.early(&smps[i])
+		}
+	}
+	return smps
 }
 
 func (st *Stream) push(smps []Sample) {

@@ -64,6 +64,13 @@ type Builder struct {
 	pendIdx               map[pendKey]int
 	lastPending           int
 	unjoinable            int
+	// extend.go's: the process's memory now, and what it completed.
+	mem                   func([]byte, uint64) (int, error)
+	extendBuf             []byte
+	extendFrames          []unwind.Frame
+	extended, extendTried int
+	extendAt              time.Time
+	extendBudget          int
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that
@@ -164,6 +171,17 @@ func (b *Builder) count(tr unwind.Trace) {
 // first) and stop after it.
 func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Trace) {
 	tr := b.u.UnwindInto(b.frames, start, stack)
+	if ext, ok := b.extend(stack, &tr); ok {
+		// The same sample, its copy completed (extend.go): taken if
+		// it goes further.
+		etr := b.u.UnwindInto(b.extendFrames, start, ext)
+		b.extendFrames = etr.Frames
+		if !etr.Truncated && len(etr.Frames) > len(tr.Frames) {
+			b.extended++
+			b.frames, b.extendFrames = etr.Frames, tr.Frames
+			tr = etr
+		}
+	}
 	b.outer.Learn(&tr, stack.End) // joined when the profile is made: rejoin.go
 	b.frames = tr.Frames
 	b.pcKey = b.pcKey[:0]

@@ -221,9 +221,9 @@ func (t *Target) try(ctx context.Context, tid int, policy *inject.HijackPolicy, 
 		return nil, "", err
 	}
 	ts := inject.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
-	if nr, ok := ptrace.InSyscall(&r); ok {
+	if nr, args, ok := th.Blocked(); ok {
 		ts.Syscall = nr
-		ts.Args = ptrace.SyscallArgs(&r)
+		ts.Args = args
 	}
 	if err := policy.Check(ts, t); err != nil {
 		if derr := th.Detach(); derr != nil {

@@ -220,6 +220,14 @@ func (t *Target) try(ctx context.Context, tid int, policy *inject.HijackPolicy, 
 		}
 		return nil, "", err
 	}
+	// A thread whose state a call could not give back whole (aarch64's
+	// live SVE state) is passed over, not failed on.
+	if why := th.Uncallable(); why != "" {
+		if derr := th.Detach(); derr != nil {
+			return nil, "", derr
+		}
+		return nil, why, nil
+	}
 	ts := inject.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
 	if nr, args, ok := th.Blocked(); ok {
 		ts.Syscall = nr

@@ -91,3 +91,7 @@ func (th *Thread) AllWords() []uint64 {
 	}
 	return Words(th.saved)
 }
+
+// Uncallable says why a call could not give the stopped thread its state
+// back whole, or "": on x86_64 the whole extended state is kept.
+func (th *Thread) Uncallable() string { return "" }

@@ -171,3 +171,18 @@ func (th *Thread) AllWords() []uint64 {
 	})
 	return append(w, tp)
 }
+
+// Uncallable says why a call could not give the stopped thread its state
+// back whole, or "": live SVE state (liveSVE), which the call's frame has
+// no record for.
+func (th *Thread) Uncallable() string {
+	var sve bool
+	th.p.t.do(func() error {
+		sve = th.stopped && !th.detached && liveSVE(th.Tid)
+		return nil
+	})
+	if sve {
+		return "it has live SVE state, which a call would not give back"
+	}
+	return ""
+}

@@ -137,6 +137,7 @@ var guestTargets = []struct {
 }{
 	{"arenas", "arenas.c", nil},
 	{"selfcheck", "selfcheck.c", nil},
+	{"sve", "sve.c", []string{"-march=armv8-a+sve"}},
 	{"heapobjs", "heapobjs.cpp", []string{"-O2"}},
 	{"leaks", "leaks.cpp", []string{"-O2", "-fomit-frame-pointer"}},
 	{"grow_sites", "grow_sites.c", []string{"-O2", "-fomit-frame-pointer"}},
@@ -161,6 +162,7 @@ func TestGuest(t *testing.T) {
 	t.Run("snapshot", g.snapshot)
 	t.Run("selfcheck", g.selfcheck)
 	t.Run("selfcheck-kill", g.selfcheckKill)
+	t.Run("sve", g.sve)
 	t.Run("kernel-core", g.kernelCore)
 	t.Run("fixture", g.fixture)
 	t.Run("heap", g.heap)

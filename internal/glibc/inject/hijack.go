@@ -150,6 +150,15 @@ func (p *HijackPolicy) allocatorLock(addr uint64) string {
 // was safe; it never makes it accept one that was not, as long as frames
 // keep return addresses on the stack.
 func (p *HijackPolicy) scanStack(ts ThreadState, mem glibc.Memory) error {
+	if a := arch.Host(); a == arch.ARM64 {
+		// A leaf function keeps its return address in the link register
+		// (x30, word 30 of user_pt_regs), never on the stack.
+		if lr := a.StripCode(ts.Regs[arch.ARM64LR]); lr != 0 {
+			if s, ok := find(p.allocFns, lr); ok && lr != s.lo {
+				return fmt.Errorf("inside the allocator (return address into %s in the link register)", s.name)
+			}
+		}
+	}
 	sp := ts.Regs.SPOf(arch.Host())
 	m, ok := maps.Find(p.stackOf, sp)
 	if !ok {

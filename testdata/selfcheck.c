@@ -35,8 +35,9 @@ static volatile long bad_regs[NT], bad_ret[NT], bad_mask, bad_heap;
 static volatile int stopping;
 static int pipes[2];
 static volatile int futex_word;
-static int have_avx2;
+static int have_avx2 __attribute__((unused));
 
+#if defined(__x86_64__)
 /* A raw syscall with rbx, r12..r15, xmm6/xmm7 (and ymm8's upper half with
  * AVX2) and the direction/carry flags loaded with values derived from k,
  * checked after it returns. Returns the syscall's value; *bad counts
@@ -104,6 +105,54 @@ static long checked_syscall(long nr, long a1, long a2, long a3, long a4, long a5
 	if (diff) (*bad)++;
 	return ret;
 }
+#elif defined(__aarch64__)
+/* The same on aarch64: x19..x28, d8, d9, d15 and all of v16 (a syscall
+ * keeps the V registers whole: Documentation/arch/arm64/sve.rst) and the
+ * Z and C flags loaded from k, checked after the svc. */
+static long checked_syscall(long nr, long a1, long a2, long a3, long a4, long a5, uint64_t k, volatile long *bad) {
+	register long x0 __asm__("x0") = a1;
+	register long x1 __asm__("x1") = a2;
+	register long x2 __asm__("x2") = a3;
+	register long x3 __asm__("x3") = a4;
+	register long x4 __asm__("x4") = a5;
+	register long x8 __asm__("x8") = nr;
+	uint64_t diff, kk = k;
+	__asm__ volatile(
+	    "mov x19, %[k]\n\t"
+	    "add x20, x19, #1\n\t add x21, x19, #2\n\t add x22, x19, #3\n\t"
+	    "add x23, x19, #4\n\t add x24, x19, #5\n\t add x25, x19, #6\n\t"
+	    "add x26, x19, #7\n\t add x27, x19, #8\n\t add x28, x19, #9\n\t"
+	    "fmov d8, x19\n\t fmov d9, x20\n\t fmov d15, x21\n\t"
+	    "fmov d16, x22\n\t mov v16.d[1], x23\n\t"
+	    "cmp x19, x19\n\t" /* Z and C set */
+	    "svc #0\n\t"
+	    "cset %[d], ne\n\t"
+	    "cset x9, cc\n\t orr %[d], %[d], x9\n\t"
+	    "eor x9, x19, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x20, #1\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x21, #2\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x22, #3\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x23, #4\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x24, #5\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x25, #6\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x26, #7\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x27, #8\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "sub x9, x28, #9\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "fmov x9, d8\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "fmov x9, d9\n\t sub x9, x9, #1\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "fmov x9, d15\n\t sub x9, x9, #2\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "fmov x9, d16\n\t sub x9, x9, #3\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    "mov x9, v16.d[1]\n\t sub x9, x9, #4\n\t eor x9, x9, %[k]\n\t orr %[d], %[d], x9\n\t"
+	    : "+r"(x0), [d] "=&r"(diff), "+r"(x1), "+r"(x2), "+r"(x3), "+r"(x4)
+	    : "r"(x8), [k] "r"(kk)
+	    : "x9", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28",
+	      "v8", "v9", "v15", "v16", "memory", "cc");
+	if (diff) (*bad)++;
+	return x0;
+}
+#else
+#error "selfcheck.c: no checked_syscall for this machine"
+#endif
 
 static uint64_t seed_of(int t, long i) { return 0x9e3779b97f4a7c15ull * (uint64_t)(t + 1) ^ (uint64_t)i << 20; }
 
@@ -172,6 +221,31 @@ static void *spin(void *arg) {
 	(void)arg;
 	while (!stopping) {
 		uint64_t errs;
+#if defined(__aarch64__)
+		/* x19, x20 and d8 keep the invariant; cmn sets Z, b.eq reads it */
+		__asm__ volatile(
+		    "mov %[e], #0\n\t"
+		    "movz x19, #0xcdef\n\t movk x19, #0x89ab, lsl #16\n\t"
+		    "movk x19, #0x4567, lsl #32\n\t movk x19, #0x0123, lsl #48\n\t"
+		    "mvn x20, x19\n\t"
+		    "movz w21, #0x4240\n\t movk w21, #0xf, lsl #16\n\t"
+		    "fmov d8, x19\n\t"
+		    "1:\n\t"
+		    "fmov x22, d8\n\t eor x22, x22, x19\n\t orr %[e], %[e], x22\n\t"
+		    "add x19, x19, #3\n\t"
+		    "sub x20, x20, #3\n\t"
+		    "eor x22, x19, x20\n\t"
+		    "cmn x22, #1\n\t"
+		    "b.eq 2f\n\t"
+		    "add %[e], %[e], #1\n\t"
+		    "2:\n\t"
+		    "fmov d8, x19\n\t"
+		    "subs w21, w21, #1\n\t"
+		    "b.ne 1b\n\t"
+		    : [e] "=&r"(errs)
+		    :
+		    : "x19", "x20", "x21", "x22", "v8", "cc");
+#else
 		__asm__ volatile(
 		    "xor %%ecx, %%ecx\n\t"
 		    "mov $0x0123456789abcdef, %%r12\n\t"
@@ -193,6 +267,7 @@ static void *spin(void *arg) {
 		    : "=&c"(errs)
 		    :
 		    : "r12", "r13", "r14", "r15", "xmm6", "cc");
+#endif
 		if (errs) bad_regs[T_SPIN]++;
 		progress[T_SPIN]++;
 	}
@@ -279,7 +354,9 @@ static int check(char *why, size_t n) {
 }
 
 int main(void) {
+#if defined(__x86_64__)
 	have_avx2 = __builtin_cpu_supports("avx2");
+#endif
 	if (pipe(pipes)) return 1;
 	pthread_t th[NT];
 	for (int t = 0; t < NT; t++) {

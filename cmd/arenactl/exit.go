@@ -33,7 +33,7 @@ const (
 	exitNoSampler   = 15  // leaks: the process cannot be profiled safely (seccomp); nothing placed
 	exitNoPerf      = 16  // growth: perf events are not allowed or not available (paranoid, CAP_PERFMON, container, tracefs)
 	exitNoMemory    = 17  // a walk or scan would need more memory than --max-memory, the machine or the cgroup allows; target untouched
-	exitArch        = 18  // a 32-bit program, or one of another machine than arenactl's (binfmt emulation); a live aarch64 process, for now
+	exitArch        = 18  // a 32-bit program, or one of another machine than arenactl's (binfmt emulation); a call into an aarch64 process under pages other than 4 KiB, for now
 	exitInterrupted = 130 // a signal ended the run before it had a report (endsByInterrupt: exit 0 with one)
 )
 

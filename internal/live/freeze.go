@@ -137,8 +137,7 @@ func (f *Frozen) threadList(xstate bool) []debuggee.Thread {
 	}
 	out := make([]debuggee.Thread, 0, len(f.threads))
 	for _, th := range f.threads {
-		r := th.Regs()
-		t := debuggee.Thread{Tid: th.Tid, Regs: regsOf(&r)}
+		t := debuggee.Thread{Tid: th.Tid, Regs: threadRegs(th), Arch: f.t.arch}
 		if xstate {
 			t.XState = th.XState()
 		}

@@ -220,10 +220,18 @@ func (t *Target) try(ctx context.Context, tid int, policy *inject.HijackPolicy, 
 		}
 		return nil, "", err
 	}
+	// A thread whose state a call could not give back whole (aarch64's
+	// live SVE state) is passed over, not failed on.
+	if why := th.Uncallable(); why != "" {
+		if derr := th.Detach(); derr != nil {
+			return nil, "", derr
+		}
+		return nil, why, nil
+	}
 	ts := inject.ThreadState{Tid: tid, Regs: regsOf(&r), Syscall: -1}
-	if nr, ok := ptrace.InSyscall(&r); ok {
+	if nr, args, ok := th.Blocked(); ok {
 		ts.Syscall = nr
-		ts.Args = ptrace.SyscallArgs(&r)
+		ts.Args = args
 	}
 	if err := policy.Check(ts, t); err != nil {
 		if derr := th.Detach(); derr != nil {

@@ -189,11 +189,6 @@ func (t *Target) readArch() (*arch.Arch, error) {
 	if !ok {
 		return arch.Host(), nil
 	}
-	if a != arch.AMD64 {
-		// The registers a frozen thread gives every layer above are still
-		// x86_64's (target.Regs), and calls are injected on x86_64 only.
-		return nil, fmt.Errorf("process %d: live %s processes are not read yet (cores of them neither; issue 31): %w", t.Pid, a, errkind.ErrArch)
-	}
 	return a, nil
 }
 

@@ -47,11 +47,19 @@ func (t *Target) Threads() []debuggee.Thread {
 }
 
 // regsOf puts ptrace's registers in NT_PRSTATUS's word order, the order
-// debuggee.Regs keeps (x86_64's user_regs_struct; Open refuses a process of
-// another machine until debuggee.Regs holds theirs).
+// debuggee.Regs keeps for the host's machine (the only one whose live
+// processes are read: readArch).
 func regsOf(r *ptrace.Regs) debuggee.Regs {
 	var out debuggee.Regs
 	copy(out[:], ptrace.Words(r))
+	return out
+}
+
+// threadRegs are a stopped thread's words with its thread pointer
+// (aarch64's is not among NT_PRSTATUS's, ptrace.Thread.AllWords).
+func threadRegs(th *ptrace.Thread) debuggee.Regs {
+	var out debuggee.Regs
+	copy(out[:], th.AllWords())
 	return out
 }
 

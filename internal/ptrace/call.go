@@ -246,7 +246,7 @@ func (th *Thread) run(lim CallLimits) (uint64, error) {
 			check = time.Now().Add(lim.Soft / 4)
 		case s.interruptStop() && interrupted && !s.groupStop():
 			interrupted = false
-			if nr, blocked := InSyscall(&r); blocked {
+			if nr, _, blocked := th.blockedIn(&r); blocked {
 				return 0, th.abandon(&TimeoutError{Blocked: true, Syscall: nr, PC: PC(&r), Cancelled: cancelled})
 			}
 			if time.Now().After(hard) {
@@ -366,7 +366,7 @@ func (th *Thread) teardown() error {
 		first = fmt.Errorf("thread %d: restoring extended registers: %w", th.Tid, err)
 	}
 	r := in.exact
-	if err := setRegs(th.Tid, &r); err != nil {
+	if err := th.setResume(&r); err != nil {
 		return errors.Join(first, th.gone(err))
 	}
 	if in.base != 0 {
@@ -416,5 +416,6 @@ func fatal(sig unix.Signal) bool {
 
 func errnoOf(v int64) error { return unix.Errno(-v) }
 
-// le64 decodes a little-endian word; the target is x86_64.
+// le64 decodes a little-endian word; x86_64 and aarch64 (as Linux runs
+// it) are both little-endian.
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

@@ -3,6 +3,7 @@ package ptrace
 import (
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -105,7 +106,7 @@ func (e *TimeoutError) Error() string {
 	if e.Cancelled {
 		why = "was interrupted by a signal to arenactl"
 	}
-	if e.Blocked && e.Syscall == 202 {
+	if e.Blocked && e.Syscall == int64(arch.Host().MustSys("futex")) {
 		return fmt.Sprintf("injected call %s while waiting in futex (pc=%#x) for a lock another thread holds; it was abandoned and the thread's registers restored", why, e.PC)
 	}
 	if e.Blocked {

@@ -160,6 +160,6 @@ func (th *Thread) holdAbandonable(h *lockHold, r *Regs) bool {
 	if err != nil || st != lockStateTaking {
 		return false
 	}
-	nr, blocked := InSyscall(r)
-	return blocked && nr == int64(arch.AMD64.MustSys("futex")) && PC(r) == h.waitEnd
+	nr, after, blocked := th.blockedIn(r)
+	return blocked && nr == int64(arch.Host().MustSys("futex")) && after == h.waitEnd
 }

@@ -58,3 +58,40 @@ func justExeced(r, saved *Regs) bool {
 }
 
 var sysRestartSyscall = uint64(arch.AMD64.MustSys("restart_syscall"))
+
+// blockedIn is InSyscall for a thread stopped during a call, with where its
+// syscall instruction ends (the rip it stopped at: x86_64 rewinds it for
+// the restart only on the way out).
+func (th *Thread) blockedIn(r *Regs) (nr int64, after uint64, ok bool) {
+	nr, ok = InSyscall(r)
+	return nr, PC(r), ok
+}
+
+// Blocked reports the syscall the thread was blocked in when it stopped
+// (InSyscall of its saved registers) and its arguments.
+func (th *Thread) Blocked() (nr int64, args [6]uint64, ok bool) {
+	if th.saved == nil {
+		return -1, args, false
+	}
+	if nr, ok = InSyscall(th.saved); ok {
+		args = SyscallArgs(th.saved)
+	}
+	return nr, args, ok
+}
+
+// setResume sets the registers the thread resumes with; orig_rax -1 in
+// them means no syscall is run or restarted.
+func (th *Thread) setResume(r *Regs) error { return setRegs(th.Tid, r) }
+
+// AllWords are the thread's saved registers as a core holds them (Words:
+// fs.base, the thread pointer, is among them). nil before a stop.
+func (th *Thread) AllWords() []uint64 {
+	if th.saved == nil {
+		return nil
+	}
+	return Words(th.saved)
+}
+
+// Uncallable says why a call could not give the stopped thread its state
+// back whole, or "": on x86_64 the whole extended state is kept.
+func (th *Thread) Uncallable() string { return "" }

@@ -3,6 +3,7 @@ package sampler
 import (
 	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/live"
 )
 
 // ringMachine is the machine whose code the hooks are (blob/sampler.c,
@@ -13,3 +14,7 @@ var ringMachine = arch.AMD64
 // sp, in the order the hooks' entry pushes them (blob/sampler.c, struct
 // record's rbx, rbp, r12..r15), as debuggee.Regs words.
 var ringRegs = [...]int{debuggee.RegRBX, debuggee.RegRBP, debuggee.RegR12, debuggee.RegR13, debuggee.RegR14, debuggee.RegR15}
+
+// hooksFor: the hooks are x86_64 code, and a live process is of
+// arenactl's own machine.
+func hooksFor(t *live.Target) error { return nil }

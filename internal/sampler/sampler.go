@@ -223,6 +223,9 @@ func (e *NotSampledError) Is(target error) bool { return target == errkind.ErrNo
 // Attach maps the sampler into t and points every loaded object's GOT
 // entries for the malloc family at it.
 func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
+	if err := hooksFor(t); err != nil {
+		return nil, err
+	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
 	}

@@ -11,9 +11,10 @@ var arm64Text []byte
 var ARM64 = &Code{
 	Arch:     "arm64",
 	Text:     arm64Text,
-	Lock:     0x0000000000000090,
-	LockEnd:  0x000000000000019c,
-	LockWait: 0x00000000000000dc,
-	Raw:      0x0000000000000064,
+	Image:    0x0000000000000070,
+	Lock:     0x0000000000000320,
+	LockEnd:  0x000000000000042c,
+	LockWait: 0x000000000000036c,
+	Raw:      0x00000000000002f4,
 	Restore:  0x0000000000000044,
 }

@@ -62,11 +62,7 @@ func TestLayoutAgreesWithMaps(t *testing.T) {
 		if len(c.Text) > site.XsaveOff-site.CodeOff {
 			t.Errorf("%s: %d bytes of code do not fit the code page", c.Arch, len(c.Text))
 		}
-		image := c.Image
-		if image == 0 && c.Arch == "arm64" {
-			image = c.Restore + 1 // not written for aarch64 yet
-		}
-		if !(c.Restore < image && image <= c.Raw && c.Raw < c.Lock && c.Lock < c.LockWait && c.LockWait < c.LockEnd && c.LockEnd <= uint64(len(c.Text))) {
+		if !(c.Restore < c.Image && c.Image <= c.Raw && c.Raw < c.Lock && c.Lock < c.LockWait && c.LockWait < c.LockEnd && c.LockEnd <= uint64(len(c.Text))) {
 			t.Errorf("%s: routines out of order: %+v", c.Arch, *c)
 		}
 	}

@@ -21,7 +21,7 @@ type ThreadState struct {
 	Args    [6]uint64
 }
 
-// Linux x86_64 syscall numbers of the blocking calls that glibc's allocator
+// The blocking syscalls that glibc's allocator
 // never makes while it holds a lock (per malloc/malloc.c and
 // malloc/arena.c). The allocator's own syscalls (mmap, munmap, mprotect,
 // madvise, brk, prctl, getrandom, openat) and write (malloc_stats prints
@@ -32,17 +32,25 @@ type ThreadState struct {
 // sizes at start-up (malloc/hugepages.c, from 2.35). It reads them with no
 // arena lock held, and a thread blocked there has a return address into
 // malloc on its stack, which scanStack refuses.
-var safeSyscalls = map[int64]string{
-	0: "read", 7: "poll", 17: "pread64", 19: "readv", 23: "select", 34: "pause",
-	35: "nanosleep", 43: "accept", 45: "recvfrom", 47: "recvmsg", 61: "wait4",
-	64: "semget", 65: "semop", 69: "msgsnd", 70: "msgrcv", 130: "rt_sigsuspend",
-	128: "rt_sigtimedwait", 202: "futex", 208: "io_getevents", 219: "restart_syscall",
-	220: "semtimedop", 230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid",
-	270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4",
-	299: "recvmmsg", 441: "epoll_pwait2", 426: "io_uring_enter",
-}
+// They are named, and numbered by the host's machine (arch.Host: live
+// processes are of arenactl's own machine): aarch64 has no poll, select,
+// pause or epoll_wait.
+var safeSyscalls = func() map[int64]string {
+	m := map[int64]string{}
+	for _, name := range []string{"read", "poll", "pread64", "readv", "select", "pause",
+		"nanosleep", "accept", "recvfrom", "recvmsg", "wait4", "semget", "semop", "msgsnd",
+		"msgrcv", "rt_sigsuspend", "rt_sigtimedwait", "futex", "io_getevents",
+		"restart_syscall", "semtimedop", "clock_nanosleep", "epoll_wait", "waitid",
+		"pselect6", "ppoll", "epoll_pwait", "accept4", "recvmmsg", "epoll_pwait2",
+		"io_uring_enter"} {
+		if nr, ok := arch.Host().Sys(name); ok {
+			m[int64(nr)] = name
+		}
+	}
+	return m
+}()
 
-const sysFutex = 202
+var sysFutex = int64(arch.Host().MustSys("futex"))
 
 // allocatorEntryPoints are the exported functions that take or hold an arena
 // lock. A return address into any of them on a thread's stack means the
@@ -142,6 +150,15 @@ func (p *HijackPolicy) allocatorLock(addr uint64) string {
 // was safe; it never makes it accept one that was not, as long as frames
 // keep return addresses on the stack.
 func (p *HijackPolicy) scanStack(ts ThreadState, mem glibc.Memory) error {
+	if a := arch.Host(); a == arch.ARM64 {
+		// A leaf function keeps its return address in the link register
+		// (x30, word 30 of user_pt_regs), never on the stack.
+		if lr := a.StripCode(ts.Regs[arch.ARM64LR]); lr != 0 {
+			if s, ok := find(p.allocFns, lr); ok && lr != s.lo {
+				return fmt.Errorf("inside the allocator (return address into %s in the link register)", s.name)
+			}
+		}
+	}
 	sp := ts.Regs.SPOf(arch.Host())
 	m, ok := maps.Find(p.stackOf, sp)
 	if !ok {

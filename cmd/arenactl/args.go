@@ -195,5 +195,11 @@ func setLimits(root *cobra.Command) {
 		set("pprof-keep", "0", "1000000", "0 (all) or a number of profiles")
 		set("walk-every", "0", maxWait, "0 (no walks) or a duration up to "+maxWait)
 		set("walk-max-stop", "1ms", "1m", "a duration from 1ms to 1m")
+		// The exporter's profiles: each one a sampler kept in a server, and
+		// a profile built from its samples; a profile built more often
+		// than ten times a second is work no scrape asks for.
+		set("profile-max", "1", "64", "from 1 to 64 processes")
+		set("profile-rate", "1", maxSize, "a size of at least 1 byte such as 512K")
+		set("profile-every", "100ms", maxWait, "a duration from 100ms to "+maxWait)
 	}
 }

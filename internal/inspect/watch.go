@@ -109,7 +109,7 @@ func Watch(ctx context.Context, pid int, o WatchOptions, each func(*WatchSample)
 		if born.Start == 0 { // it had not started, or exited and came back
 			born, _ = procfs.IdentityOf(pid)
 		}
-		if err := each(seen.add(pid, at, rep, env)); err != nil {
+		if err := each(seen.add(at, rep, env)); err != nil {
 			return seen, err
 		}
 		if ctx.Err() != nil {
@@ -142,7 +142,7 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // add diagnoses and summarizes a sample taken at at, compares it with the
 // one before and records it; env is the process's, read while the sample
 // held it.
-func (seen *Watched) add(pid int, at time.Time, rep *report.Report, env diagnose.Env) *WatchSample {
+func (seen *Watched) add(at time.Time, rep *report.Report, env diagnose.Env) *WatchSample {
 	findings := diagnose.Diagnose(rep, env)
 	s := report.Summarize(rep, diagnose.Summaries(findings))
 	seen.Samples++

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,5 +110,40 @@ func waitExe(t *testing.T, pid int, bin string) {
 func closeAll(ps []*process) {
 	for _, p := range ps {
 		p.close()
+	}
+}
+
+// The directories discovery holds are let go: those of processes already
+// watched, of processes over MaxTargets, and a target's when it stops
+// being watched; a long-running exporter with a matcher over every
+// process must not gather descriptors cycle after cycle.
+func TestDiscoveryKeepsNoDirectory(t *testing.T) {
+	name, pids := startSleeps(t, 3)
+	count := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	e := New(Config{Selector: Selector{Comm: []*regexp.Regexp{mustCompile(t, "comm", name)}},
+		MaxTargets: 2, MinInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	before := count()
+	for i := 0; i < 5; i++ {
+		e.discover(ctx)
+	}
+	e.mu.Lock()
+	n := len(e.targets)
+	e.mu.Unlock()
+	// A process that exits is dropped, and its directory with it.
+	syscall.Kill(pids[0], syscall.SIGKILL) // os.FindProcess would hold a pidfd
+	cancel()
+	e.wg.Wait()
+	if n != 2 {
+		t.Errorf("%d watched; want 2", n)
+	}
+	if after := count(); after > before {
+		t.Errorf("%d descriptors open after the exporter stopped, %d before", after, before)
 	}
 }

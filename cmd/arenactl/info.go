@@ -53,13 +53,18 @@ stops, and nothing is written to the target's own output.`,
 			}
 			var rep *report.Report
 			var err error
+			// A live process's malloc environment and CPU counts, read
+			// while it is held; a core has neither.
+			var env diagnose.Env
+			o := f.options()
+			o.Env = &env
 			switch {
 			case isCoreArg(args[0]):
 				rep, err = inspect.Core(c.Context(), args[0], cf.options(f.debugDirs))
 			case readOnly:
-				rep, err = inspect.ReadOnly(c.Context(), parsePid(args), f.options(), hold.h)
+				rep, err = inspect.ReadOnly(c.Context(), parsePid(args), o, hold.h)
 			default:
-				rep, err = inspect.Info(c.Context(), parsePid(args), f.options())
+				rep, err = inspect.Info(c.Context(), parsePid(args), o)
 			}
 			if err != nil {
 				return err
@@ -67,7 +72,7 @@ stops, and nothing is written to the target's own output.`,
 			if server != nil {
 				inspect.AddServerMemory(c.Context(), rep, server, f.timeout)
 			}
-			findings := diagnose.Diagnose(rep, diagnoseEnv(args[0]))
+			findings := diagnose.Diagnose(rep, env)
 			switch {
 			case xml:
 				_, err = os.Stdout.Write(rep.Malloc.Raw)

@@ -74,7 +74,11 @@ func HeapOf(ms []maps.Mapping) uint64 {
 }
 
 // HeapOfPid is HeapOf for a live process, from /proc/PID/maps: no stop,
-// no attach.
+// no attach. It reads by pid, not through a held /proc directory: Check
+// runs before anything is opened on the process, so that a refusal leaves
+// it untouched, and a pid reused meanwhile only sizes a budget wrong; the
+// process that is then read is opened, held and checked by the use case
+// (inspect's Options.Same).
 func HeapOfPid(pid int) (uint64, error) {
 	f, err := os.Open(procfs.Path(pid, "maps"))
 	if err != nil {

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -119,6 +120,11 @@ type target struct {
 	// target's sampler skips its rescan (which stops it too) meanwhile,
 	// rather than fail on a process already traced.
 	stops sync.Mutex
+
+	// procMu orders the reads through proc.proc (alive, from the loop and
+	// from a scrape) before the loop, ending, closes it.
+	procMu   sync.Mutex
+	procGone bool // proc.proc is closed
 }
 
 // Exporter watches the selected processes and keeps their last collection.
@@ -223,6 +229,9 @@ func (e *Exporter) discover(ctx context.Context) {
 		e.discoveryErrors++
 	}
 	if ctx.Err() != nil {
+		for _, p := range procs {
+			p.close()
+		}
 		return
 	}
 	now := map[key]*process{}
@@ -258,9 +267,11 @@ func (e *Exporter) discover(ctx context.Context) {
 	e.dropped = 0
 	for _, p := range procs {
 		if e.targets[p.key()] != nil {
+			p.close() // the target holds its own, since it was found
 			continue
 		}
 		if len(e.targets) >= e.cfg.MaxTargets {
+			p.close()
 			e.dropped++
 			continue
 		}
@@ -295,7 +306,13 @@ func notWatched(pid, self int) (reason, why string) {
 	if pid == self {
 		return ReasonOther, "is this exporter"
 	}
-	st, err := procfs.ReadStat(pid)
+	// One process answers every question: held, then read.
+	proc, err := procfs.OpenProc(pid)
+	var st procfs.Stat
+	if err == nil {
+		defer proc.Close()
+		st, err = proc.ReadStat()
+	}
 	switch {
 	case errors.Is(err, procfs.ErrNoProcess):
 		return ReasonGone, "does not exist"
@@ -305,7 +322,7 @@ func notWatched(pid, self int) (reason, why string) {
 		return ReasonOther, "cannot be read: " + err.Error()
 	case st.Exited():
 		return ReasonGone, "has exited (a zombie)"
-	case ptrace.IsImage(pid):
+	case ptrace.IsImageOf(proc):
 		return ReasonOther, "is an arenactl's copy-on-write image of a process"
 	}
 	return ReasonGone, "was not found"
@@ -330,12 +347,34 @@ func (e *Exporter) remove(tg *target, why string) {
 }
 
 // alive reports whether the process tg watches still exists: the same
-// process, not a later one that reuses its PID, and not a zombie.
-func alive(p *process) bool { return procfs.Identity{Pid: p.Pid, Start: p.Start}.Alive() }
+// process, not a later one that reuses its PID, and not a zombie. It is
+// read through the directory held since discovery, which fails once the
+// process is reaped whoever has its pid now; the start time is compared
+// too, for a /proc where no directory could be held (procfs.OpenProc).
+func (tg *target) alive() bool {
+	tg.procMu.Lock()
+	defer tg.procMu.Unlock()
+	if tg.procGone {
+		return false
+	}
+	st, err := tg.proc.proc.ReadStat()
+	return err == nil && !st.Exited() && st.StartTime == tg.proc.Start
+}
+
+// closeProc lets the held directory go, once nothing reads through it.
+func (tg *target) closeProc() {
+	tg.procMu.Lock()
+	defer tg.procMu.Unlock()
+	if !tg.procGone {
+		tg.procGone = true
+		tg.proc.close()
+	}
+}
 
 // loop collects tg on its schedule until it is removed or ctx ends.
 func (e *Exporter) loop(ctx context.Context, tg *target) {
 	defer e.wg.Done()
+	defer tg.closeProc()
 	failures := 0
 	for {
 		// One collection at a time per target (this loop), Concurrency
@@ -347,7 +386,7 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 		case <-tg.removed:
 			return
 		}
-		if !alive(tg.proc) {
+		if !tg.alive() {
 			<-e.sem
 			e.remove(tg, "exited")
 			return
@@ -357,7 +396,7 @@ func (e *Exporter) loop(ctx context.Context, tg *target) {
 		switch {
 		case err == nil:
 			failures = 0
-		case e.cfg.reason(err) == ReasonGone && !alive(tg.proc):
+		case e.cfg.reason(err) == ReasonGone && !tg.alive():
 			e.remove(tg, "exited")
 			return
 		default:
@@ -396,13 +435,26 @@ func (e *Exporter) collect(ctx context.Context, tg *target) (time.Duration, erro
 	start := time.Now()
 	o := e.cfg.Options
 	o.NoResidency = true // the metrics take the walk's totals only
+	// The process discovery found, never a later one given its pid; and
+	// its environment read while the walk holds it.
+	o.Same = procfs.Identity{Pid: tg.proc.Pid, Start: tg.proc.Start}
+	var env diagnose.Env
+	o.Env = &env
 	tg.stops.Lock()
 	rep, err := inspect.ReadOnly(ctx, tg.proc.Pid, o, e.cfg.Hold)
 	tg.stops.Unlock()
+	if err == nil && !tg.alive() {
+		// The walk opened the process by its pid. The one discovery
+		// held still being there after it means the pid was never free
+		// meanwhile, so the walk read it; gone, the pid may have named a
+		// newcomer that started in the same clock tick (which o.Same
+		// cannot tell), and what was read is not served as its.
+		rep, err = nil, fmt.Errorf("process %d exited while it was read: %w", tg.proc.Pid, ptrace.ErrGone)
+	}
 	var findings []diagnose.Finding
 	var frozen, walked time.Duration
 	if err == nil {
-		findings = diagnose.Diagnose(rep, inspect.DiagnoseEnv(tg.proc.Pid))
+		findings = diagnose.Diagnose(rep, env)
 		if rep.ReadOnly != nil {
 			frozen, walked = rep.ReadOnly.Frozen, rep.ReadOnly.Walked
 		}
@@ -440,7 +492,7 @@ func (e *Exporter) watched() []*target {
 	defer e.mu.Unlock()
 	out := make([]*target, 0, len(e.targets))
 	for k, tg := range e.targets {
-		if !alive(tg.proc) {
+		if !tg.alive() {
 			e.removeLocked(k, tg, "exited")
 			continue
 		}

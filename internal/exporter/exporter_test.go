@@ -47,6 +47,7 @@ func TestSelector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer closeAll(ps)
 		for _, p := range ps {
 			if p.Pid == os.Getpid() {
 				t.Error("the exporter selected itself")

@@ -42,6 +42,7 @@ func TestImagesAreNotSelected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer closeAll(ps)
 		if len(ps) != 1 || ps[0].Pid != pid {
 			var got []int
 			for _, p := range ps {

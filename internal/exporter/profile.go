@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/inspect"
+	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/sampler"
 	"github.com/arenactl/arenactl/internal/stackprof"
 )
@@ -102,6 +103,8 @@ func (e *Exporter) profile(ctx context.Context, tg *target) {
 	o := inspect.HeldOptions{Every: pc.Every}
 	o.Options, o.Rate, o.Stops = e.cfg.Options, pc.Rate, &tg.stops
 	o.Note = nil // the sampler's notes are leaks' console lines
+	// The process discovery found, never a later one given its pid.
+	o.Same = procfs.Identity{Pid: tg.proc.Pid, Start: tg.proc.Start}
 	var buf bytes.Buffer
 	left, err := inspect.Held(pctx, tg.proc.Pid, o, func(p *stackprof.Profile) {
 		buf.Reset()

@@ -51,7 +51,15 @@ type process struct {
 	Exe    string
 	Cgroup string
 	Unit   string
+	// proc holds the process's /proc directory from discovery on: what
+	// was read to select it, and whether it is still alive, are that
+	// process's, never a later one's given its pid. Its owner closes it:
+	// discovery when the process is not watched, else the target's loop.
+	proc *procfs.Proc
 }
+
+// close lets the process's /proc directory go.
+func (p *process) close() { p.proc.Close() }
 
 type key struct {
 	pid   int
@@ -77,15 +85,30 @@ func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 	if pid == self {
 		return nil, false
 	}
-	st, err := procfs.ReadStat(pid)
+	// Held first, then read: its stat's start time is the identity of the
+	// process held, and every later read is of that process.
+	proc, err := procfs.OpenProc(pid)
+	if err != nil {
+		return nil, false
+	}
+	p, ok := s.lookAt(proc, given)
+	if !ok {
+		proc.Close()
+		return nil, false
+	}
+	return p, true
+}
+
+func (s *Selector) lookAt(proc *procfs.Proc, given bool) (*process, bool) {
+	st, err := proc.ReadStat()
 	if err != nil || st.Exited() {
 		return nil, false
 	}
-	p := &process{Given: given, Pid: pid, Start: st.StartTime, Comm: st.Comm}
+	p := &process{Given: given, Pid: proc.Pid, Start: st.StartTime, Comm: st.Comm, proc: proc}
 	if len(s.Comm) > 0 && !given && !anyMatch(s.Comm, p.Comm) {
 		return nil, false
 	}
-	exe, err := procfs.Exe(pid)
+	exe, err := proc.Exe()
 	switch {
 	case errors.Is(err, procfs.ErrNoProcess):
 		return nil, false
@@ -98,7 +121,7 @@ func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 	if len(s.Exe) > 0 && !given && !anyMatch(s.Exe, p.Exe) {
 		return nil, false
 	}
-	if cg, err := procfs.Cgroup(pid); err == nil {
+	if cg, err := proc.Cgroup(); err == nil {
 		p.Cgroup, p.Unit = cg, procfs.SystemdUnit(cg)
 	}
 	if !given && (len(s.Cgroup) > 0 && !anyMatch(s.Cgroup, p.Cgroup) || len(s.Unit) > 0 && !anyMatch(s.Unit, p.Unit)) {
@@ -107,13 +130,15 @@ func (s *Selector) look(pid, self int, given bool) (*process, bool) {
 	// A copy-on-write image an arenactl made of a process (this exporter's
 	// collections make one each) has its comm, executable and cgroup: it
 	// is arenactl's, not the program's, and lives a walk's time.
-	if ptrace.IsImage(pid) {
+	if ptrace.IsImageOf(proc) {
 		return nil, false
 	}
 	return p, true
 }
 
-// discover lists the processes selected now, given PIDs first, each once.
+// discover lists the processes selected now, given PIDs first, each once,
+// each with its /proc directory held (the caller closes those it keeps
+// no target for).
 func (s *Selector) discover(self int) ([]*process, error) {
 	var out []*process
 	seen := map[int]bool{}

@@ -15,6 +15,7 @@ package inspect
 import (
 	"time"
 
+	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
@@ -55,8 +56,13 @@ type Options struct {
 	// Same, when its Start is not 0, is the process the pid must still
 	// name (watch's, from its first sample): a later process given the pid
 	// is refused as the process gone, once its /proc directory is held, so
-	// that it is never read in its place (Info and ReadOnly).
+	// that it is never read in its place (Info, ReadOnly and Held).
 	Same procfs.Identity
+	// Env, when not nil, is given what the diagnosis needs of the process
+	// beyond its report (diagnose.Env), read through its /proc directory
+	// while Info or ReadOnly holds it: never of a later process given its
+	// pid, as a read by pid after the report could be.
+	Env *diagnose.Env
 }
 
 // ErrInterrupted: a signal (context cancellation) ended the run; the target

@@ -34,6 +34,9 @@ func Held(ctx context.Context, pid int, o HeldOptions, fn func(p *stackprof.Prof
 		return report.SamplerLeft{}, err
 	}
 	defer done(&err)
+	if err := sameProcess(t, o.Same); err != nil {
+		return report.SamplerLeft{}, err
+	}
 	lo := o.LeaksOptions
 	lo.Duration, lo.NoScan = 0, true
 	sp, err := startSampler(ctx, t, lo)

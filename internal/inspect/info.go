@@ -38,6 +38,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 	if err := sameProcess(t, o.Same); err != nil {
 		return nil, err
 	}
+	fillEnv(t, o)
 	if err := checkThread(t.Proc(), o.Tid); err != nil {
 		return nil, err
 	}
@@ -278,6 +279,7 @@ func ReadOnly(ctx context.Context, pid int, o Options, mode Hold) (_ *report.Rep
 	if err := sameProcess(t, o.Same); err != nil {
 		return nil, err
 	}
+	fillEnv(t, o)
 	// Symbols and static signatures come from files: found before anything
 	// is stopped, so the freeze lasts only as long as the walk itself.
 	h, err := openHeap(t, o.DebugDirs, o.Jobs)

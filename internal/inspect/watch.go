@@ -80,6 +80,8 @@ func Watch(ctx context.Context, pid int, o WatchOptions, each func(*WatchSample)
 		var rep *report.Report
 		var err error
 		o.Options.Same = born // a later process given the pid is never sampled
+		var env diagnose.Env
+		o.Options.Env = &env
 		if o.Inject {
 			rep, err = Info(ctx, pid, o.Options)
 		} else {
@@ -107,7 +109,7 @@ func Watch(ctx context.Context, pid int, o WatchOptions, each func(*WatchSample)
 		if born.Start == 0 { // it had not started, or exited and came back
 			born, _ = procfs.IdentityOf(pid)
 		}
-		if err := each(seen.add(pid, at, rep)); err != nil {
+		if err := each(seen.add(at, rep, env)); err != nil {
 			return seen, err
 		}
 		if ctx.Err() != nil {
@@ -138,9 +140,10 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // add diagnoses and summarizes a sample taken at at, compares it with the
-// one before and records it.
-func (seen *Watched) add(pid int, at time.Time, rep *report.Report) *WatchSample {
-	findings := diagnose.Diagnose(rep, DiagnoseEnv(pid))
+// one before and records it; env is the process's, read while the sample
+// held it.
+func (seen *Watched) add(at time.Time, rep *report.Report, env diagnose.Env) *WatchSample {
+	findings := diagnose.Diagnose(rep, env)
 	s := report.Summarize(rep, diagnose.Summaries(findings))
 	seen.Samples++
 	// Without the monotonic reading: the summary's span is the one the

@@ -137,12 +137,15 @@ func Auxv(pid int) ([]byte, error) {
 }
 
 // Exe is the path of the process's executable as the kernel names it.
-func Exe(pid int) (string, error) {
-	p, err := os.Readlink(Path(pid, "exe"))
+func Exe(pid int) (string, error) { return ByPid(pid).Exe() }
+
+// Exe is the executable of the process p holds (see Exe).
+func (p *Proc) Exe() (string, error) {
+	exe, err := os.Readlink(p.Path("exe"))
 	if err != nil {
-		return "", Error(pid, err)
+		return "", Error(p.Pid, err)
 	}
-	return p, nil
+	return exe, nil
 }
 
 // Identity names one process unambiguously: a pid, and the start time

@@ -18,16 +18,21 @@ import (
 // it) than itself. A single-threaded program borrowed by an injection,
 // waiting at the site's gate, names itself there (in its own pid
 // namespace).
-func IsImage(pid int) bool {
-	tids, err := procfs.Tasks(pid)
+func IsImage(pid int) bool { return IsImageOf(procfs.ByPid(pid)) }
+
+// IsImageOf is IsImage of the process p holds: every file it reads is that
+// process's, never a later one's given its pid.
+func IsImageOf(p *procfs.Proc) bool {
+	pid := p.Pid
+	tids, err := p.Tasks()
 	if err != nil || len(tids) != 1 {
 		return false
 	}
-	sc, err := procfs.ReadSyscall(pid, pid)
+	sc, err := p.ReadSyscall(pid)
 	if err != nil || sc.Running || sc.PC < codeOff {
 		return false
 	}
-	f, err := os.Open(procfs.Path(pid, "maps"))
+	f, err := os.Open(p.Path("maps"))
 	if err != nil {
 		return false
 	}
@@ -40,7 +45,7 @@ func IsImage(pid int) bool {
 	if !ok || m.Perms != "r-xp" || m.Path != "" || m.Inode != 0 || m.Size() != pageSize || m.Start < codeOff {
 		return false
 	}
-	mem, err := os.Open(procfs.Path(pid, "mem"))
+	mem, err := os.Open(p.Path("mem"))
 	if err != nil {
 		return false
 	}
@@ -52,7 +57,7 @@ func IsImage(pid int) bool {
 	// The site names the thread in the target's pid namespace, which is
 	// the image's too: compared with the process's innermost id.
 	self := pid
-	if st, err := procfs.ReadTaskStatus(pid, pid); err == nil && len(st.NSpid) > 0 {
+	if st, err := p.ReadTaskStatus(pid); err == nil && len(st.NSpid) > 0 {
 		self = st.NSpid[len(st.NSpid)-1]
 	}
 	return int(binary.LittleEndian.Uint64(hdr[hdrTid:])) != self

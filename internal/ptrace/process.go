@@ -69,20 +69,41 @@ func openAs(pid int, observe bool) (*Process, error) {
 }
 
 func open(pid int, observe bool) (*Process, error) {
-	st, err := ReadStatus(pid, pid)
-	if err != nil {
-		return nil, err
-	}
-	if st.Tgid != 0 {
-		pid = st.Tgid
-	}
+	// The directory is held before anything of it is read, so that what
+	// is read and what is traced are one process, not the pid's before
+	// and a later one's after.
 	proc, err := procfs.OpenProc(pid)
 	if err != nil {
 		return nil, err
 	}
 	procReads.Add(1)
+	ts, err := proc.ReadTaskStatus(pid)
+	if err != nil {
+		proc.Close()
+		return nil, err
+	}
+	if ts.Tgid != 0 && ts.Tgid != pid {
+		// pid is another thread's id: the process's own directory is
+		// held instead, and the thread must be found in it, which it is
+		// only when that directory is its process's.
+		tgid := ts.Tgid
+		proc.Close()
+		if proc, err = procfs.OpenProc(tgid); err != nil {
+			return nil, err
+		}
+		procReads.Add(1)
+		if ts, err = proc.ReadTaskStatus(pid); err == nil && ts.Tgid != tgid {
+			err = fmt.Errorf("process %d: %w", tgid, ErrNoProcess)
+		}
+		if err != nil {
+			proc.Close()
+			return nil, err
+		}
+		pid = tgid
+	}
+	procReads.Add(1)
 	tid, ts, err := proc.LiveThread()
-	st = statusOf(ts)
+	st := statusOf(ts)
 	if err == nil && st.Kernel {
 		err = KernelThreadError(pid)
 	}
@@ -277,7 +298,8 @@ var procReads atomic.Int64
 // lists) this package has read so far.
 func ProcReads() int64 { return procReads.Load() }
 
-// ReadStatus reads a thread's status file.
+// ReadStatus reads a thread's status file, of whatever process has the pid
+// now (Process.ReadStatus reads the opened one's).
 func ReadStatus(pid, tid int) (Status, error) {
 	procReads.Add(1)
 	ts, err := procfs.ReadTaskStatus(pid, tid)
@@ -287,7 +309,8 @@ func ReadStatus(pid, tid int) (Status, error) {
 	return statusOf(ts), nil
 }
 
-// Tasks lists the thread ids of pid, main thread first.
+// Tasks lists the thread ids of pid, main thread first: of whatever process
+// has the pid now (Process.Tasks reads the opened one's).
 func Tasks(pid int) ([]int, error) {
 	procReads.Add(1)
 	return procfs.Tasks(pid)
@@ -297,7 +320,8 @@ func Tasks(pid int) ([]int, error) {
 // stopping it.
 type SyscallState = procfs.Syscall
 
-// ReadSyscall reads a thread's syscall file.
+// ReadSyscall reads a thread's syscall file, of whatever process has the
+// pid now (Process.ReadSyscall reads the opened one's).
 func ReadSyscall(pid, tid int) (SyscallState, error) {
 	procReads.Add(1)
 	return procfs.ReadSyscall(pid, tid)

@@ -161,7 +161,7 @@ func (p *Process) seizeErr(tid int, err error) error {
 		return fmt.Errorf("thread %d of process %d: %w", tid, p.Pid, ErrNoProcess)
 	}
 	if errors.Is(err, unix.EPERM) {
-		st, serr := ReadStatus(p.Pid, tid)
+		st, serr := p.ReadStatus(tid)
 		switch {
 		case serr != nil || st.Dead():
 			return fmt.Errorf("thread %d of process %d: %w", tid, p.Pid, ErrNoProcess)
@@ -560,7 +560,7 @@ func (th *Thread) detachLocked() error {
 		// A main thread killed by another's execve is released by the
 		// kernel without a word, and the id passes to the new program;
 		// whether we still trace anything under it is in its status.
-		if st, err := ReadStatus(th.p.Pid, th.Tid); err != nil || !ours(st.TracerPid) {
+		if st, err := th.p.ReadStatus(th.Tid); err != nil || !ours(st.TracerPid) {
 			th.detached, th.held = true, nil
 			return nil
 		}
@@ -694,7 +694,7 @@ func (p *Process) claimExec() bool {
 	if tracked {
 		return false
 	}
-	st, err := ReadStatus(p.Pid, p.Pid)
+	st, err := p.ReadStatus(p.Pid)
 	if err != nil || !ours(st.TracerPid) {
 		return false
 	}
@@ -760,15 +760,15 @@ func (p *Process) continuedLocked() bool {
 		}
 	}
 	p.mu.Unlock()
-	if st, err := ReadStatus(p.Pid, p.memTid); err == nil && st.ShdPnd&(1<<(unix.SIGCONT-1)) != 0 {
+	if st, err := p.ReadStatus(p.memTid); err == nil && st.ShdPnd&(1<<(unix.SIGCONT-1)) != 0 {
 		return true
 	}
-	tids, err := Tasks(p.Pid)
+	tids, err := p.Tasks()
 	if err != nil {
 		return false
 	}
 	for _, tid := range tids {
-		st, err := ReadStatus(p.Pid, tid)
+		st, err := p.ReadStatus(tid)
 		if err != nil || st.TracerPid != 0 || st.Dead() {
 			continue
 		}

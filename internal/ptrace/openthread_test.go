@@ -1,3 +1,7 @@
+// Its fixture is ptrace_test.go's, built for x86_64 only.
+
+//go:build amd64
+
 package ptrace
 
 import "testing"

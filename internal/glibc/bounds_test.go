@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -32,7 +33,7 @@ func (m pageMemory) ReadAt(p []byte, addr uint64) (int, error) {
 // the scan for main_arena must read a bounded part of it, not allocate the
 // whole (it did: fatal error: runtime: out of memory).
 func TestScanMainArenaHugeMapping(t *testing.T) {
-	lay, err := LayoutFor(Version{2, 36})
+	lay, err := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 36})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -248,12 +249,12 @@ func checkWalk(t *testing.T, h *coreHeap, tcaches bool) {
 // versionIn reports whether glibc v is within the range memory alone
 // found (Version alone when MinVersion is zero).
 func versionIn(v string, l *glibc.Libc) bool {
-	var want glibc.Version
+	var want layouts.Version
 	if n, _ := fmt.Sscanf(v, "%d.%d", &want.Major, &want.Minor); n != 2 {
 		return false
 	}
 	lo := l.MinVersion
-	if lo == (glibc.Version{}) {
+	if lo == (layouts.Version{}) {
 		lo = l.Version
 	}
 	return !want.Less(lo.Major, lo.Minor) && !l.Version.Less(want.Major, want.Minor)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 )
 
 // Anchors are the addresses (in the target) of the two statics every walk
@@ -28,7 +30,7 @@ const (
 
 // FindAnchors locates main_arena and mp_ for a libc of layout lay, with
 // the debug files of DefaultDebugDirs when there are any.
-func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
+func FindAnchors(l *Libc, lay layouts.Layout, mem Memory) (Anchors, error) {
 	return FindAnchorsWith(l, lay, mem, DefaultDebugDirs)
 }
 
@@ -42,7 +44,7 @@ func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 // its defaults), and when the file gives no unique answer, it scans the
 // object's writable memory for the run-time signature of main_arena: empty
 // bins that point to themselves.
-func FindAnchorsWith(l *Libc, lay Layout, mem Memory, debugDirs []string) (Anchors, error) {
+func FindAnchorsWith(l *Libc, lay layouts.Layout, mem Memory, debugDirs []string) (Anchors, error) {
 	sa, symErr := l.symbolAnchors(debugDirs)
 	if sa != nil {
 		a := Anchors{MainArena: l.Base + sa.MainArena, Mp: l.Base + sa.Mp, Method: sa.From}
@@ -82,7 +84,7 @@ func (l *Libc) symbolAnchors(dirs []string) (*symbolAnchors, error) {
 
 // findAnchorsNoSymbols finds the anchors from the file's static
 // initialisers, falling back to a scan of memory for main_arena.
-func findAnchorsNoSymbols(l *Libc, lay Layout, mem Memory) (Anchors, error) {
+func findAnchorsNoSymbols(l *Libc, lay layouts.Layout, mem Memory) (Anchors, error) {
 	var a Anchors
 	mp, mpErr := l.img.findMp(lay)
 	ma, maErr := l.img.findMainArena(lay)
@@ -120,7 +122,7 @@ func (l *Libc) objectName() string {
 
 // findMainArena returns the link-time address of main_arena: the one
 // object in .data whose next field holds its own address.
-func (img *image) findMainArena(lay Layout) (uint64, error) {
+func (img *image) findMainArena(lay layouts.Layout) (uint64, error) {
 	var found []uint64
 	n := uint64(len(img.data))
 	for off := uint64(0); off+8 <= n; off += 8 {
@@ -147,7 +149,7 @@ func (img *image) findMainArena(lay Layout) (uint64, error) {
 }
 
 // findMp returns the link-time address of mp_ from its default values.
-func (img *image) findMp(lay Layout) (uint64, error) {
+func (img *image) findMp(lay layouts.Layout) (uint64, error) {
 	var found []uint64
 	n := uint64(len(img.data))
 	for off := uint64(0); off+uint64(lay.MpSize) <= n; off += 8 {
@@ -179,7 +181,7 @@ func (img *image) is(addr, want uint64) bool {
 
 // checkMainArena validates a main_arena candidate in live memory: its ring
 // closes, and it looks initialised (self-referential bins) or untouched.
-func checkMainArena(mem Memory, lay Layout, addr uint64) error {
+func checkMainArena(mem Memory, lay layouts.Layout, addr uint64) error {
 	st, err := readBytes(mem, addr, uint64(lay.StateSize))
 	if err != nil {
 		return err
@@ -206,7 +208,7 @@ func checkMainArena(mem Memory, lay Layout, addr uint64) error {
 
 // selfBins counts the bins of the arena image st (at addr) whose fd and bk
 // both point at the bin itself, as empty bins do once malloc is initialised.
-func selfBins(st []byte, lay Layout, addr uint64) int {
+func selfBins(st []byte, lay layouts.Layout, addr uint64) int {
 	n := 0
 	for i := 1; i < 128; i++ {
 		off := lay.StateBins + int64(i-1)*16
@@ -224,7 +226,7 @@ func selfBins(st []byte, lay Layout, addr uint64) int {
 // scanMainArena looks through libc's writable mappings for the arena with
 // the most self-referential bins (malloc_init_state in malloc/malloc.c
 // points every empty bin at itself).
-func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
+func scanMainArena(l *Libc, lay layouts.Layout, mem Memory) (uint64, error) {
 	best, bestN := uint64(0), 0
 	state := uint64(lay.StateSize)
 	for _, m := range l.Mappings {
@@ -298,7 +300,7 @@ func readWord(mem Memory, addr uint64) (uint64, error) {
 
 // ArenaRing lists the arenas in ring order from main_arena, bounded and
 // stopping at the first pointer that is not 16-aligned or unreadable.
-func ArenaRing(mem Memory, lay Layout, a Anchors) []uint64 {
+func ArenaRing(mem Memory, lay layouts.Layout, a Anchors) []uint64 {
 	ring := []uint64{a.MainArena}
 	for cur := a.MainArena; len(ring) < maxArenas; {
 		next, err := readWord(mem, cur+uint64(lay.StateNext))

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 )
@@ -24,7 +25,7 @@ type Symbol struct{ Value, Size uint64 }
 type Libc struct {
 	Path     string // as /proc/PID/maps shows it
 	Base     uint64 // load bias: target address = Base + ELF virtual address
-	Version  Version
+	Version  layouts.Version
 	Banner   string // "GNU C Library (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36."
 	BuildID  string // hex of NT_GNU_BUILD_ID; "" when the file has none
 	Text     []maps.Mapping
@@ -38,7 +39,7 @@ type Libc struct {
 	// MinVersion is set when the version could only be narrowed to a
 	// range (libc known from a core's memory alone): MinVersion to
 	// Version, the newest, whose malloc_info format is the one printed.
-	MinVersion Version
+	MinVersion layouts.Version
 	// Source says where a core's libc came from (SourceFile, ...); "" for
 	// a live process.
 	Source string
@@ -249,13 +250,13 @@ var releaseVersion = regexp.MustCompile(`release version ([0-9]+)\.([0-9]+)`)
 
 // banner finds csu/version.c's "GNU C Library ... release version 2.NN"
 // in libc's read-only data and returns its first line and the version.
-func banner(ef *elf.File) (string, Version, error) {
+func banner(ef *elf.File) (string, layouts.Version, error) {
 	for _, b := range readOnlyData(ef) {
 		if line, v, ok := findBanner(b); ok {
 			return line, v, nil
 		}
 	}
-	return "", Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
+	return "", layouts.Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
 }
 
 // readOnlyData returns ef's .rodata, or its read-only segments when it has
@@ -281,11 +282,11 @@ func readOnlyData(ef *elf.File) [][]byte {
 
 // findBanner returns the first "GNU C Library" line of b that carries a
 // release version.
-func findBanner(b []byte) (string, Version, bool) {
+func findBanner(b []byte) (string, layouts.Version, bool) {
 	for {
 		i := bytes.Index(b, []byte("GNU C Library"))
 		if i < 0 {
-			return "", Version{}, false
+			return "", layouts.Version{}, false
 		}
 		b = b[i:]
 		end := bytes.IndexAny(b, "\n\x00")
@@ -297,7 +298,7 @@ func findBanner(b []byte) (string, Version, bool) {
 			major, err1 := strconv.Atoi(m[1])
 			minor, err2 := strconv.Atoi(m[2])
 			if err1 == nil && err2 == nil {
-				return line, Version{major, minor}, true
+				return line, layouts.Version{Major: major, Minor: minor}, true
 			}
 		}
 		b = b[len("GNU C Library"):]

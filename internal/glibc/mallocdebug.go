@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -78,8 +79,8 @@ func MallocDebugImage(ms []maps.Mapping, libc *Libc, open FileOpener) (*Libc, er
 // LayoutOf is the layout of l's allocator: its version's, without tcache
 // for libc_malloc_debug.so's copy (compiled with USE_TCACHE 0, so mp_ ends
 // before the tcache fields and no heap starts with a tcache struct).
-func LayoutOf(l *Libc) (Layout, error) {
-	lay, err := LayoutFor(l.Version)
+func LayoutOf(l *Libc) (layouts.Layout, error) {
+	lay, err := layouts.LayoutFor(l.Version)
 	if err != nil || !l.MallocDebug {
 		return lay, err
 	}
@@ -95,7 +96,7 @@ func LayoutOf(l *Libc) (Layout, error) {
 // taken memory from the system. For libc_malloc_debug.so's copy, that is
 // whether the MALLOC_CHECK_ hook took over; for libc's, whether libc's
 // malloc ever ran.
-func MainArenaUsed(mem Memory, lay Layout, a Anchors) (bool, error) {
+func MainArenaUsed(mem Memory, lay layouts.Layout, a Anchors) (bool, error) {
 	sys, err := readWord(mem, a.MainArena+uint64(lay.StateSystemMem))
 	if err != nil {
 		return false, fmt.Errorf("libc_malloc_debug.so's main_arena at %#x: %w", a.MainArena, err)

@@ -3,6 +3,8 @@ package glibc
 import (
 	"debug/elf"
 	"testing"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 )
 
 // libc_malloc_debug.so's copy of malloc is compiled without tcache: its
@@ -29,7 +31,7 @@ func TestMallocDebugLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, _ := LayoutFor(v)
+	full, _ := layouts.LayoutFor(v)
 	lay, err := LayoutOf(&Libc{Version: v, MallocDebug: true})
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,10 @@ package glibc
 
 import (
 	"encoding/binary"
-	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -67,7 +68,7 @@ func MayHoldMmapped(m maps.Mapping) bool {
 // inside a chunk found, plus a few more per chunk for memalign's second
 // header. maxPages, when above 0, bounds the pages read; complete is false
 // when that bound or fn stopped the scan.
-func ScanMmapped(mem Memory, lay Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
+func ScanMmapped(mem Memory, lay layouts.Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
 	start, end := (m.Start+pageSz-1)&^(pageSz-1), m.End&^(pageSz-1)
 	if start >= end {
 		return true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -88,17 +89,17 @@ func ParseRecord(b []byte) (*Record, error) {
 // Libc rebuilds, from the record and the core's mappings, the Libc, layout
 // and anchors the snapshot used, without libc's file, and checks the
 // anchors against memory.
-func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, Layout, Anchors, error) {
+func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, layouts.Layout, Anchors, error) {
 	v, ok := parseVersion(r.Glibc)
 	if !ok {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note names glibc %q, which arenactl does not know", r.Glibc)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note names glibc %q, which arenactl does not know", r.Glibc)
 	}
 	lay, err := LayoutOf(&Libc{Version: v, MallocDebug: r.MallocDebug})
 	if err != nil {
-		return nil, Layout{}, Anchors{}, err
+		return nil, layouts.Layout{}, Anchors{}, err
 	}
 	if r.Layout != "" && r.Layout != lay.Profile {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note says layout %s, but glibc %s has layout %s", r.Layout, v, lay.Profile)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note says layout %s, but glibc %s has layout %s", r.Layout, v, lay.Profile)
 	}
 	l := &Libc{Path: r.Path, Base: r.Base, Version: v, Banner: r.Banner, BuildID: r.BuildID, Static: r.Static, MallocDebug: r.MallocDebug,
 		VersionFrom: r.VersionFrom, Source: SourceRecord, syms: map[string]Symbol{}, recordedTLS: []uint64{}}
@@ -117,7 +118,7 @@ func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, Layout, Anchors, er
 	}
 	a := Anchors{MainArena: r.MainArena, Mp: r.Mp, Method: "recorded by the snapshot: " + r.Method}
 	if err := checkMainArena(mem, lay, a.MainArena); err != nil {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("the main_arena arenactl's allocator note records at %#x: %w", a.MainArena, err)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("the main_arena arenactl's allocator note records at %#x: %w", a.MainArena, err)
 	}
 	return l, lay, a, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -49,8 +50,8 @@ func TestFingerprintOfSharedLibcs(t *testing.T) {
 			found := false
 			for _, m := range fits {
 				found = found || m == v.Minor
-				if profileName(m) != profileName(v.Minor) {
-					t.Errorf("2.%d (profile %s) fits too", m, profileName(m))
+				if layouts.ProfileName(m) != layouts.ProfileName(v.Minor) {
+					t.Errorf("2.%d (profile %s) fits too", m, layouts.ProfileName(m))
 				}
 			}
 			if !found {
@@ -80,7 +81,7 @@ func TestAnchorsFromDebugSymbols(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lay, err := LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +118,7 @@ func TestAnchorsRejectWrongSymbols(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lay, _ := LayoutFor(l.Version)
+	lay, _ := layouts.LayoutFor(l.Version)
 	// A "debug file" for this build-id that is some other object: this
 	// test binary's own symbols have no main_arena at all.
 	dir := t.TempDir()
@@ -211,11 +212,11 @@ func TestFindStaticImage(t *testing.T) {
 			}
 			// Without a version string the fingerprint gives a range of
 			// versions that share a layout: the system's must be in it.
-			if profileName(l.Version.Minor) != profileName(sysVersion.Minor) {
+			if layouts.ProfileName(l.Version.Minor) != layouts.ProfileName(sysVersion.Minor) {
 				t.Errorf("version %s, layout %s; the system's glibc is %s, layout %s",
-					l.Version, profileName(l.Version.Minor), sysVersion, profileName(sysVersion.Minor))
+					l.Version, layouts.ProfileName(l.Version.Minor), sysVersion, layouts.ProfileName(sysVersion.Minor))
 			}
-			lay, err := LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -112,7 +113,7 @@ func tlsSizeOf(ph []byte) uint64 {
 // sbrk_base + system_mem is the break. The first two are what made it a
 // candidate; the others may fail on a sound heap (another caller of sbrk,
 // a heap trimmed by hand), so they are counted, not required.
-func (e *memEvidence) mainArenaChecks(lay Layout, a Anchors) (int, []string) {
+func (e *memEvidence) mainArenaChecks(lay layouts.Layout, a Anchors) (int, []string) {
 	st := e.state(lay)
 	held := 0
 	var out []string

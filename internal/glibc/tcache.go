@@ -1,12 +1,13 @@
 package glibc
 
 import (
-	"github.com/arenactl/arenactl/internal/debuggee"
-	"github.com/arenactl/arenactl/internal/glibc/memio"
-	"github.com/arenactl/arenactl/internal/maps"
-
 	"fmt"
 	"sort"
+
+	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
+	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // ThreadCache is one thread's tcache and the arena it allocates from.
@@ -33,7 +34,7 @@ type TcacheBin struct {
 // malloc/arena.c, reached through libc's initial-exec TLS). It returns the
 // caches and the set of chunk addresses they hold, for the chunk walk to
 // count as cached.
-func Tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
+func Tcaches(l *Libc, lay layouts.Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
 	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
 	return caches, cached, dmg
 }
@@ -47,7 +48,7 @@ type TLSSlots struct {
 	HasTcache, HasArena bool
 }
 
-func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
+func tcaches(l *Libc, lay layouts.Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
 	var slots TLSSlots
 	if lay.TcacheBins == 0 || len(threads) == 0 {
 		return nil, nil, nil, slots
@@ -116,7 +117,7 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 
 // isTcache reports whether v can be a thread's tcache_perthread_struct: a
 // 16-aligned user pointer whose chunk has that struct's size.
-func isTcache(c *memio.Cache, lay Layout, v uint64) bool {
+func isTcache(c *memio.Cache, lay layouts.Layout, v uint64) bool {
 	if v == 0 || v%16 != 0 {
 		return false
 	}
@@ -218,7 +219,7 @@ func checkSlots(bins []binSlots) []Damage {
 // chunk starts 16 bytes before. Their next links are mangled from 2.32 on.
 // Up to 2.41 counts[i] is a bin's length and is checked here; from 2.42
 // num_slots[i] is the room left in the bin, returned for checkSlots.
-func readTcache(c *memio.Cache, lay Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
+func readTcache(c *memio.Cache, lay layouts.Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
 	var slots []binSlots
 	var dmg []Damage
 	bad := func(at uint64, what string) {
@@ -286,7 +287,7 @@ func readTcache(c *memio.Cache, lay Layout, tc *ThreadCache, cached map[uint64]b
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function. Its arenas are walked by up to
 // jobs workers, as WalkHeap's.
-func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkAll(mem Memory, l *Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, nil, jobs)
 }
 
@@ -297,7 +298,7 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, thre
 // (damage, a non-contiguous main arena) gives those met before, and its
 // Walked is false. Visit is called from one goroutine at a time, in that
 // order, at any number of workers (as WalkHeap's).
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func WalkChunks(mem Memory, l *Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
 }
 
@@ -307,11 +308,11 @@ func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, t
 // reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it. Its arenas are walked by up to jobs workers, as WalkHeap's.
-func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkWithoutChunks(mem Memory, l *Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, true, nil, jobs)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func walkAll(mem Memory, l *Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := memio.New(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -32,7 +33,7 @@ func coreMallocDebug(t *core.Target, h *Heap, o Options) (*Heap, error) {
 	if err == nil && memID != "" && dl.BuildID != memID {
 		err = fmt.Errorf("%s has build-id %s, the core's %s: another build", path, dl.BuildID, memID)
 	}
-	var lay glibc.Layout
+	var lay layouts.Layout
 	var anchors glibc.Anchors
 	if err == nil {
 		if lay, err = glibc.LayoutOf(dl); err == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -80,7 +81,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 				continue
 			}
 			t.UseFile(first.Path, cand.path)
-			lay, err := glibc.LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -74,7 +75,7 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 			continue
 		}
 		t.UseFile(exe, cand.path)
-		lay, err := glibc.LayoutFor(l.Version)
+		lay, err := layouts.LayoutFor(l.Version)
 		if err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -29,7 +30,7 @@ import (
 type Heap struct {
 	T       debuggee.Target
 	Libc    *glibc.Libc
-	Layout  glibc.Layout
+	Layout  layouts.Layout
 	Anchors glibc.Anchors
 	// SameFormat is false when memory alone fitted glibc versions that
 	// print malloc_info differently: the XML may not be glibc's to the byte.

@@ -5,12 +5,12 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
+	"golang.org/x/sys/unix"
 )
 
 // memReader reads, every interval, what a recording keeps of the
@@ -23,7 +23,7 @@ type memReader struct {
 	// The allocator's layout and anchors, when found: without them the
 	// intervals have no arenas (and mmapped chunks count as other
 	// anonymous memory).
-	lay     glibc.Layout
+	lay     layouts.Layout
 	anchors glibc.Anchors
 	found   bool
 	// mmapped is the bytes of mmapped chunks found in each anonymous

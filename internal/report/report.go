@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -82,7 +83,7 @@ type ReadOnly struct {
 // LibcInfo identifies the target's libc.
 type LibcInfo struct {
 	Path    string
-	Version glibc.Version
+	Version layouts.Version
 	Banner  string
 	BuildID string
 	// Static: Path is a static executable holding its own glibc malloc.
@@ -91,7 +92,7 @@ type LibcInfo struct {
 	VersionFrom string
 	// MinVersion is set when memory alone narrowed the version to the
 	// range MinVersion to Version.
-	MinVersion glibc.Version
+	MinVersion layouts.Version
 	// Source says where a core's libc came from; "" for a live process.
 	Source string
 }

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/testutil"
-	"github.com/klauspost/compress/zstd"
 )
 
 // Every committed fixture gives glibc's own XML back byte for byte.

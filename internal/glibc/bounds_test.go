@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -48,7 +49,7 @@ func TestScanMainArenaHugeMapping(t *testing.T) {
 		binary.LittleEndian.PutUint64(st[off+8:], self)
 	}
 	binary.LittleEndian.PutUint64(st[lay.StateNext:], arena) // a ring of one
-	l := &Libc{Mappings: []maps.Mapping{{Start: base, End: base + 1<<45, Perms: "rw-p", Path: "/usr/lib/x86_64-linux-gnu/libc.so.6"}}}
+	l := &libc.Libc{Mappings: []maps.Mapping{{Start: base, End: base + 1<<45, Perms: "rw-p", Path: "/usr/lib/x86_64-linux-gnu/libc.so.6"}}}
 	got, err := scanMainArena(l, lay, mem)
 	if err != nil || got != arena {
 		t.Fatalf("found %#x, %v; want %#x", got, err, arena)

@@ -2,11 +2,11 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"sort"
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
-	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 )
@@ -74,7 +75,7 @@ func programHeadersInMemory(mem Memory, start uint64) (ph []byte, bias uint64, e
 
 // MemoryOnly is libc as a core's memory shows it without libc's file.
 type MemoryOnly struct {
-	Libc    *Libc // Version is the newest that fits, MinVersion the oldest
+	Libc    *libc.Libc // Version is the newest that fits, MinVersion the oldest
 	Layout  layouts.Layout
 	Anchors Anchors
 	// SameFormat: every version that fits prints malloc_info alike, so the
@@ -108,9 +109,9 @@ type MemoryOnly struct {
 // name, is believed over that range (believe): it narrows the range where
 // memory agrees, and where it does not a note says so.
 func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
-	m0, ok := LibcMapping(ms)
+	m0, ok := libc.LibcMapping(ms)
 	if !ok {
-		return nil, ErrNoLibc
+		return nil, libc.ErrNoLibc
 	}
 	l, regions, err := objectRegions(ms, mem, m0, 4<<20)
 	if err != nil {
@@ -132,7 +133,7 @@ func newEvidence(ms []maps.Mapping, mem Memory, regions []region) *memEvidence {
 
 // read finds the allocator of l in the regions e was given, and the
 // versions it fits.
-func (e *memEvidence) read(l *Libc) (*MemoryOnly, error) {
+func (e *memEvidence) read(l *libc.Libc) (*MemoryOnly, error) {
 	var fits []int
 	for m := 17; m <= 43; m++ {
 		lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
@@ -222,8 +223,8 @@ const maxRegions = 64 << 20
 // objectRegions copies the writable mappings of the ELF object whose
 // lowest mapping is m0 (libc, or a static executable), up to limit bytes
 // each, and the bss right after them; unreadable pages read as zeros.
-func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64) (*Libc, []region, error) {
-	l := &Libc{Path: m0.Path, Base: m0.Start - m0.Offset, syms: map[string]Symbol{}}
+func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64) (*libc.Libc, []region, error) {
+	l := &libc.Libc{Path: m0.Path, Base: m0.Start - m0.Offset}
 	var data []maps.Mapping
 	end := uint64(0)
 	for _, m := range ms {
@@ -636,8 +637,8 @@ func mpScore(b []byte, lay layouts.Layout, heap maps.Mapping, top, sys uint64, r
 	}
 	trim, mmapT := w(lay.MpTrimThreshold), w(lay.MpMmapThreshold)
 	for _, ok := range []bool{
-		w(lay.MpArenaTest) == defaultArenaTest, w(lay.MpArenaMax) == 0, nmMax == defaultMmapMax,
-		w(lay.MpTopPad) == defaultThreshold, trim == defaultThreshold || trim == 2*mmapT,
+		w(lay.MpArenaTest) == layouts.DefaultArenaTest, w(lay.MpArenaMax) == 0, nmMax == layouts.DefaultMmapMax,
+		w(lay.MpTopPad) == layouts.DefaultThreshold, trim == layouts.DefaultThreshold || trim == 2*mmapT,
 	} {
 		if ok {
 			score++

@@ -2,10 +2,10 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
-	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 

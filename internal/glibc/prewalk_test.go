@@ -2,10 +2,9 @@ package glibc
 
 import (
 	"encoding/binary"
-	"testing"
-
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/memio"
+	"testing"
 )
 
 // A free list that closes on itself (as lists of a running process's heap

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 )
 
 // statement is a version an object states of itself, and where.
@@ -31,7 +32,7 @@ const maxBannerScan = 8 << 20
 // 2), then its file name. Both are what the object says, where the layout
 // inferred from memory is a guess that backports (a distribution's 2.17
 // with 2.23's attached_threads) can mislead.
-func statedVersions(l *Libc, mem Memory) []statement {
+func statedVersions(l *libc.Libc, mem Memory) []statement {
 	var out []statement
 	scanned := uint64(0)
 	for _, m := range l.Mappings {
@@ -40,15 +41,15 @@ func statedVersions(l *Libc, mem Memory) []statement {
 		}
 		n := min(m.Size(), maxBannerScan-scanned)
 		scanned += n
-		if line, v, ok := findBanner(readPages(mem, m.Start, n)); ok {
+		if line, v, ok := libc.FindBanner(readPages(mem, m.Start, n)); ok {
 			out = append(out, statement{v: v, from: "the banner in its memory", banner: line})
 			break
 		}
 	}
-	if m := versionedName.FindStringSubmatch(baseName(l.Path)); m != nil {
+	if m := versionedName.FindStringSubmatch(libc.BaseName(l.Path)); m != nil {
 		major, _ := strconv.Atoi(m[1])
 		minor, _ := strconv.Atoi(m[2])
-		out = append(out, statement{v: layouts.Version{Major: major, Minor: minor}, from: "its file name " + baseName(l.Path)})
+		out = append(out, statement{v: layouts.Version{Major: major, Minor: minor}, from: "its file name " + libc.BaseName(l.Path)})
 	}
 	return out
 }

@@ -59,7 +59,7 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 	l.Static, l.Source = true, SourceStaticMemory
 	if ph, bias, err := programHeadersInMemory(mem, m0.Start); err == nil && m0.Offset == 0 {
 		l.Base = bias // 0 for a non-PIE executable, whose addresses are its own
-		l.img.tlsSize = tlsSizeOf(ph)
+		l.SetTLSSize(tlsSizeOf(ph))
 	}
 	e := newEvidence(ms, mem, regions)
 	e.static = true
@@ -85,11 +85,11 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 // a program's own __thread variables are rarely more than a few KiB.
 const maxStaticTLS = 1 << 20
 
-// tlsSizeOf is what readImage takes from a file's PT_TLS, from the program
-// headers ph in memory: the TLS block's size rounded up to its alignment,
-// how far below the thread pointer a static program's block starts, so that
-// every thread's tcache is found as with the file (tlsOffsets). 0 when
-// there is none, or it is implausible.
+// tlsSizeOf is what internal/glibc/libc takes from a file's PT_TLS, from
+// the program headers ph in memory: the TLS block's size rounded up to its
+// alignment, how far below the thread pointer a static program's block
+// starts, so that every thread's tcache is found as with the file
+// (libc.Libc.TLSOffsets). 0 when there is none, or it is implausible.
 func tlsSizeOf(ph []byte) uint64 {
 	for i := 0; i+56 <= len(ph); i += 56 {
 		p := ph[i:]
@@ -146,4 +146,4 @@ func (e *memEvidence) mainArenaChecks(lay layouts.Layout, a Anchors) (int, []str
 
 // HasTLS reports whether the TLS block of a static executable read from
 // memory is known, so that each thread's tcache can be looked for in it.
-func (r *MemoryOnly) HasTLS() bool { return r.Libc.Static && r.Libc.img.tlsSize != 0 }
+func (r *MemoryOnly) HasTLS() bool { return r.Libc.Static && r.Libc.TLSSize() != 0 }

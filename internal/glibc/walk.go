@@ -3,11 +3,11 @@ package glibc
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"sort"
 
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
-	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 

@@ -23,13 +23,14 @@ import (
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Heap is a target's allocator, located.
 type Heap struct {
 	T       debuggee.Target
-	Libc    *glibc.Libc
+	Libc    *libc.Libc
 	Layout  layouts.Layout
 	Anchors glibc.Anchors
 	// SameFormat is false when memory alone fitted glibc versions that
@@ -81,14 +82,14 @@ func (e *ArchError) Is(target error) bool { return target == errkind.ErrArch }
 
 // Open locates the allocator of a target whose libc is known (a live
 // process: the file behind its mapping is the one it runs).
-func Open(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
+func Open(t debuggee.Target, l *libc.Libc, o Options) (*Heap, error) {
 	if err := walkable(t); err != nil {
 		return nil, err
 	}
 	if l.MallocDebug {
 		return openMallocDebug(t, l, o)
 	}
-	lay, err := glibc.LayoutOf(l)
+	lay, err := libc.LayoutOf(l)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +179,8 @@ func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).
 // libc_malloc_debug.so (l): the library's own copy of malloc when the
 // MALLOC_CHECK_ hook took over, else libc's, which the library then only
 // wraps (glibc.MainArenaUsed).
-func openMallocDebug(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
-	lay, err := glibc.LayoutOf(l)
+func openMallocDebug(t debuggee.Target, l *libc.Libc, o Options) (*Heap, error) {
+	lay, err := libc.LayoutOf(l)
 	if err != nil {
 		return nil, err
 	}

@@ -5,12 +5,14 @@ import (
 	"runtime"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
-	"golang.org/x/sys/unix"
 )
 
 // memReader reads, every interval, what a recording keeps of the
@@ -59,9 +61,9 @@ const mmapScanPages = 64
 
 func newMemReader(t *live.Target, debugDirs []string) *memReader {
 	m := &memReader{t: t, mmapped: map[maps.Range]uint64{}}
-	lay, err := glibc.LayoutOf(t.Libc)
+	lay, err := libc.LayoutOf(t.Libc)
 	if err == nil {
-		m.anchors, err = glibc.FindAnchorsWith(t.Libc, lay, t, append(debugDirs, glibc.DefaultDebugDirs...))
+		m.anchors, err = glibc.FindAnchorsWith(t.Libc, lay, t, append(debugDirs, libc.DefaultDebugDirs...))
 	}
 	if err != nil {
 		m.notes = append(m.notes, "the arenas will not be recorded: "+err.Error())

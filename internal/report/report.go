@@ -11,6 +11,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -98,7 +99,7 @@ type LibcInfo struct {
 }
 
 // LibcOf extracts the identifying part of a Libc.
-func LibcOf(l *glibc.Libc) LibcInfo {
+func LibcOf(l *libc.Libc) LibcInfo {
 	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom,
 		MinVersion: l.MinVersion, Source: l.Source}
 }

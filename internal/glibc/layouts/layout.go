@@ -32,7 +32,7 @@ import (
 // aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: internal/glibc's walk.go,
 // trimPage, reads it; its pageSz, 4 KiB, divides them all), the thread pointer's place relative to static TLS (TLS
 // variant I, sysdeps/aarch64/nptl/tls.h, where x86_64 has variant II:
-// internal/glibc's tlsOffsets and internal/reach's TLS roots), and memory tagging: with
+// internal/glibc/libc's TLSOffsets and internal/reach's TLS roots), and memory tagging: with
 // glibc.mem.tagging (sysdeps/aarch64/libc-mtag.h, 2.33 on) the pointers
 // malloc returns, and so tcache entries' next links, carry a tag in their
 // top byte (arch.Arch.StripTag).
@@ -105,6 +105,16 @@ var (
 	mpP5 = Layout{MpTrimThreshold: 0, MpTopPad: 8, MpMmapThreshold: 0x10, MpArenaTest: 0x18, MpArenaMax: 0x20, MpHpPagesize: 0x38,
 		MpNMmaps: 0x44, MpNMmapsMax: 0x48, MpMaxNMmaps: 0x4c, MpNoDynThreshold: 0x50, MpMmappedMem: 0x58, MpMaxMmappedMem: 0x60,
 		MpSbrkBase: 0x68, MpTcacheBins: 0x70, MpTcacheMaxBytes: 0x78, MpTcacheCount: 0x80, MpTcacheUnsortedLimit: 0x88, MpSize: 0x90}
+)
+
+// Default values of mp_'s first fields in the file image (mp_'s static
+// initialiser in malloc/malloc.c): trim_threshold, top_pad and
+// mmap_threshold are 128 KiB, arena_test is 8, arena_max 0; n_mmaps_max is
+// 65536.
+const (
+	DefaultThreshold = 0x20000
+	DefaultArenaTest = 8
+	DefaultMmapMax   = 65536
 )
 
 const (

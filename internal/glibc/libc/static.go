@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func staticVersion(ef *elf.File, l *Libc) error {
 		}
 		return len(fits) == 0 // nothing to check against
 	}
-	if line, v, err := banner(ef); err == nil {
+	if line, v, err := Banner(ef); err == nil {
 		l.Banner, l.Version = line, v
 		return nil
 	}
@@ -187,7 +187,7 @@ func symbolVersion(ef *elf.File, name string) (layouts.Version, bool) {
 		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
 			continue
 		}
-		if v, ok := parseVersion(string(bytes.TrimRight(b, "\x00"))); ok {
+		if v, ok := ParseVersion(string(bytes.TrimRight(b, "\x00"))); ok {
 			return v, true
 		}
 	}
@@ -202,7 +202,7 @@ func loneVersionString(ro [][]byte, fit func(layouts.Version) bool) (layouts.Ver
 	found := map[layouts.Version]bool{}
 	for _, b := range ro {
 		for _, m := range versionString.FindAllSubmatch(b, -1) {
-			if v, ok := parseVersion("2." + string(m[1])); ok && fit(v) {
+			if v, ok := ParseVersion("2." + string(m[1])); ok && fit(v) {
 				found[v] = true
 			}
 		}
@@ -216,8 +216,8 @@ func loneVersionString(ro [][]byte, fit func(layouts.Version) bool) (layouts.Ver
 	return layouts.Version{}, false
 }
 
-// parseVersion parses "2.NN" for a version arenactl knows.
-func parseVersion(s string) (layouts.Version, bool) {
+// ParseVersion parses "2.NN" for a version arenactl knows.
+func ParseVersion(s string) (layouts.Version, bool) {
 	major, minor, ok := strings.Cut(s, ".")
 	if !ok || major != "2" {
 		return layouts.Version{}, false

@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"debug/elf"
@@ -27,7 +27,7 @@ func TestMallocDebugLayout(t *testing.T) {
 		t.Skip(err)
 	}
 	defer lf.Close()
-	_, v, err := banner(lf)
+	_, v, err := Banner(lf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,8 @@ type Options struct {
 }
 
 // walkable refuses a target of a machine whose heap is not walked: x86_64
-// and aarch64 are (glibc's malloc is the same C on both: layout.go says
-// what was checked). A live aarch64 process never gets here: internal/live
+// and aarch64 are (glibc's malloc is the same C on both: internal/glibc/layouts
+// says what was checked). A live aarch64 process never gets here: internal/live
 // refuses it first (issue 31), so of aarch64 only cores are walked.
 func walkable(t debuggee.Target) error {
 	if a := t.Arch(); a != nil && a != arch.AMD64 && a != arch.ARM64 {

@@ -20,6 +20,7 @@ import (
 	"github.com/arenactl/arenactl/internal/exporter"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/inject"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/live"
@@ -75,10 +76,10 @@ func TestOutcomes(t *testing.T) {
 		{fmt.Errorf("process 1 belongs to another user: run arenactl as the same user: %w", ptrace.ErrPermission), exitPermission, ""},
 		{&fs.PathError{Op: "open", Path: "core", Err: fs.ErrPermission}, exitPermission, ""},
 		{wrap(unix.EPERM), exitError, ""},
-		{wrap(&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocMusl}}), exitNotGlibc, ""},
-		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStaticOther}}, exitNotGlibc, ""},
-		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, exitNotGlibc, " (info --read-only"},
-		{&live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocInterposed, MallocDebug: true}}, exitNotGlibc, " (info --read-only"},
+		{wrap(&live.NotGlibcError{Pid: 1, Allocator: libc.Allocator{Kind: libc.AllocMusl}}), exitNotGlibc, ""},
+		{&live.NotGlibcError{Pid: 1, Allocator: libc.Allocator{Kind: libc.AllocStaticOther}}, exitNotGlibc, ""},
+		{&live.NotGlibcError{Pid: 1, Allocator: libc.Allocator{Kind: libc.AllocStatic}}, exitNotGlibc, " (info --read-only"},
+		{&live.NotGlibcError{Pid: 1, Allocator: libc.Allocator{Kind: libc.AllocInterposed, MallocDebug: true}}, exitNotGlibc, " (info --read-only"},
 		{&live.NoSafeThreadError{Pid: 1}, exitNoSafe, ""},
 		{fmt.Errorf("process 1: %w", &arch.UnsupportedError{Machine: elf.EM_386, Class: elf.ELFCLASS32}), exitArch, ""},
 		{&ptrace.AtCallSiteError{Tid: 1}, exitNoSafe, ""},
@@ -119,7 +120,7 @@ func TestOutcomesReachable(t *testing.T) {
 		&perf.Error{Kind: errkind.ErrResources, Err: unix.ENOMEM}, &perf.Error{Kind: errkind.ErrNoTracefs, Err: unix.EPERM},
 		ptrace.ErrPermission,
 		fmt.Errorf("the same user: %w", ptrace.ErrPermission), &fs.PathError{Err: fs.ErrPermission},
-		&live.NotGlibcError{Allocator: glibc.Allocator{Kind: glibc.AllocStatic}}, &live.NotGlibcError{},
+		&live.NotGlibcError{Allocator: libc.Allocator{Kind: libc.AllocStatic}}, &live.NotGlibcError{},
 		&live.NoSafeThreadError{}, &glibc.HeapDamageError{}, &glibc.LockedArenaError{}, &arch.UnsupportedError{},
 		&live.ImageUnavailableError{}, &sampler.NotSampledError{}, &budget.Error{}, &inspect.ArenaCheckError{},
 		&ptrace.FaultError{}, &ptrace.TimeoutError{}, errors.New("wait timed out"), live.ErrImageGone,
@@ -171,7 +172,7 @@ func TestReason(t *testing.T) {
 // A static program without glibc malloc is not_glibc, as another
 // allocator is (issue 22, item 3).
 func TestStaticOtherIsNotGlibc(t *testing.T) {
-	err := fmt.Errorf("process 1: %w", &live.NotGlibcError{Pid: 1, Allocator: glibc.Allocator{Kind: glibc.AllocStaticOther}})
+	err := fmt.Errorf("process 1: %w", &live.NotGlibcError{Pid: 1, Allocator: libc.Allocator{Kind: libc.AllocStaticOther}})
 	if r := reason(err); r != exporter.ReasonNotGlibc {
 		t.Errorf("%v: reason %s", err, r)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/exporter"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 )
@@ -179,6 +179,6 @@ no longer watched and when the exporter exits.`,
 	fl.DurationVar(&cfg.Profile.Every, "profile-every", cfg.Profile.Every, "how often each profile served is built anew")
 	registerFreeze(fl, &hold, false)
 	fl.DurationVar(&cfg.Options.Timeout, "timeout", cfg.Options.Timeout, "how long to wait for every thread of a process to stop")
-	fl.StringArrayVar(&cfg.Options.DebugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several")
+	fl.StringArrayVar(&cfg.Options.DebugDirs, "debug-dir", libc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several")
 	return c
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
@@ -95,7 +95,7 @@ root (see docs/commands/heap.md).`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (the schema: docs/json.md): every type, not only --top")
 	c.Flags().BoolVar(&folded, "folded", false, "print FlameGraph's folded stacks instead of the table: reachable or leaked, then the type, then its bytes; every type")
 	c.Flags().StringArrayVar(&addrs, "addr", nil, "say what holds this address (hex): the allocated chunk, its type and whether it is reachable; repeat for several")
-	c.Flags().StringArrayVar(&debugDirs, "debug-dir", glibc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
+	c.Flags().StringArrayVar(&debugDirs, "debug-dir", libc.DefaultDebugDirs, "a directory of detached debug files (DIR/.build-id/xx/rest.debug), for main_arena, mp_ and vtable symbols; repeat for several")
 	registerFreeze(c.Flags(), &hold, false)
 	cf.register(c)
 	return c

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arenactl/arenactl/internal/budget"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/workers"
 )
@@ -103,5 +103,5 @@ func (f *injectFlags) register(c *cobra.Command) {
 	c.Flags().IntVar(&f.tid, "thread", 0, "borrow this thread (a TID of the process) instead of choosing one; it must still pass the safety checks")
 	c.Flags().BoolVar(&f.json, "json", false, "print JSON (the schema: docs/json.md)")
 	c.Flags().BoolVar(&f.noHeapCheck, "no-heap-check", false, "before injecting, do not walk the free lists for damage that would make glibc abort (and the target die); saves that walk's CPU on a large, busy heap")
-	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", glibc.DefaultDebugDirs, "when memory is read rather than code run (info --read-only): a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several; an empty directory means no symbols")
+	c.Flags().StringArrayVar(&f.debugDirs, "debug-dir", libc.DefaultDebugDirs, "when memory is read rather than code run (info --read-only): a directory of detached debug files (DIR/.build-id/xx/rest.debug) whose symbols locate main_arena and mp_; repeat for several; an empty directory means no symbols")
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/inspect"
 	"github.com/arenactl/arenactl/internal/render"
@@ -57,7 +57,7 @@ compresses it after the threads are released.`,
 			if strings.HasSuffix(f.out, ".zst") {
 				f.zstd = true
 			}
-			rep, err := inspect.Snapshot(c.Context(), parsePid(args), inspect.SnapshotOptions{Out: f.out, Full: f.full, Zstd: f.zstd, Timeout: f.timeout, Hold: f.hold.h, DebugDirs: glibc.DefaultDebugDirs, MaxMemory: maxMemory, Jobs: jobs()})
+			rep, err := inspect.Snapshot(c.Context(), parsePid(args), inspect.SnapshotOptions{Out: f.out, Full: f.full, Zstd: f.zstd, Timeout: f.timeout, Hold: f.hold.h, DebugDirs: libc.DefaultDebugDirs, MaxMemory: maxMemory, Jobs: jobs()})
 			if err != nil {
 				return outputErr(err)
 			}

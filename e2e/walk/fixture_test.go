@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -122,8 +123,8 @@ func inRange(v, lo, hi string) bool {
 	return ok1 && ok2 && ok3 && !pv.Less(pl.Major, pl.Minor) && !ph.Less(pv.Major, pv.Minor)
 }
 
-func glibcVersion(s string) (glibc.Version, bool) {
-	var v glibc.Version
+func glibcVersion(s string) (layouts.Version, bool) {
+	var v layouts.Version
 	n, _ := fmt.Sscanf(s, "%d.%d", &v.Major, &v.Minor)
 	return v, n == 2
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
@@ -20,7 +21,7 @@ func reportOf(arenas ...mallocinfo.Arena) *report.Report {
 		mi.RestBytes += arenas[i].RestBytes
 		mi.FastBytes += arenas[i].FastBytes
 	}
-	return &report.Report{Libc: report.LibcInfo{Version: glibc.Version{Major: 2, Minor: 36}}, Threads: 20, Malloc: mi}
+	return &report.Report{Libc: report.LibcInfo{Version: layouts.Version{Major: 2, Minor: 36}}, Threads: 20, Malloc: mi}
 }
 
 func ids(fs []Finding) string {
@@ -162,7 +163,7 @@ func TestArenasOutliveThreads(t *testing.T) {
 	// --enable-tunables): only the variable is offered.
 	for _, minor := range []int{24, 25} {
 		old := spentArenasReport(1)
-		old.Libc.Version = glibc.Version{Major: 2, Minor: minor}
+		old.Libc.Version = layouts.Version{Major: 2, Minor: minor}
 		if fs := Diagnose(old, env); len(fs) != 1 || strings.Contains(fs[0].Fix, "GLIBC_TUNABLES=") {
 			t.Errorf("2.%d: %+v", minor, fs)
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -32,7 +34,7 @@ func (m pageMemory) ReadAt(p []byte, addr uint64) (int, error) {
 // the scan for main_arena must read a bounded part of it, not allocate the
 // whole (it did: fatal error: runtime: out of memory).
 func TestScanMainArenaHugeMapping(t *testing.T) {
-	lay, err := LayoutFor(Version{2, 36})
+	lay, err := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 36})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestScanMainArenaHugeMapping(t *testing.T) {
 		binary.LittleEndian.PutUint64(st[off+8:], self)
 	}
 	binary.LittleEndian.PutUint64(st[lay.StateNext:], arena) // a ring of one
-	l := &Libc{Mappings: []maps.Mapping{{Start: base, End: base + 1<<45, Perms: "rw-p", Path: "/usr/lib/x86_64-linux-gnu/libc.so.6"}}}
+	l := &libc.Libc{Mappings: []maps.Mapping{{Start: base, End: base + 1<<45, Perms: "rw-p", Path: "/usr/lib/x86_64-linux-gnu/libc.so.6"}}}
 	got, err := scanMainArena(l, lay, mem)
 	if err != nil || got != arena {
 		t.Fatalf("found %#x, %v; want %#x", got, err, arena)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -28,8 +30,8 @@ import (
 
 // coreHeap is what walkCore found in a core.
 type coreHeap struct {
-	libc    *glibc.Libc // Source says which way it was found
-	memID   string      // libc's build-id as the core's memory holds it
+	libc    *libc.Libc // Source says which way it was found
+	memID   string     // libc's build-id as the core's memory holds it
 	walk    *glibc.Walk
 	caches  []glibc.ThreadCache
 	threads int  // threads in the core
@@ -53,7 +55,7 @@ func walkCore(t *testing.T, path, libcFile string) *coreHeap {
 		t.Fatal(err)
 	}
 	ch := &coreHeap{libc: h.Libc, threads: len(c.Threads())}
-	if first, ok := glibc.LibcMapping(c.Mappings()); ok {
+	if first, ok := libc.LibcMapping(c.Mappings()); ok {
 		ch.memID, _ = glibc.BuildIDInMemory(c, first.Start)
 	}
 	if libcFile != "" && ch.libc.Source != glibc.SourceFile {
@@ -247,13 +249,13 @@ func checkWalk(t *testing.T, h *coreHeap, tcaches bool) {
 
 // versionIn reports whether glibc v is within the range memory alone
 // found (Version alone when MinVersion is zero).
-func versionIn(v string, l *glibc.Libc) bool {
-	var want glibc.Version
+func versionIn(v string, l *libc.Libc) bool {
+	var want layouts.Version
 	if n, _ := fmt.Sscanf(v, "%d.%d", &want.Major, &want.Minor); n != 2 {
 		return false
 	}
 	lo := l.MinVersion
-	if lo == (glibc.Version{}) {
+	if lo == (layouts.Version{}) {
 		lo = l.Version
 	}
 	return !want.Less(lo.Major, lo.Minor) && !l.Version.Less(want.Major, want.Minor)

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 )
 
 // Anchors are the addresses (in the target) of the two statics every walk
@@ -16,20 +19,10 @@ type Anchors struct {
 
 const maxArenas = 1024 // bounds every walk of the arena ring
 
-// Default values of mp_'s first fields in the file image (mp_'s static
-// initialiser in malloc/malloc.c): trim_threshold, top_pad and
-// mmap_threshold are 128 KiB, arena_test is 8, arena_max 0; n_mmaps_max is
-// 65536.
-const (
-	defaultThreshold = 0x20000
-	defaultArenaTest = 8
-	defaultMmapMax   = 65536
-)
-
 // FindAnchors locates main_arena and mp_ for a libc of layout lay, with
 // the debug files of DefaultDebugDirs when there are any.
-func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
-	return FindAnchorsWith(l, lay, mem, DefaultDebugDirs)
+func FindAnchors(l *libc.Libc, lay layouts.Layout, mem Memory) (Anchors, error) {
+	return FindAnchorsWith(l, lay, mem, libc.DefaultDebugDirs)
 }
 
 // FindAnchorsWith locates main_arena and mp_, looking for a detached debug
@@ -42,8 +35,8 @@ func FindAnchors(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 // its defaults), and when the file gives no unique answer, it scans the
 // object's writable memory for the run-time signature of main_arena: empty
 // bins that point to themselves.
-func FindAnchorsWith(l *Libc, lay Layout, mem Memory, debugDirs []string) (Anchors, error) {
-	sa, symErr := l.symbolAnchors(debugDirs)
+func FindAnchorsWith(l *libc.Libc, lay layouts.Layout, mem Memory, debugDirs []string) (Anchors, error) {
+	sa, symErr := l.AnchorSymbols(debugDirs)
 	if sa != nil {
 		a := Anchors{MainArena: l.Base + sa.MainArena, Mp: l.Base + sa.Mp, Method: sa.From}
 		err := checkMainArena(mem, lay, a.MainArena)
@@ -64,30 +57,14 @@ func FindAnchorsWith(l *Libc, lay Layout, mem Memory, debugDirs []string) (Ancho
 	return a, err
 }
 
-// symbolAnchors returns main_arena and mp_ from l's own .symtab, else from
-// the debug file of its build-id in dirs; nil and no error when neither
-// exists.
-func (l *Libc) symbolAnchors(dirs []string) (*symbolAnchors, error) {
-	if l.img.syms != nil {
-		sa := *l.img.syms
-		sa.From = "symbols in " + l.Path
-		return &sa, nil
-	}
-	sa, err := debugAnchors(l.BuildID, dirs)
-	if errors.Is(err, errNoDebugFile) {
-		return nil, nil
-	}
-	return sa, err
-}
-
 // findAnchorsNoSymbols finds the anchors from the file's static
 // initialisers, falling back to a scan of memory for main_arena.
-func findAnchorsNoSymbols(l *Libc, lay Layout, mem Memory) (Anchors, error) {
+func findAnchorsNoSymbols(l *libc.Libc, lay layouts.Layout, mem Memory) (Anchors, error) {
 	var a Anchors
-	mp, mpErr := l.img.findMp(lay)
-	ma, maErr := l.img.findMainArena(lay)
+	mp, mpErr := l.FindMp(lay)
+	ma, maErr := l.FindMainArena(lay)
 	if maErr == nil {
-		a.MainArena, a.Method = l.Base+ma, "static initialiser in "+l.objectName()+"'s .data"
+		a.MainArena, a.Method = l.Base+ma, "static initialiser in "+l.ObjectName()+"'s .data"
 		if err := checkMainArena(mem, lay, a.MainArena); err != nil {
 			maErr = fmt.Errorf("main_arena candidate at %#x: %w", a.MainArena, err)
 		}
@@ -97,7 +74,7 @@ func findAnchorsNoSymbols(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 		if err != nil {
 			return a, fmt.Errorf("main_arena not found: %v; %v", maErr, err)
 		}
-		a.MainArena, a.Method = addr, "self-referential bins in "+l.objectName()+"'s memory"
+		a.MainArena, a.Method = addr, "self-referential bins in "+l.ObjectName()+"'s memory"
 	}
 	if mpErr != nil {
 		return a, fmt.Errorf("mp_ not found: %w", mpErr)
@@ -106,80 +83,9 @@ func findAnchorsNoSymbols(l *Libc, lay Layout, mem Memory) (Anchors, error) {
 	return a, nil
 }
 
-// objectName says which object holds the allocator, for method strings:
-// libc, or the executable when it is static.
-func (l *Libc) objectName() string {
-	if l.Static {
-		return "the executable"
-	}
-	if l.MallocDebug {
-		return baseName(l.Path)
-	}
-	return "libc"
-}
-
-// findMainArena returns the link-time address of main_arena: the one
-// object in .data whose next field holds its own address.
-func (img *image) findMainArena(lay Layout) (uint64, error) {
-	var found []uint64
-	n := uint64(len(img.data))
-	for off := uint64(0); off+8 <= n; off += 8 {
-		x := img.dataAddr + off
-		v, _ := img.word(x)
-		if v+uint64(lay.StateNext) != x || v < img.dataAddr {
-			continue
-		}
-		// attached_threads is initialised to 1 where it exists (2.23+);
-		// before, the word at system_mem's place is 0.
-		if lay.StateAttached >= 0 {
-			if w, ok := img.word(v + uint64(lay.StateAttached)); !ok || w != 1 {
-				continue
-			}
-		} else if w, ok := img.word(v + uint64(lay.StateSystemMem)); !ok || w != 0 {
-			continue
-		}
-		found = append(found, v)
-	}
-	if len(found) != 1 {
-		return 0, fmt.Errorf("%d candidates for main_arena's static initialiser in .data", len(found))
-	}
-	return found[0], nil
-}
-
-// findMp returns the link-time address of mp_ from its default values.
-func (img *image) findMp(lay Layout) (uint64, error) {
-	var found []uint64
-	n := uint64(len(img.data))
-	for off := uint64(0); off+uint64(lay.MpSize) <= n; off += 8 {
-		c := img.dataAddr + off
-		if !img.is(c+uint64(lay.MpTrimThreshold), defaultThreshold) || !img.is(c+uint64(lay.MpTopPad), defaultThreshold) ||
-			!img.is(c+uint64(lay.MpMmapThreshold), defaultThreshold) || !img.is(c+uint64(lay.MpArenaTest), defaultArenaTest) ||
-			!img.is(c+uint64(lay.MpArenaMax), 0) {
-			continue
-		}
-		if w, _ := img.word(c + uint64(lay.MpNMmapsMax)); uint32(w) != defaultMmapMax {
-			continue
-		}
-		// tcache_count defaults to 7; 2.43 raised it to 16.
-		if lay.MpTcacheCount >= 0 && !img.is(c+uint64(lay.MpTcacheCount), 7) && !img.is(c+uint64(lay.MpTcacheCount), 16) {
-			continue
-		}
-		found = append(found, c)
-	}
-	if len(found) != 1 {
-		return 0, fmt.Errorf("%d candidates for mp_'s static initialiser in .data", len(found))
-	}
-	return found[0], nil
-}
-
-func (img *image) is(addr, want uint64) bool {
-	w, ok := img.word(addr)
-	return ok && w == want
-}
-
 // checkMainArena validates a main_arena candidate in live memory: its ring
 // closes, and it looks initialised (self-referential bins) or untouched.
-func checkMainArena(mem Memory, lay Layout, addr uint64) error {
+func checkMainArena(mem Memory, lay layouts.Layout, addr uint64) error {
 	st, err := readBytes(mem, addr, uint64(lay.StateSize))
 	if err != nil {
 		return err
@@ -206,7 +112,7 @@ func checkMainArena(mem Memory, lay Layout, addr uint64) error {
 
 // selfBins counts the bins of the arena image st (at addr) whose fd and bk
 // both point at the bin itself, as empty bins do once malloc is initialised.
-func selfBins(st []byte, lay Layout, addr uint64) int {
+func selfBins(st []byte, lay layouts.Layout, addr uint64) int {
 	n := 0
 	for i := 1; i < 128; i++ {
 		off := lay.StateBins + int64(i-1)*16
@@ -224,7 +130,7 @@ func selfBins(st []byte, lay Layout, addr uint64) int {
 // scanMainArena looks through libc's writable mappings for the arena with
 // the most self-referential bins (malloc_init_state in malloc/malloc.c
 // points every empty bin at itself).
-func scanMainArena(l *Libc, lay Layout, mem Memory) (uint64, error) {
+func scanMainArena(l *libc.Libc, lay layouts.Layout, mem Memory) (uint64, error) {
 	best, bestN := uint64(0), 0
 	state := uint64(lay.StateSize)
 	for _, m := range l.Mappings {
@@ -298,7 +204,7 @@ func readWord(mem Memory, addr uint64) (uint64, error) {
 
 // ArenaRing lists the arenas in ring order from main_arena, bounded and
 // stopping at the first pointer that is not 16-aligned or unreadable.
-func ArenaRing(mem Memory, lay Layout, a Anchors) []uint64 {
+func ArenaRing(mem Memory, lay layouts.Layout, a Anchors) []uint64 {
 	ring := []uint64{a.MainArena}
 	for cur := a.MainArena; len(ring) < maxArenas; {
 		next, err := readWord(mem, cur+uint64(lay.StateNext))

@@ -1,12 +1,15 @@
 package glibc
 
-import "github.com/arenactl/arenactl/internal/glibc/memio"
+import (
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/memio"
+)
 
 // HeapMax is the size of a thread arena's heaps, and so their alignment:
 // heap_max_size() in malloc/arena.c (glibc 2.35 on), HEAP_MAX_SIZE (64 MiB
 // on 64-bit) unless the glibc.malloc.hugetlb tunable set mp_.hp_pagesize,
 // then four of those pages. ok is false when mp_ cannot be read.
-func HeapMax(mem Memory, lay Layout, a Anchors) (uint64, bool) {
+func HeapMax(mem Memory, lay layouts.Layout, a Anchors) (uint64, bool) {
 	if lay.MpHpPagesize < 0 {
 		return defaultHeap, true
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 )
 
 // A thread arena's heap size is 64 MiB unless the hugetlb tunable set
@@ -12,7 +13,7 @@ import (
 // field (before 2.35) always has 64 MiB.
 func TestHeapMax(t *testing.T) {
 	p := &pages{base: 0x10000, b: make([]byte, pg)}
-	lay := glibc.Layout{MpHpPagesize: 0x40}
+	lay := layouts.Layout{MpHpPagesize: 0x40}
 	a := glibc.Anchors{Mp: 0x10000}
 	if got, ok := glibc.HeapMax(p, lay, a); !ok || got != 64<<20 {
 		t.Errorf("no huge pages: %#x %v", got, ok)
@@ -21,7 +22,7 @@ func TestHeapMax(t *testing.T) {
 	if got, ok := glibc.HeapMax(p, lay, a); !ok || got != 8<<20 {
 		t.Errorf("2 MiB huge pages: %#x %v, want 8 MiB", got, ok)
 	}
-	if got, ok := glibc.HeapMax(p, glibc.Layout{MpHpPagesize: -1}, a); !ok || got != 64<<20 {
+	if got, ok := glibc.HeapMax(p, layouts.Layout{MpHpPagesize: -1}, a); !ok || got != 64<<20 {
 		t.Errorf("a glibc without hp_pagesize: %#x %v", got, ok)
 	}
 	if _, ok := glibc.HeapMax(p, lay, glibc.Anchors{Mp: 0x90000}); ok {

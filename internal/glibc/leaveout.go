@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -33,7 +34,7 @@ const LeaveOutMin = 32 << 20
 // What changes between this look and the stop is handled below it: the
 // image routine leaves a mapping in unless it is, when every thread is
 // stopped, exactly the mapping named here.
-func LeaveOut(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) []maps.Range {
+func LeaveOut(mem Memory, lay layouts.Layout, a Anchors, ms []maps.Mapping) []maps.Range {
 	rg, ok := readRing(mem, lay, a)
 	if !ok {
 		return nil // a ring we cannot follow: leave nothing out
@@ -95,7 +96,7 @@ type ring struct {
 
 // readRing follows the arena ring from main_arena; ok is false when it
 // cannot be read.
-func readRing(mem Memory, lay Layout, a Anchors) (*ring, bool) {
+func readRing(mem Memory, lay layouts.Layout, a Anchors) (*ring, bool) {
 	rg := &ring{arenas: map[uint64]bool{}, keep: []uint64{a.MainArena, a.Mp}}
 	rg.word = func(addr uint64) (uint64, bool) {
 		var b [8]byte
@@ -173,7 +174,7 @@ func isIn(ms []maps.Mapping, m maps.Mapping) bool {
 // heap of the ring, nor any arena or top chunk, is anonymous memory, and
 // so is the reservation taken with it. Nothing changes when the ring
 // cannot be read.
-func Unclaim(mem Memory, lay Layout, a Anchors, ms []maps.Mapping) {
+func Unclaim(mem Memory, lay layouts.Layout, a Anchors, ms []maps.Mapping) {
 	var rg *ring
 	for i := range ms {
 		m := &ms[i]

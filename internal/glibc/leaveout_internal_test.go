@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -44,7 +45,7 @@ func (s *sparse) put(addr, v uint64) {
 // chunk's mapping with a buffer pool mapped right below it); the big ones
 // are searched only while the others hold fewer chunks than malloc counts.
 func TestLeaveOutKeepsChunksInsideBigMappings(t *testing.T) {
-	lay, err := LayoutFor(Version{2, 36})
+	lay, err := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 36})
 	if err != nil {
 		t.Fatal(err)
 	}

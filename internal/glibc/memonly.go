@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 )
@@ -73,8 +75,8 @@ func programHeadersInMemory(mem Memory, start uint64) (ph []byte, bias uint64, e
 
 // MemoryOnly is libc as a core's memory shows it without libc's file.
 type MemoryOnly struct {
-	Libc    *Libc // Version is the newest that fits, MinVersion the oldest
-	Layout  Layout
+	Libc    *libc.Libc // Version is the newest that fits, MinVersion the oldest
+	Layout  layouts.Layout
 	Anchors Anchors
 	// SameFormat: every version that fits prints malloc_info alike, so the
 	// XML is glibc's whichever it was.
@@ -107,9 +109,9 @@ type MemoryOnly struct {
 // name, is believed over that range (believe): it narrows the range where
 // memory agrees, and where it does not a note says so.
 func FromMemory(ms []maps.Mapping, mem Memory) (*MemoryOnly, error) {
-	m0, ok := LibcMapping(ms)
+	m0, ok := libc.LibcMapping(ms)
 	if !ok {
-		return nil, ErrNoLibc
+		return nil, libc.ErrNoLibc
 	}
 	l, regions, err := objectRegions(ms, mem, m0, 4<<20)
 	if err != nil {
@@ -131,10 +133,10 @@ func newEvidence(ms []maps.Mapping, mem Memory, regions []region) *memEvidence {
 
 // read finds the allocator of l in the regions e was given, and the
 // versions it fits.
-func (e *memEvidence) read(l *Libc) (*MemoryOnly, error) {
+func (e *memEvidence) read(l *libc.Libc) (*MemoryOnly, error) {
 	var fits []int
 	for m := 17; m <= 43; m++ {
-		lay, _ := LayoutFor(Version{2, m})
+		lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		if e.fits(lay) {
 			fits = append(fits, m)
 		}
@@ -143,17 +145,17 @@ func (e *memEvidence) read(l *Libc) (*MemoryOnly, error) {
 		return nil, fmt.Errorf("%s's memory matches no glibc layout arenactl knows (2.17 to 2.43): %s", e.objectName(), e.summary())
 	}
 	lo, hi := fits[0], fits[len(fits)-1]
-	lay, _ := LayoutFor(Version{2, hi})
+	lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: hi})
 	st, mp := e.state(lay), e.mp(lay)
 	r := &MemoryOnly{Layout: lay, SameFormat: true, Libc: l, fits: fits}
 	for _, m := range fits {
-		other, _ := LayoutFor(Version{2, m})
+		other, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		r.SameFormat = r.SameFormat && formatOf(other) == formatOf(lay)
 	}
 	r.Anchors = Anchors{MainArena: st.addr, Mp: mp.addr}
-	l.Version = Version{2, hi}
+	l.Version = layouts.Version{Major: 2, Minor: hi}
 	if lo != hi {
-		l.MinVersion = Version{2, lo}
+		l.MinVersion = layouts.Version{Major: 2, Minor: lo}
 	}
 	r.Evidence = e.describe(lay)
 	l.VersionFrom = "memory only: " + strings.Join(r.Evidence, "; ")
@@ -173,7 +175,7 @@ type format struct {
 	restTop, subheaps, mmapLine, fastTotals, garbageUnsorted bool
 }
 
-func formatOf(l Layout) format {
+func formatOf(l layouts.Layout) format {
 	return format{l.SizePrefix, l.UnsortedPrefix, l.RestIncludesTop, l.AllSubheaps, l.MmapLine, l.FastTotals, l.GarbageUnsorted}
 }
 
@@ -189,7 +191,7 @@ type region struct {
 }
 
 // selfBinsAt is selfBins of the arena at byte off of r, for lay.
-func (r *region) selfBinsAt(off uint64, lay Layout) int {
+func (r *region) selfBinsAt(off uint64, lay layouts.Layout) int {
 	if r.selfs == nil {
 		n := len(r.b) / 8
 		r.selfs = make([]int32, n)
@@ -221,8 +223,8 @@ const maxRegions = 64 << 20
 // objectRegions copies the writable mappings of the ELF object whose
 // lowest mapping is m0 (libc, or a static executable), up to limit bytes
 // each, and the bss right after them; unreadable pages read as zeros.
-func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64) (*Libc, []region, error) {
-	l := &Libc{Path: m0.Path, Base: m0.Start - m0.Offset, syms: map[string]Symbol{}}
+func objectRegions(ms []maps.Mapping, mem Memory, m0 maps.Mapping, limit uint64) (*libc.Libc, []region, error) {
+	l := &libc.Libc{Path: m0.Path, Base: m0.Start - m0.Offset}
 	var data []maps.Mapping
 	end := uint64(0)
 	for _, m := range ms {
@@ -327,7 +329,7 @@ func (e *memEvidence) word(a uint64) uint64 {
 }
 
 // fits reports whether what memory shows agrees with lay's version.
-func (e *memEvidence) fits(lay Layout) bool {
+func (e *memEvidence) fits(lay layouts.Layout) bool {
 	st := e.state(lay)
 	if st.addr == 0 || !st.plausible {
 		return false
@@ -358,7 +360,7 @@ func (s *stateObs) safeLinking() (sl, known bool) {
 
 // state finds main_arena for lay's arena layout and reads the evidence its
 // ring holds.
-func (e *memEvidence) state(lay Layout) *stateObs {
+func (e *memEvidence) state(lay layouts.Layout) *stateObs {
 	key := stateKey{lay.StateBins, lay.StateNext, lay.StateSize}
 	if s, ok := e.states[key]; ok {
 		return e.withFields(s, lay)
@@ -405,7 +407,7 @@ type candidate struct {
 // whose first chunk's bk points back at the bin, as unlink_chunk in
 // malloc/malloc.c requires of every chunk in a bin: a copy of main_arena
 // elsewhere has the same bins, but the chunks link back to the original.
-func (e *memEvidence) linkedBins(st []byte, lay Layout, addr uint64) int {
+func (e *memEvidence) linkedBins(st []byte, lay layouts.Layout, addr uint64) int {
 	n := 0
 	for i := 1; i < nbins; i++ {
 		off := lay.StateBins + int64(i-1)*16
@@ -431,7 +433,7 @@ func (s *stateObs) rivals() []uint64 {
 
 // withFields checks the fields after the ring against lay: arenas of one
 // bins offset differ there (attached_threads from 2.23).
-func (e *memEvidence) withFields(s *stateObs, lay Layout) *stateObs {
+func (e *memEvidence) withFields(s *stateObs, lay layouts.Layout) *stateObs {
 	if s.addr == 0 {
 		return s
 	}
@@ -451,7 +453,7 @@ func (e *memEvidence) withFields(s *stateObs, lay Layout) *stateObs {
 
 // plausibleArena checks a candidate main_arena's bins and top: each bin is
 // empty (points to itself) or points to aligned chunks in writable memory.
-func (e *memEvidence) plausibleArena(st []byte, lay Layout, addr uint64) bool {
+func (e *memEvidence) plausibleArena(st []byte, lay layouts.Layout, addr uint64) bool {
 	for i := 1; i < nbins; i++ {
 		off := lay.StateBins + int64(i-1)*16
 		self := addr + uint64(off) - 16
@@ -470,7 +472,7 @@ func (e *memEvidence) plausibleArena(st []byte, lay Layout, addr uint64) bool {
 // ringEvidence reads what the arenas of main_arena's ring say of the
 // version: where thread arenas lie in their heaps, the first chunk of every
 // heap, and whether free-list links are mangled.
-func (e *memEvidence) ringEvidence(s *stateObs, lay Layout) {
+func (e *memEvidence) ringEvidence(s *stateObs, lay layouts.Layout) {
 	hi := map[uint64]int{}
 	tc := map[uint64]int{}
 	var firsts []uint64 // first chunks of heaps
@@ -570,7 +572,7 @@ func most(votes map[uint64]int) (uint64, int) {
 
 // mp finds mp_ for lay's layout of it: the unique best match in libc's
 // writable memory.
-func (e *memEvidence) mp(lay Layout) *mpObs {
+func (e *memEvidence) mp(lay layouts.Layout) *mpObs {
 	key := mpKey{lay.MpSize, lay.MpSbrkBase}
 	if o, ok := e.mps[key]; ok {
 		return o
@@ -612,7 +614,7 @@ func (e *memEvidence) mp(lay Layout) *mpObs {
 // mpScore rates b as mp_ of layout lay: 0 when its fields contradict each
 // other or the main heap (sbrk_base must lie in the heap that holds the
 // main arena's top, below the top), else one point per default value.
-func mpScore(b []byte, lay Layout, heap maps.Mapping, top, sys uint64, rw func(uint64) bool) int {
+func mpScore(b []byte, lay layouts.Layout, heap maps.Mapping, top, sys uint64, rw func(uint64) bool) int {
 	w := func(off int64) uint64 { return le(b, off) }
 	i32 := func(off int64) int32 { return int32(uint32(le(b, off))) }
 	sbrk := w(lay.MpSbrkBase)
@@ -635,8 +637,8 @@ func mpScore(b []byte, lay Layout, heap maps.Mapping, top, sys uint64, rw func(u
 	}
 	trim, mmapT := w(lay.MpTrimThreshold), w(lay.MpMmapThreshold)
 	for _, ok := range []bool{
-		w(lay.MpArenaTest) == defaultArenaTest, w(lay.MpArenaMax) == 0, nmMax == defaultMmapMax,
-		w(lay.MpTopPad) == defaultThreshold, trim == defaultThreshold || trim == 2*mmapT,
+		w(lay.MpArenaTest) == layouts.DefaultArenaTest, w(lay.MpArenaMax) == 0, nmMax == layouts.DefaultMmapMax,
+		w(lay.MpTopPad) == layouts.DefaultThreshold, trim == layouts.DefaultThreshold || trim == 2*mmapT,
 	} {
 		if ok {
 			score++
@@ -661,10 +663,10 @@ func mpScore(b []byte, lay Layout, heap maps.Mapping, top, sys uint64, rw func(u
 
 // layoutVersions names the versions that share lay's mp_ layout, for
 // messages.
-func layoutVersions(lay Layout) string {
+func layoutVersions(lay layouts.Layout) string {
 	lo, hi := 0, 0
 	for m := 17; m <= 43; m++ {
-		o, _ := LayoutFor(Version{2, m})
+		o, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		if o.MpSize == lay.MpSize && o.MpSbrkBase == lay.MpSbrkBase {
 			if lo == 0 {
 				lo = m
@@ -679,7 +681,7 @@ func layoutVersions(lay Layout) string {
 }
 
 // describe says what memory showed, for lay's layouts.
-func (e *memEvidence) describe(lay Layout) []string {
+func (e *memEvidence) describe(lay layouts.Layout) []string {
 	st, mp := e.state(lay), e.mp(lay)
 	out := []string{fmt.Sprintf("main_arena at %#x (bins at +%#x, %d of them empty)", st.addr, lay.StateBins, st.self)}
 	if st.heapInfo != 0 {
@@ -709,7 +711,7 @@ func (e *memEvidence) describe(lay Layout) []string {
 // summary says what memory showed when no version fits.
 func (e *memEvidence) summary() string {
 	for m := 43; m >= 17; m-- {
-		lay, _ := LayoutFor(Version{2, m})
+		lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		if st := e.state(lay); st.addr != 0 {
 			return strings.Join(e.describe(lay), "; ")
 		}

@@ -5,6 +5,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -67,7 +68,7 @@ func MayHoldMmapped(m maps.Mapping) bool {
 // inside a chunk found, plus a few more per chunk for memalign's second
 // header. maxPages, when above 0, bounds the pages (the target's) read; complete is false
 // when that bound or fn stopped the scan.
-func ScanMmapped(mem Memory, lay Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
+func ScanMmapped(mem Memory, lay layouts.Layout, m maps.Mapping, maxPages int, fn func(MmappedChunk) bool) (complete bool) {
 	// glibc maps a chunk's region in the target's pages (sysmalloc:
 	// ALIGN_UP(nb + SIZE_SZ, GLRO(dl_pagesize)), malloc/malloc.c), so
 	// only their boundaries are looked at, and a region must be a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -73,7 +74,7 @@ func TestScanMmappedInTargetPages(t *testing.T) {
 					continue
 				}
 				found := 0
-				glibc.ScanMmapped(tg, glibc.Layout{}, m, 0, func(ch glibc.MmappedChunk) bool {
+				glibc.ScanMmapped(tg, layouts.Layout{}, m, 0, func(ch glibc.MmappedChunk) bool {
 					r := ch.Region()
 					if r.Start%c.page != 0 || r.End%c.page != 0 {
 						t.Errorf("chunk region %#x-%#x is not in %d-byte pages", r.Start, r.End, c.page)
@@ -100,7 +101,7 @@ func TestScanMmappedInTargetPages(t *testing.T) {
 				empty.Start + 0x10000: 0x8000 | isMmapped,
 			}}
 			var got [][2]uint64
-			glibc.ScanMmapped(mem, glibc.Layout{}, *empty, 0, func(ch glibc.MmappedChunk) bool {
+			glibc.ScanMmapped(mem, layouts.Layout{}, *empty, 0, func(ch glibc.MmappedChunk) bool {
 				r := ch.Region()
 				got = append(got, [2]uint64{r.Start - empty.Start, r.End - empty.Start})
 				return true

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -47,7 +48,7 @@ func (p pagesRuns) DataRuns(start, end uint64, fn func(start, end uint64, data b
 
 func scanAll(mem glibc.Memory, m maps.Mapping, maxPages int) ([]glibc.MmappedChunk, bool) {
 	var got []glibc.MmappedChunk
-	ok := glibc.ScanMmapped(mem, glibc.Layout{}, m, maxPages, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
+	ok := glibc.ScanMmapped(mem, layouts.Layout{}, m, maxPages, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
 	return got, ok
 }
 
@@ -118,7 +119,7 @@ func TestScanMmapped243(t *testing.T) {
 	mem.header(2*pg, 1, 4*pg-16|2)         // huge pages, pages 2-5
 	mem.header(10*pg, 0, 8*pg-16|2)        // memalign's region, pages 10-17 ...
 	mem.header(10*pg+pg-16, pg-16, 7*pg|2) // ... its chunk aligned to a page
-	lay, err := glibc.LayoutFor(glibc.Version{Major: 2, Minor: 43})
+	lay, err := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 43})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestScanMmapped243(t *testing.T) {
 	if r := got[1].Region(); r.Start != base+10*pg || r.End != base+18*pg {
 		t.Errorf("memalign's chunk's region %#x-%#x", r.Start, r.End)
 	}
-	old, _ := glibc.LayoutFor(glibc.Version{Major: 2, Minor: 42})
+	old, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 42})
 	got = nil
 	glibc.ScanMmapped(mem, old, m, 0, func(c glibc.MmappedChunk) bool { got = append(got, c); return true })
 	if len(got) != 0 {

@@ -5,6 +5,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"slices"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -80,7 +81,7 @@ func (wk *walker) prewalkLists(ar uint64, st []byte) {
 
 // fill records the lists of the arena at ar, whose state is st, as spans
 // (the copy of its heaps) hold them.
-func (pw *prewalk) fill(lay Layout, ar uint64, st []byte, spans []memio.Window) {
+func (pw *prewalk) fill(lay layouts.Layout, ar uint64, st []byte, spans []memio.Window) {
 	pw.reset()
 	if len(spans) == 0 {
 		return
@@ -103,7 +104,7 @@ type cursor struct {
 }
 
 // cursors starts every list of the arena at ar, whose state is st.
-func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
+func (pw *prewalk) cursors(lay layouts.Layout, ar uint64, st []byte) []cursor {
 	nl := lay.NFastbins + nbins - 1
 	for len(pw.lists) < nl {
 		pw.lists = append(pw.lists, nil)
@@ -125,7 +126,7 @@ func (pw *prewalk) cursors(lay Layout, ar uint64, st []byte) []cursor {
 // advance steps the cursors cs through spans until each one stops. It
 // returns those that stopped at a chunk in later, not in spans: another
 // part of the arena, copied later (see prewalkParts).
-func (pw *prewalk) advance(lay Layout, cs []cursor, spans []memio.Window, later []maps.Range) (waiting []cursor) {
+func (pw *prewalk) advance(lay layouts.Layout, cs []cursor, spans []memio.Window, later []maps.Range) (waiting []cursor) {
 	ws := memio.NewLookup(spans)
 	// next checks c.p, where its list leads, and readies c.b; false when
 	// the chain stops there (or waits).

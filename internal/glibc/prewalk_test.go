@@ -2,6 +2,7 @@ package glibc
 
 import (
 	"encoding/binary"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 // within a few rounds of the loop, instead of spending the arena's whole
 // budget on it; a list without a loop is recorded whole.
 func TestPrewalkStopsAtLoops(t *testing.T) {
-	lay := stateL1
+	lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: 17})
 	const ar, start = 0x10000, 0x100000
 	w := memio.Window{Start: start, End: start + 1<<20, B: make([]byte, 1<<20)}
 	le := binary.LittleEndian

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -52,7 +54,7 @@ type Record struct {
 }
 
 // NewRecord is the Record of a walk of l.
-func NewRecord(l *Libc, w *Walk) *Record {
+func NewRecord(l *libc.Libc, w *Walk) *Record {
 	r := &Record{NoteVersion: RecordVersion, Path: l.Path, Glibc: l.Version.String(), Banner: l.Banner, BuildID: l.BuildID,
 		Static: l.Static, MallocDebug: l.MallocDebug, VersionFrom: l.VersionFrom, Layout: w.Layout.Profile, Base: l.Base,
 		MainArena: w.Anchors.MainArena, Mp: w.Anchors.Mp, Method: w.Anchors.Method}
@@ -88,20 +90,20 @@ func ParseRecord(b []byte) (*Record, error) {
 // Libc rebuilds, from the record and the core's mappings, the Libc, layout
 // and anchors the snapshot used, without libc's file, and checks the
 // anchors against memory.
-func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, Layout, Anchors, error) {
-	v, ok := parseVersion(r.Glibc)
+func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*libc.Libc, layouts.Layout, Anchors, error) {
+	v, ok := libc.ParseVersion(r.Glibc)
 	if !ok {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note names glibc %q, which arenactl does not know", r.Glibc)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note names glibc %q, which arenactl does not know", r.Glibc)
 	}
-	lay, err := LayoutOf(&Libc{Version: v, MallocDebug: r.MallocDebug})
+	lay, err := libc.LayoutOf(&libc.Libc{Version: v, MallocDebug: r.MallocDebug})
 	if err != nil {
-		return nil, Layout{}, Anchors{}, err
+		return nil, layouts.Layout{}, Anchors{}, err
 	}
 	if r.Layout != "" && r.Layout != lay.Profile {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note says layout %s, but glibc %s has layout %s", r.Layout, v, lay.Profile)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("arenactl's allocator note says layout %s, but glibc %s has layout %s", r.Layout, v, lay.Profile)
 	}
-	l := &Libc{Path: r.Path, Base: r.Base, Version: v, Banner: r.Banner, BuildID: r.BuildID, Static: r.Static, MallocDebug: r.MallocDebug,
-		VersionFrom: r.VersionFrom, Source: SourceRecord, syms: map[string]Symbol{}, recordedTLS: []uint64{}}
+	l := &libc.Libc{Path: r.Path, Base: r.Base, Version: v, Banner: r.Banner, BuildID: r.BuildID, Static: r.Static, MallocDebug: r.MallocDebug,
+		VersionFrom: r.VersionFrom, Source: SourceRecord, RecordedTLS: []uint64{}}
 	for _, m := range ms {
 		if m.Path == r.Path {
 			l.Mappings = append(l.Mappings, m)
@@ -112,12 +114,12 @@ func (r *Record) Libc(ms []maps.Mapping, mem Memory) (*Libc, Layout, Anchors, er
 	}
 	for _, off := range []*uint64{r.TLSTcache, r.TLSThreadArena} {
 		if off != nil {
-			l.recordedTLS = append(l.recordedTLS, *off)
+			l.RecordedTLS = append(l.RecordedTLS, *off)
 		}
 	}
 	a := Anchors{MainArena: r.MainArena, Mp: r.Mp, Method: "recorded by the snapshot: " + r.Method}
 	if err := checkMainArena(mem, lay, a.MainArena); err != nil {
-		return nil, Layout{}, Anchors{}, fmt.Errorf("the main_arena arenactl's allocator note records at %#x: %w", a.MainArena, err)
+		return nil, layouts.Layout{}, Anchors{}, fmt.Errorf("the main_arena arenactl's allocator note records at %#x: %w", a.MainArena, err)
 	}
 	return l, lay, a, nil
 }

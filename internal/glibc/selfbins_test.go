@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 )
 
 // The prefix counts a region keeps give, at every offset and for every
@@ -30,7 +32,7 @@ func TestSelfBinsAtIsSelfBins(t *testing.T) {
 	}
 	r := &region{start: start, b: b}
 	for m := 17; m <= 43; m++ {
-		lay, _ := LayoutFor(Version{2, m})
+		lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		for off := uint64(0); off+uint64(lay.StateSize) <= uint64(len(b)); off += 8 {
 			want := selfBins(b[off:off+uint64(lay.StateSize)], lay, start+off)
 			if got := r.selfBinsAt(off, lay); got != want {

@@ -6,11 +6,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 )
 
 // statement is a version an object states of itself, and where.
 type statement struct {
-	v      Version
+	v      layouts.Version
 	from   string // "libc's banner in memory", "the file name libc-2.31.so"
 	banner string
 }
@@ -29,7 +32,7 @@ const maxBannerScan = 8 << 20
 // 2), then its file name. Both are what the object says, where the layout
 // inferred from memory is a guess that backports (a distribution's 2.17
 // with 2.23's attached_threads) can mislead.
-func statedVersions(l *Libc, mem Memory) []statement {
+func statedVersions(l *libc.Libc, mem Memory) []statement {
 	var out []statement
 	scanned := uint64(0)
 	for _, m := range l.Mappings {
@@ -38,15 +41,15 @@ func statedVersions(l *Libc, mem Memory) []statement {
 		}
 		n := min(m.Size(), maxBannerScan-scanned)
 		scanned += n
-		if line, v, ok := findBanner(readPages(mem, m.Start, n)); ok {
+		if line, v, ok := libc.FindBanner(readPages(mem, m.Start, n)); ok {
 			out = append(out, statement{v: v, from: "the banner in its memory", banner: line})
 			break
 		}
 	}
-	if m := versionedName.FindStringSubmatch(baseName(l.Path)); m != nil {
+	if m := versionedName.FindStringSubmatch(libc.BaseName(l.Path)); m != nil {
 		major, _ := strconv.Atoi(m[1])
 		minor, _ := strconv.Atoi(m[2])
-		out = append(out, statement{v: Version{major, minor}, from: "its file name " + baseName(l.Path)})
+		out = append(out, statement{v: layouts.Version{Major: major, Minor: minor}, from: "its file name " + libc.BaseName(l.Path)})
 	}
 	return out
 }
@@ -80,8 +83,8 @@ func (e *memEvidence) believe(r *MemoryOnly, says []statement) {
 	}
 	memSays := versionsText(r.fits)
 	memLay := r.Layout
-	l.Version, l.MinVersion, l.Banner = s.v, Version{}, s.banner
-	switch lay, err := LayoutFor(s.v); {
+	l.Version, l.MinVersion, l.Banner = s.v, layouts.Version{}, s.banner
+	switch lay, err := layouts.LayoutFor(s.v); {
 	case s.v.Major == 2 && slices.Contains(r.fits, s.v.Minor):
 		e.use(r, lay)
 		r.SameFormat = true
@@ -107,13 +110,13 @@ func (e *memEvidence) believe(r *MemoryOnly, says []statement) {
 
 // reads reports whether memory has lay's layout: main_arena and mp_ are
 // found in it and its fields fit, whatever the other votes say.
-func (e *memEvidence) reads(lay Layout) bool {
+func (e *memEvidence) reads(lay layouts.Layout) bool {
 	st := e.state(lay)
 	return st.addr != 0 && st.plausible && e.mp(lay).err == nil
 }
 
 // whyNot says why memory does not read in lay's layout.
-func (e *memEvidence) whyNot(lay Layout) string {
+func (e *memEvidence) whyNot(lay layouts.Layout) string {
 	st := e.state(lay)
 	switch {
 	case st.addr == 0:
@@ -125,7 +128,7 @@ func (e *memEvidence) whyNot(lay Layout) string {
 }
 
 // use makes r read with lay.
-func (e *memEvidence) use(r *MemoryOnly, lay Layout) {
+func (e *memEvidence) use(r *MemoryOnly, lay layouts.Layout) {
 	r.Layout = lay
 	r.Anchors.MainArena, r.Anchors.Mp = e.state(lay).addr, e.mp(lay).addr
 }

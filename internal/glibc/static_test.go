@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/module"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -28,45 +30,13 @@ func libcFiles(t *testing.T) map[string]struct{ path, debug string } {
 	return out
 }
 
-// The fingerprint that dates a static executable without a version string
-// works on a shared libc just as well (the same malloc.o, the same strings):
-// on every libc at hand it must include the banner's version and point to
-// no other layout.
-func TestFingerprintOfSharedLibcs(t *testing.T) {
-	for name, lf := range libcFiles(t) {
-		t.Run(name, func(t *testing.T) {
-			ef := openELF(t, lf.path)
-			_, v, err := banner(ef)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := readImage(ef)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fits := fingerprint(img, readOnlyData(ef))
-			t.Logf("glibc %s: fingerprint fits 2.%v", v, fits)
-			found := false
-			for _, m := range fits {
-				found = found || m == v.Minor
-				if profileName(m) != profileName(v.Minor) {
-					t.Errorf("2.%d (profile %s) fits too", m, profileName(m))
-				}
-			}
-			if !found {
-				t.Errorf("the fingerprint misses the banner's %s", v)
-			}
-		})
-	}
-}
-
 // Where a debug file matches libc's build-id, main_arena and mp_ from its
 // symbols are exactly where the symbol-free search finds them.
 func TestAnchorsFromDebugSymbols(t *testing.T) {
 	for name, lf := range libcFiles(t) {
 		t.Run(name, func(t *testing.T) {
 			id := module.BuildIDOf(openELF(t, lf.path))
-			if _, ok := debugFile(id, []string{lf.debug}); !ok {
+			if _, ok := libc.DebugFile(id, []string{lf.debug}); !ok {
 				t.Skipf("no debug file for build-id %s under %s (libc6-dbg not installed or fetched)", id, lf.debug)
 			}
 			var tg *testutil.Target
@@ -76,11 +46,11 @@ func TestAnchorsFromDebugSymbols(t *testing.T) {
 				g := treeOf(t, name)
 				tg = testutil.StartCmd(t, g.Command(testutil.BuildCSource(t, "wait", waitC, testutil.GlibcSysroot(t)...)))
 			}
-			l, err := FindLibc(readMaps(t, tg.Pid), mapFiles(tg.Pid))
+			l, err := libc.FindLibc(readMaps(t, tg.Pid), mapFiles(tg.Pid))
 			if err != nil {
 				t.Fatal(err)
 			}
-			lay, err := LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,11 +83,11 @@ func TestAnchorsFromDebugSymbols(t *testing.T) {
 // search still answers.
 func TestAnchorsRejectWrongSymbols(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildCSource(t, "wait", waitC))
-	l, err := FindLibc(readMaps(t, tg.Pid), mapFiles(tg.Pid))
+	l, err := libc.FindLibc(readMaps(t, tg.Pid), mapFiles(tg.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lay, _ := LayoutFor(l.Version)
+	lay, _ := layouts.LayoutFor(l.Version)
 	// A "debug file" for this build-id that is some other object: this
 	// test binary's own symbols have no main_arena at all.
 	dir := t.TempDir()
@@ -186,7 +156,7 @@ func TestFindStaticImage(t *testing.T) {
 	if !fileExists("/usr/lib/x86_64-linux-gnu/libc.a") {
 		t.Skip("no libc.a (libc6-dev) for gcc -static")
 	}
-	_, sysVersion, err := banner(openELF(t, systemLibc))
+	_, sysVersion, err := libc.Banner(openELF(t, systemLibc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +171,7 @@ func TestFindStaticImage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			prog := testutil.BuildCSource(t, "wait", waitC, c.flags...)
 			tg := testutil.Start(t, prog)
-			l, err := FindStaticImage(readMaps(t, tg.Pid), prog, mapFiles(tg.Pid))
+			l, err := libc.FindStaticImage(readMaps(t, tg.Pid), prog, mapFiles(tg.Pid))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,11 +181,11 @@ func TestFindStaticImage(t *testing.T) {
 			}
 			// Without a version string the fingerprint gives a range of
 			// versions that share a layout: the system's must be in it.
-			if profileName(l.Version.Minor) != profileName(sysVersion.Minor) {
+			if layouts.ProfileName(l.Version.Minor) != layouts.ProfileName(sysVersion.Minor) {
 				t.Errorf("version %s, layout %s; the system's glibc is %s, layout %s",
-					l.Version, profileName(l.Version.Minor), sysVersion, profileName(sysVersion.Minor))
+					l.Version, layouts.ProfileName(l.Version.Minor), sysVersion, layouts.ProfileName(sysVersion.Minor))
 			}
-			lay, err := LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				t.Fatal(err)
 			}

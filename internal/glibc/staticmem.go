@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/arenactl/arenactl/internal/errkind"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -58,7 +59,7 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 	l.Static, l.Source = true, SourceStaticMemory
 	if ph, bias, err := programHeadersInMemory(mem, m0.Start); err == nil && m0.Offset == 0 {
 		l.Base = bias // 0 for a non-PIE executable, whose addresses are its own
-		l.img.tlsSize = tlsSizeOf(ph)
+		l.SetTLSSize(tlsSizeOf(ph))
 	}
 	e := newEvidence(ms, mem, regions)
 	e.static = true
@@ -84,11 +85,11 @@ func FromMemoryStatic(ms []maps.Mapping, mem Memory, exe string) (*MemoryOnly, e
 // a program's own __thread variables are rarely more than a few KiB.
 const maxStaticTLS = 1 << 20
 
-// tlsSizeOf is what readImage takes from a file's PT_TLS, from the program
-// headers ph in memory: the TLS block's size rounded up to its alignment,
-// how far below the thread pointer a static program's block starts, so that
-// every thread's tcache is found as with the file (tlsOffsets). 0 when
-// there is none, or it is implausible.
+// tlsSizeOf is what internal/glibc/libc takes from a file's PT_TLS, from
+// the program headers ph in memory: the TLS block's size rounded up to its
+// alignment, how far below the thread pointer a static program's block
+// starts, so that every thread's tcache is found as with the file
+// (libc.Libc.TLSOffsets). 0 when there is none, or it is implausible.
 func tlsSizeOf(ph []byte) uint64 {
 	for i := 0; i+56 <= len(ph); i += 56 {
 		p := ph[i:]
@@ -112,7 +113,7 @@ func tlsSizeOf(ph []byte) uint64 {
 // sbrk_base + system_mem is the break. The first two are what made it a
 // candidate; the others may fail on a sound heap (another caller of sbrk,
 // a heap trimmed by hand), so they are counted, not required.
-func (e *memEvidence) mainArenaChecks(lay Layout, a Anchors) (int, []string) {
+func (e *memEvidence) mainArenaChecks(lay layouts.Layout, a Anchors) (int, []string) {
 	st := e.state(lay)
 	held := 0
 	var out []string
@@ -145,4 +146,4 @@ func (e *memEvidence) mainArenaChecks(lay Layout, a Anchors) (int, []string) {
 
 // HasTLS reports whether the TLS block of a static executable read from
 // memory is known, so that each thread's tcache can be looked for in it.
-func (r *MemoryOnly) HasTLS() bool { return r.Libc.Static && r.Libc.img.tlsSize != 0 }
+func (r *MemoryOnly) HasTLS() bool { return r.Libc.Static && r.Libc.TLSSize() != 0 }

@@ -2,6 +2,8 @@ package glibc
 
 import (
 	"github.com/arenactl/arenactl/internal/debuggee"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"github.com/arenactl/arenactl/internal/maps"
 
@@ -26,14 +28,14 @@ type TcacheBin struct {
 
 // Tcaches finds every thread's tcache and arena without symbols. The
 // candidate thread-pointer offsets of libc's TLS variables come from
-// tlsOffsets; for each, the value every thread holds there is read. The
+// libc.Libc.TLSOffsets; for each, the value every thread holds there is read. The
 // offset whose values point just past a chunk of the size of a
 // tcache_perthread_struct is tcache; the one whose values are arenas is
 // thread_arena (static __thread variables of malloc/malloc.c and
 // malloc/arena.c, reached through libc's initial-exec TLS). It returns the
 // caches and the set of chunk addresses they hold, for the chunk walk to
 // count as cached.
-func Tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
+func Tcaches(l *libc.Libc, lay layouts.Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage) {
 	caches, cached, dmg, _ := tcaches(l, lay, mem, threads, arenas)
 	return caches, cached, dmg
 }
@@ -47,7 +49,7 @@ type TLSSlots struct {
 	HasTcache, HasArena bool
 }
 
-func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
+func tcaches(l *libc.Libc, lay layouts.Layout, mem Memory, threads []debuggee.Thread, arenas []uint64) ([]ThreadCache, map[uint64]bool, []Damage, TLSSlots) {
 	var slots TLSSlots
 	if lay.TcacheBins == 0 || len(threads) == 0 {
 		return nil, nil, nil, slots
@@ -63,7 +65,7 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 		tcache, arena int      // how many threads' values look like one
 	}
 	var best, bestArena *slotVals
-	for _, off := range l.tlsOffsets(c) {
+	for _, off := range l.TLSOffsets(c.Word) {
 		sv := &slotVals{off: off}
 		for _, th := range threads {
 			v, _ := c.Word(th.TP() + off)
@@ -116,68 +118,12 @@ func tcaches(l *Libc, lay Layout, mem Memory, threads []debuggee.Thread, arenas 
 
 // isTcache reports whether v can be a thread's tcache_perthread_struct: a
 // 16-aligned user pointer whose chunk has that struct's size.
-func isTcache(c *memio.Cache, lay Layout, v uint64) bool {
+func isTcache(c *memio.Cache, lay layouts.Layout, v uint64) bool {
 	if v == 0 || v%16 != 0 {
 		return false
 	}
 	sz, ok := c.Word(v - 8)
 	return ok && sz&^sizeBits == lay.TcacheChunkSize
-}
-
-// tlsOffsets lists where libc's TLS variables may be, as offsets from the
-// thread pointer (two's complement: they are below it). A shared libc
-// reaches its initial-exec variables through GOT slots relocated with
-// R_X86_64_TPOFF64, whose live values are those offsets. A static
-// executable has no such slots: its TLS block, libc's variables included,
-// sits right below the thread pointer at a link-time constant distance
-// (local-exec), so every word of that block is a candidate. On aarch64
-// (TLS variant I, image.tlsAbove) the slots are R_AARCH64_TLS_TPREL64 and
-// the offsets positive; a static executable's block follows the TCB.
-//
-// A Libc made from a snapshot's Record has no file: its offsets are the
-// ones recorded.
-func (l *Libc) tlsOffsets(c *memio.Cache) []uint64 {
-	if l.recordedTLS != nil {
-		return l.recordedTLS
-	}
-	var offs []uint64
-	if l.Static && l.img.tlsAbove {
-		// The block after the 16-byte TCB, at most its alignment (which
-		// tlsSize is a multiple of) further.
-		return blockOffsets(16, 2*l.img.tlsSize)
-	}
-	if l.Static {
-		for off := uint64(0); off+8 <= l.img.tlsSize; off += 8 {
-			offs = append(offs, off-l.img.tlsSize)
-		}
-		return offs
-	}
-	for _, s := range l.img.tpoff {
-		if off, ok := c.Word(l.Base + s.Offset); ok {
-			if l.img.tlsAbove {
-				return blockOffsets(off-s.Addend, l.img.tlsSize)
-			}
-			offs = append(offs, off)
-		}
-	}
-	return offs
-}
-
-// blockOffsets are the offsets of every word of a TLS block of size bytes
-// at offset base from the thread pointer. aarch64's GCC reaches tcache
-// without a GOT slot of its own: with section anchors (on by default
-// there) malloc.c loads one TPREL slot, thread_arena's, and adds the
-// distance to tcache (in glibc 2.36's arm64 libc.so.6, thread_arena is at
-// 0x48 of libc's TLS block, tcache at 0x50, and only the first has an
-// R_AARCH64_TLS_TPREL64). Any slot's value less its addend is where libc's
-// block starts, so every word of the block is a candidate, as in a static
-// executable.
-func blockOffsets(base, size uint64) []uint64 {
-	var offs []uint64
-	for off := uint64(0); off+8 <= size; off += 8 {
-		offs = append(offs, base+off)
-	}
-	return offs
 }
 
 // binSlots is one bin of a tcache whose counts go down (2.42+): its free
@@ -218,7 +164,7 @@ func checkSlots(bins []binSlots) []Damage {
 // chunk starts 16 bytes before. Their next links are mangled from 2.32 on.
 // Up to 2.41 counts[i] is a bin's length and is checked here; from 2.42
 // num_slots[i] is the room left in the bin, returned for checkSlots.
-func readTcache(c *memio.Cache, lay Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
+func readTcache(c *memio.Cache, lay layouts.Layout, tc *ThreadCache, cached map[uint64]bool) ([]binSlots, []Damage) {
 	var slots []binSlots
 	var dmg []Damage
 	bad := func(at uint64, what string) {
@@ -286,7 +232,7 @@ func readTcache(c *memio.Cache, lay Layout, tc *ThreadCache, cached map[uint64]b
 // tcaches hold counted as cached. The live, core and snapshot paths all
 // read a target through this one function. Its arenas are walked by up to
 // jobs workers, as WalkHeap's.
-func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, nil, jobs)
 }
 
@@ -297,7 +243,7 @@ func WalkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, thre
 // (damage, a non-contiguous main arena) gives those met before, and its
 // Walked is false. Visit is called from one goroutine at a time, in that
 // order, at any number of workers (as WalkHeap's).
-func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func WalkChunks(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
 }
 
@@ -307,11 +253,11 @@ func WalkChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, t
 // reader needs beyond the heaps, which the snapshot dumps whole anyway; on a
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it. Its arenas are walked by up to jobs workers, as WalkHeap's.
-func WalkWithoutChunks(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
+func WalkWithoutChunks(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
 	return walkAll(mem, l, lay, a, ms, threads, true, nil, jobs)
 }
 
-func walkAll(mem Memory, l *Libc, lay Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+func walkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := memio.New(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a

@@ -6,6 +6,7 @@ import (
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"sort"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -14,7 +15,7 @@ import (
 // in the target: malloc_info's numbers reproduced, and what malloc_info does
 // not tell.
 type Walk struct {
-	Layout  Layout
+	Layout  layouts.Layout
 	Anchors Anchors
 	Params  Params
 	Malloc  *mallocinfo.Info // exactly what malloc_info would have printed
@@ -179,7 +180,7 @@ const (
 type walker struct {
 	mem       *memio.Cache
 	page      uint64 // the target's page size, for what malloc_trim gives back (trimPage)
-	lay       Layout
+	lay       layouts.Layout
 	ms        []maps.Mapping
 	spans     *rwSpans // the readable, writable ones of ms, once needed
 	w         *Walk
@@ -210,7 +211,7 @@ type walker struct {
 // the caller could find them (nil otherwise). The arenas are walked by up to
 // jobs workers (as workers.Resolve takes it) when mem may be read from
 // several at once; the result is the same for any count.
-func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool, jobs int) (*Walk, error) {
+func WalkHeap(mem Memory, lay layouts.Layout, a Anchors, ms []maps.Mapping, tcached map[uint64]bool, jobs int) (*Walk, error) {
 	return walkHeap(&walker{mem: memio.New(mem), lay: lay, ms: ms, tcached: memio.SetOf(tcached), jobs: jobs}, a)
 }
 
@@ -223,13 +224,13 @@ func WalkHeap(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, tcached map[
 // hold data, when mem can tell which (memio.DataRuns), else whole pages around
 // the headers only. Its arenas are walked by up to jobs workers, as
 // WalkHeap's.
-func WalkLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, jobs int) (*Walk, error) {
+func WalkLists(mem Memory, lay layouts.Layout, a Anchors, ms []maps.Mapping, jobs int) (*Walk, error) {
 	wk := listsWalker(mem, lay, ms)
 	wk.jobs = jobs
 	return walkHeap(wk, a)
 }
 
-func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
+func listsWalker(mem Memory, lay layouts.Layout, ms []maps.Mapping) *walker {
 	c := memio.NewSized(mem, pageSz)
 	_, runs := mem.(memio.DataRuns)
 	if !runs {
@@ -248,7 +249,7 @@ func listsWalker(mem Memory, lay Layout, ms []maps.Mapping) *walker {
 // (_int_free), but only at their head: a list read from the head it had is
 // the list the call would walk from there. With lists named, the heaps are
 // not copied ahead: the lists are read where they lead.
-func WalkArenaLists(mem Memory, lay Layout, a Anchors, ms []maps.Mapping, addr uint64, index int, lists []int) (*Walk, error) {
+func WalkArenaLists(mem Memory, lay layouts.Layout, a Anchors, ms []maps.Mapping, addr uint64, index int, lists []int) (*Walk, error) {
 	wk := listsWalker(mem, lay, ms)
 	if lists != nil {
 		wk.only = map[int]bool{}
@@ -573,7 +574,7 @@ func (wk *walker) startAhead(a Anchors) {
 // a heap's mprotect'ed part grow by whole ones, sysmalloc and grow_heap in
 // malloc/malloc.c and arena.c). Anything odd (the walk proper reports it)
 // ends the list; the rest is read through the block cache.
-func heapRanges(lay Layout, p *Params, page uint64, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []maps.Range {
+func heapRanges(lay layouts.Layout, p *Params, page uint64, main bool, st []byte, word func(uint64) (uint64, bool), rw func(addr, n uint64) bool) []maps.Range {
 	if page == 0 {
 		page = pageSz
 	}

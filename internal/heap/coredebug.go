@@ -6,6 +6,8 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -17,7 +19,7 @@ import (
 // is the one in the core's memory. Without it, the core is read through
 // libc only if libc's arenas show they were used.
 func coreMallocDebug(t *core.Target, h *Heap, o Options) (*Heap, error) {
-	m0, ok := glibc.MallocDebugMapping(t.Mappings())
+	m0, ok := libc.MallocDebugMapping(t.Mappings())
 	if !ok || h.Libc.MallocDebug {
 		return h, nil // none, or a snapshot's record already says
 	}
@@ -28,14 +30,14 @@ func coreMallocDebug(t *core.Target, h *Heap, o Options) (*Heap, error) {
 	path := t.SysrootPath(trimDeleted(m0.Path))
 	memID, _ := glibc.BuildIDInMemory(t, m0.Start)
 	open := func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(path) }
-	dl, err := glibc.MallocDebugImage(t.Mappings(), h.Libc, open)
+	dl, err := libc.MallocDebugImage(t.Mappings(), h.Libc, open)
 	if err == nil && memID != "" && dl.BuildID != memID {
 		err = fmt.Errorf("%s has build-id %s, the core's %s: another build", path, dl.BuildID, memID)
 	}
-	var lay glibc.Layout
+	var lay layouts.Layout
 	var anchors glibc.Anchors
 	if err == nil {
-		if lay, err = glibc.LayoutOf(dl); err == nil {
+		if lay, err = libc.LayoutOf(dl); err == nil {
 			t.UseFile(m0.Path, path)
 			anchors, err = glibc.FindAnchorsWith(dl, lay, t, o.DebugDirs)
 		}

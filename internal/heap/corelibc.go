@@ -9,6 +9,8 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -43,7 +45,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 		return nil, err
 	}
 	h := &Heap{T: t, SameFormat: true}
-	first, hasLibc := glibc.LibcMapping(t.Mappings())
+	first, hasLibc := libc.LibcMapping(t.Mappings())
 	if b := t.Note(core.NoteAllocator); b != nil {
 		if hasLibc {
 			t.UseFile(first.Path, "") // the record stands for libc's file
@@ -80,7 +82,7 @@ func OpenCore(t *core.Target, o Options) (*Heap, error) {
 				continue
 			}
 			t.UseFile(first.Path, cand.path)
-			lay, err := glibc.LayoutFor(l.Version)
+			lay, err := layouts.LayoutFor(l.Version)
 			if err != nil {
 				return nil, err
 			}
@@ -134,11 +136,11 @@ func libcCandidates(t *core.Target, o Options, recorded, buildID string) []libcC
 // tryLibc reads the libc file at path as the core's libc; nil and the
 // reason when it cannot be used: missing, unreadable, not glibc's libc, or
 // of another build than the core's (memID, "" when the core lacks it).
-func tryLibc(t *core.Target, path, memID string) (l *glibc.Libc, why string, missing bool) {
+func tryLibc(t *core.Target, path, memID string) (l *libc.Libc, why string, missing bool) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Sprintf("libc file %s: not found", path), true
 	}
-	l, err := glibc.FindLibc(t.Mappings(), func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(path) })
+	l, err := libc.FindLibc(t.Mappings(), func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(path) })
 	switch {
 	case err != nil:
 		return nil, fmt.Sprintf("libc file %s: %v", path, err), false

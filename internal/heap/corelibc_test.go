@@ -8,6 +8,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -118,7 +119,7 @@ func TestOpenCoreRefusesAnotherBuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, ok := glibc.LibcMapping(c.Mappings())
+			first, ok := libc.LibcMapping(c.Mappings())
 			c.Close()
 			if !ok {
 				t.Fatal("no libc mapping in the core")
@@ -149,7 +150,7 @@ func TestOpenCoreFindsLibcByBuildID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, _ := glibc.LibcMapping(c.Mappings())
+		first, _ := libc.LibcMapping(c.Mappings())
 		memID, _ := glibc.BuildIDInMemory(c, first.Start)
 		c.Close()
 		if id := testutil.FileBuildID(t, f); id != memID || len(id) < 3 {

@@ -8,6 +8,8 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/hostfs"
 	"github.com/arenactl/arenactl/internal/maps"
 )
@@ -15,7 +17,7 @@ import (
 // openStaticCore opens the allocator of a core without libc.so.6 whose
 // executable is static: glibc's malloc is linked into the executable, so
 // the executable's file is read as a live static process's is
-// (glibc.FindStaticImage). As with libc, a file stands for the core's
+// (libc.FindStaticImage). As with libc, a file stands for the core's
 // executable only when its build-id is the one in the core's memory (the
 // kernel dumps an ELF object's first page): another build's main_arena
 // would be somewhere else. Candidates: the recorded path under the
@@ -26,7 +28,7 @@ import (
 func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 	exe := t.Process().Exe
 	m0, ok := lowestMapping(t.Mappings(), exe)
-	if !ok || len(glibc.FindLoader(t.Mappings())) > 0 {
+	if !ok || len(libc.FindLoader(t.Mappings())) > 0 {
 		// ld.so is mapped in every dynamic process from its exec on: a
 		// dynamic program without libc, not a static one.
 		return nil, ErrNoLibc
@@ -49,18 +51,18 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 			continue
 		}
 		open := func(maps.Mapping) (*os.File, error) { return hostfs.OpenRegular(cand.path) }
-		alloc, err := glibc.DetectAllocator(t.Mappings(), exe, open)
+		alloc, err := libc.DetectAllocator(t.Mappings(), exe, open)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
 			continue
 		}
-		if alloc.Kind != glibc.AllocStatic {
+		if alloc.Kind != libc.AllocStatic {
 			// A dynamic program whose core lacks libc (it died before
 			// libc was mapped, or its libc is elsewhere): not ours.
 			t.UseFile(exe, "")
 			return nil, fmt.Errorf("%w (the executable is %s)", ErrNoLibc, alloc.Name)
 		}
-		l, err := glibc.FindStaticImage(t.Mappings(), exe, open)
+		l, err := libc.FindStaticImage(t.Mappings(), exe, open)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("executable %s: %v", cand.path, err))
 			continue
@@ -74,7 +76,7 @@ func openStaticCore(t *core.Target, o Options, h *Heap) (*Heap, error) {
 			continue
 		}
 		t.UseFile(exe, cand.path)
-		lay, err := glibc.LayoutFor(l.Version)
+		lay, err := layouts.LayoutFor(l.Version)
 		if err != nil {
 			return nil, err
 		}

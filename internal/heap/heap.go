@@ -22,14 +22,16 @@ import (
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
 // Heap is a target's allocator, located.
 type Heap struct {
 	T       debuggee.Target
-	Libc    *glibc.Libc
-	Layout  glibc.Layout
+	Libc    *libc.Libc
+	Layout  layouts.Layout
 	Anchors glibc.Anchors
 	// SameFormat is false when memory alone fitted glibc versions that
 	// print malloc_info differently: the XML may not be glibc's to the byte.
@@ -59,8 +61,8 @@ type Options struct {
 }
 
 // walkable refuses a target of a machine whose heap is not walked: x86_64
-// and aarch64 are (glibc's malloc is the same C on both: layout.go says
-// what was checked). A live process is of arenactl's own machine
+// and aarch64 are (glibc's malloc is the same C on both: internal/glibc/layouts
+// says what was checked). A live process is of arenactl's own machine
 // (internal/live refuses others first).
 func walkable(t debuggee.Target) error {
 	if a := t.Arch(); a != nil && a != arch.AMD64 && a != arch.ARM64 {
@@ -80,14 +82,14 @@ func (e *ArchError) Is(target error) bool { return target == errkind.ErrArch }
 
 // Open locates the allocator of a target whose libc is known (a live
 // process: the file behind its mapping is the one it runs).
-func Open(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
+func Open(t debuggee.Target, l *libc.Libc, o Options) (*Heap, error) {
 	if err := walkable(t); err != nil {
 		return nil, err
 	}
 	if l.MallocDebug {
 		return openMallocDebug(t, l, o)
 	}
-	lay, err := glibc.LayoutOf(l)
+	lay, err := libc.LayoutOf(l)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +179,8 @@ func (h *Heap) Record(w *glibc.Walk) []byte { return glibc.NewRecord(h.Libc, w).
 // libc_malloc_debug.so (l): the library's own copy of malloc when the
 // MALLOC_CHECK_ hook took over, else libc's, which the library then only
 // wraps (glibc.MainArenaUsed).
-func openMallocDebug(t debuggee.Target, l *glibc.Libc, o Options) (*Heap, error) {
-	lay, err := glibc.LayoutOf(l)
+func openMallocDebug(t debuggee.Target, l *libc.Libc, o Options) (*Heap, error) {
+	lay, err := libc.LayoutOf(l)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/glibc/inject"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
@@ -83,7 +84,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 // mapping of the program's (a buffer pool) is read through only while a
 // chunk is still missing. What it cannot find leaves Count short, and the
 // waterfall then takes malloc's total instead.
-func findMmapped(mem glibc.Memory, lay glibc.Layout, ms []maps.Mapping, mi *mallocinfo.Info) glibc.MmappedChunks {
+func findMmapped(mem glibc.Memory, lay layouts.Layout, ms []maps.Mapping, mi *mallocinfo.Info) glibc.MmappedChunks {
 	var mc glibc.MmappedChunks
 	if !mi.HasMmap || mi.MmapCount == 0 {
 		return mc

@@ -8,6 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/live"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/report"
@@ -23,7 +25,7 @@ type memReader struct {
 	// The allocator's layout and anchors, when found: without them the
 	// intervals have no arenas (and mmapped chunks count as other
 	// anonymous memory).
-	lay     glibc.Layout
+	lay     layouts.Layout
 	anchors glibc.Anchors
 	found   bool
 	// mmapped is the bytes of mmapped chunks found in each anonymous
@@ -59,9 +61,9 @@ const mmapScanPages = 64
 
 func newMemReader(t *live.Target, debugDirs []string) *memReader {
 	m := &memReader{t: t, mmapped: map[maps.Range]uint64{}}
-	lay, err := glibc.LayoutOf(t.Libc)
+	lay, err := libc.LayoutOf(t.Libc)
 	if err == nil {
-		m.anchors, err = glibc.FindAnchorsWith(t.Libc, lay, t, append(debugDirs, glibc.DefaultDebugDirs...))
+		m.anchors, err = glibc.FindAnchorsWith(t.Libc, lay, t, append(debugDirs, libc.DefaultDebugDirs...))
 	}
 	if err != nil {
 		m.notes = append(m.notes, "the arenas will not be recorded: "+err.Error())

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/errkind"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/ptrace"
@@ -22,8 +22,8 @@ type Target struct {
 	Exe       string
 	mappings  []maps.Mapping
 	sps       map[int]uint64 // the stack pointers the mappings were classified with
-	Libc      *glibc.Libc
-	Allocator glibc.Allocator
+	Libc      *libc.Libc
+	Allocator libc.Allocator
 	proc      *ptrace.Process
 	frozen    *Frozen // the freeze in force, if any
 	arch      *arch.Arch
@@ -38,7 +38,7 @@ type Target struct {
 // NotGlibcError: the process does not allocate with glibc's malloc.
 type NotGlibcError struct {
 	Pid       int
-	Allocator glibc.Allocator
+	Allocator libc.Allocator
 }
 
 // Is: not glibc malloc (errkind.ErrNotGlibc), and, when the heap is glibc
@@ -49,25 +49,25 @@ func (e *NotGlibcError) Is(target error) bool {
 	case errkind.ErrNotGlibc:
 		return true
 	case errkind.ErrNoCalls:
-		return e.Allocator.Kind == glibc.AllocStatic || e.Allocator.MallocDebug
+		return e.Allocator.Kind == libc.AllocStatic || e.Allocator.MallocDebug
 	}
 	return false
 }
 
 func (e *NotGlibcError) Error() string {
 	switch e.Allocator.Kind {
-	case glibc.AllocInterposed:
+	case libc.AllocInterposed:
 		if e.Allocator.MallocDebug {
 			// Under MALLOC_CHECK_ its own copy of malloc holds the heap,
 			// with a lock and arenas the injected calls' checks do not see.
 			return fmt.Sprintf("process %d preloads glibc's %s: arenactl calls nothing in a process whose malloc it wraps", e.Pid, filepath.Base(e.Allocator.Path))
 		}
 		return fmt.Sprintf("process %d allocates with %s, not glibc malloc", e.Pid, e.Allocator.Name)
-	case glibc.AllocMusl:
+	case libc.AllocMusl:
 		return fmt.Sprintf("process %d uses musl libc, not glibc", e.Pid)
-	case glibc.AllocStatic:
+	case libc.AllocStatic:
 		return fmt.Sprintf("process %d is statically linked: there is no libc to call into", e.Pid)
-	case glibc.AllocStaticOther:
+	case libc.AllocStaticOther:
 		return fmt.Sprintf("process %d is statically linked without glibc's malloc (a Go program, static musl, another allocator): not glibc malloc, nothing for arenactl to read", e.Pid)
 	}
 	return fmt.Sprintf("process %d: no glibc found in its mappings", e.Pid)
@@ -80,7 +80,7 @@ func Open(pid int) (*Target, error) { return open(pid, allowGlibc) }
 
 // OpenReadOnly is Open for reading the allocator from memory only: it also
 // accepts a static executable, whose own copy of glibc's malloc stands in
-// for libc (glibc.FindStaticImage). Nothing may be injected into such a
+// for libc (libc.FindStaticImage). Nothing may be injected into such a
 // target.
 func OpenReadOnly(pid int) (*Target, error) { return open(pid, allowStatic) }
 
@@ -135,32 +135,32 @@ func (t *Target) load(allow int) error {
 	if err := t.readMappings(false, nil); err != nil {
 		return err
 	}
-	t.Allocator, err = glibc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
+	t.Allocator, err = libc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
 	}
 	if err := t.awaitLibc(); err != nil {
 		return err
 	}
-	if t.Allocator.Kind == glibc.AllocStatic && readOnly {
-		if t.Libc, err = glibc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
+	if t.Allocator.Kind == libc.AllocStatic && readOnly {
+		if t.Libc, err = libc.FindStaticImage(t.mappings, t.Exe, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil
 	}
 	if t.Allocator.MallocDebug && readOnly {
-		if t.Libc, err = glibc.FindMallocDebugImage(t.mappings, t.OpenFile); err != nil {
+		if t.Libc, err = libc.FindMallocDebugImage(t.mappings, t.OpenFile); err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}
 		return nil
 	}
-	if t.Allocator.Kind != glibc.AllocGlibc {
+	if t.Allocator.Kind != libc.AllocGlibc {
 		if allow == allowAny {
 			return nil
 		}
 		return &NotGlibcError{Pid: t.Pid, Allocator: t.Allocator}
 	}
-	t.Libc, err = glibc.FindLibc(t.mappings, t.OpenFile)
+	t.Libc, err = libc.FindLibc(t.mappings, t.OpenFile)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.Pid, err)
 	}
@@ -202,12 +202,12 @@ const startPatience = time.Second
 // only for that moment.
 func (t *Target) awaitLibc() error {
 	deadline := time.Now().Add(startPatience)
-	for t.Allocator.Kind == glibc.AllocUnknown && time.Now().Before(deadline) {
+	for t.Allocator.Kind == libc.AllocUnknown && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 		if err := t.readMappings(false, nil); err != nil {
 			return err
 		}
-		a, err := glibc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
+		a, err := libc.DetectAllocator(t.mappings, t.Exe, t.OpenFile)
 		if err != nil {
 			return fmt.Errorf("process %d: %w", t.Pid, err)
 		}

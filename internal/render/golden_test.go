@@ -14,6 +14,7 @@ import (
 	"github.com/arenactl/arenactl/internal/core"
 	"github.com/arenactl/arenactl/internal/diagnose"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/inspect"
@@ -213,7 +214,7 @@ func TestGoldenSnapshot(t *testing.T) {
 // less), and a dry run's prediction per arena with damage that a real trim
 // would be refused for.
 func TestGoldenTrim(t *testing.T) {
-	libc := report.LibcInfo{Path: "/lib/x86_64-linux-gnu/libc.so.6", Version: glibc.Version{Major: 2, Minor: 36}}
+	libc := report.LibcInfo{Path: "/lib/x86_64-linux-gnu/libc.so.6", Version: layouts.Version{Major: 2, Minor: 36}}
 	class := func(c maps.Class, size, rss, pd uint64) maps.ClassSummary {
 		return maps.ClassSummary{Class: c, Count: 1, Size: size, Rss: rss, PrivateDirty: pd}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/render"
 	"github.com/arenactl/arenactl/internal/report"
 	"github.com/arenactl/arenactl/internal/schema"
@@ -20,7 +20,7 @@ import (
 func goldenRecording() *report.Recording {
 	t0 := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
 	rec := &report.Recording{Meta: report.RecordingMeta{Pid: 4242, Exe: "/usr/sbin/server", Start: t0, Interval: time.Second, Rate: 512 << 10, MaxStacks: 100,
-		Libc:  report.LibcInfo{Version: glibc.Version{Major: 2, Minor: 36}},
+		Libc:  report.LibcInfo{Version: layouts.Version{Major: 2, Minor: 36}},
 		Tiers: []report.RecordingTier{{Step: time.Second, Span: 10 * time.Second}, {Step: 10 * time.Second, MaxIntervals: 100}}},
 		Stacks: []report.RecordedStack{{ID: 1, Frames: []stackprof.Frame{{Function: "main"}, {Function: "site_a"}, {Function: "malloc"}}},
 			{ID: 2, Frames: []stackprof.Frame{{Function: "main"}, {Function: "site_b"}, {Function: "malloc"}}}}}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/glibc/predict"
 	"github.com/arenactl/arenactl/internal/maps"
@@ -82,7 +84,7 @@ type ReadOnly struct {
 // LibcInfo identifies the target's libc.
 type LibcInfo struct {
 	Path    string
-	Version glibc.Version
+	Version layouts.Version
 	Banner  string
 	BuildID string
 	// Static: Path is a static executable holding its own glibc malloc.
@@ -91,13 +93,13 @@ type LibcInfo struct {
 	VersionFrom string
 	// MinVersion is set when memory alone narrowed the version to the
 	// range MinVersion to Version.
-	MinVersion glibc.Version
+	MinVersion layouts.Version
 	// Source says where a core's libc came from; "" for a live process.
 	Source string
 }
 
 // LibcOf extracts the identifying part of a Libc.
-func LibcOf(l *glibc.Libc) LibcInfo {
+func LibcOf(l *libc.Libc) LibcInfo {
 	return LibcInfo{Path: l.Path, Version: l.Version, Banner: l.Banner, BuildID: l.BuildID, Static: l.Static, VersionFrom: l.VersionFrom,
 		MinVersion: l.MinVersion, Source: l.Source}
 }

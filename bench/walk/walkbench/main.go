@@ -26,6 +26,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/chunks"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 	"github.com/arenactl/arenactl/internal/heap"
 	"github.com/arenactl/arenactl/internal/live"
@@ -86,11 +87,11 @@ func run(pid, n int, scan, image bool, cpuprofile, memprofile string) error {
 		return err
 	}
 	defer t.Close()
-	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: glibc.DefaultDebugDirs})
+	h, err := heap.Open(t, t.Libc, heap.Options{DebugDirs: libc.DefaultDebugDirs})
 	if err != nil {
 		return err
 	}
-	mods := module.NewTable(t, glibc.DefaultDebugDirs...)
+	mods := module.NewTable(t, libc.DefaultDebugDirs...)
 	defer mods.Close()
 	tls := reach.StaticTLS(mods)
 	threads := len(t.Threads())

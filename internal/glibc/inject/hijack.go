@@ -7,6 +7,7 @@ import (
 	"github.com/arenactl/arenactl/internal/arch"
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -85,7 +86,7 @@ type HijackPolicy struct {
 
 // NewHijackPolicy prepares the policy for one process, whose signal
 // trampoline (libc's __restore_rt, 0 if unknown) is at sigreturn.
-func NewHijackPolicy(l *glibc.Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy {
+func NewHijackPolicy(l *libc.Libc, ms []maps.Mapping, sigreturn uint64) *HijackPolicy {
 	p := &HijackPolicy{stackOf: ms, sigreturn: sigreturn}
 	for _, name := range allocatorEntryPoints {
 		if s, ok := l.Lookup(name); ok && s.Size > 0 {
@@ -93,7 +94,7 @@ func NewHijackPolicy(l *glibc.Libc, ms []maps.Mapping, sigreturn uint64) *Hijack
 		}
 	}
 	for _, m := range ms {
-		base, own := glibc.OwnObject(m)
+		base, own := libc.OwnObject(m)
 		switch {
 		case own && m.Executable():
 			p.ownText = append(p.ownText, span{m.Start, m.End, base})

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/arch"
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
@@ -74,7 +74,7 @@ func TestHijackPolicyOnRealThreads(t *testing.T) {
 	open := func(m maps.Mapping) (*os.File, error) {
 		return os.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
 	}
-	libc, err := glibc.FindLibc(ms, open)
+	libc, err := libc.FindLibc(ms, open)
 	if err != nil {
 		t.Fatal(err)
 	}

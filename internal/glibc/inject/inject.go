@@ -10,6 +10,7 @@ import (
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 )
 
 const (
@@ -54,7 +55,7 @@ type injection struct {
 	journal uint64 // where we record what we create (0: nowhere)
 }
 
-func newInjection(c Caller, l *glibc.Libc, need ...string) (*injection, error) {
+func newInjection(c Caller, l *libc.Libc, need ...string) (*injection, error) {
 	in := &injection{c: c, fn: map[string]uint64{}}
 	for _, name := range append([]string{"__errno_location"}, need...) {
 		s, ok := l.Lookup(name)
@@ -104,7 +105,7 @@ func errResult(r uint64) bool { return r == ^uint64(0) }
 // created is removed before returning, and errno is restored. ctx is checked
 // between calls: when it is done, the remaining work is skipped but the
 // clean-up still runs.
-func RunMallocInfo(ctx context.Context, c Caller, l *glibc.Libc) ([]byte, error) {
+func RunMallocInfo(ctx context.Context, c Caller, l *libc.Libc) ([]byte, error) {
 	in, err := newInjection(c, l, "mmap", "munmap", "fmemopen", "setvbuf", "fclose", "malloc_info")
 	if err != nil {
 		return nil, err
@@ -232,7 +233,7 @@ func readCString(m glibc.Memory, addr, max uint64) ([]byte, bool, error) {
 
 // RunMallocTrim runs malloc_trim(pad) in the target and returns its result:
 // 1 when memory was released to the system, 0 otherwise.
-func RunMallocTrim(ctx context.Context, c Caller, l *glibc.Libc, pad uint64) (int, error) {
+func RunMallocTrim(ctx context.Context, c Caller, l *libc.Libc, pad uint64) (int, error) {
 	in, err := newInjection(c, l, "malloc_trim")
 	if err != nil {
 		return 0, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/libc"
 )
 
 // What an injection creates in the target (a buffer mapping, a FILE) is
@@ -155,7 +155,7 @@ func planLeftover(s LeftoverSite) leftoverPlan {
 // removeLeftovers removes what earlier runs' calls made (a FILE, a
 // buffer), through calls on this run's thread, then has the finder remove
 // each site left empty, and tells the Noter what it did.
-func (in *injection) removeLeftovers(l *glibc.Libc) {
+func (in *injection) removeLeftovers(l *libc.Libc) {
 	f, ok := in.c.(LeftoverFinder)
 	if !ok {
 		return

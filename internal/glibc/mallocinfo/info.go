@@ -1,7 +1,7 @@
 // Package mallocinfo owns glibc's malloc_info(0, fp) XML: the document as
 // numbers (Info: per arena and in all), its strict parser, and its
 // rendering byte for byte as each glibc version prints it (Format, which
-// glibc.Layout carries per version). It knows nothing of how the numbers
+// layouts.Layout carries per version). It knows nothing of how the numbers
 // were obtained: glibc's own call (internal/glibc/inject) and the
 // read-only walk (internal/glibc) both give an Info.
 package mallocinfo

@@ -6,7 +6,7 @@ import (
 )
 
 // Format is how one glibc version prints malloc_info: which lines it has
-// and how it indents them (glibc.Layout has its version's).
+// and how it indents them (layouts.Layout has its version's).
 type Format struct {
 	MmapLine       bool // <total type="mmap"> (2.20+)
 	FastTotals     bool // <total type="fast"> lines (absent on 2.43)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arenactl/arenactl/internal/glibc"
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
 )
 
@@ -24,11 +24,11 @@ func TestRenderRoundTripsEveryFixture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var v glibc.Version
+		var v layouts.Version
 		if _, err := fmt.Sscanf(strings.TrimSuffix(filepath.Base(f), ".xml"), "%d.%d", &v.Major, &v.Minor); err != nil {
 			t.Fatal(err)
 		}
-		l, err := glibc.LayoutFor(v)
+		l, err := layouts.LayoutFor(v)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"debug/elf"
@@ -29,7 +29,7 @@ type image struct {
 	// syms are the link-time addresses of main_arena and mp_ from the
 	// object's own .symtab, when it kept one (a static executable that
 	// was not stripped); nil otherwise.
-	syms *symbolAnchors
+	syms *SymbolAnchors
 }
 
 // tlsSlot is an R_X86_64_TPOFF64 (aarch64: R_AARCH64_TLS_TPREL64)

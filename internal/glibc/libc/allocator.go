@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"debug/elf"
@@ -62,7 +62,7 @@ func isMusl(m maps.Mapping) bool {
 	if !isFileMapping(m) {
 		return false
 	}
-	base := baseName(m.Path)
+	base := BaseName(m.Path)
 	return muslName.MatchString(base) ||
 		(strings.HasPrefix(base, "libc.so") && strings.Contains(m.Path, "-linux-musl/"))
 }
@@ -185,7 +185,7 @@ func isELF(r io.ReaderAt) bool {
 }
 
 func allocatorName(path string) string {
-	base := baseName(path)
+	base := BaseName(path)
 	for _, k := range knownAllocators {
 		if strings.HasPrefix(base, k.prefix) {
 			return k.name + " (" + base + ")"
@@ -218,7 +218,7 @@ func detectStatic(ms []maps.Mapping, exePath string, open FileOpener) (Allocator
 			nil
 	}
 	name := "static executable"
-	if _, v, err := banner(ef); err == nil {
+	if _, v, err := Banner(ef); err == nil {
 		name = "static executable, glibc " + v.String()
 	} else if !hasGlibcMalloc(ef) {
 		return Allocator{Kind: AllocStaticOther, Name: "static executable without glibc malloc", Path: exePath}, nil

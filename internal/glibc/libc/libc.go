@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"bytes"
@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/module"
 )
@@ -24,7 +26,7 @@ type Symbol struct{ Value, Size uint64 }
 type Libc struct {
 	Path     string // as /proc/PID/maps shows it
 	Base     uint64 // load bias: target address = Base + ELF virtual address
-	Version  Version
+	Version  layouts.Version
 	Banner   string // "GNU C Library (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36."
 	BuildID  string // hex of NT_GNU_BUILD_ID; "" when the file has none
 	Text     []maps.Mapping
@@ -38,7 +40,7 @@ type Libc struct {
 	// MinVersion is set when the version could only be narrowed to a
 	// range (libc known from a core's memory alone): MinVersion to
 	// Version, the newest, whose malloc_info format is the one printed.
-	MinVersion Version
+	MinVersion layouts.Version
 	// Source says where a core's libc came from (SourceFile, ...); "" for
 	// a live process.
 	Source string
@@ -48,11 +50,12 @@ type Libc struct {
 	MallocDebug bool
 	Wrapped     *Libc
 
-	syms map[string]Symbol
+	// RecordedTLS are the TLS offsets of a snapshot's Record: searched
+	// instead of the file's GOT slots (TLSOffsets). nil without one.
+	RecordedTLS []uint64
+
+	syms map[string]Symbol // nil for a Libc without a file: Lookup finds nothing
 	img  image
-	// recordedTLS are the TLS offsets of a snapshot's Record: searched
-	// instead of the file's GOT slots (tlsOffsets). nil without one.
-	recordedTLS []uint64
 }
 
 // Lookup returns a defined function or object of libc's dynamic symbol table,
@@ -62,6 +65,11 @@ func (l *Libc) Lookup(name string) (Symbol, bool) {
 	s, ok := l.syms[name]
 	return s, ok
 }
+
+// FileOpener opens the file that backs a mapping: for a live process through
+// /proc/PID/map_files (so targets in containers work), for a core through a
+// sysroot. The caller closes the file.
+type FileOpener func(m maps.Mapping) (*os.File, error)
 
 // ErrNoLibc means no glibc libc.so.6 is mapped: the target is static, uses
 // musl, or is not a process at all.
@@ -75,24 +83,24 @@ var libcName = regexp.MustCompile(`^(libc\.so\.6|libc-2\.[0-9]+\.so)$`)
 // as ld-linux*.so.N or, up to 2.33, ld-2.NN.so. musl's ld-musl is not one.
 var loaderName = regexp.MustCompile(`^(ld-linux[a-z0-9_-]*\.so\.[0-9]+|ld-2\.[0-9]+\.so)$`)
 
-// baseName is a mapping's file name without directories and without the
+// BaseName is a mapping's file name without directories and without the
 // " (deleted)" the kernel appends to unlinked files (e.g. after an upgrade).
-func baseName(path string) string {
+func BaseName(path string) string {
 	return filepath.Base(strings.TrimSuffix(path, " (deleted)"))
 }
 
 func isFileMapping(m maps.Mapping) bool { return strings.HasPrefix(m.Path, "/") }
 
-func isLibc(m maps.Mapping) bool { return isFileMapping(m) && libcName.MatchString(baseName(m.Path)) }
+func isLibc(m maps.Mapping) bool { return isFileMapping(m) && libcName.MatchString(BaseName(m.Path)) }
 
 func isLoader(m maps.Mapping) bool {
-	return isFileMapping(m) && loaderName.MatchString(baseName(m.Path))
+	return isFileMapping(m) && loaderName.MatchString(BaseName(m.Path))
 }
 
 // OwnObject says whether m maps glibc's own code or data (libc.so.6 or
 // ld.so), and names its file.
 func OwnObject(m maps.Mapping) (name string, own bool) {
-	return baseName(m.Path), isLibc(m) || isLoader(m)
+	return BaseName(m.Path), isLibc(m) || isLoader(m)
 }
 
 // FindLoader returns the executable mappings of glibc's dynamic loader
@@ -116,7 +124,7 @@ func FindLibc(ms []maps.Mapping, open FileOpener) (*Libc, error) {
 		return nil, ErrNoLibc
 	}
 	return loadObject(ms, m0, "libc", open, func(ef *elf.File, l *Libc) (err error) {
-		l.Banner, l.Version, err = banner(ef)
+		l.Banner, l.Version, err = Banner(ef)
 		return err
 	})
 }
@@ -247,15 +255,15 @@ func defines(s elf.Symbol, types ...elf.SymType) bool {
 
 var releaseVersion = regexp.MustCompile(`release version ([0-9]+)\.([0-9]+)`)
 
-// banner finds csu/version.c's "GNU C Library ... release version 2.NN"
+// Banner finds csu/version.c's "GNU C Library ... release version 2.NN"
 // in libc's read-only data and returns its first line and the version.
-func banner(ef *elf.File) (string, Version, error) {
+func Banner(ef *elf.File) (string, layouts.Version, error) {
 	for _, b := range readOnlyData(ef) {
-		if line, v, ok := findBanner(b); ok {
+		if line, v, ok := FindBanner(b); ok {
 			return line, v, nil
 		}
 	}
-	return "", Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
+	return "", layouts.Version{}, errors.New(`no "GNU C Library ... release version" banner in its read-only data`)
 }
 
 // readOnlyData returns ef's .rodata, or its read-only segments when it has
@@ -279,13 +287,13 @@ func readOnlyData(ef *elf.File) [][]byte {
 	return data
 }
 
-// findBanner returns the first "GNU C Library" line of b that carries a
+// FindBanner returns the first "GNU C Library" line of b that carries a
 // release version.
-func findBanner(b []byte) (string, Version, bool) {
+func FindBanner(b []byte) (string, layouts.Version, bool) {
 	for {
 		i := bytes.Index(b, []byte("GNU C Library"))
 		if i < 0 {
-			return "", Version{}, false
+			return "", layouts.Version{}, false
 		}
 		b = b[i:]
 		end := bytes.IndexAny(b, "\n\x00")
@@ -297,7 +305,7 @@ func findBanner(b []byte) (string, Version, bool) {
 			major, err1 := strconv.Atoi(m[1])
 			minor, err2 := strconv.Atoi(m[2])
 			if err1 == nil && err2 == nil {
-				return line, Version{major, minor}, true
+				return line, layouts.Version{Major: major, Minor: minor}, true
 			}
 		}
 		b = b[len("GNU C Library"):]
@@ -305,4 +313,4 @@ func findBanner(b []byte) (string, Version, bool) {
 }
 
 // IsLibcPath reports whether a mapped file's path names glibc's libc.
-func IsLibcPath(path string) bool { return libcName.MatchString(baseName(path)) }
+func IsLibcPath(path string) bool { return libcName.MatchString(BaseName(path)) }

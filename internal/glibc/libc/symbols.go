@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"debug/elf"
@@ -16,21 +16,21 @@ import (
 // .build-id/xx/rest.debug: gdb's default debug-file-directory.
 var DefaultDebugDirs = []string{"/usr/lib/debug"}
 
-// symbolAnchors are main_arena and mp_ at their link-time addresses, as a
+// SymbolAnchors are main_arena and mp_ at their link-time addresses, as a
 // symbol table gives them, and which table that was.
-type symbolAnchors struct {
+type SymbolAnchors struct {
 	MainArena, Mp uint64
 	From          string
 }
 
 // symtabAnchors reads main_arena and mp_ from ef's .symtab. Both are static
 // in malloc.c, so they are local objects there and never in .dynsym.
-func symtabAnchors(ef *elf.File) (*symbolAnchors, error) {
+func symtabAnchors(ef *elf.File) (*SymbolAnchors, error) {
 	syms, err := ef.Symbols()
 	if err != nil {
 		return nil, err
 	}
-	var sa symbolAnchors
+	var sa SymbolAnchors
 	seen := map[string]int{}
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || elf.ST_BIND(s.Info) != elf.STB_LOCAL || s.Section == elf.SHN_UNDEF {
@@ -54,9 +54,9 @@ func symtabAnchors(ef *elf.File) (*symbolAnchors, error) {
 	return &sa, nil
 }
 
-// debugFile returns the path of the detached debug file of the object with
+// DebugFile returns the path of the detached debug file of the object with
 // the given build-id under the first of dirs that has one.
-func debugFile(id string, dirs []string) (string, bool) {
+func DebugFile(id string, dirs []string) (string, bool) {
 	if len(id) < 3 {
 		return "", false
 	}
@@ -76,8 +76,8 @@ var errNoDebugFile = errors.New("no debug file")
 // object with the given build-id. These are local files of the machine
 // arenactl runs on, matched by build-id as gdb matches them, so a target
 // in a container still gets the right one when the host has it.
-func debugAnchors(id string, dirs []string) (*symbolAnchors, error) {
-	p, ok := debugFile(id, dirs)
+func debugAnchors(id string, dirs []string) (*SymbolAnchors, error) {
+	p, ok := DebugFile(id, dirs)
 	if !ok {
 		return nil, errNoDebugFile
 	}

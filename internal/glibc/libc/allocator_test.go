@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package glibc
+package layouts
 
 import (
 	"fmt"
@@ -29,15 +29,15 @@ import (
 // size only; TCACHE_MAX_BINS, the tcache counts' type and tcache_entry's
 // key and next are machine-independent C. What differs on aarch64 lies
 // outside these structs: the page size a heap and an mmapped chunk are
-// aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: walk.go's trimPage
-// reads it; its pageSz, 4 KiB, divides them all), the thread pointer's place relative to static TLS (TLS
+// aligned to (GLRO(dl_pagesize), 4, 16 or 64 KiB: internal/glibc's walk.go,
+// trimPage, reads it; its pageSz, 4 KiB, divides them all), the thread pointer's place relative to static TLS (TLS
 // variant I, sysdeps/aarch64/nptl/tls.h, where x86_64 has variant II:
-// tcache.go's tlsOffsets and internal/reach's TLS roots), and memory tagging: with
+// internal/glibc/libc's TLSOffsets and internal/reach's TLS roots), and memory tagging: with
 // glibc.mem.tagging (sysdeps/aarch64/libc-mtag.h, 2.33 on) the pointers
 // malloc returns, and so tcache entries' next links, carry a tag in their
 // top byte (arch.Arch.StripTag).
 type Layout struct {
-	Profile string // versions sharing this Layout (profileName): "A" (2.17) ... "K" (2.35-2.41), "L" (2.42), "M" (2.43)
+	Profile string // versions sharing this Layout (ProfileName): "A" (2.17) ... "K" (2.35-2.41), "L" (2.42), "M" (2.43)
 
 	// struct malloc_state
 	StateFlags, StateFastbins, StateTop, StateBins, StateNext                  int64
@@ -105,6 +105,16 @@ var (
 	mpP5 = Layout{MpTrimThreshold: 0, MpTopPad: 8, MpMmapThreshold: 0x10, MpArenaTest: 0x18, MpArenaMax: 0x20, MpHpPagesize: 0x38,
 		MpNMmaps: 0x44, MpNMmapsMax: 0x48, MpMaxNMmaps: 0x4c, MpNoDynThreshold: 0x50, MpMmappedMem: 0x58, MpMaxMmappedMem: 0x60,
 		MpSbrkBase: 0x68, MpTcacheBins: 0x70, MpTcacheMaxBytes: 0x78, MpTcacheCount: 0x80, MpTcacheUnsortedLimit: 0x88, MpSize: 0x90}
+)
+
+// Default values of mp_'s first fields in the file image (mp_'s static
+// initialiser in malloc/malloc.c): trim_threshold, top_pad and
+// mmap_threshold are 128 KiB, arena_test is 8, arena_max 0; n_mmaps_max is
+// 65536.
+const (
+	DefaultThreshold = 0x20000
+	DefaultArenaTest = 8
+	DefaultMmapMax   = 65536
 )
 
 const (
@@ -184,11 +194,13 @@ func LayoutFor(v Version) (Layout, error) {
 	if m >= 20 {
 		l.UnsortedPrefix = "  "
 	}
-	l.Profile = profileName(m)
+	l.Profile = ProfileName(m)
 	return l, nil
 }
 
-func profileName(m int) string {
+// ProfileName names the Layout that glibc 2.m shares with the versions
+// that read and print alike (Layout.Profile).
+func ProfileName(m int) string {
 	switch {
 	case m <= 18:
 		return "A"

@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 	"github.com/arenactl/arenactl/internal/maps"
 )
 
@@ -48,15 +49,15 @@ func FindStaticImage(ms []maps.Mapping, exePath string, open FileOpener) (*Libc,
 func staticVersion(ef *elf.File, l *Libc) error {
 	ro := readOnlyData(ef)
 	fits := fingerprint(l.img, ro)
-	fit := func(v Version) bool {
+	fit := func(v layouts.Version) bool {
 		for _, m := range fits {
-			if v == (Version{2, m}) {
+			if v == (layouts.Version{Major: 2, Minor: m}) {
 				return true
 			}
 		}
 		return len(fits) == 0 // nothing to check against
 	}
-	if line, v, err := banner(ef); err == nil {
+	if line, v, err := Banner(ef); err == nil {
 		l.Banner, l.Version = line, v
 		return nil
 	}
@@ -78,13 +79,13 @@ func staticVersion(ef *elf.File, l *Libc) error {
 	// malloc_info's output, not in anything linked in), the newest wins.
 	newest, lo, others := fits[0], fits[0], 0
 	for _, m := range fits {
-		if profileName(m) == profileName(newest) {
+		if layouts.ProfileName(m) == layouts.ProfileName(newest) {
 			lo = m
 		} else {
 			others++
 		}
 	}
-	l.Version = Version{2, lo}
+	l.Version = layouts.Version{Major: 2, Minor: lo}
 	l.VersionFrom = fmt.Sprintf("no version string; the allocator's data and strings match glibc 2.%d", lo)
 	if lo != newest {
 		l.VersionFrom += fmt.Sprintf(" to 2.%d", newest)
@@ -120,7 +121,7 @@ func fingerprint(img image, ro [][]byte) []int {
 	)
 	var fits []int
 	for m := 43; m >= 17; m-- {
-		lay, _ := LayoutFor(Version{2, m})
+		lay, _ := layouts.LayoutFor(layouts.Version{Major: 2, Minor: m})
 		if _, err := img.findMainArena(lay); err != nil {
 			continue
 		}
@@ -168,10 +169,10 @@ func sizePrefix(ro [][]byte) (string, bool) {
 
 // symbolVersion reads the "2.NN" string that the named object of ef's
 // .symtab holds.
-func symbolVersion(ef *elf.File, name string) (Version, bool) {
+func symbolVersion(ef *elf.File, name string) (layouts.Version, bool) {
 	syms, err := ef.Symbols()
 	if err != nil {
-		return Version{}, false
+		return layouts.Version{}, false
 	}
 	for _, s := range syms {
 		if s.Name != name || elf.ST_TYPE(s.Info) != elf.STT_OBJECT || s.Size == 0 || s.Size > 16 ||
@@ -186,44 +187,44 @@ func symbolVersion(ef *elf.File, name string) (Version, bool) {
 		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
 			continue
 		}
-		if v, ok := parseVersion(string(bytes.TrimRight(b, "\x00"))); ok {
+		if v, ok := ParseVersion(string(bytes.TrimRight(b, "\x00"))); ok {
 			return v, true
 		}
 	}
-	return Version{}, false
+	return layouts.Version{}, false
 }
 
 var versionString = regexp.MustCompile(`\x002\.([0-9]{2})\x00`)
 
 // loneVersionString finds NUL-terminated "2.NN" strings in ro and returns
 // the version when exactly one distinct such string fits.
-func loneVersionString(ro [][]byte, fit func(Version) bool) (Version, bool) {
-	found := map[Version]bool{}
+func loneVersionString(ro [][]byte, fit func(layouts.Version) bool) (layouts.Version, bool) {
+	found := map[layouts.Version]bool{}
 	for _, b := range ro {
 		for _, m := range versionString.FindAllSubmatch(b, -1) {
-			if v, ok := parseVersion("2." + string(m[1])); ok && fit(v) {
+			if v, ok := ParseVersion("2." + string(m[1])); ok && fit(v) {
 				found[v] = true
 			}
 		}
 	}
 	if len(found) != 1 {
-		return Version{}, false
+		return layouts.Version{}, false
 	}
 	for v := range found {
 		return v, true
 	}
-	return Version{}, false
+	return layouts.Version{}, false
 }
 
-// parseVersion parses "2.NN" for a version arenactl knows.
-func parseVersion(s string) (Version, bool) {
+// ParseVersion parses "2.NN" for a version arenactl knows.
+func ParseVersion(s string) (layouts.Version, bool) {
 	major, minor, ok := strings.Cut(s, ".")
 	if !ok || major != "2" {
-		return Version{}, false
+		return layouts.Version{}, false
 	}
 	m, err := strconv.Atoi(minor)
 	if err != nil || m < 17 || m > 43 {
-		return Version{}, false
+		return layouts.Version{}, false
 	}
-	return Version{2, m}, true
+	return layouts.Version{Major: 2, Minor: m}, true
 }

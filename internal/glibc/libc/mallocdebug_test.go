@@ -1,8 +1,10 @@
-package glibc
+package libc
 
 import (
 	"debug/elf"
 	"testing"
+
+	"github.com/arenactl/arenactl/internal/glibc/layouts"
 )
 
 // libc_malloc_debug.so's copy of malloc is compiled without tcache: its
@@ -25,11 +27,11 @@ func TestMallocDebugLayout(t *testing.T) {
 		t.Skip(err)
 	}
 	defer lf.Close()
-	_, v, err := banner(lf)
+	_, v, err := Banner(lf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, _ := LayoutFor(v)
+	full, _ := layouts.LayoutFor(v)
 	lay, err := LayoutOf(&Libc{Version: v, MallocDebug: true})
 	if err != nil {
 		t.Fatal(err)

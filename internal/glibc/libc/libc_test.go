@@ -1,4 +1,4 @@
-package glibc
+package libc
 
 import (
 	"encoding/binary"
@@ -261,13 +261,13 @@ func TestFindBanner(t *testing.T) {
 		"GNU C Library stable release version 2.17, by Roland McGrath et al.\x00":                  "2.17",
 		"GNU C Library: bad\x00GNU C Library (GNU libc) release version 2.43.\n":                   "2.43",
 	} {
-		_, v, ok := findBanner([]byte(in))
+		_, v, ok := FindBanner([]byte(in))
 		if !ok || v.String() != want {
-			t.Errorf("findBanner(%q) = %v %v, want %s", in, v, ok, want)
+			t.Errorf("FindBanner(%q) = %v %v, want %s", in, v, ok, want)
 		}
 	}
-	if _, _, ok := findBanner([]byte("GNU C Library release version x.y")); ok {
-		t.Error("findBanner accepted a banner without a version")
+	if _, _, ok := FindBanner([]byte("GNU C Library release version x.y")); ok {
+		t.Error("FindBanner accepted a banner without a version")
 	}
 }
 

@@ -22,16 +22,18 @@ import (
 // said where it does: the syscall number is NT_ARM_SYSTEM_CALL's, x7 is
 // lent by syscall stops, and the routine restores through rt_sigreturn.
 
-// pageSize is the call site's page: the routines' layout (internal/arch/site)
-// assumes 4 KiB pages.
-const pageSize = 4096
+// pageSize is the call site's granule: its header, code and frame parts are
+// each a multiple of it, 64 KiB, the largest page aarch64 kernels use, so
+// that the one layout (internal/arch/site) works under 4, 16 and 64 KiB
+// pages alike; only touched pages take memory.
+const pageSize = site.Arm64Page
 
 // stackGap is left free below the thread's sp before the signal frame
 // (Linux's aarch64 ABI has no red zone; the gap is cheap insurance).
 const stackGap = 256
 
-// ErrPageSize: the kernel's pages are not the call site's 4 KiB.
-var ErrPageSize = fmt.Errorf("calls into processes are made only under 4 KiB pages on aarch64 for now: %w", errkind.ErrArch)
+// ErrPageSize: the kernel's pages do not divide the call site's granule.
+var ErrPageSize = fmt.Errorf("calls into processes are made only under 4, 16 or 64 KiB pages on aarch64: %w", errkind.ErrArch)
 
 // ErrLiveSVE: the thread has SVE state the call would lose.
 var ErrLiveSVE = errors.New("the thread has live SVE state, which a call through a signal frame without an SVE record would lose")
@@ -39,7 +41,7 @@ var ErrLiveSVE = errors.New("the thread has live SVE state, which a call through
 // arm takes the thread's own state, puts a signal frame on its stack and
 // makes the call site. Runs on the tracer.
 func (th *Thread) arm() error {
-	if os.Getpagesize() != pageSize {
+	if ps := os.Getpagesize(); ps <= 0 || pageSize%ps != 0 {
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrPageSize)
 	}
 	if th.tramp == 0 {

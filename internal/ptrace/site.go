@@ -39,7 +39,6 @@ const (
 	regsOff     = site.RegsOff
 	journalOff  = site.JournalOff
 	journalSize = site.JournalSize
-	codeOff     = site.CodeOff
 	xsaveOff    = site.XsaveOff
 )
 

@@ -3,8 +3,12 @@ package ptrace
 import (
 	"encoding/binary"
 
+	"github.com/arenactl/arenactl/internal/arch/site"
 	"github.com/arenactl/arenactl/internal/procfs"
 )
+
+// codeOff is where the site's code page is: the page after the header.
+const codeOff = site.CodeOff
 
 // Register slots in the site, in the order the routine loads them
 // (internal/arch/site's site_amd64.S, restore).

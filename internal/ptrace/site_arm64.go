@@ -17,6 +17,10 @@ const (
 	slotPC   = regsOff
 	slotSP   = regsOff + 8
 	frameOff = site.FrameOff
+	// codeOff: aarch64's site spaces its parts by 64 KiB, the largest
+	// page its kernels use, so that the code part can be mprotected
+	// alone under any (site.h).
+	codeOff = site.Arm64CodeOff
 )
 
 // sitePage0 builds the header and the pc and sp slots.

@@ -34,7 +34,9 @@ const (
 	LeaveEntry          = 0x30
 	CodeOff             = 0x1000
 	XsaveOff            = 0x2000
-	FrameOff            = 0x2000
+	Arm64Page           = 0x10000
+	Arm64CodeOff        = 0x10000
+	FrameOff            = 0x20000
 	GateSec             = 1
 	GateNsec            = 0
 	ImageTickNsec       = 100000000

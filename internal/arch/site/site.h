@@ -40,7 +40,15 @@
  * and FP/SIMD state, which the routine's rt_sigreturn restores) */
 #define CODE_OFF 0x1000
 #define XSAVE_OFF 0x2000
-#define FRAME_OFF 0x2000
+/* aarch64's kernels use 4, 16 or 64 KiB pages (arch/arm64/Kconfig,
+ * ARM64_4K_PAGES, ARM64_16K_PAGES, ARM64_64K_PAGES): its site spaces its
+ * parts by the largest, ARM64_PAGE, so that one layout (and one code
+ * image, whose adr offsets are fixed when it is assembled) can be mapped
+ * and mprotected under any of them. site_arm64.S takes ARM64_CODE_OFF as
+ * its CODE_OFF. */
+#define ARM64_PAGE 0x10000
+#define ARM64_CODE_OFF 0x10000
+#define FRAME_OFF 0x20000
 
 /* How long the gate waits for arenactl after a call (a timespec). */
 #define GATE_SEC 1

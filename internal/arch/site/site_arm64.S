@@ -13,6 +13,8 @@
  * mask from it, all at once. Built by gen.sh into arm64.bin. */
 #include <asm/unistd.h>
 #include "site.h"
+#undef CODE_OFF
+#define CODE_OFF ARM64_CODE_OFF
 
 #define H(off) (.Lbase + (off) - CODE_OFF)
 

@@ -151,7 +151,18 @@ static __always_inline void fill(struct call *c, const struct call_regs *regs, l
 	c->tid = tid;
 	c->flags = flags;
 	c->ret = ret;
+#if defined(__TARGET_ARCH_arm64)
+	/* Member by member: the verifier checks each load from the task's
+	 * pt_regs against the kernel's BTF, and a copy of the whole
+	 * struct would read syscallno (an s32) with the padding after it
+	 * as one 8-byte word. */
+	__builtin_memcpy(&c->regs.user, &regs->user, sizeof(regs->user));
+	c->regs.orig_x0 = regs->orig_x0;
+	c->regs.syscallno = regs->syscallno;
+	c->regs.unused = 0;
+#else
 	__builtin_memcpy(&c->regs, regs, sizeof(*regs));
+#endif
 	c->time = bpf_ktime_get_ns();
 }
 

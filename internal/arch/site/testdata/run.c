@@ -16,6 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "../site.h"
+#undef CODE_OFF
+#define CODE_OFF ARM64_CODE_OFF
 
 /* Calls a routine as an injected call runs it: it may use any register
  * (the thread's own come back from the site), so the compiler is told
@@ -56,11 +58,11 @@ int main(int argc, char **argv) {
 	if (argc != 6) return fail("usage: run image raw lock lock_wait restore");
 	FILE *f = fopen(argv[1], "rb");
 	if (!f) return fail("no image");
-	unsigned char *site = mmap(0, 0x3000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	size_t n = fread(site + CODE_OFF, 1, 0x1000, f);
+	unsigned char *site = mmap(0, 3 * ARM64_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t n = fread(site + CODE_OFF, 1, ARM64_PAGE, f);
 	fclose(f);
-	if (n == 0 || n == 0x1000) return fail("image empty or larger than a page");
-	if (mprotect(site + CODE_OFF, 0x1000, PROT_READ | PROT_EXEC)) return fail("mprotect");
+	if (n == 0 || n == ARM64_PAGE) return fail("image empty or larger than a page");
+	if (mprotect(site + CODE_OFF, ARM64_PAGE, PROT_READ | PROT_EXEC)) return fail("mprotect");
 	__builtin___clear_cache((char *)site + CODE_OFF, (char *)site + CODE_OFF + n);
 	uint64_t raw = strtoull(argv[2], 0, 0), lock = strtoull(argv[3], 0, 0);
 	void *rawf = site + CODE_OFF + raw, *lockf = site + CODE_OFF + lock;

@@ -169,12 +169,13 @@ func OpenCallsProc(p *procfs.Proc, o CallOptions) (*Calls, error) {
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("perf: process %d", p.Pid), err)
 	}
-	return openCalls(p.Pid, st.StartTime, o)
+	return openCalls(p, st.StartTime, o)
 }
 
-// openCalls is OpenCalls for the process with this pid that started at
-// start (clock ticks after boot).
-func openCalls(pid int, start uint64, o CallOptions) (_ *Calls, err error) {
+// openCalls is OpenCalls for the process whose directory p holds, which
+// started at start (clock ticks after boot).
+func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error) {
+	pid := p.Pid
 	if o.WholeFrom == 0 {
 		o.WholeFrom = 1 << 20
 	}
@@ -200,7 +201,7 @@ func openCalls(pid int, start uint64, o CallOptions) (_ *Calls, err error) {
 	if err := features.HaveProgramHelper(ebpf.TracePoint, asm.FnTaskPtRegs); err != nil {
 		return nil, refused("recording calls with eBPF (bpf_task_pt_regs)", err)
 	}
-	dev, ino, err := callsNamespace(pid)
+	dev, ino, err := callsNamespace(p)
 	if err != nil {
 		return nil, refused("recording calls with eBPF", err)
 	}
@@ -290,7 +291,8 @@ func openCalls(pid int, start uint64, o CallOptions) (_ *Calls, err error) {
 // processes whose own namespace it is (kernel/bpf/helpers.c): the
 // target's must be arenactl's, as it is for a debug container sharing a
 // pod's (kubectl debug --target).
-func callsNamespace(pid int) (dev, ino uint64, err error) {
+func callsNamespace(p *procfs.Proc) (dev, ino uint64, err error) {
+	pid := p.Pid
 	if host, err := procfs.InHostPidNamespace(); err != nil || host {
 		return 0, 0, err
 	}
@@ -298,8 +300,8 @@ func callsNamespace(pid int) (dev, ino uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	tg, err := nsOf(strconv.Itoa(pid))
-	if err != nil {
+	var tg syscall.Stat_t // the target's, through its held directory
+	if err := syscall.Stat(p.Path("ns/pid"), &tg); err != nil {
 		return 0, 0, err
 	}
 	if l, err := os.Readlink("/proc/self"); err != nil || l != strconv.Itoa(os.Getpid()) {

@@ -296,7 +296,7 @@ func TestCallsKeepToTheProcessStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, start := range []uint64{st.StartTime + 1, st.StartTime} {
-		c, err := perf.OpenCallsStarting(tg.Pid, start, perf.CallOptions{Nrs: []int{unix.SYS_MMAP}})
+		c, err := perf.OpenCallsStarting(procfs.ByPid(tg.Pid), start, perf.CallOptions{Nrs: []int{unix.SYS_MMAP}})
 		if err != nil {
 			t.Fatal(err)
 		}

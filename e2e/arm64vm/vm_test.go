@@ -170,6 +170,7 @@ func TestGuest(t *testing.T) {
 	t.Run("heap", g.heap)
 	t.Run("fixture-heap", g.fixtureHeap)
 	t.Run("leaks", g.leaks)
+	t.Run("record", g.record)
 	t.Run("growth", g.growth)
 }
 

@@ -36,8 +36,9 @@ type slot struct {
 }
 
 // gotSlots lists m's GOT entries for the hooked functions that calls go
-// through: its R_X86_64_JUMP_SLOT relocations (the PLT's). Not
-// R_X86_64_GLOB_DAT: those also serve to take the function's address, and
+// through: its R_X86_64_JUMP_SLOT relocations (the PLT's;
+// R_AARCH64_JUMP_SLOT on aarch64). Not R_X86_64_GLOB_DAT
+// (R_AARCH64_GLOB_DAT): those also serve to take the function's address, and
 // a program that stored a hook's address while profiled would call into
 // the sampler after it is removed. Code built -fno-plt (calls through
 // GLOB_DAT entries) goes unsampled.
@@ -46,7 +47,7 @@ func gotSlots(m *module.Module) ([]slot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Machine != elf.EM_X86_64 || f.Class != elf.ELFCLASS64 {
+	if f.Machine != ringMachine.Machine || f.Class != elf.ELFCLASS64 {
 		return nil, nil
 	}
 	syms, err := f.DynamicSymbols()
@@ -69,8 +70,8 @@ func gotSlots(m *module.Module) ([]slot, error) {
 		for i := 0; i+24 <= len(data); i += 24 {
 			off := binary.LittleEndian.Uint64(data[i:])
 			info := binary.LittleEndian.Uint64(data[i+8:])
-			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
-			if typ != elf.R_X86_64_JMP_SLOT {
+			typ, sym := uint32(info), info>>32
+			if typ != jumpSlot {
 				continue
 			}
 			if sym == 0 || int(sym) > len(syms) {

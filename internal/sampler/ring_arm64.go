@@ -1,24 +1,33 @@
 package sampler
 
 import (
-	"fmt"
+	"debug/elf"
+	_ "embed"
 
 	"github.com/arenactl/arenactl/internal/arch"
-	"github.com/arenactl/arenactl/internal/errkind"
-	"github.com/arenactl/arenactl/internal/live"
 )
 
-// hooksFor refuses every process: the hooks are x86_64 code
-// (blob/sampler.c, built by blob/gen.sh), and a live process of an
-// aarch64 arenactl is aarch64's. Refused before anything is read or
-// placed (exit 18).
-func hooksFor(t *live.Target) error {
-	return fmt.Errorf("process %d: leaks' sampler has no aarch64 hooks yet (issue 31): %w", t.Pid, errkind.ErrArch)
-}
+// image is the sampler built for aarch64 (blob/gen.sh; symbols_arm64.go
+// has its offsets).
+//
+//go:embed sampler_arm64.bin
+var image []byte
 
-// ringMachine: an aarch64 arenactl places the hooks in no process
-// (hooksFor), so it reads no record, and a record's callee-saved
-// registers are none it knows.
+// ringMachine is the machine whose code the hooks are (blob/sampler.c,
+// built for aarch64 by blob/gen.sh), and so whose registers a record holds.
 var ringMachine = arch.ARM64
 
-var ringRegs = [...]int{}
+// jumpSlot is the relocation of a PLT's GOT entry on this machine.
+const jumpSlot = uint32(elf.R_AARCH64_JUMP_SLOT)
+
+// ringRegs are the registers a record holds after its pc and sp, in the
+// order the capture stubs store them (blob/sampler.c, struct regs:
+// x29, x30, x19..x22), as debuggee.Regs words: on aarch64 a register's
+// word in pr_reg is its DWARF number (arch.ARM64). The unwinder starts
+// from pc (the return address, x30), sp, x29 and x30.
+var ringRegs = [...]int{arch.ARM64FP, arch.ARM64LR, arch.ARM64X19, arch.ARM64X19 + 1, arch.ARM64X19 + 2, arch.ARM64X19 + 3}
+
+// directJumps leaves the hooks' jumps through their slots as they are
+// (adrp, ldr, br x16): a direct branch reaches 128 MiB, and the slot's
+// load is one instruction of the fast path.
+func directJumps(img []byte, base uint64, real map[string]uint64) {}

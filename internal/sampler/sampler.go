@@ -1,7 +1,8 @@
 // Package sampler owns the heap sampler arenactl places in a live process:
-// the in-target code (blob/sampler.c, built into the flat image
-// sampler.bin by go generate), pointing the process's GOT entries for the
-// malloc family at it and back, and draining the ring of sampled
+// the in-target code (blob/sampler.c, built into the flat images
+// sampler.bin for x86_64 and sampler_arm64.bin for aarch64 by go
+// generate), pointing the process's GOT entries for the malloc family at
+// it and back, and draining the ring of sampled
 // allocations it fills. What the samples mean (stacks, estimates) is
 // internal/stackprof's.
 //
@@ -38,9 +39,6 @@ import (
 )
 
 //go:generate sh blob/gen.sh .
-
-//go:embed sampler.bin
-var image []byte
 
 // Layouts shared with blob/sampler.c (its _Static_asserts hold them).
 const (
@@ -223,8 +221,10 @@ func (e *NotSampledError) Is(target error) bool { return target == errkind.ErrNo
 // Attach maps the sampler into t and points every loaded object's GOT
 // entries for the malloc family at it.
 func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
-	if err := hooksFor(t); err != nil {
-		return nil, err
+	if a := t.Arch(); a != ringMachine {
+		// A live process is of arenactl's own machine (live refuses
+		// others); this holds the image's machine to it all the same.
+		return nil, fmt.Errorf("process %d: leaks' sampler has hooks for %s, not for this %s process: %w", t.Pid, ringMachine.ELFName, a.ELFName, errkind.ErrArch)
 	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
@@ -848,33 +848,3 @@ var hookEnds = func() []uint64 {
 	slices.Sort(out)
 	return out
 }()
-
-// directJumps turns each hook's jump on to the real function, an indirect
-// jump through its slot (jmp *r_NAME(%rip): ff 25 disp32), into a direct
-// one (jmp rel32, then a nop) when the function is within reach: no load
-// and no indirect branch on every call. Out of reach, the slot stays in use.
-func directJumps(img []byte, base uint64, real map[string]uint64) {
-	for name, h := range hooked {
-		fn, ok := real[name]
-		if !ok {
-			continue
-		}
-		end := hookEnds[slices.Index(hookEnds, h.hook)+1]
-		for at := h.hook; at+6 <= end; at++ {
-			if img[at] != 0xff || img[at+1] != 0x25 {
-				continue
-			}
-			disp := int64(int32(binary.LittleEndian.Uint32(img[at+2:])))
-			if uint64(int64(at+6)+disp) != h.real {
-				continue
-			}
-			rel := int64(fn) - int64(base+at+5)
-			if rel != int64(int32(rel)) {
-				break
-			}
-			img[at] = 0xe9
-			binary.LittleEndian.PutUint32(img[at+1:], uint32(int32(rel)))
-			img[at+5] = 0x90
-		}
-	}
-}

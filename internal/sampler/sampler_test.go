@@ -112,14 +112,15 @@ func TestAttachSampleDetach(t *testing.T) {
 }
 
 // The checked-in image and offsets are what blob/gen.sh makes of
-// blob/sampler.c with this machine's gcc and binutils.
+// blob/sampler.c with this machine's gcc and binutils, for x86_64 and
+// for aarch64.
 func TestBlobIsBuiltFromSource(t *testing.T) {
 	dir := t.TempDir()
 	out, err := exec.Command("sh", "blob/gen.sh", dir).CombinedOutput()
 	if err != nil {
 		t.Skipf("blob/gen.sh: %v\n%s", err, out)
 	}
-	for _, f := range []string{"sampler.bin", "symbols.go"} {
+	for _, f := range []string{"sampler.bin", "symbols_amd64.go", "sampler_arm64.bin", "symbols_arm64.go"} {
 		want, _ := os.ReadFile(filepath.Join(dir, f))
 		got, _ := os.ReadFile(f)
 		if !bytes.Equal(got, want) {

@@ -207,8 +207,9 @@ type Call struct {
 	Entry uint64
 	// Regs are the caller's registers at the call: pc is the return
 	// address; sp the caller's stack pointer once the call returns (the
-	// return address's slot + 8), where Stack, the copy, starts; and its
-	// callee-saved registers. StackEnd is the end of the thread's stack
+	// return address's slot + 8 on x86_64; on aarch64 sp at the call,
+	// the return address in x30 as well), where Stack, the copy, starts;
+	// and its callee-saved registers. StackEnd is the end of the thread's stack
 	// mapping, 0 when unknown.
 	Regs     debuggee.Regs
 	Stack    []byte
@@ -216,7 +217,8 @@ type Call struct {
 }
 
 // Unwind is the registers and stack copy the unwinder takes for the call:
-// pc at Entry with the return address pushed back in front of the copy,
+// pc at Entry with the return address pushed back in front of the copy
+// (x86_64; on aarch64 it stays in the link register, which Regs hold),
 // exactly as at the called function's first instruction; without Entry,
 // pc inside the call instruction, the caller's own frame as the leaf.
 func (c Call) Unwind() (unwind.Start, unwind.Stack) {
@@ -234,6 +236,14 @@ func (c Call) UnwindWith(scratch []byte) (unwind.Start, unwind.Stack, []byte) {
 	if c.Entry == 0 {
 		// Inside the call: its line, and the CFI row in force across it.
 		st.Regs.SetPCOf(liveMachine, ret-1)
+		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
+	}
+	if liveMachine.Regs.RA != liveMachine.Regs.PC {
+		// The return address is in a register (aarch64's x30: bl
+		// writes it there and pushes nothing; Regs hold it), so the
+		// stack at the entry is the caller's, as copied.
+		st.Regs.SetPCOf(liveMachine, c.Entry)
+		st.AtEntry = true
 		return st, unwind.Stack{Addr: sp, Data: c.Stack, End: c.StackEnd}, scratch
 	}
 	if cap(scratch) < 8+len(c.Stack) {

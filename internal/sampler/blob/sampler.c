@@ -2,7 +2,8 @@
  * malloc family that the target's GOT entries are pointed at.
  *
  * Built freestanding and position independent into a flat image
- * (gen.sh): no libc, no relocations, every global reached rip-relative.
+ * (gen.sh), one for x86_64 and one for aarch64: no libc, no relocations,
+ * every global reached pc-relative (rip-relative; adrp on aarch64).
  * arenactl maps the image, fills in `cfg` (the real functions, the mean
  * sampling interval's exponential draws, the ring's size), and points GOT
  * entries at the h_* hooks.
@@ -80,10 +81,17 @@ typedef __SIZE_TYPE__ size_t;
 
 enum { K_MALLOC = 1, K_CALLOC, K_REALLOC, K_REALLOCARRAY, K_POSIX_MEMALIGN, K_ALIGNED_ALLOC, K_MEMALIGN, K_VALLOC, K_PVALLOC, K_FREE };
 
+#if defined(__aarch64__)
+struct regs { /* as the capture stubs store them */
+	u64 sp; /* sp at the hook's entry: the caller's, as after the return */
+	u64 x29, x30, x19, x20, x21, x22; /* x30: the return address */
+};
+#else
 struct regs { /* as the capture stubs push them */
 	u64 sp; /* rsp at the hook's entry: the return address is there */
 	u64 rbx, rbp, r12, r13, r14, r15;
 };
+#endif
 
 /* One record of the ring. `seq` is written last: arenactl takes a record
  * whose seq is its index + 1. */
@@ -97,7 +105,8 @@ struct record {
 		    * this sample (its mean was rate << shift) */
 	u64 addr, size;
 	u64 tid;
-	u64 pc, sp, rbx, rbp, r12, r13, r14, r15;
+	u64 pc, sp;
+	u64 saved[6]; /* x86_64: rbx, rbp, r12..r15; aarch64: x29, x30, x19..x22 */
 	u64 stack_len;
 	u64 old_addr; /* realloc: the block given back */
 	u64 stamp;
@@ -189,7 +198,11 @@ __attribute__((visibility("hidden"))) volatile unsigned char filter[1 << FILTER_
  * at 3 GB/s came out 5 % high (issue 18). */
 static inline u64 thread_slot(void) {
 	u64 tp;
+#if defined(__aarch64__)
+	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#else
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#endif
 	return ((tp >> 12) + (tp >> 21)) & (NCOUNTERS - 1);
 }
 
@@ -206,6 +219,28 @@ static void filter_add(u64 a, int d) {
 	}
 }
 
+#if defined(__aarch64__)
+/* aarch64's syscall convention: the number in x8, arguments x0..x5, the
+ * result in x0 (Linux's arch/arm64 and include/uapi/asm-generic/unistd.h
+ * numbers). */
+#define NR_GETTID 178
+#define NR_GETPID 172
+#define NR_PROCESS_VM_READV 270
+static inline long sys6(long nr, long a, long b, long c, long d, long e, long f) {
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+	return x0;
+}
+#else
+#define NR_GETTID 186
+#define NR_GETPID 39
+#define NR_PROCESS_VM_READV 310
 static inline long sys6(long nr, long a, long b, long c, long d, long e, long f) {
 	long ret;
 	register long r10 __asm__("r10") = d;
@@ -214,6 +249,7 @@ static inline long sys6(long nr, long a, long b, long c, long d, long e, long f)
 	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
 	return ret;
 }
+#endif
 
 /* charge takes n bytes from this thread's counter: 1 when a sample is due. */
 static inline int charge(u64 n) {
@@ -371,22 +407,33 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift,
 	rec->old_addr = old;
 	rec->old_size = old_size;
 	rec->stamp = stamp;
-	rec->tid = sys6(186 /* gettid */, 0, 0, 0, 0, 0, 0);
+	rec->tid = sys6(NR_GETTID, 0, 0, 0, 0, 0, 0);
+#if defined(__aarch64__)
+	rec->sp = r->sp;
+	rec->pc = r->x30;
+	rec->saved[0] = r->x29;
+	rec->saved[1] = r->x30;
+	rec->saved[2] = r->x19;
+	rec->saved[3] = r->x20;
+	rec->saved[4] = r->x21;
+	rec->saved[5] = r->x22;
+#else
 	rec->sp = r->sp + 8;
 	rec->pc = *(u64 *)r->sp;
-	rec->rbx = r->rbx;
-	rec->rbp = r->rbp;
-	rec->r12 = r->r12;
-	rec->r13 = r->r13;
-	rec->r14 = r->r14;
-	rec->r15 = r->r15;
+	rec->saved[0] = r->rbx;
+	rec->saved[1] = r->rbp;
+	rec->saved[2] = r->r12;
+	rec->saved[3] = r->r13;
+	rec->saved[4] = r->r14;
+	rec->saved[5] = r->r15;
+#endif
 	rec->stack_len = 0;
 	{
 		struct iovec local = {rec->stack, copy};
 		/* Partial transfers stop at an iovec: one per page, so a copy
 		 * that would run past the stack's end stops there. */
 		struct iovec remote[STACK_COPY / 4096 + 1];
-		u64 from = r->sp + 8, left = copy;
+		u64 from = rec->sp, left = copy;
 		int n = 0;
 		while (left && n < STACK_COPY / 4096 + 1) {
 			u64 m = 4096 - (from & 4095);
@@ -397,8 +444,8 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift,
 			left -= m;
 			n++;
 		}
-		long pid = sys6(39 /* getpid: a forked child reads itself */, 0, 0, 0, 0, 0, 0);
-		long got = sys6(310 /* process_vm_readv */, pid, (long)&local, 1, (long)remote, n, 0);
+		long pid = sys6(NR_GETPID /* a forked child reads itself */, 0, 0, 0, 0, 0, 0);
+		long got = sys6(NR_PROCESS_VM_READV, pid, (long)&local, 1, (long)remote, n, 0);
 		if (got > 0) rec->stack_len = (u64)got;
 	}
 	/* A block a realloc kept in place, or moved (reallocated), is
@@ -559,6 +606,105 @@ __attribute__((used, visibility("hidden"))) void s_free(void *p, struct regs *r)
 	LEAVE();
 }
 
+#if defined(__aarch64__)
+/* aarch64: a hook is reached by the PLT's `br x17`, so x30 still holds
+ * the caller's return address and sp the caller's stack pointer. The
+ * capture stubs store sp, x29, x30 (the unwinder's pc, sp, fp and return
+ * address) and x19..x22, and call the slow path with a pointer to them as
+ * the argument after the function's own; the slow path keeps x19..x29
+ * (callee-saved), the stub restores x30. Written as top-level assembly
+ * (gcc 12 has no naked functions for aarch64). Each hook and stub starts with
+ * `bti c` (hint #34: a nop where BTI is not implemented), a landing pad
+ * for the indirect branch that reaches it should its page be guarded. */
+#define FUNC(sym, body)                                                    \
+	__asm__(".pushsection .text\n.p2align 2\n.globl " sym "\n.hidden " sym \
+		"\n.type " sym ", %function\n" sym ":\n\thint #34\n\t" body      \
+		"\n.size " sym ", . - " sym "\n.popsection");
+#define CAPTURE(name, argreg)           \
+	FUNC("c_" #name,                \
+	     "sub sp, sp, #64\n\t"      \
+	     "add x9, sp, #64\n\t"      \
+	     "str x9, [sp]\n\t"         \
+	     "stp x29, x30, [sp, #8]\n\t" \
+	     "stp x19, x20, [sp, #24]\n\t" \
+	     "stp x21, x22, [sp, #40]\n\t" \
+	     "mov " argreg ", sp\n\t"   \
+	     "bl s_" #name "\n\t"       \
+	     "ldr x30, [sp, #16]\n\t"   \
+	     "add sp, sp, #64\n\t"      \
+	     "ret")
+CAPTURE(malloc, "x1")
+CAPTURE(calloc, "x2")
+CAPTURE(realloc, "x2")
+CAPTURE(reallocarray, "x3")
+CAPTURE(posix_memalign, "x3")
+CAPTURE(aligned_alloc, "x2")
+CAPTURE(memalign, "x2")
+CAPTURE(valloc, "x1")
+CAPTURE(pvalloc, "x1")
+CAPTURE(free, "x1")
+
+/* The hooks. Scratch registers: x9..x12, x15 and x16 (caller-saved, and
+ * x16 the PLT's own); arguments stay in x0..x7. */
+
+/* CHARGE(reg): this thread's counter -= reg, flags set from the result:
+ * negative (mi) when a sample is due. */
+#define CHARGE(reg)                               \
+	"mrs x9, tpidr_el0\n\t"                   \
+	"lsr x10, x9, #12\n\t"                    \
+	"add x10, x10, x9, lsr #21\n\t"           \
+	"and x10, x10, #4095\n\t"                 \
+	"adrp x11, counters\n\t"                  \
+	"add x11, x11, :lo12:counters\n\t"        \
+	"add x11, x11, x10, lsl #3\n\t"           \
+	"ldr x12, [x11]\n\t"                      \
+	"subs x12, x12, " reg "\n\t"              \
+	"str x12, [x11]\n\t"
+
+/* SAMPLED(reg, stub): branch to stub when reg is a sampled block. */
+#define SAMPLED(reg, stub)                        \
+	"lsr x9, " reg ", #4\n\t"                 \
+	"and x9, x9, #32767\n\t"                  \
+	"adrp x10, filter\n\t"                    \
+	"add x10, x10, :lo12:filter\n\t"          \
+	"ldrb w10, [x10, x9]\n\t"                 \
+	"cbz w10, 1f\n\t"                         \
+	"movz x9, #0x7c15\n\t"                    \
+	"movk x9, #0x7f4a, lsl #16\n\t"           \
+	"movk x9, #0x79b9, lsl #32\n\t"           \
+	"movk x9, #0x9e37, lsl #48\n\t"           \
+	"mul x9, " reg ", x9\n\t"                 \
+	"lsr x9, x9, #50\n\t"                     \
+	"adrp x10, sampled\n\t"                   \
+	"add x10, x10, :lo12:sampled\n\t"         \
+	"add x10, x10, x9, lsl #5\n\t"            \
+	"ldp x11, x12, [x10]\n\t"                 \
+	"cmp x11, " reg "\n\tb.eq " stub "\n\t"   \
+	"cmp x12, " reg "\n\tb.eq " stub "\n\t"   \
+	"ldp x11, x12, [x10, #16]\n\t"            \
+	"cmp x11, " reg "\n\tb.eq " stub "\n\t"   \
+	"cmp x12, " reg "\n\tb.eq " stub "\n\t"
+
+/* REAL(name): on to glibc's function, through its slot. */
+#define JREAL(name)                               \
+	"adrp x16, r_" #name "\n\t"               \
+	"ldr x16, [x16, :lo12:r_" #name "]\n\t"   \
+	"br x16"
+
+#define HOOK(name, body) FUNC("h_" #name, body)
+
+HOOK(malloc, CHARGE("x0") "b.mi c_malloc\n\t" JREAL(malloc))
+HOOK(valloc, CHARGE("x0") "b.mi c_valloc\n\t" JREAL(valloc))
+HOOK(pvalloc, CHARGE("x0") "b.mi c_pvalloc\n\t" JREAL(pvalloc))
+HOOK(aligned_alloc, CHARGE("x1") "b.mi c_aligned_alloc\n\t" JREAL(aligned_alloc))
+HOOK(memalign, CHARGE("x1") "b.mi c_memalign\n\t" JREAL(memalign))
+HOOK(posix_memalign, CHARGE("x2") "b.mi c_posix_memalign\n\t" JREAL(posix_memalign))
+HOOK(calloc, "mul x15, x0, x1\n\t" CHARGE("x15") "b.mi c_calloc\n\t" JREAL(calloc))
+HOOK(realloc, CHARGE("x1") "b.mi c_realloc\n\tcbz x0, 1f\n\t" SAMPLED("x0", "c_realloc") "1:\n\t" JREAL(realloc))
+HOOK(reallocarray, "mul x15, x1, x2\n\t" CHARGE("x15") "b.mi c_reallocarray\n\tcbz x0, 1f\n\t" SAMPLED("x0", "c_reallocarray") "1:\n\t" JREAL(reallocarray))
+HOOK(free, "cbz x0, 1f\n\t" SAMPLED("x0", "c_free") "1:\n\t" JREAL(free))
+
+#else
 /* The capture stubs: reached by a jump from a hook, so rsp still points at
  * the caller's return address. They push the caller's callee-saved
  * registers and rsp, and call the slow path with a pointer to them as the
@@ -633,6 +779,8 @@ HOOK(calloc, "mov %rdi, %rax\n\timul %rsi, %rax\n\t" CHARGE("%rax") "js c_calloc
 HOOK(realloc, CHARGE("%rsi") "js c_realloc\n\ttest %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_realloc") "1: jmp *r_realloc(%rip)")
 HOOK(reallocarray, "mov %rsi, %rax\n\timul %rdx, %rax\n\t" CHARGE("%rax") "js c_reallocarray\n\ttest %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_reallocarray") "1: jmp *r_reallocarray(%rip)")
 HOOK(free, "test %rdi, %rdi\n\tjz 1f\n\t" SAMPLED("%rdi", "c_free") "1: jmp *r_free(%rip)")
+
+#endif
 
 /* internal/sampler reads these layouts at these offsets. */
 _Static_assert(__builtin_offsetof(struct record, kind) == 8, "record.kind");

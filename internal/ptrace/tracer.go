@@ -30,23 +30,37 @@ var errTracerStuck = errors.New("the tracer thread is still blocked in an abando
 func newTracer() *tracer {
 	t := &tracer{work: make(chan func()), quit: make(chan struct{})}
 	ready := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked: when this goroutine returns, the runtime retires
-		// the thread, and with it any leftover tracee relationship.
-		t.tid = unix.Gettid()
-		close(ready)
-		for {
-			select {
-			case f := <-t.work:
-				f()
-			case <-t.quit:
-				return
-			}
-		}
-	}()
+	go t.serve(ready)
 	<-ready
 	return t
+}
+
+// serve is the tracer thread's loop; ready is closed once t.tid is set.
+func (t *tracer) serve(ready chan struct{}) {
+	runtime.LockOSThread()
+	// Never unlocked: when this goroutine returns, the runtime retires
+	// the thread, and with it any leftover tracee relationship.
+	if tid := unix.Gettid(); tid == unix.Getpid() {
+		// The process's main thread is the one the runtime never retires
+		// (runtime.LockOSThread): a tracer there would outlive close, which
+		// then waited its whole second for it, and the tracees it forgot
+		// would stay ours. While this goroutine holds the main thread, the
+		// next one cannot start on it.
+		go t.serve(ready)
+		<-ready
+		runtime.UnlockOSThread()
+		return
+	}
+	t.tid = unix.Gettid()
+	close(ready)
+	for {
+		select {
+		case f := <-t.work:
+			f()
+		case <-t.quit:
+			return
+		}
+	}
 }
 
 // do runs f on the tracer thread and waits for it. f must not block in the

@@ -73,7 +73,7 @@ func Info(ctx context.Context, pid int, o Options) (_ *report.Report, err error)
 		// looked for here, with no thread stopped, in the maps just read.
 		w := *pf.walk
 		w.Mmapped = findMmapped(t, pf.heap.Layout, t.Mappings(), mi)
-		rep.Residency = measureResidency(t.Proc(), &w)
+		rep.Residency = measureResidency(t.Proc(), &w, t.Mappings())
 	}
 	return rep, err
 }
@@ -322,7 +322,7 @@ func readOnlyWith(ctx context.Context, t *live.Target, h *heap.Heap, o Options, 
 		if at != nil {
 			at.Resident = time.Now()
 		}
-		rep.Residency = measureResidency(t.Proc(), walk)
+		rep.Residency = measureResidency(t.Proc(), walk, t.Mappings())
 	}
 	rep.Threads = countThreads(t.Proc())
 	rep.Maps, err = readMaps(t, h)
@@ -363,7 +363,7 @@ func Core(ctx context.Context, path string, o CoreOptions) (*report.Report, erro
 		Core:     &report.CoreInfo{Path: path, CrashTid: ths[0].Tid, Command: p.Command, LibcNotes: h.LibcNotes},
 	}
 	// A core has no pagemap: its free pages are counted as resident.
-	rep.Residency, _ = report.MeasureResidency(walk, nil)
+	rep.Residency, _ = report.MeasureResidency(walk, nil, t.Mappings())
 	if t.Signal != nil {
 		rep.Core.Signal, rep.Core.FaultAddr = int(t.Signal.Signo), t.Signal.Addr
 	}
@@ -420,13 +420,13 @@ func openCore(ctx context.Context, path string, o CoreOptions) (*core.Target, *h
 // are resident, for the RSS waterfall; nil when the pagemap cannot be read
 // (the waterfall then says what it assumed). p is the process's held /proc
 // directory: a pid read anew could name a later process.
-func measureResidency(p *procfs.Proc, w *glibc.Walk) *report.Residency {
+func measureResidency(p *procfs.Proc, w *glibc.Walk, ms []maps.Mapping) *report.Residency {
 	pm, err := p.OpenPagemap()
 	if err != nil {
 		return nil
 	}
 	defer pm.Close()
-	r, err := report.MeasureResidency(w, pm)
+	r, err := report.MeasureResidency(w, pm, ms)
 	if err != nil {
 		return nil
 	}

@@ -21,3 +21,21 @@ func index(ms []Mapping, addr uint64) (int, bool) {
 	}
 	return 0, false
 }
+
+// ClipWritable is r cut to the writable memory that holds its start: the
+// mapping containing r.Start and those adjoining it, writable too. It is
+// empty when r.Start is in no writable mapping. A range computed from a
+// heap read while the process runs (a pre-flight walk) or from a damaged
+// core can take a pointer for a size; only where the heap can be is it
+// asked about.
+func ClipWritable(ms []Mapping, r Range) Range {
+	i, ok := index(ms, r.Start)
+	if !ok || !ms[i].Writable() || r.End <= r.Start {
+		return Range{}
+	}
+	end := ms[i].End
+	for j := i + 1; j < len(ms) && end < r.End && ms[j].Start == end && ms[j].Writable(); j++ {
+		end = ms[j].End
+	}
+	return Range{Start: r.Start, End: min(r.End, end)}
+}

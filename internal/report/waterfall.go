@@ -45,14 +45,29 @@ type Residency struct {
 }
 
 // MeasureResidency asks res (nil for a core) which of the walk's free
-// pages and mmapped chunks are resident.
-func MeasureResidency(w *glibc.Walk, res predict.Residency) (*Residency, error) {
+// pages and mmapped chunks are resident. Every range is first cut to the
+// writable mappings of ms (when given) that hold its start (maps.ClipWritable): a top
+// chunk's size read from a running process can be a pointer, and asking
+// the pagemap about hundreds of GiB of holes took seconds and counted
+// other mappings' pages as free heap.
+func MeasureResidency(w *glibc.Walk, res predict.Residency, ms []maps.Mapping) (*Residency, error) {
 	r := &Residency{Measured: res != nil, MmappedFound: w.Mmapped.Count >= uint64(uint32(w.Params.NMmaps))}
-	resident := func(rg maps.Range) (uint64, error) {
+	measure := func(rg maps.Range) (uint64, error) {
 		if res == nil {
 			return rg.End - rg.Start, nil
 		}
 		return res.Resident(rg.Start, rg.End)
+	}
+	// resident is how many bytes of rg are resident, and how big rg is
+	// once clipped.
+	resident := func(rg maps.Range) (n, size uint64, err error) {
+		if ms != nil {
+			if rg = maps.ClipWritable(ms, rg); rg.End <= rg.Start {
+				return 0, 0, nil
+			}
+		}
+		n, err = measure(rg)
+		return n, rg.End - rg.Start, err
 	}
 	for i := range w.Arenas {
 		a := &w.Arenas[i]
@@ -60,11 +75,11 @@ func MeasureResidency(w *glibc.Walk, res predict.Residency) (*Residency, error) 
 			r.TopsOutsideFree += a.TopSize
 		}
 		for _, rg := range a.TrimRanges {
-			n, err := resident(rg)
+			n, size, err := resident(rg)
 			if err != nil {
 				return nil, err
 			}
-			r.FreeWhole += rg.End - rg.Start
+			r.FreeWhole += size
 			r.FreeWholeResident += n
 			r.Trimmable += n
 		}
@@ -75,20 +90,20 @@ func MeasureResidency(w *glibc.Walk, res predict.Residency) (*Residency, error) 
 		if top.End <= top.Start {
 			continue
 		}
-		n, err := resident(top)
+		n, size, err := resident(top)
 		if err != nil {
 			return nil, err
 		}
-		r.FreeWhole += top.End - top.Start
+		r.FreeWhole += size
 		r.FreeWholeResident += n
 		r.ThreadTops += n
 	}
 	for _, rg := range w.Mmapped.Regions {
-		n, err := resident(rg)
+		n, size, err := resident(rg)
 		if err != nil {
 			return nil, err
 		}
-		r.Mmapped += rg.End - rg.Start
+		r.Mmapped += size
 		r.MmappedResident += n
 		r.MmappedCount++
 	}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/arenactl/arenactl/internal/glibc"
 	"testing"
 
 	"github.com/arenactl/arenactl/internal/glibc/mallocinfo"
@@ -78,5 +79,46 @@ func TestWaterfallAddsUpAlways(t *testing.T) {
 	r.Maps.Unmeasured = true
 	if r.Waterfall() != nil {
 		t.Error("a waterfall without RSS")
+	}
+}
+
+// pageCount is a Residency that says every page asked about is resident
+// and remembers the bytes it was asked about.
+type pageCount struct{ asked uint64 }
+
+func (p *pageCount) Resident(start, end uint64) (uint64, error) {
+	p.asked += end - start
+	return end - start, nil
+}
+
+// A thread arena's top read from a running process can hold a pointer
+// where its size belongs: only the writable mappings holding a range are
+// asked about and counted, never the hundreds of GiB after them.
+func TestResidencyStaysInWritableMappings(t *testing.T) {
+	const heap = 0x7f0000000000
+	ms := []maps.Mapping{
+		{Start: heap, End: heap + 1<<20, Perms: "rw-p"},
+		{Start: heap + 1<<20, End: heap + 64<<20, Perms: "---p"},
+		{Start: heap + 64<<20, End: heap + 65<<20, Perms: "rw-p"},
+	}
+	w := &glibc.Walk{Arenas: []glibc.ArenaWalk{{Top: heap + 0x10000, TopSize: heap + 0x1234560}}}
+	pc := &pageCount{}
+	r, err := MeasureResidency(w, pc, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(1<<20 - 0x11000); r.FreeWhole != want || r.ThreadTops != want || pc.asked != want {
+		t.Errorf("free whole %#x, thread tops %#x, asked %#x; want %#x (to the end of the heap's writable mapping)", r.FreeWhole, r.ThreadTops, pc.asked, want)
+	}
+	// Adjoining writable mappings are one stretch; a start in none counts nothing.
+	if got := maps.ClipWritable(ms[:1], maps.Range{Start: heap + 4096, End: heap + 8192}); got.End != heap+8192 {
+		t.Errorf("inside: %+v", got)
+	}
+	two := []maps.Mapping{{Start: heap, End: heap + 4096, Perms: "rw-p"}, {Start: heap + 4096, End: heap + 8192, Perms: "rw-p"}}
+	if got := maps.ClipWritable(two, maps.Range{Start: heap, End: heap + 1<<30}); got.End != heap+8192 {
+		t.Errorf("adjoining: %+v", got)
+	}
+	if got := maps.ClipWritable(ms, maps.Range{Start: heap + 2<<20, End: heap + 3<<20}); got.End > got.Start {
+		t.Errorf("in a PROT_NONE mapping: %+v", got)
 	}
 }

@@ -95,3 +95,49 @@ func TestParseSyscall(t *testing.T) {
 		}
 	}
 }
+
+// Short ranges are answered from a kept block of entries: asked page by
+// page, in and out of order and across block edges, Resident says what
+// one read of the whole stretch says.
+func TestPagemapResidentShortRanges(t *testing.T) {
+	page := os.Getpagesize()
+	const pages = 3 * pmBlock
+	b, err := unix.Mmap(-1, 0, pages*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	touched := 0
+	for pg := 0; pg < pages; pg += 3 {
+		b[pg*page] = 1
+		touched++
+	}
+	pm, err := OpenPagemap(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pm.Close()
+	start := uint64(uintptr(unsafe.Pointer(&b[0])))
+	whole, err := pm.Resident(start, start+uint64(pages*page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole != uint64(touched*page) {
+		t.Fatalf("whole: %d resident, %d touched", whole/uint64(page), touched)
+	}
+	// Page by page, then in ranges of 5 pages from an odd start, which
+	// cross the blocks' edges.
+	for _, c := range []struct{ from, step int }{{0, 1}, {1, 5}} {
+		sum, _ := pm.Resident(start, start+uint64(c.from*page))
+		for pg := c.from; pg < pages; pg += c.step {
+			r, err := pm.Resident(start+uint64(pg*page), start+uint64(min(pg+c.step, pages)*page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += r
+		}
+		if sum != whole {
+			t.Errorf("in ranges of %d pages: %d resident, whole %d", c.step, sum/uint64(page), whole/uint64(page))
+		}
+	}
+}

@@ -21,7 +21,6 @@ package budget
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -165,7 +164,7 @@ func Check(pid int, op Op, maxMemory uint64, jobs int) error {
 func Apply(budget uint64, jobs int) {
 	glibc.SetMemory(budget, jobs)
 	goShare := budget - budget/4 - 16<<20
-	debug.SetMemoryLimit(int64(max(goShare, 32<<20)))
+	setShare(max(goShare, 32<<20))
 }
 
 // Size prints a byte count for a line of text: 72 MiB, 1.5 GiB.

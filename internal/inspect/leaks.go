@@ -138,6 +138,9 @@ func startSampler(ctx context.Context, t *live.Target, o LeaksOptions) (*started
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
+	// These tables are kept for the whole session: the memory limit
+	// follows them from now on, or the collector marks them back to back.
+	budget.Hold()
 	s, err := sampler.Attach(ctx, t, sampler.Options{Rate: o.Rate, Timeout: o.Timeout, RingSlots: o.RingSlots})
 	if err != nil {
 		return nil, err

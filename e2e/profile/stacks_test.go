@@ -132,13 +132,16 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	// 78-82%); completed from the thread's stack read while it is still
 	// in them (stackprof's extend.go), leaks' reach 94-99.7% of 1,500-
 	// 1,700 samples a run on a 2-CPU machine shared with other jobs,
-	// growth's 75-98% of 250-320 (a run's few cut stacks weigh much).
-	// Floors under what is seen.
+	// growth's 68-98% of 250-320 (a run's few cut stacks weigh much).
+	// With the rare calls' stacks copied 32 KiB deep (bpf/calls.c) and
+	// a thread's read serving a burst of its samples, growth's reach
+	// 93.4-99.4% and leaks' 96.0-99.9% (load 15-26). Floors under what
+	// is seen.
 	if reach*100 < all*90 {
 		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 90%%", reach, all)
 	}
-	if greach*100 < gall*70 {
-		t.Errorf("growth: %d of %d samples reach their thread's first frame; want 70%%", greach, gall)
+	if greach*100 < gall*80 {
+		t.Errorf("growth: %d of %d samples reach their thread's first frame; want 80%%", greach, gall)
 	}
 	if !m.answers() {
 		t.Fatalf("mariadbd stopped answering\n%s", m.log())

@@ -88,11 +88,15 @@ const (
 	// most calls past the syscall's wrapper and its caller.
 	CallShortStack = 256
 	CallWholeStack = DefaultStackSize
+	// CallDeepStack is a whole copy's size when the ring is nearly
+	// empty or the call is forced whole: rare calls on deep paths.
+	CallDeepStack = 32 << 10
 )
 
-// The program's sizes (bpf/calls.c's SHORT_STACK, WHOLE_STACK, MAX_THIN)
-// are these.
-const _ = uint(CallShortStack-256) + uint(256-CallShortStack) + uint(CallWholeStack-8192) + uint(8192-CallWholeStack) + uint(maxThin-8) + uint(8-maxThin)
+// The program's sizes (bpf/calls.c's SHORT_STACK, WHOLE_STACK, DEEP_STACK,
+// MAX_THIN) are these.
+const _ = uint(CallShortStack-256) + uint(256-CallShortStack) + uint(CallWholeStack-8192) + uint(8192-CallWholeStack) +
+	uint(CallDeepStack-32768) + uint(32768-CallDeepStack) + uint(maxThin-8) + uint(8-maxThin)
 
 // A record is a callsCall (bpf/calls.c's struct call), then the stack; its
 // registers are each machine's (decodeCall).

@@ -201,14 +201,14 @@ func TestCallsRecordEveryCall(t *testing.T) {
 		if (where == "main") != (smp.Tid == tg.Pid) {
 			t.Errorf("%s: recorded in thread %d of %d", where, smp.Tid, tg.Pid)
 		}
-		// Alone in the ring: nothing thins it. The copy is whole: 8
-		// KiB, or all there is up to a page the kernel could not read
-		// without a fault (above the main thread's stack, pages of its
-		// mapping never touched): at least the rest of sp's page, and
-		// ending where a page does.
+		// Alone in the ring: nothing thins it. The copy is whole and
+		// deep: 32 KiB, else 8, or all there is up to a page the
+		// kernel could not read without a fault (above the main
+		// thread's stack, pages of its mapping never touched): at
+		// least the rest of sp's page, and ending where a page does.
 		sp, n := smp.Regs.SPOf(arch.Host()), uint64(len(smp.Stack))
 		rest := 4096 - sp%4096
-		if smp.Call.Short || smp.Call.Thin != 0 || n < rest || n != perf.CallWholeStack && (sp+n)%4096 != 0 || smp.Regs.PCOf(arch.Host()) == 0 {
+		if smp.Call.Short || smp.Call.Thin != 0 || n < rest || n != perf.CallDeepStack && n != perf.CallWholeStack && (sp+n)%4096 != 0 || smp.Regs.PCOf(arch.Host()) == 0 {
 			t.Errorf("%s: short %v thin %d, %d bytes of stack from sp %#x, pc %#x", where, smp.Call.Short, smp.Call.Thin, n, sp, smp.Regs.PCOf(arch.Host()))
 		}
 	}

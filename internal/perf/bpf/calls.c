@@ -34,6 +34,14 @@ enum { KIND_MMAP, KIND_MUNMAP, KIND_MREMAP, KIND_BRK, KIND_MADVISE, KIND_MPROTEC
  * wrapper and its caller; a whole one is as large as perf's. */
 #define SHORT_STACK 256
 #define WHOLE_STACK 8192
+/* A call copied whole while the ring is nearly empty (k is 0: a process
+ * that calls rarely), or forced whole, gets a deeper copy: such calls are
+ * where a server's rare, deep paths grow its heaps (mprotect from
+ * grow_heap under a DROP TABLE, 11-13 frames into an 8 KiB copy on
+ * MariaDB), gone from the thread's stack before arenactl reads it. The
+ * copies a ring holds before k rises are bounded by thin_step, so a
+ * process that maps in a loop pays for at most one such copy a drain. */
+#define DEEP_STACK 32768
 #define MAX_THIN 8
 #define PAGE 4096
 
@@ -127,6 +135,26 @@ static __always_inline int mine(struct task_struct *task, __u32 *tgid, __u32 *ti
 static __always_inline __u32 copy_stack(void *dst, __u64 sp, int whole)
 {
 	__u32 left = ((~sp) & (PAGE - 1)) + 1;
+	if (whole == 2) {
+		/* Page by page, so that a stack shallower than the copy
+		 * (most are) gives all it has rather than failing whole:
+		 * the rest of sp's page, then whole pages until one cannot
+		 * be read or the copy is full. */
+		if (bpf_probe_read_user(dst, left, (void *)sp))
+			return 0;
+		__u32 n = left;
+#pragma unroll
+		for (int i = 0; i < DEEP_STACK / PAGE - 1; i++) {
+			/* At most 4096 + 6 * 4096 = DEEP_STACK - PAGE; the mask
+			 * (a no-op) is the bound the verifier can see, and the
+			 * record has a page of room past DEEP_STACK for it. */
+			__u32 off = (left + i * PAGE) & (DEEP_STACK - 1);
+			if (bpf_probe_read_user(dst + off, PAGE, (void *)(sp + off)))
+				break;
+			n = off + PAGE;
+		}
+		return n;
+	}
 	if (whole) {
 		if (!bpf_probe_read_user(dst, WHOLE_STACK, (void *)sp))
 			return WHOLE_STACK;
@@ -205,6 +233,15 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 	}
 	__u64 sp = PT_REGS_SP(regs);
 	struct call *c;
+	if ((flags & 2) || flags == 1) {
+		c = bpf_ringbuf_reserve(&calls, sizeof(*c) + DEEP_STACK + PAGE, 0);
+		if (c) {
+			fill(c, regs, ret, tgid, tid, flags);
+			c->stack_len = copy_stack(c + 1, sp, 2);
+			bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+	}
 	if (flags) {
 		c = bpf_ringbuf_reserve(&calls, sizeof(*c) + WHOLE_STACK, 0);
 		if (c) {

@@ -35,6 +35,10 @@ slap() {
 }
 slap >/dev/null # warm up
 : >"$work/res"
+: >"$work/cpu"
+# ticks PID: the process's utime+stime in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 for i in $(seq "$rounds"); do
 	echo "without $(slap)" >>"$work/res"
 	if [ "$tool" = record ]; then
@@ -44,7 +48,13 @@ for i in $(seq "$rounds"); do
 	fi
 	ap=$!
 	for j in $(seq 100); do grep -q "window is open" "$work/leaks.out" && break; sleep 0.1; done
+	# arenactl's own CPU (utime+stime, all threads) over the profiled
+	# slap, per second of it: a figure the machine's other load moves
+	# far less than the queries per second.
+	c0=$(ticks "$ap")
+	t0=$(date +%s%N)
 	echo "profiled $(slap)" >>"$work/res"
+	echo "$(($(ticks "$ap") - c0)) $(($(date +%s%N) - t0))" >>"$work/cpu"
 	kill -INT "$ap"
 	wait "$ap" || die "arenactl $tool failed: $(cat "$work/leaks.out")"
 done
@@ -54,4 +64,8 @@ END {
 	for (k in n) { for (j = 1; j <= n[k]; j++) a[j] = v[k, j]; m[k] = median(a, n[k]) }
 	printf "median: without %.0f, profiled %.0f queries/s: %.1f%% fewer\n", m["without"], m["profiled"], 100 * (1 - m["profiled"] / m["without"])
 }' "$work/res"
+awk -v hz="$hz" "$awk_median"'
+{ n++; a[n] = $1 / hz / ($2 / 1e9) }
+END { printf "arenactl %s: median %.3f CPU-seconds per second of the profiled slap\n", tool, median(a, n) }' tool="$tool" "$work/cpu"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 grep -E "samples|explains" "$work/leaks.out" | head -3

@@ -150,7 +150,7 @@ FILE' prints a recording.`,
 	fl.StringVar(&rf.pprofDir, "pprof-dir", "", "write a gzipped pprof profile of what is held (allocated since the recording began and still held) to this directory every --pprof-every")
 	fl.DurationVar(&rf.pprofEvery, "pprof-every", time.Minute, "how often --pprof-dir gets a profile")
 	fl.IntVar(&rf.pprofKeep, "pprof-keep", 100, "the most profiles kept in --pprof-dir (the oldest are removed); 0: all")
-	fl.DurationVar(&rf.walkEvery, "walk-every", inspect.DefaultWalkEvery, "how often to walk the heaps (over a copy-on-write image) for malloc's held, free and trimmable bytes; 0: never; stretched when a walk costs much (docs/commands/record.md)")
+	fl.DurationVar(&rf.walkEvery, "walk-every", inspect.DefaultWalkEvery, "how often to walk the heaps (over a copy-on-write image) for malloc's held, free and trimmable bytes, the first walk one such period in; 0: never; stretched when a walk costs much (docs/commands/record.md)")
 	fl.DurationVar(&rf.walkMaxStop, "walk-max-stop", inspect.DefaultWalkMaxStop, "skip a walk whose image would stop the process longer than this (it grows about 16.5 ms per GiB of heap)")
 	fl.StringVar(&rf.walkBudget, "walk-budget", "", "STOP_SHARE,CPU_SHARE: the share of the time the walks may stop the process and of a CPU they may take before the cadence stretches (default 0.001,0.02; the tests' fast walks)")
 	fl.MarkHidden("walk-budget")

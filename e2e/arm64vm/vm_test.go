@@ -150,6 +150,7 @@ var guestTargets = []struct {
 	{"selfcheck", "selfcheck.c", nil},
 	{"sve", "sve.c", []string{"-march=armv8-a+sve"}},
 	{"mtetag", "mtetag.c", []string{"-O2", "-march=armv8.5-a+memtag"}},
+	{"sme", "sme.c", []string{"-O2", "-pthread"}},
 	{"heapobjs", "heapobjs.cpp", []string{"-O2"}},
 	{"leaks", "leaks.cpp", []string{"-O2", "-fomit-frame-pointer"}},
 	{"grow_sites", "grow_sites.c", []string{"-O2", "-fomit-frame-pointer"}},
@@ -176,6 +177,7 @@ func TestGuest(t *testing.T) {
 	t.Run("selfcheck-kill", g.selfcheckKill)
 	t.Run("sve", g.sve)
 	t.Run("mte", g.mte)
+	t.Run("sme", g.sme)
 	t.Run("kernel-core", g.kernelCore)
 	t.Run("fixture", g.fixture)
 	t.Run("heap", g.heap)

@@ -30,6 +30,9 @@ var ErrPageSize = fmt.Errorf("calls into processes are made only under 4, 16 or 
 // ErrLiveSVE: the thread has SVE state the call would lose.
 var ErrLiveSVE = errors.New("the thread has live SVE state, which a call through a signal frame without an SVE record would lose")
 
+// ErrLiveSME: the thread is in SME streaming mode or has ZA live.
+var ErrLiveSME = errors.New("the thread is in SME streaming mode or has ZA live, which a call through a signal frame without their records would lose")
+
 // trampCode is what the trampoline holds: the vDSO's __kernel_rt_sigreturn.
 var trampCode = sigreturnCode
 
@@ -40,13 +43,16 @@ var siteCode = site.ARM64
 const xstateName = "the FP/SIMD registers"
 
 // callable refuses a page size the site's layout does not divide and a
-// thread whose SVE state the frame would lose.
+// thread whose SVE or SME state the frame would lose.
 func (th *Thread) callable() error {
 	if ps := os.Getpagesize(); ps <= 0 || pageSize%ps != 0 {
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrPageSize)
 	}
 	if liveSVE(th.Tid) {
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrLiveSVE)
+	}
+	if liveSME(th.Tid) {
+		return fmt.Errorf("thread %d: %w", th.Tid, ErrLiveSME)
 	}
 	return nil
 }

@@ -40,7 +40,8 @@
 #
 # Environment: ARENACTL_ARM64_CACHE (above), ARENACTL_ARM64_CPU (qemu -cpu,
 # default "max,pauth-impdef=on": pointer authentication present, computed
-# the fast way), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G),
+# the fast way), ARENACTL_ARM64_MACHINE (qemu -M, default "virt";
+# "virt,mte=on" gives the guest memory tagging), ARENACTL_ARM64_SMP (2), ARENACTL_ARM64_MEM (2G),
 # ARENACTL_ARM64_BOOT_LIMIT (240 s), ARENACTL_ARM64_PAGES (4k, or 16k: the
 # same userland under a kernel with 16 KiB pages).
 set -Eeuo pipefail
@@ -50,6 +51,7 @@ trap 'echo "arm64-vm.sh: line $LINENO failed (status $?)" >&2; exit 125' ERR
 
 CACHE=${ARENACTL_ARM64_CACHE:-${XDG_CACHE_HOME:-/var/cache}/arenactl-arm64}
 CPU=${ARENACTL_ARM64_CPU:-max,pauth-impdef=on}
+MACHINE=${ARENACTL_ARM64_MACHINE:-virt}
 SMP=${ARENACTL_ARM64_SMP:-2}
 MEM=${ARENACTL_ARM64_MEM:-2G}
 # Seconds from qemu's start to the guest's PID 1 running (13-30 s seen on a
@@ -353,7 +355,7 @@ cmd_run() {
 	# too: a guest whose PID 1 has not said it is up within BOOT_LIMIT
 	# seconds is stopped.
 	timeout -k 10 $((limit + BOOT_LIMIT + 60)) nice qemu-system-aarch64 \
-		-M virt -cpu "$CPU" -smp "$SMP" -m "$MEM" -accel tcg,thread=multi \
+		-M "$MACHINE" -cpu "$CPU" -smp "$SMP" -m "$MEM" -accel tcg,thread=multi \
 		-nographic -no-reboot -nodefaults -serial "file:$log" -monitor none "${machine[@]}" \
 		</dev/null >"$w/qemu.out" 2>&1 &
 	local qpid=$! booted=0

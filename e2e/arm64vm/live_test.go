@@ -162,11 +162,17 @@ func callSites(t *testing.T, pid int) []string {
 // with z8 and p1 held over the whole vector length) is passed over, with
 // its reason, since the call's frame has no SVE record; info borrows the
 // main thread instead, and the SVE thread finds its state whole.
-func (g *guest) sve(t *testing.T) {
-	if !strings.Contains(readFile(t, "/proc/cpuinfo"), " sve") {
-		t.Skip("the CPU has no SVE")
+func (g *guest) sve(t *testing.T) { g.passedOver(t, "sve", "SVE") }
+
+// passedOver: the target's second thread, holding state of the CPU's
+// feature what (its /proc/cpuinfo name is the target's), is refused by
+// info --thread with a reason naming what; info borrows the main thread,
+// and the target's check finds the second thread's state whole.
+func (g *guest) passedOver(t *testing.T, target, what string) {
+	if !strings.Contains(readFile(t, "/proc/cpuinfo"), " "+target) {
+		t.Skip("the CPU has no " + what)
 	}
-	tg := g.start(t, "sve")
+	tg := g.start(t, target)
 	pid := strconv.Itoa(tg.Pid)
 	var other int
 	for _, tid := range tg.Threads() {
@@ -175,8 +181,8 @@ func (g *guest) sve(t *testing.T) {
 		}
 	}
 	r := g.run(t, "info", "--timeout", "2s", "--thread", strconv.Itoa(other), pid)
-	if r.code == 0 || !strings.Contains(r.stderr, "SVE") {
-		t.Errorf("info of the SVE thread: exit %d, %q; want it refused for its SVE state", r.code, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, what) {
+		t.Errorf("info of the %s thread: exit %d, %q; want it refused for its %s state", what, r.code, r.stderr, what)
 	}
 	g.mustRun(t, "info", pid)
 	if a := tg.Send("check"); a != "ok" {

@@ -1,26 +1,18 @@
 package ptrace
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/arch/site"
 	"github.com/arenactl/arenactl/internal/errkind"
 )
 
-// The call on aarch64 follows call_amd64.go's design: the thread's own
-// state is taken (its syscall restarted and entered again if it was
-// blocked in one), a signal frame goes on its stack, the call site is made
-// by syscalls that return into the vDSO's signal trampoline, and every
-// call returns into the site's routine (its link register is the entry),
-// which restores the thread by itself if arenactl is gone. What differs is
-// said where it does: the syscall number is NT_ARM_SYSTEM_CALL's, x7 is
-// lent by syscall stops, and the routine restores through rt_sigreturn.
+// The aarch64 hooks of the injection's flow (inject.go). What differs from
+// x86_64 is said where it does: the syscall number is NT_ARM_SYSTEM_CALL's,
+// x7 is lent by syscall stops, the link register carries the return into
+// the routine, and the routine restores through rt_sigreturn.
 
 // pageSize is the call site's granule: its header, code and frame parts are
 // each a multiple of it, 64 KiB, the largest page aarch64 kernels use, so
@@ -38,216 +30,116 @@ var ErrPageSize = fmt.Errorf("calls into processes are made only under 4, 16 or 
 // ErrLiveSVE: the thread has SVE state the call would lose.
 var ErrLiveSVE = errors.New("the thread has live SVE state, which a call through a signal frame without an SVE record would lose")
 
-// arm takes the thread's own state, puts a signal frame on its stack and
-// makes the call site. Runs on the tracer.
-func (th *Thread) arm() error {
+// ErrLiveSME: the thread is in SME streaming mode or has ZA live.
+var ErrLiveSME = errors.New("the thread is in SME streaming mode or has ZA live, which a call through a signal frame without their records would lose")
+
+// trampCode is what the trampoline holds: the vDSO's __kernel_rt_sigreturn.
+var trampCode = sigreturnCode
+
+// siteCode is the call site's code page.
+var siteCode = site.ARM64
+
+// xstateName names what getXState reads, for its errors.
+const xstateName = "the FP/SIMD registers"
+
+// callable refuses a page size the site's layout does not divide and a
+// thread whose SVE or SME state the frame would lose.
+func (th *Thread) callable() error {
 	if ps := os.Getpagesize(); ps <= 0 || pageSize%ps != 0 {
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrPageSize)
-	}
-	if th.tramp == 0 {
-		a, err := FindTrampoline(th.p)
-		if err != nil {
-			return fmt.Errorf("%w, so a call could not restore itself", err)
-		}
-		th.tramp = a
-	}
-	if err := th.p.SiteHolding(th.Tid, th.saved); err != nil {
-		return err
-	}
-	code := make([]byte, len(sigreturnCode))
-	if _, err := th.p.ReadAt(code, th.tramp); err != nil || !bytes.Equal(code, sigreturnCode) {
-		return fmt.Errorf("thread %d: no signal trampoline at %#x", th.Tid, th.tramp)
 	}
 	if liveSVE(th.Tid) {
 		return fmt.Errorf("thread %d: %w", th.Tid, ErrLiveSVE)
 	}
-	if err := unix.PtraceSetOptions(th.Tid, traceOptions); err != nil {
-		return th.gone(err)
+	if liveSME(th.Tid) {
+		return fmt.Errorf("thread %d: %w", th.Tid, ErrLiveSME)
 	}
-	th.written = true
-	in := &injector{exact: *th.saved, at: atOther}
-	in.fallback = in.exact
-	if th.atSVC(th.saved) {
-		// Blocked in a syscall (pc already rewound to the svc, x0
-		// orig_x0 again: see InSyscall), or about to issue one. Let it
-		// issue it and stop it at the entry: there its signal mask is
-		// the real one (ppoll, pselect6, epoll_pwait and rt_sigsuspend
-		// run with a temporary mask, put back on their way out), and
-		// the syscall it runs is what the kernel says, restart_syscall
-		// for one interrupted with -ERESTART_RESTARTBLOCK (do_signal's
-		// setup_restart_syscall sets x8 as it resumes).
-		if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
-			return th.gone(err)
-		}
-		e, err := th.waitSyscall(syscallInfoEntry)
-		if err != nil {
-			return err
-		}
-		nr, err := getSyscallNo(th.Tid)
-		if err != nil {
-			return th.gone(err)
-		}
-		if e.Pc != th.saved.Pc+4 || nr < 0 {
-			return fmt.Errorf("thread %d: the syscall at %#x was not issued by the svc at %#x", th.Tid, e.Pc, th.saved.Pc)
-		}
-		in.at = atEntry
-		in.exact = e
-		in.exact.Pc = th.saved.Pc
-		in.exact.Regs[7] = th.saved.Regs[7] // lent by the stop (setResume)
-		in.exact.Regs[8] = uint64(nr)
-		in.fallback = in.exact
-		if nr == sysRestartSyscall {
-			// rt_sigreturn cancels the restart block: the frame
-			// issues the original syscall again.
-			in.fallback.Regs[8] = th.saved.Regs[8]
-			in.fallback.Regs[0] = th.saved.Regs[0]
-		}
-	}
-	mask, err := getSigmask(th.Tid)
-	if err != nil {
-		return th.gone(err)
-	}
-	fp, err := getXState(th.Tid)
-	if err != nil {
-		return fmt.Errorf("thread %d: reading the FP/SIMD registers: %w", th.Tid, err)
-	}
-	in.xs, th.xstate = fp, fp
-	th.inj = in
-	frame, err := sigFrame(&in.fallback, mask, fp)
-	if err != nil {
-		return err
-	}
-	sp := (in.exact.Sp - stackGap - uint64(len(frame))) &^ 15
-	if _, err := th.p.WriteAt(frame, sp); err != nil {
-		return fmt.Errorf("writing a signal frame on thread %d's stack: %w", th.Tid, err)
-	}
-	in.sp = sp
-	if in.at != atEntry {
-		if err := th.enterTrampoline(); err != nil {
-			return err
-		}
-	}
-	size := uint64(frameOff) + (uint64(len(frame))+pageSize-1)&^(pageSize-1)
-	base, err := th.trampSyscall(unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
-	if err != nil {
-		return err
-	}
-	if base >= ^uint64(pageSize-1) { // -errno
-		return fmt.Errorf("thread %d: mmap of the call site failed: %w", th.Tid, unix.Errno(-base))
-	}
-	in.base, in.size = base, size
-	pg := site.ARM64
-	text := pg.Text
-	in.entry, in.restore = base+codeOff, base+codeOff+pg.Restore
-	in.image, in.raw = base+codeOff+pg.Image, base+codeOff+pg.Raw
-	in.lock, in.lockEnd, in.lockWait = base+codeOff+pg.Lock, base+codeOff+pg.LockEnd, base+codeOff+pg.LockWait
-	if len(text) > pageSize {
-		return errors.New("ptrace: the call site's code does not fit its page")
-	}
-	page0 := sitePage0(size, th.Tid, &in.exact, sp)
-	for _, w := range []struct {
-		b   []byte
-		off uint64
-	}{{page0, 0}, {text, codeOff}, {frame, frameOff}} {
-		if _, err := th.p.WriteAt(w.b, base+w.off); err != nil {
-			return fmt.Errorf("writing the call site: %w", err)
-		}
-	}
-	if err := th.enterTrampoline(); err != nil {
-		return err
-	}
-	rv, err := th.trampSyscall(unix.SYS_MPROTECT, base+codeOff, pageSize, unix.PROT_READ|unix.PROT_EXEC)
-	if err != nil {
-		return err
-	}
-	if rv != 0 {
-		return fmt.Errorf("thread %d: mprotect of the call site failed: %w", th.Tid, unix.Errno(-rv))
-	}
-	return th.park()
-}
-
-// park points the thread at the routine's restore code: resumed without us,
-// it puts itself back (rt_sigreturn from the site's frame).
-func (th *Thread) park() error {
-	in := th.inj
-	r := in.exact
-	r.Pc, r.Sp = in.restore, in.sp
-	if err := th.setResume(&r); err != nil {
-		return th.gone(err)
-	}
-	in.at = atOther
 	return nil
 }
 
-// enterTrampoline runs the thread into the vDSO's rt_sigreturn and stops
-// it as it enters the syscall, which trampSyscall then replaces. If we die
-// meanwhile, rt_sigreturn restores the thread from the frame at sp.
-func (th *Thread) enterTrampoline() error {
-	in := th.inj
-	r := in.exact
-	r.Pc, r.Sp = th.tramp, in.sp
-	if err := th.setResume(&r); err != nil {
-		return th.gone(err)
-	}
-	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
-		return th.gone(err)
-	}
-	e, err := th.waitSyscall(syscallInfoEntry)
-	if err != nil {
-		return err
-	}
+func newInjector(saved *Regs) *injector {
+	in := &injector{exact: *saved, at: atOther}
+	in.fallback = in.exact
+	return in
+}
+
+// inSyscall: blocked in a syscall (pc already rewound to the svc, x0
+// orig_x0 again: see InSyscall), or about to issue one. Either way it is
+// let issue it and stopped at the entry, where the syscall it runs is
+// what the kernel says: restart_syscall for one interrupted with
+// -ERESTART_RESTARTBLOCK (do_signal's setup_restart_syscall sets x8 as it
+// resumes).
+func (th *Thread) inSyscall() bool { return th.atSVC(th.saved) }
+
+// entered takes the registers of the syscall's entry stop e as the
+// thread's own, its pc back on the svc.
+func (th *Thread) entered(in *injector, e Regs) error {
 	nr, err := getSyscallNo(th.Tid)
 	if err != nil {
 		return th.gone(err)
 	}
-	if nr != sysRtSigreturn || e.Pc != th.tramp+uint64(len(sigreturnCode)) {
-		return fmt.Errorf("thread %d: expected rt_sigreturn at %#x, stopped in syscall %d at %#x", th.Tid, th.tramp, nr, e.Pc)
+	if e.Pc != th.saved.Pc+4 || nr < 0 {
+		return fmt.Errorf("thread %d: the syscall at %#x was not issued by the svc at %#x", th.Tid, e.Pc, th.saved.Pc)
+	}
+	in.exact = e
+	in.exact.Pc = th.saved.Pc
+	in.exact.Regs[7] = th.saved.Regs[7] // lent by the stop (setResume)
+	in.exact.Regs[8] = uint64(nr)
+	in.fallback = in.exact
+	if nr == sysRestartSyscall {
+		// rt_sigreturn cancels the restart block: the frame issues the
+		// original syscall again.
+		in.fallback.Regs[8] = th.saved.Regs[8]
+		in.fallback.Regs[0] = th.saved.Regs[0]
 	}
 	return nil
 }
 
-// trampSyscall turns the syscall the thread is entering into nr(args),
-// returning into the trampoline, and waits for its exit. The number is
-// changed through NT_ARM_SYSTEM_CALL: the kernel runs syscallno, not x8.
-func (th *Thread) trampSyscall(nr uint64, args ...uint64) (uint64, error) {
-	in := th.inj
-	if in.at != atEntry {
-		return 0, errors.New("ptrace: trampSyscall not at a syscall entry")
+// placeFrame puts the signal frame a gap below sp, 16-byte aligned.
+func placeFrame(in *injector, mask uint64) (sp uint64, frame []byte, err error) {
+	frame, err = sigFrame(&in.fallback, mask, in.xs)
+	if err != nil {
+		return 0, nil, err
 	}
-	var r Regs
-	if err := getRegs(th.Tid, &r); err != nil {
-		return 0, th.gone(err)
-	}
-	r.Regs[7] = in.exact.Regs[7]
+	return (in.exact.Sp - stackGap - uint64(len(frame))) &^ 15, frame, nil
+}
+
+// siteTail is the part of the site after its code: a copy of the signal
+// frame, which the routine's rt_sigreturn restores from.
+func siteTail(in *injector, frame []byte) ([]byte, uint64) { return frame, frameOff }
+
+func (th *Thread) page0(in *injector, size, sp uint64) []byte {
+	return sitePage0(size, th.Tid, &in.exact, sp)
+}
+
+// onFrame points r at pc with sp on the frame.
+func onFrame(r *Regs, pc, sp uint64) { r.Pc, r.Sp = pc, sp }
+
+// enteredNo is the syscall the thread at an entry stop is entering:
+// NT_ARM_SYSTEM_CALL's, not x8.
+func (th *Thread) enteredNo(*Regs) (int64, error) { return getSyscallNo(th.Tid) }
+
+// setSyscall makes the thread's entry stop r issue nr(args), returning into
+// the trampoline. The number is changed through NT_ARM_SYSTEM_CALL: the
+// kernel runs syscallno, not x8.
+func (th *Thread) setSyscall(r *Regs, nr uint64, args []uint64) error {
+	r.Regs[7] = th.inj.exact.Regs[7]
 	for i := range min(len(args), 6) {
 		r.Regs[i] = args[i]
 	}
-	r.Pc, r.Sp = th.tramp, in.sp
-	if err := setRegs(th.Tid, &r); err != nil {
-		return 0, th.gone(err)
+	onFrame(r, th.tramp, th.inj.sp)
+	if err := setRegs(th.Tid, r); err != nil {
+		return err
 	}
-	if err := setSyscallNo(th.Tid, int64(nr)); err != nil {
-		return 0, th.gone(err)
-	}
-	if err := unix.PtraceSyscall(th.Tid, 0); err != nil {
-		return 0, th.gone(err)
-	}
-	x, err := th.waitSyscall(syscallInfoExit)
-	if err != nil {
-		return 0, err
-	}
-	return x.Regs[0], nil
+	return setSyscallNo(th.Tid, int64(nr))
 }
 
-// call starts fn returning into the routine and runs it to the marker.
-func (th *Thread) call(lim CallLimits, fn uint64, args []uint64) (uint64, error) {
+func sysResult(r *Regs) uint64 { return r.Regs[0] }
+
+// callRegs are the registers that start fn(args) returning into the
+// routine through the link register.
+func (th *Thread) callRegs(fn uint64, args []uint64) (Regs, error) {
 	in := th.inj
-	in.seq++
-	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], in.seq)
-	if _, err := th.p.WriteAt(w[:], in.base+hdrPending); err != nil {
-		return 0, err
-	}
 	r := in.exact
 	r.Sp = in.sp // 16-byte aligned, as AAPCS64 wants; the frame is above it
 	r.Pc = fn
@@ -258,9 +150,5 @@ func (th *Thread) call(lim CallLimits, fn uint64, args []uint64) (uint64, error)
 	for i, a := range args {
 		r.Regs[i] = a
 	}
-	if err := th.setResume(&r); err != nil {
-		return 0, th.gone(err)
-	}
-	in.at = atOther
-	return th.run(lim)
+	return r, nil
 }

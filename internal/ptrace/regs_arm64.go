@@ -173,16 +173,40 @@ func (th *Thread) AllWords() []uint64 {
 }
 
 // Uncallable says why a call could not give the stopped thread its state
-// back whole, or "": live SVE state (liveSVE), which the call's frame has
-// no record for.
+// back whole, or "": live SVE state (liveSVE) or SME state (liveSME),
+// which the call's frame has no record for.
 func (th *Thread) Uncallable() string {
-	var sve bool
+	var sve, sme bool
 	th.p.t.do(func() error {
 		sve = th.stopped && !th.detached && liveSVE(th.Tid)
+		sme = th.stopped && !th.detached && liveSME(th.Tid)
 		return nil
 	})
-	if sve {
+	switch {
+	case sve:
 		return "it has live SVE state, which a call would not give back"
+	case sme:
+		return "it is in SME streaming mode or has ZA live, which a call would not give back"
 	}
 	return ""
+}
+
+// NT_ARM_SSVE and NT_ARM_ZA (include/uapi/linux/elf.h).
+const (
+	ntARMSSVE = 0x40b
+	ntARMZA   = 0x40c
+)
+
+// liveSME reports whether the thread is in SME streaming mode (NT_ARM_SSVE's
+// user_sve_header has SVE_PT_REGS_SVE only then) or has ZA enabled
+// (NT_ARM_ZA's user_za_header says a size beyond the header only then):
+// Documentation/arch/arm64/sme.rst, "ptrace extensions". Unlike SVE state,
+// ZA survives a syscall (sme.rst, "System call behaviour"), so a thread
+// blocked in one can have it. A CPU or kernel without SME has neither regset.
+func liveSME(tid int) bool {
+	if b, err := getRegset(tid, ntARMSSVE, 16); err == nil && len(b) >= 14 && binary.LittleEndian.Uint16(b[12:])&1 != 0 {
+		return true
+	}
+	b, err := getRegset(tid, ntARMZA, 16)
+	return err == nil && len(b) >= 4 && binary.LittleEndian.Uint32(b) > 16
 }

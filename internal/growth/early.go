@@ -1,6 +1,7 @@
 package growth
 
 import (
+	"github.com/arenactl/arenactl/internal/stackprof"
 	"sync/atomic"
 	"time"
 
@@ -34,27 +35,9 @@ type earlyReader struct {
 	copy   int // the fault samples' stack copy, in bytes
 	budget int
 	at     time.Time
-	// recent are the last reads, by thread: a burst of faults in one
-	// call (a buffer zeroed, 56 samples on MariaDB) is under the same
-	// frames, and a read of one serves the others taken within
-	// earlyReuse of it, sp at or above its start. Past earlyRate the
-	// burst was left cut; a read that went stale is no loss, since the
-	// completion checks the bytes against each sample's own copy.
-	recent map[int]earlyRead
+	// recent serves a burst of one thread's samples with one read.
+	recent stackprof.RecentReads
 }
-
-// earlyRead is one read of a thread's stack, from addr to its mapping's
-// end (or earlyMax).
-type earlyRead struct {
-	addr uint64
-	buf  []byte
-	at   time.Time
-}
-
-const (
-	earlyReuse  = 20 * time.Millisecond
-	earlyRecent = 16 // threads whose last read is kept
-)
 
 // setMappings gives the reader the mappings last read.
 func (e *earlyReader) setMappings(ms []maps.Mapping) { e.ms.Store(&ms) }
@@ -74,8 +57,8 @@ func (e *earlyReader) read(smp *perf.Sample) {
 		return
 	}
 	now := time.Now()
-	if r, ok := e.recent[smp.Tid]; ok && now.Sub(r.at) < earlyReuse && sp >= r.addr && sp+uint64(len(smp.Stack)) < r.addr+uint64(len(r.buf)) {
-		smp.Later, smp.LaterAddr = r.buf[sp-r.addr:], sp
+	if b, ok := e.recent.Covering(uint64(smp.Tid), sp, sp+uint64(len(smp.Stack))+1, now); ok {
+		smp.Later, smp.LaterAddr = b, sp
 		return
 	}
 	if now.Sub(e.at) >= time.Second/10 {
@@ -90,26 +73,8 @@ func (e *earlyReader) read(smp *perf.Sample) {
 	got, _ := e.w.t.ReadAt(buf, sp)
 	if got > len(smp.Stack) {
 		smp.Later, smp.LaterAddr = buf[:got], sp
-		e.keep(smp.Tid, earlyRead{addr: sp, buf: buf[:got], at: now})
+		e.recent.Keep(uint64(smp.Tid), sp, buf[:got], now)
 	}
-}
-
-// keep remembers a thread's read, forgetting the oldest past
-// earlyRecent threads.
-func (e *earlyReader) keep(tid int, r earlyRead) {
-	if e.recent == nil {
-		e.recent = map[int]earlyRead{}
-	}
-	if _, ok := e.recent[tid]; !ok && len(e.recent) >= earlyRecent {
-		old := -1
-		for t, x := range e.recent {
-			if old < 0 || x.at.Before(e.recent[old].at) {
-				old = t
-			}
-		}
-		delete(e.recent, old)
-	}
-	e.recent[tid] = r
 }
 
 // readStack is the memory the stacks are completed from (stackprof's

@@ -71,7 +71,7 @@ type Builder struct {
 	extended, extendTried int
 	extendAt              time.Time
 	extendBudget          int
-	extendRecent          map[uint64]extendRead // by the stack's end
+	extendRecent          RecentReads // by the stack's end
 
 	// MinAge: a block allocated less than MinAge before the window's end
 	// counts as allocated but not as held (leaks --min-age), so that

@@ -50,25 +50,7 @@ const (
 	// cut (thousands a second), the rest are left to the joining, and
 	// arenactl's time stays bounded.
 	extendRate = 16 << 20
-	// extendReuse and extendRecent: a thread's last read serves its
-	// next cut stacks for extendReuse, for the last extendRecent
-	// threads. A burst of samples in one call (a buffer zeroed, a loop
-	// of allocations) is under the same frames, and read once each it
-	// spent the rate on one thread and left the rest cut: MariaDB's
-	// leaks reached the first frame in 93 % of its samples on a loaded
-	// machine. A read older than the sample is as good where its bytes
-	// match the copy's (the thread was in the same frames then); where
-	// they do not, the stack is read again.
-	extendReuse  = 20 * time.Millisecond
-	extendRecent = 16
 )
-
-// extendRead is a read of a thread's stack from addr.
-type extendRead struct {
-	addr uint64
-	data []byte
-	at   time.Time
-}
 
 // SetMemory gives the Builder the process's memory as it is now (a live
 // target's ReadAt, which never stops it): cut stacks are completed from
@@ -114,8 +96,9 @@ func (b *Builder) extend(stack unwind.Stack, tr *unwind.Trace) (unwind.Stack, bo
 		return got >= int(copyEnd-from)+8 && bytes.Equal(buf[off:int(copyEnd-stack.Addr)], stack.Data[off:])
 	}
 	now := time.Now()
-	if r, ok := b.extendRecent[stack.End]; ok && now.Sub(r.at) < extendReuse && r.addr <= from && r.addr+uint64(len(r.data)) > copyEnd {
-		got := copy(buf[off:off+n], r.data[from-r.addr:])
+	// A burst of one thread's samples is read once (RecentReads).
+	if data, ok := b.extendRecent.Covering(stack.End, from, copyEnd+1, now); ok {
+		got := copy(buf[off:off+n], data)
 		if matches(got) {
 			b.extendTried++
 			copy(buf[:off], stack.Data[:off])
@@ -133,30 +116,11 @@ func (b *Builder) extend(stack unwind.Stack, tr *unwind.Trace) (unwind.Stack, bo
 	data := make([]byte, n)
 	got, _ := b.mem(data, from)
 	data = data[:got]
-	b.keepRead(stack.End, extendRead{addr: from, data: data, at: now})
+	b.extendRecent.Keep(stack.End, from, data, now)
 	copy(buf[off:off+n], data)
 	if !matches(got) {
 		return stack, false
 	}
 	copy(buf[:off], stack.Data[:off])
 	return unwind.Stack{Addr: stack.Addr, Data: buf[:off+got], End: stack.End}, true
-}
-
-// keepRead remembers a thread's read (by its stack's end), forgetting the
-// oldest past extendRecent threads.
-func (b *Builder) keepRead(end uint64, r extendRead) {
-	if b.extendRecent == nil {
-		b.extendRecent = map[uint64]extendRead{}
-	}
-	if _, ok := b.extendRecent[end]; !ok && len(b.extendRecent) >= extendRecent {
-		var old uint64
-		first := true
-		for k, x := range b.extendRecent {
-			if first || x.at.Before(b.extendRecent[old].at) {
-				old, first = k, false
-			}
-		}
-		delete(b.extendRecent, old)
-	}
-	b.extendRecent[end] = r
 }

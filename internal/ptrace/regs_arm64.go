@@ -179,7 +179,7 @@ func (th *Thread) Uncallable() string {
 	var sve, sme bool
 	th.p.t.do(func() error {
 		sve = th.stopped && !th.detached && liveSVE(th.Tid)
-		sme = th.stopped && !th.detached && liveSME(th.Tid)
+		sme = th.stopped && !th.detached && !sve && liveSME(th.Tid)
 		return nil
 	})
 	switch {

@@ -250,6 +250,13 @@ func (c *Core) Note(typ uint32) []byte { return c.extra[typ] }
 // ReadAt reads memory of the dumped process. Bytes the core does not hold
 // give ErrNotInCore (wrapped with the address); those an arenactl snapshot
 // lists as zeros read as zeros.
+//
+// A mapped file's bytes are read with pread, not copied from the mapping:
+// pages of the mapping, once touched, stay in arenactl's RSS until let go,
+// and letting them go (madvise) while a walk's workers read the core makes
+// every worker fault them in again and interrupts the others' CPUs to flush
+// their TLBs. A 1 GiB core's info took 1.07 s that way at one worker and
+// 0.9 s at two, and 0.63 s and 0.48 s with pread (2-CPU dev machine).
 func (c *Core) ReadAt(p []byte, addr uint64) (int, error) {
 	n := 0
 	for n < len(p) {
@@ -258,6 +265,15 @@ func (c *Core) ReadAt(p []byte, addr uint64) (int, error) {
 		mapped := i < len(c.segs) && c.segs[i].Vaddr <= a
 		if mapped && a-c.segs[i].Vaddr < c.segs[i].Filesz {
 			s := c.segs[i]
+			if c.mapped {
+				m := min(uint64(len(p)-n), s.Filesz-(a-s.Vaddr))
+				got, err := c.file.ReadAt(p[n:n+int(m)], int64(s.Off+a-s.Vaddr))
+				n += got
+				if err != nil {
+					return n, fmt.Errorf("reading %#x: %w (%v)", a, ErrNotInCore, err)
+				}
+				continue
+			}
 			n += copy(p[n:], c.data[s.Off+a-s.Vaddr:s.Off+s.Filesz])
 			continue
 		}

@@ -11,7 +11,8 @@
 // the snapshot knew of the allocator (type 3, NoteAllocator: glibc.Record),
 // so that reading it needs no libc file.
 //
-// The file is mapped, never read whole into memory; compressed cores (zstd,
-// gzip, xz) are first unpacked to an unlinked temporary file, checked from
+// The file is mapped for its headers and notes; the dumped memory is read
+// with pread(2) (Core.ReadAt), never read whole into memory. Compressed
+// cores (zstd, gzip, xz) are first unpacked to an unlinked temporary file, checked from
 // their first bytes and bounded (Options). Only regular files are opened.
 package core

@@ -86,11 +86,6 @@ func (t *Target) openPath(recorded string) (*os.File, error) {
 // has none.
 func (t *Target) ReadAt(p []byte, addr uint64) (int, error) { return t.mem.ReadAt(p, addr) }
 
-// Release is Core.Release: a reader that goes over the whole core (the
-// reachability scan) calls it now and then, so that the pages it read do
-// not all stay in arenactl's RSS.
-func (t *Target) Release() { t.mem.Release() }
-
 // ReadsShared is WithFiles.ReadsShared: a walk may spread a core's arenas
 // over several workers.
 func (t *Target) ReadsShared() {}

@@ -528,7 +528,7 @@ func (wk *walker) load(aw *ArenaWalk, st []byte) {
 	rs := heapRanges(wk.lay, &wk.w.Params, wk.page, aw.Main, st, word, wk.rw)
 	wk.mem.Load(aw.Addr, rs)
 	wk.parts = nil
-	if !wk.mem.Copied() && !wk.mem.InProcess() && !memio.Fits(rs) {
+	if !wk.mem.Copied() && !memio.Fits(rs) {
 		wk.parts, _ = memio.Parts(rs) // too large to copy whole
 	}
 }

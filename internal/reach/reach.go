@@ -534,18 +534,7 @@ type blocks struct {
 	m     map[uint64]*block
 	order []uint64
 	next  int
-	since uint64 // bytes read since the target last released its pages
 }
-
-// releaser is a target whose reads map its pages into this process (a
-// core: a mapped file), and that can let them go.
-type releaser interface{ Release() }
-
-// releaseEvery is how many bytes a scan reads from a releaser between two
-// releases: a scan reads every page of the heap, and a core's pages once
-// read stay in arenactl's RSS until released (all 1.1 GiB of a 1.1 GiB
-// core's).
-const releaseEvery = 8 << 20
 
 // block is blockSize bytes of the target; a page that could not be read
 // is zeros, and its bit in ok is clear.
@@ -621,12 +610,6 @@ func (bs *blocks) get(base uint64) *block {
 		// clearing, per block read.
 		blk = bs.m[bs.order[bs.next]]
 		blk.ok = 0
-	}
-	if r, ok := bs.t.(releaser); ok {
-		if bs.since += blockSize; bs.since > releaseEvery {
-			r.Release()
-			bs.since = 0
-		}
 	}
 	if n, err := bs.t.ReadAt(blk.b, base); err == nil && n == blockSize {
 		blk.ok = ^uint16(0)

@@ -55,7 +55,7 @@ type loaded struct {
 // copies heaps at all.
 func (c *Cache) RunsAhead() bool {
 	_, par := c.mem.(ParallelReader)
-	return par && !c.noWin && c.slicer == nil
+	return par && !c.noWin
 }
 
 // StartAhead starts copying the heaps of the arenas of ring, in order, for

@@ -9,8 +9,6 @@ import "encoding/binary"
 // multi-gigabyte heap walkable in seconds.
 type Cache struct {
 	mem    Memory
-	slicer slicer            // mem, when it can hand out its bytes without a copy
-	mapped uint64            // bytes of slicer's blocks used since its last Release
 	blocks regionMap[[]byte] // nil: not read yet; empty: unreadable
 	loaded int               // blocks copied since the last recycle
 	hits   int               // reads those blocks served, since the last recycle
@@ -32,18 +30,8 @@ func KeepBlocks() int { return int(cacheCap / 4 / blockSize) }
 
 const blockSize = 256 << 10
 
-// slicer is memory that is already in this process: a core file, mapped.
-// Slice returns its bytes for [addr, addr+n) without copying them, or nil;
-// Release lets go of the pages touched so far (they are mapped again when
-// touched again), so that what a walk keeps resident stays bounded.
-type slicer interface {
-	Slice(addr, n uint64) []byte
-	Release()
-}
-
-// cacheCap bounds the bytes a walk keeps in copied blocks, and those of a
-// slicer's memory it uses between two Releases (file pages mapped count in
-// arenactl's RSS as copies do), so that what a walk holds does not grow
+// cacheCap bounds the bytes a walk keeps in copied blocks, so that what a
+// walk holds does not grow
 // with an arena: the lists of an arena larger than its copy (windowCap)
 // hop all over it, and a cache that kept every block they met held the
 // whole arena (3.7 GiB of RSS for a 52 GiB heap, issue 28). SetCaps sets it
@@ -70,24 +58,18 @@ func New(mem Memory) *Cache { return NewSized(mem, blockSize) }
 // untouched or madvised pages of a free chunk), which a larger block would
 // do to the whole chunk.
 func NewSized(mem Memory, size uint64) *Cache {
-	sl, _ := mem.(slicer)
-	return &Cache{mem: mem, slicer: sl, blocks: newRegionMap[[]byte](RegionSize / size), size: size}
+	return &Cache{mem: mem, blocks: newRegionMap[[]byte](RegionSize / size), size: size}
 }
 
 // Drop forgets cached blocks once an arena has been walked, so memory use
 // stays bounded by what one walk step needs: copied blocks when there are
-// more than it keeps (their buffers serve the next ones), a slicer's
-// always (their pages are released).
+// more than it keeps (their buffers serve the next ones).
 func (c *Cache) Drop() {
 	if c.win.lent != nil {
 		c.ahead.give(c.win.lent)
 		c.win.lent = nil
 	}
 	c.win.reset()
-	if c.slicer != nil {
-		c.release()
-		return
-	}
 	c.direct = false
 	if c.loaded <= c.kept() {
 		return
@@ -132,26 +114,12 @@ func (c *Cache) block(start uint64) []byte {
 		c.hits++
 		return b
 	}
-	if c.slicer != nil {
-		if b := c.slicer.Slice(start, c.size); b != nil {
-			if c.mapped += c.size; c.mapped > cacheCap {
-				c.release()
-				r = c.blocks.get(start, true)
-			}
-			r[i] = b
-			return b
-		}
-	}
 	if c.direct {
 		return nil
 	}
 	if uint64(c.loaded+1)*c.size > cacheCap {
 		c.direct = c.hits < c.loaded*hitsPerBlock
-		if c.slicer != nil {
-			c.release() // its blocks are its own memory: never lent as buffers
-		} else {
-			c.recycle()
-		}
+		c.recycle()
 		if c.direct {
 			c.spare = nil // no more blocks in this arena
 			return nil
@@ -191,14 +159,6 @@ func (c *Cache) Warm(start uint64) {
 		x += binary.LittleEndian.Uint64(b[i:])
 	}
 	c.sink += x
-}
-
-// release forgets the blocks of a slicer and lets go of their pages. Blocks
-// of its memory that had to be copied are left to the garbage collector.
-func (c *Cache) release() {
-	c.slicer.Release()
-	c.blocks.reset()
-	c.mapped, c.loaded, c.hits = 0, 0, 0
 }
 
 // ReadAt implements Memory.
@@ -291,10 +251,6 @@ func (c *Cache) Memory() Memory { return c.mem }
 
 // BlockSize is the size of the cache's blocks (Warm warms one).
 func (c *Cache) BlockSize() uint64 { return c.size }
-
-// InProcess reports whether the memory is already in this process (a core,
-// mapped): it is never copied, only its pages are used and released.
-func (c *Cache) InProcess() bool { return c.slicer != nil }
 
 // NoCopies makes the cache read through its blocks only, never copying
 // heaps whole (Load does nothing): a recorder of reads, or a walk that must

@@ -155,12 +155,12 @@ const loadChunk = 1 << 20
 
 // Load copies rs (page-aligned, in no particular order) into the windows,
 // replacing the last arena's: all of them, or none when together they
-// exceed windowCap or the memory is already in this process (a core).
-// Whatever could not be read is a hole, which reads go around. When a
-// loader runs ahead, the copy it made of the same ranges is taken instead.
+// exceed windowCap. Whatever could not be read is a hole, which reads go
+// around. When a loader runs ahead, the copy it made of the same ranges is
+// taken instead.
 func (c *Cache) Load(ar uint64, rs []maps.Range) {
 	c.win.reset()
-	if c.slicer != nil || c.noWin || !Fits(rs) {
+	if c.noWin || !Fits(rs) {
 		return
 	}
 	if c.ahead != nil {

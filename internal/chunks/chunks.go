@@ -789,8 +789,11 @@ func (ix *Index) ForEachIn(lo, hi uint64, fn func(Chunk) bool) {
 	if !ix.spansIn(lo, hi, fn) {
 		return
 	}
-	for _, c := range ix.mmapped {
-		if c.Addr >= lo && c.Addr < hi && !fn(c) {
+	// ix.mmapped is in address order (Build): a scan's thousands of
+	// segments each look only at their own.
+	i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr >= lo })
+	for ; i < len(ix.mmapped) && ix.mmapped[i].Addr < hi; i++ {
+		if !fn(ix.mmapped[i]) {
 			return
 		}
 	}

@@ -129,43 +129,35 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 		}
 		return fmt.Sprintf("size %d", c.Size), false
 	}
-	byType := map[string]*report.TypeCount{}
-	bySize := map[uint64]*report.TypeCount{} // the chunks with no vtable: no name made per chunk
+	// Each worker of the scan counts the chunks it reads in a census of
+	// its own; the leaked chunks come to the first, in address order.
+	var censuses []*census
 	leaks := map[string]*report.LeakGroup{}
-	res, err := reach.ScanJobs(ctx, jobs, h.T, ix, roots, func(c chunks.Chunk, leaked bool, head []byte) {
-		var tc *report.TypeCount
-		name, vt := "", false
-		if len(head) >= 8 {
-			name, vt = vtableOf(binary.LittleEndian.Uint64(head))
+	res, err := reach.ScanJobs(ctx, jobs, h.T, ix, roots, func(worker int) reach.Visitor {
+		for len(censuses) <= worker {
+			censuses = append(censuses, &census{byType: map[string]*report.TypeCount{}, bySize: map[uint64]*report.TypeCount{}})
 		}
-		if vt {
-			if tc = byType[name]; tc == nil {
-				tc = &report.TypeCount{Type: name, Vtable: true}
-				byType[name] = tc
+		cs := censuses[worker]
+		return func(c chunks.Chunk, leaked bool, head []byte) {
+			tc := cs.count(c, head, vtableOf)
+			if !leaked {
+				return
 			}
-		} else if tc = bySize[c.Size]; tc == nil {
-			tc = &report.TypeCount{Type: fmt.Sprintf("size %d", c.Size)}
-			bySize[c.Size] = tc
-		}
-		name = tc.Type
-		tc.Count++
-		tc.Bytes += c.Size
-		if !leaked {
-			return
-		}
-		tc.LeakedCount++
-		tc.LeakedBytes += c.Size
-		lg := leaks[name]
-		if lg == nil {
-			lg = &report.LeakGroup{Type: name}
-			leaks[name] = lg
-		}
-		lg.Count++
-		lg.Bytes += c.Size
-		if len(lg.Examples) < leakExamples {
-			lg.Examples = append(lg.Examples, report.LeakExample{Addr: c.User(), Size: c.Size, Preview: append([]byte(nil), head...)})
+			tc.LeakedCount++
+			tc.LeakedBytes += c.Size
+			lg := leaks[tc.Type]
+			if lg == nil {
+				lg = &report.LeakGroup{Type: tc.Type}
+				leaks[tc.Type] = lg
+			}
+			lg.Count++
+			lg.Bytes += c.Size
+			if len(lg.Examples) < leakExamples {
+				lg.Examples = append(lg.Examples, report.LeakExample{Addr: c.User(), Size: c.Size, Preview: append([]byte(nil), head...)})
+			}
 		}
 	})
+	byType, bySize := mergeCensuses(censuses)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +249,60 @@ func contentsOf(ctx context.Context, h *heap.Heap, types *reach.Types, tls uint6
 	}
 	rep.Scan = time.Since(start)
 	return rep, nil
+}
+
+// census counts chunks by type: by vtable where the first word points
+// into one, else by size (no name made per chunk).
+type census struct {
+	byType map[string]*report.TypeCount
+	bySize map[uint64]*report.TypeCount
+}
+
+// count counts c, whose first bytes are head, and returns its row.
+func (cs *census) count(c chunks.Chunk, head []byte, vtableOf func(uint64) (string, bool)) *report.TypeCount {
+	var tc *report.TypeCount
+	name, vt := "", false
+	if len(head) >= 8 {
+		name, vt = vtableOf(binary.LittleEndian.Uint64(head))
+	}
+	if vt {
+		if tc = cs.byType[name]; tc == nil {
+			tc = &report.TypeCount{Type: name, Vtable: true}
+			cs.byType[name] = tc
+		}
+	} else if tc = cs.bySize[c.Size]; tc == nil {
+		tc = &report.TypeCount{Type: fmt.Sprintf("size %d", c.Size)}
+		cs.bySize[c.Size] = tc
+	}
+	tc.Count++
+	tc.Bytes += c.Size
+	return tc
+}
+
+// mergeCensuses adds the workers' censuses up.
+func mergeCensuses(cs []*census) (map[string]*report.TypeCount, map[uint64]*report.TypeCount) {
+	byType, bySize := map[string]*report.TypeCount{}, map[uint64]*report.TypeCount{}
+	add := func(to, tc *report.TypeCount) {
+		to.Count += tc.Count
+		to.Bytes += tc.Bytes
+		to.LeakedCount += tc.LeakedCount
+		to.LeakedBytes += tc.LeakedBytes
+	}
+	for _, c := range cs {
+		for k, tc := range c.byType {
+			if byType[k] == nil {
+				byType[k] = &report.TypeCount{Type: tc.Type, Vtable: tc.Vtable}
+			}
+			add(byType[k], tc)
+		}
+		for k, tc := range c.bySize {
+			if bySize[k] == nil {
+				bySize[k] = &report.TypeCount{Type: tc.Type}
+			}
+			add(bySize[k], tc)
+		}
+	}
+	return byType, bySize
 }
 
 // sortByBytes orders a report's rows by bytes, largest first, then by name.

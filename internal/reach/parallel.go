@@ -22,19 +22,29 @@ import (
 // workers meet the chunks in: a pass marks the closure of its roots over
 // the chunks no earlier pass marked, the leaked pass marks what an
 // unreachable chunk other than itself points to, and neither depends on
-// the order of the marking. visit is called after the scan, in address
-// order (Scan calls it for the leaked chunks in address order too, so the
-// first leaked chunks of a type are the same); the counts it makes do not
-// depend on the order. Sweeps counts the rounds.
+// the order of the marking. Sweeps counts the rounds.
+//
+// visitOf, when not nil, gives each worker its visitor (0 up to jobs-1),
+// and the visitors of different workers are called at once: a reached
+// chunk is handed to the visitor of the worker that reads it, as it reads
+// it, so that the heap is read once; the leaked chunks are handed to the
+// first visitor once every reached one has been, in the index's order, as
+// Scan hands them (so the first leaked chunks of a type are the same).
+// What a visitor counts must not depend on the order of the reached
+// chunks.
 //
 // A round sweeps every segment, reading the chunks marked but not read
 // yet through that worker's blocks, in address order. A chunk marked in a
 // segment some worker has already swept past is read at once by the
 // worker that marked it (Scan's "behind the sweep"), up to maxWork waiting
 // per worker; the rest waits for the next round.
-func ScanJobs(ctx context.Context, jobs int, t debuggee.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+func ScanJobs(ctx context.Context, jobs int, t debuggee.Target, ix *chunks.Index, roots []Root, visitOf func(worker int) Visitor) (*Result, error) {
 	jobs = workers.Resolve(jobs)
 	if jobs <= 1 {
+		var visit Visitor
+		if visitOf != nil {
+			visit = visitOf(0)
+		}
 		return Scan(ctx, t, ix, roots, visit)
 	}
 	p := &par{ix: ix, marks: ix.NewMarks(), t: t, addr: addrMask(t)}
@@ -51,7 +61,11 @@ func ScanJobs(ctx context.Context, jobs int, t debuggee.Target, ix *chunks.Index
 	// has its own blocks (a share of Scan's) and its own waiting chunks.
 	p.pool = make(chan *parWorker, jobs)
 	for i := 0; i < jobs; i++ {
-		p.pool <- &parWorker{p: p, cache: newBlocksOf(t, max(maxBlocks/jobs, 16)), maxWork: max(maxWork/jobs, 4096)}
+		w := &parWorker{p: p, cache: newBlocksOf(t, max(maxBlocks/jobs, 16)), maxWork: max(maxWork/jobs, 4096)}
+		if visitOf != nil {
+			w.visit = visitOf(i)
+		}
+		p.pool <- w
 	}
 	r := &Result{ix: ix, marks: p.marks, cache: newBlocks(t), Roots: roots}
 	for _, pass := range []struct {
@@ -108,40 +122,109 @@ func ScanJobs(ctx context.Context, jobs int, t debuggee.Target, ix *chunks.Index
 		}
 	}
 	// What is left is leaked: each unreached chunk is read for the chunks
-	// it points to, which are reached only from leaked memory.
-	err := workers.Run(ctx, jobs, len(p.segs), func(i int) error {
+	// it points to, which are reached only from leaked memory. They are
+	// read segment by segment in the index's order (Index.ForEach: the
+	// heaps' in address order, then the mmapped chunks), as Scan reads
+	// them, and handed to the first visitor in that order.
+	order := make([]int, 0, len(p.segs))
+	for mmapped := range 2 {
+		for i, sg := range p.segs {
+			if (sg[1]-sg[0] == 1) == (mmapped == 1) { // a mmapped chunk's segment is one byte
+				order = append(order, i)
+			}
+		}
+	}
+	var leakedVisit Visitor
+	if visitOf != nil {
+		leakedVisit = visitOf(0)
+	}
+	free := make(chan *told, 2*jobs)
+	err := workers.InOrder(ctx, jobs, len(order), 2*jobs, func(i int) (*told, error) {
+		sg := p.segs[order[i]]
 		w := <-p.pool
 		defer func() { p.pool <- w }()
 		w.mark, w.seg = markInner, -1
-		ix.ForEachIn(p.segs[i][0], p.segs[i][1], func(c chunks.Chunk) bool {
+		var tl *told
+		if leakedVisit != nil {
+			select {
+			case tl = <-free:
+				tl.reset()
+			default:
+				tl = &told{}
+			}
+		}
+		ix.ForEachIn(sg[0], sg[1], func(c chunks.Chunk) bool {
 			if v := p.marks.Load(c); v == markNone || v == markInner {
+				if tl != nil {
+					tl.add(c, w.cache)
+				}
 				w.chunkBytes += w.scan(c.User(), c.UserEnd(), c.Addr)
 			}
 			return true
 		})
-		return ctx.Err()
+		return tl, ctx.Err()
+	}, func(_ int, tl *told) error {
+		if tl == nil {
+			return nil
+		}
+		for k, c := range tl.cs {
+			leakedVisit(c, true, tl.head(k))
+		}
+		select {
+		case free <- tl:
+		default:
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The classes are known: each worker counts a share of the segments.
+	counts := make([]struct{ n, b [Leaked + 1]uint64 }, len(p.segs))
+	err = workers.Run(ctx, jobs, len(p.segs), func(i int) error {
+		ct := &counts[i]
+		ix.ForEachIn(p.segs[i][0], p.segs[i][1], func(c chunks.Chunk) bool {
+			cl := r.Class(c)
+			ct.n[cl]++
+			ct.b[cl] += c.Size
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, ct := range counts {
+		for cl := range ct.n {
+			r.Count[cl] += ct.n[cl]
+			r.Bytes[cl] += ct.b[cl]
+		}
 	}
 	close(p.pool)
 	for w := range p.pool {
 		r.RootBytes += w.rootBytes
 		r.ChunkBytes += w.chunkBytes
 	}
-	var head [HeadSize]byte
-	ix.ForEach(func(c chunks.Chunk) bool {
-		cl := r.Class(c)
-		r.Count[cl]++
-		r.Bytes[cl] += c.Size
-		if visit != nil {
-			h := head[:min(HeadSize, c.UserEnd()-c.User())]
-			visit(c, cl.IsLeaked(), h[:r.cache.read(h, c.User())])
-		}
-		return true
-	})
 	return r, nil
 }
+
+// told is the leaked chunks of one segment, with their heads, waiting to
+// be handed to the visitor in order.
+type told struct {
+	cs    []chunks.Chunk
+	n     []uint8 // bytes of the head that could be read
+	heads []byte  // HeadSize a chunk
+}
+
+func (tl *told) reset() { tl.cs, tl.n, tl.heads = tl.cs[:0], tl.n[:0], tl.heads[:0] }
+
+func (tl *told) add(c chunks.Chunk, bs *blocks) {
+	var h [HeadSize]byte
+	n := bs.read(h[:min(HeadSize, c.UserEnd()-c.User())], c.User())
+	tl.cs, tl.n, tl.heads = append(tl.cs, c), append(tl.n, uint8(n)), append(tl.heads, h[:]...)
+}
+
+func (tl *told) head(k int) []byte { return tl.heads[k*HeadSize:][:tl.n[k]] }
 
 const (
 	// segmentSize is how much of an arena's heap one piece of a round
@@ -191,6 +274,8 @@ type parWorker struct {
 	refBuf                []chunks.Ref // lent to Marks.Refs
 	untagged              []uint64     // untag's
 	rootBytes, chunkBytes uint64
+	visit                 Visitor // this worker's, for the reached chunks it reads
+	head                  [HeadSize]byte
 }
 
 // refs takes the words of ws for references, as scanner.refs does: in the
@@ -244,6 +329,9 @@ func (w *parWorker) read(c chunks.Chunk, behind bool) {
 		}
 		b := w.own[:end-start]
 		if n, err := w.p.t.ReadAt(b, start); err == nil && n == len(b) {
+			if w.visit != nil {
+				w.visit(c, false, b[:min(HeadSize, len(b))])
+			}
 			for off := 0; off < len(b); off += batch {
 				w.ws = words(w.ws[:0], b[off:min(len(b), off+batch)], w.p.lo, w.p.hi, w.p.addr)
 				w.refs(w.ws, c.Addr)
@@ -251,6 +339,10 @@ func (w *parWorker) read(c chunks.Chunk, behind bool) {
 			w.chunkBytes += uint64(len(b))
 			return
 		}
+	}
+	if w.visit != nil {
+		h := w.head[:min(HeadSize, end-start)]
+		w.visit(c, false, h[:w.cache.read(h, start)])
 	}
 	w.chunkBytes += w.scan(start, end, c.Addr)
 }

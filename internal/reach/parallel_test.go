@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,23 +17,34 @@ import (
 	"github.com/arenactl/arenactl/internal/testutil"
 )
 
-// visitLog is what a scan hands its visitor, in a form that compares:
+// visitLog is what a scan hands its visitors, in a form that compares:
 // per chunk whether it is leaked and its head, and the leaked chunks in
-// the order they came (a report's leak examples are the first ones).
+// the order they came (a report's leak examples are the first ones), all
+// to the first worker's visitor, after every reached chunk.
 type visitLog struct {
+	mu     sync.Mutex
 	per    map[uint64]string
 	leaked []uint64
 }
 
-func logVisits(t *testing.T) (*visitLog, func(chunks.Chunk, bool, []byte)) {
+func logVisits(t *testing.T) (*visitLog, func(int) Visitor) {
 	l := &visitLog{per: map[uint64]string{}}
-	return l, func(c chunks.Chunk, leaked bool, head []byte) {
-		if _, ok := l.per[c.Addr]; ok {
-			t.Errorf("chunk %#x handed to the visitor twice", c.Addr)
-		}
-		l.per[c.Addr] = fmt.Sprintf("%v %x", leaked, head)
-		if leaked {
-			l.leaked = append(l.leaked, c.Addr)
+	return l, func(worker int) Visitor {
+		return func(c chunks.Chunk, leaked bool, head []byte) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if _, ok := l.per[c.Addr]; ok {
+				t.Errorf("chunk %#x handed to the visitor twice", c.Addr)
+			}
+			l.per[c.Addr] = fmt.Sprintf("%v %x", leaked, head)
+			if leaked {
+				if worker != 0 {
+					t.Errorf("leaked chunk %#x handed to worker %d's visitor", c.Addr, worker)
+				}
+				l.leaked = append(l.leaked, c.Addr)
+			} else if len(l.leaked) > 0 {
+				t.Errorf("reached chunk %#x handed on after a leaked one", c.Addr)
+			}
 		}
 	}
 }
@@ -52,14 +64,14 @@ func TestScanJobsAgreesWithScan(t *testing.T) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			h, ix := openIndexed(t, path)
 			roots := Roots(h.T, ix, 0)
-			wantLog, visit := logVisits(t)
-			want, err := Scan(context.Background(), h.T, ix, roots, visit)
+			wantLog, visitOf := logVisits(t)
+			want, err := Scan(context.Background(), h.T, ix, roots, visitOf(0))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, jobs := range []int{1, 2, 7, 16} {
-				gotLog, visit := logVisits(t)
-				got, err := ScanJobs(context.Background(), jobs, h.T, ix, roots, visit)
+				gotLog, visitOf := logVisits(t)
+				got, err := ScanJobs(context.Background(), jobs, h.T, ix, roots, visitOf)
 				if err != nil {
 					t.Fatal(err)
 				}

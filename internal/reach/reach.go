@@ -233,6 +233,10 @@ const (
 // HeadSize is how many of a chunk's first bytes Scan hands its visitor.
 const HeadSize = 32
 
+// Visitor is handed a chunk a scan reads, with whether it is leaked and
+// its first bytes (up to HeadSize).
+type Visitor func(c chunks.Chunk, leaked bool, head []byte)
+
 // Scan classifies every allocated chunk of ix, reading t. It reads each
 // chunk once, and hands visit (when not nil) every chunk as it reads it,
 // with whether it is leaked and its first bytes (up to HeadSize): what a
@@ -240,7 +244,7 @@ const HeadSize = 32
 //
 // The scan ends early, with ctx's error, once ctx is done: a scan of a
 // large heap takes seconds, and Ctrl-C must end it.
-func Scan(ctx context.Context, t debuggee.Target, ix *chunks.Index, roots []Root, visit func(c chunks.Chunk, leaked bool, head []byte)) (*Result, error) {
+func Scan(ctx context.Context, t debuggee.Target, ix *chunks.Index, roots []Root, visit Visitor) (*Result, error) {
 	s := &scanner{ctx: ctx, t: t, ix: ix, marks: ix.NewMarks(), cache: newBlocks(t), visit: visit, addr: addrMask(t)}
 	s.lo, s.hi = ix.Bounds()
 	r := &Result{ix: ix, marks: s.marks, cache: s.cache, Roots: roots}

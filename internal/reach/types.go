@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/arenactl/arenactl/internal/debuggee"
 	"github.com/arenactl/arenactl/internal/module"
@@ -26,6 +27,7 @@ type Types struct {
 	// address (seen).
 	ro, text []vtable
 	mem      debuggee.Target
+	mu       sync.Mutex // seen's: a scan's workers name chunks at once
 	seen     map[uint64]string
 }
 
@@ -108,6 +110,8 @@ func (ty *Types) OfStripped(first uint64) (string, bool) {
 	if i == len(ty.ro) || ty.ro[i].lo > first {
 		return "", false
 	}
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
 	if name, ok := ty.seen[first]; ok {
 		return name, name != ""
 	}

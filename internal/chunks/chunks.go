@@ -21,6 +21,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/arenactl/arenactl/internal/glibc"
@@ -96,61 +97,52 @@ const (
 // is given every chunk the walk meets, in its order, free ones included.
 func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	ix := &Index{mem: h.T}
-	var all starts // arena chunks, |1 when allocated, until the heaps are known
-	// The first heap the walk meets in an arena is the top's (the main
-	// arena's only run; a thread arena's heaps from the top one back):
-	// it ends where a chunk does not follow its predecessor.
-	type run struct {
-		end        uint64
-		done       bool
-		free, used uint64
-		highest    Chunk
+	// What the walk met, per arena (mmapped chunks apart): the arenas are
+	// walked at once when the walk has several workers, and each records
+	// its own chunks; they are put together in ring order after.
+	var (
+		mu     sync.Mutex
+		arenas []*arenaChunks
+		mm     = &arenaChunks{}
+	)
+	of := func(arena int) *arenaChunks {
+		if arena < 0 {
+			return mm
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for len(arenas) <= arena {
+			arenas = append(arenas, &arenaChunks{})
+		}
+		return arenas[arena]
 	}
-	var runs []run
-	w, _, err := h.WalkChunks(func(c Chunk) {
-		for len(runs) <= c.Arena {
-			runs = append(runs, run{})
-		}
-		if c.Arena >= 0 && c.State != glibc.ChunkTop {
-			r := &runs[c.Arena]
-			if r.end != 0 && c.Addr != r.end {
-				r.done = true
-			}
-			r.end = c.Addr + c.Size
-			switch {
-			case r.done:
-			case c.State == glibc.ChunkInUse:
-				r.highest, r.used = c, r.free
-			case c.State == glibc.ChunkFree, c.State == glibc.ChunkFast:
-				r.free += c.Size
-			}
-		}
-		if visit != nil {
+	var w *glibc.Walk
+	var err error
+	if visit != nil {
+		w, _, err = h.WalkChunks(func(c Chunk) {
+			of(c.Arena).add(c)
 			visit(c)
-		}
-		switch {
-		case c.State == glibc.ChunkMmapped:
-			ix.mmapped = append(ix.mmapped, c)
-			ix.Count++
-			ix.Bytes += c.Size
-		case c.State == glibc.ChunkInUse:
-			all.add(c.Addr | 1)
-			ix.Count++
-			ix.Bytes += c.Size
-		default:
-			all.add(c.Addr)
-			ix.FreeCount++
-			ix.FreeBytes += c.Size
-		}
-		for len(ix.Arenas) <= c.Arena {
-			ix.Arenas = append(ix.Arenas, Arena{})
-		}
-		if c.State == glibc.ChunkTop {
-			ix.Arenas[c.Arena].Top = c
-		}
-	})
+		})
+	} else {
+		w, _, err = h.WalkChunksOf(func(arena int) func(Chunk) { return of(arena).add })
+	}
 	if err != nil {
 		return nil, err
+	}
+	all := make([]*starts, 0, len(arenas))
+	for i, ac := range append(arenas, mm) {
+		all = append(all, &ac.all)
+		ix.Count += ac.count
+		ix.Bytes += ac.bytes
+		ix.FreeCount += ac.freeCount
+		ix.FreeBytes += ac.freeBytes
+		ix.mmapped = append(ix.mmapped, ac.mmapped...)
+		if ac != mm {
+			for len(ix.Arenas) <= i {
+				ix.Arenas = append(ix.Arenas, Arena{})
+			}
+			ix.Arenas[i].Top = ac.top
+		}
 	}
 	ix.Walk = w
 	for len(ix.Arenas) < len(w.Arenas) {
@@ -173,13 +165,69 @@ func Build(h *heap.Heap, visit func(Chunk)) (*Index, error) {
 	}
 	ix.heaps = clip(ix.heaps, h.T.Mappings())
 	sort.Slice(ix.heaps, func(i, j int) bool { return ix.heaps[i][0] < ix.heaps[j][0] })
-	ix.index(&all)
+	ix.index(sorted(all))
 	for i := range ix.Arenas {
-		if i < len(runs) && ix.Arenas[i].Top.Size != 0 {
-			ix.Arenas[i].HighestUsed, ix.Arenas[i].FreeBelow = runs[i].highest, runs[i].used
+		if i < len(arenas) && ix.Arenas[i].Top.Size != 0 {
+			r := &arenas[i].run
+			ix.Arenas[i].HighestUsed, ix.Arenas[i].FreeBelow = r.highest, r.used
 		}
 	}
 	return ix, nil
+}
+
+// arenaChunks is what Build keeps of the chunks of one arena (or of the
+// mmapped ones) as the walk meets them.
+type arenaChunks struct {
+	all starts // arena chunks, |1 when allocated, until the heaps are known
+	// The first heap the walk meets in an arena is the top's (the main
+	// arena's only run; a thread arena's heaps from the top one back):
+	// it ends where a chunk does not follow its predecessor.
+	run              run
+	mmapped          []Chunk
+	top              Chunk
+	count, freeCount uint64
+	bytes, freeBytes uint64
+}
+
+type run struct {
+	end        uint64
+	done       bool
+	free, used uint64
+	highest    Chunk
+}
+
+func (ac *arenaChunks) add(c Chunk) {
+	if c.Arena >= 0 && c.State != glibc.ChunkTop {
+		r := &ac.run
+		if r.end != 0 && c.Addr != r.end {
+			r.done = true
+		}
+		r.end = c.Addr + c.Size
+		switch {
+		case r.done:
+		case c.State == glibc.ChunkInUse:
+			r.highest, r.used = c, r.free
+		case c.State == glibc.ChunkFree, c.State == glibc.ChunkFast:
+			r.free += c.Size
+		}
+	}
+	switch {
+	case c.State == glibc.ChunkMmapped:
+		ac.mmapped = append(ac.mmapped, c)
+		ac.count++
+		ac.bytes += c.Size
+	case c.State == glibc.ChunkInUse:
+		ac.all.add(c.Addr | 1)
+		ac.count++
+		ac.bytes += c.Size
+	default:
+		ac.all.add(c.Addr)
+		ac.freeCount++
+		ac.freeBytes += c.Size
+	}
+	if c.State == glibc.ChunkTop {
+		ac.top = c
+	}
 }
 
 // clip bounds each heap by the mapping it starts in: a bit per 16 bytes is
@@ -204,8 +252,7 @@ func clip(heaps [][2]uint64, ms []maps.Mapping) [][2]uint64 {
 // index lays a span over each heap and sets the bits of the chunks in it.
 // The list of starts is the walk's only transient cost (a byte or two a
 // chunk), dropped once the bits are set.
-func (ix *Index) index(all *starts) {
-	next := all.sorted()
+func (ix *Index) index(next func() (uint64, bool)) {
 	a, ok := next()
 	var prevHi uint64
 	for _, h := range ix.heaps {

@@ -38,7 +38,7 @@ func TestSpanAgreesWithAList(t *testing.T) {
 			}
 			all = append(all, v)
 		}
-		ix.index(startsOf(all))
+		ix.index(sorted([]*starts{startsOf(all)}))
 		find := func(addr uint64) (Chunk, bool) {
 			for _, c := range list {
 				if c.alloc && addr >= c.addr+16 && addr < c.addr+c.size {
@@ -130,7 +130,7 @@ func TestSpanAgreesWithAList(t *testing.T) {
 func TestSpanDropsAShortChunk(t *testing.T) {
 	lo := uint64(0x10000)
 	ix := &Index{heaps: [][2]uint64{{lo, lo + 0x100}}}
-	ix.index(startsOf([]uint64{lo | 1, (lo + 16) | 1, (lo + 64) | 1}))
+	ix.index(sorted([]*starts{startsOf([]uint64{lo | 1, (lo + 16) | 1, (lo + 64) | 1})}))
 	c, ok := ix.Find(lo + 40)
 	if !ok || c.Addr != lo || c.Size != 64 {
 		t.Fatalf("Find = %#x+%#x %v, want the first chunk, 64 bytes", c.Addr, c.Size, ok)
@@ -165,7 +165,7 @@ func TestStartsMerge(t *testing.T) {
 		}
 	}
 	slices.SortFunc(want, func(a, b uint64) int { return int(int64(a&^1) - int64(b&^1)) })
-	next := s.sorted()
+	next := sorted([]*starts{s})
 	for i, w := range want {
 		got, ok := next()
 		if !ok || got != w {
@@ -189,7 +189,7 @@ func TestSpanFindsAChunkMegabytesBack(t *testing.T) {
 	lo := uint64(0x7f0000000000)
 	big := uint64(20 << 20)
 	ix := &Index{heaps: [][2]uint64{{lo, lo + big + 4096}, {lo + big, lo + big + 8192}}}
-	ix.index(startsOf([]uint64{lo | 1, (lo + big) | 1, lo + big + 4096}))
+	ix.index(sorted([]*starts{startsOf([]uint64{lo | 1, (lo + big) | 1, lo + big + 4096})}))
 	for _, off := range []uint64{16, 1 << 20, 7 << 20, 9 << 20, 17 << 20, big - 16} {
 		c, ok := ix.Find(lo + off)
 		if !ok || c.Addr != lo || c.Size != big {

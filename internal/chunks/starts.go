@@ -43,6 +43,7 @@ type runIter struct {
 	cur uint64 // address, |1 when allocated
 	off int
 	end int
+	seq int // the run's place among all: the first of two equal starts is the earlier run's
 }
 
 func (it *runIter) next() bool {
@@ -62,10 +63,15 @@ func (it *runIter) next() bool {
 // iters is a heap of runs by their current address.
 type iters []*runIter
 
-func (h iters) Len() int           { return len(h) }
-func (h iters) Less(i, j int) bool { return h[i].cur&^1 < h[j].cur&^1 }
-func (h iters) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *iters) Push(x any)        { *h = append(*h, x.(*runIter)) }
+func (h iters) Len() int { return len(h) }
+func (h iters) Less(i, j int) bool {
+	if a, b := h[i].cur&^1, h[j].cur&^1; a != b {
+		return a < b
+	}
+	return h[i].seq < h[j].seq
+}
+func (h iters) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *iters) Push(x any)   { *h = append(*h, x.(*runIter)) }
 func (h *iters) Pop() any {
 	old := *h
 	it := old[len(old)-1]
@@ -73,13 +79,18 @@ func (h *iters) Pop() any {
 	return it
 }
 
-// sorted returns the starts in address order, one at a time: a merge of
-// the runs (a thread arena's heaps are walked from the newest back, and
-// arenas one after another, so runs overlap in address).
-func (s *starts) sorted() func() (uint64, bool) {
-	h := make(iters, 0, len(s.runs))
-	for _, r := range s.runs {
-		h = append(h, &runIter{s: s, cur: r.first, off: r.from, end: r.to})
+// sorted returns the starts of ss in address order, one at a time: a
+// merge of their runs (a thread arena's heaps are walked from the newest
+// back, and arenas one after another, so runs overlap in address). Where
+// two runs hold the same address (a damaged or hostile core) the earlier
+// run's comes first, so the order does not depend on how a walk cut its
+// chunks into runs or arenas.
+func sorted(ss []*starts) func() (uint64, bool) {
+	var h iters
+	for _, s := range ss {
+		for _, r := range s.runs {
+			h = append(h, &runIter{s: s, cur: r.first, off: r.from, end: r.to, seq: len(h)})
+		}
 	}
 	heap.Init(&h)
 	return func() (uint64, bool) {

@@ -128,7 +128,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 		sub := <-idle
 		defer func() { idle <- sub }()
 		defer close(turns[i+1])
-		if wk.visit != nil {
+		if wk.visit != nil && wk.visitOf == nil {
 			sub.inTurn = func(walk func()) {
 				<-turns[i]
 				walk()
@@ -162,7 +162,7 @@ func (wk *walker) arenasParallel(a Anchors) error {
 // fork is a walker like wk for one worker: the same target, layout and
 // kind of walk, with a cache, copies and sets of its own.
 func (wk *walker) fork() *walker {
-	return &walker{mem: wk.mem.Fork(), page: wk.page, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.Reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, jobs: 1}
+	return &walker{mem: wk.mem.Fork(), page: wk.page, lay: wk.lay, ms: wk.ms, tcached: wk.tcached.Reader(), listsOnly: wk.listsOnly, noChunks: wk.noChunks, visit: wk.visit, visitOf: wk.visitOf, jobs: 1}
 }
 
 // A long heap (the main arena's, or a thread arena's heap of up to

@@ -233,7 +233,7 @@ func readTcache(c *memio.Cache, lay layouts.Layout, tc *ThreadCache, cached map[
 // read a target through this one function. Its arenas are walked by up to
 // jobs workers, as WalkHeap's.
 func WalkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, false, nil, jobs)
+	return walkAll(mem, l, lay, a, ms, threads, walker{jobs: jobs})
 }
 
 // WalkChunks is WalkAll that also hands visit every chunk it meets, in
@@ -244,7 +244,18 @@ func WalkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.
 // Walked is false. Visit is called from one goroutine at a time, in that
 // order, at any number of workers (as WalkHeap's).
 func WalkChunks(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, false, visit, jobs)
+	return walkAll(mem, l, lay, a, ms, threads, walker{visit: visit, jobs: jobs})
+}
+
+// WalkChunksOf is WalkChunks with a visitor per arena: visitOf(i) is
+// asked for arena i's (its place in the ring) on the goroutine that walks
+// it, just before its chunk walk, and visitOf(-1) for the mmapped chunks'
+// after every arena. Each visitor is handed its chunks as WalkChunks hands
+// them, from one goroutine at a time; the visitors of different arenas are
+// called at once when the walk has several workers, so that no arena
+// waits for its turn to hand on its chunks.
+func WalkChunksOf(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, visitOf func(arena int) func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+	return walkAll(mem, l, lay, a, ms, threads, walker{visitOf: visitOf, jobs: jobs})
 }
 
 // WalkWithoutChunks is WalkAll without the walk of every chunk: tcaches,
@@ -254,18 +265,21 @@ func WalkChunks(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []ma
 // large heap the chunk walk is most of a walk's time, and the process is
 // frozen for it. Its arenas are walked by up to jobs workers, as WalkHeap's.
 func WalkWithoutChunks(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, jobs int) (*Walk, []ThreadCache, error) {
-	return walkAll(mem, l, lay, a, ms, threads, true, nil, jobs)
+	return walkAll(mem, l, lay, a, ms, threads, walker{noChunks: true, jobs: jobs})
 }
 
-func walkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, noChunks bool, visit func(Chunk), jobs int) (*Walk, []ThreadCache, error) {
+// walkAll walks with a walker of wk's kind (noChunks, visit, visitOf,
+// jobs).
+func walkAll(mem Memory, l *libc.Libc, lay layouts.Layout, a Anchors, ms []maps.Mapping, threads []debuggee.Thread, wk walker) (*Walk, []ThreadCache, error) {
 	caches, cached, dmg, slots := tcaches(l, lay, mem, threads, ArenaRing(mem, lay, a))
 	c := memio.New(mem)
 	// Without the chunk walk, reading heaps whole would only cost: a
 	// snapshot's recorder refuses large reads (it dumps the heaps anyway).
-	if noChunks {
+	if wk.noChunks {
 		c.NoCopies()
 	}
-	w, err := walkHeap(&walker{mem: c, lay: lay, ms: ms, tcached: memio.SetOf(cached), noChunks: noChunks, visit: visit, jobs: jobs}, a)
+	wk.mem, wk.lay, wk.ms, wk.tcached = c, lay, ms, memio.SetOf(cached)
+	w, err := walkHeap(&wk, a)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -203,6 +203,9 @@ type walker struct {
 	// inTurn runs the chunk walk of the arena when it is the arena's turn
 	// to hand its chunks to visit (in ring order; parallel.go); nil: now.
 	inTurn func(walk func())
+	// visitOf, when set, gives each arena's chunk walk its own visit
+	// (WalkChunksOf): arenas walked at once then need not take turns.
+	visitOf func(arena int) func(Chunk)
 }
 
 // WalkHeap reads the allocator's state through mem. ms are the target's
@@ -505,6 +508,9 @@ func (wk *walker) arena(addr uint64, n int) (uint64, error) {
 		wk.heaps(&aw, &mi)
 	}
 	if !wk.listsOnly && !wk.noChunks {
+		if wk.visitOf != nil {
+			wk.visit = wk.visitOf(n)
+		}
 		if wk.inTurn != nil {
 			wk.inTurn(func() { wk.chunks(&aw) })
 		} else {
@@ -1081,6 +1087,9 @@ func largebinIndex(sz uint64) int {
 // for memory that holds no chunk. Both counters must agree, so that a
 // header the program forged does not end the search before a real chunk.
 func (wk *walker) mmapped() {
+	if wk.visitOf != nil {
+		wk.visit = wk.visitOf(-1)
+	}
 	mc := &wk.w.Mmapped
 	mc.Sizes = map[uint64]uint64{}
 	want, wantBytes := uint64(uint32(wk.w.Params.NMmaps)), wk.w.Params.MmappedMem

@@ -130,6 +130,15 @@ func (h *Heap) WalkChunks(visit func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadC
 	return w, caches, err
 }
 
+// WalkChunksOf is WalkChunks with a visitor per arena (glibc.WalkChunksOf).
+func (h *Heap) WalkChunksOf(visitOf func(arena int) func(glibc.Chunk)) (*glibc.Walk, []glibc.ThreadCache, error) {
+	w, caches, err := glibc.WalkChunksOf(h.T, h.Libc, h.Layout, h.Anchors, h.T.Mappings(), h.tls(), visitOf, h.Jobs)
+	if w != nil {
+		w.Exact = w.Exact && h.SameFormat
+	}
+	return w, caches, err
+}
+
 // WalkLists walks what malloc_info and malloc_trim walk (the arena ring,
 // fastbins, bins, heaps), without the chunks: the pre-flight check and the
 // trim prediction.

@@ -18,7 +18,7 @@
 #               info trim (default: all)
 # It needs root (ptrace) and nothing else on the machine it measures: run
 # from DIR (made by "build" on a machine with go and gcc), it uses the
-# arenactl, bigheap and rusage found there.
+# arenactl, bigheap, rusage and copyrate found there.
 set -eu
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,12 +26,13 @@ lib=$here/lib.sh # in a DIR made by build
 [ -f "$lib" ] || lib=$here/../lib.sh
 . "$lib"
 
-build() { # DIR: arenactl and rusage static, bigheap against the system's glibc
+build() { # DIR: arenactl, rusage and copyrate static, bigheap against the system's glibc
 	local dir=$1 root
 	root=$(cd "$here/../.." && pwd)
 	mkdir -p "$dir" || die "cannot make $dir"
 	(cd "$root" && CGO_ENABLED=0 go build -o "$dir/arenactl" ./cmd/arenactl) || die "building arenactl failed"
 	(cd "$root" && CGO_ENABLED=0 go build -o "$dir/rusage" ./bench/scale/rusage) || die "building rusage failed"
+	(cd "$root" && CGO_ENABLED=0 go build -o "$dir/copyrate" ./bench/scale/copyrate) || die "building copyrate failed"
 	gcc -O2 -g -Wall -pthread -o "$dir/bigheap" "$root/bench/walk/bigheap.c" || die "building bigheap failed"
 	[ "$dir/run.sh" -ef "$here/run.sh" ] || cp "$here/run.sh" "$dir/run.sh"
 	[ "$dir/lib.sh" -ef "$lib" ] || cp "$lib" "$dir/lib.sh"
@@ -55,7 +56,7 @@ jobs_list="1 2"
 tpid=
 bench_work scale
 
-if [ -x "$here/arenactl" ] && [ -x "$here/bigheap" ] && [ -x "$here/rusage" ]; then
+if [ -x "$here/arenactl" ] && [ -x "$here/bigheap" ] && [ -x "$here/rusage" ] && [ -x "$here/copyrate" ]; then
 	bin=$here
 else
 	bin=$work/bin
@@ -66,6 +67,10 @@ arenactl=$bin/arenactl
 machine
 echo "arenactl: $("$arenactl" version 2>/dev/null | head -1); default --jobs: $("$arenactl" --help 2>/dev/null | sed -n 's/.*here \([0-9]*\)).*/\1/p' | head -1)"
 echo "rounds: $rounds (medians); busy churn threads: $busy"
+# What the machine's memory allows: a walk copies the heap (pread of a
+# core, /proc/PID/mem of an image), so its workers go no faster together
+# than this.
+"$bin/copyrate" $jobs_list
 
 bigheap=$bin/bigheap bigheap_wait=3600 bigheap_cores=0 # growing a heap of GiB takes a while; no cores of it
 stop_bigheap() {

@@ -199,8 +199,11 @@ type Result struct {
 }
 
 // Class is what the scan found c (an allocated chunk of the index) to be.
-func (r *Result) Class(c chunks.Chunk) Class {
-	switch v := r.marks.Get(c); v {
+func (r *Result) Class(c chunks.Chunk) Class { return classOf(r.marks.Get(c)) }
+
+// classOf is the class a chunk's mark says once the scan is over.
+func classOf(v uint8) Class {
+	switch v {
 	case markStatic:
 		return Static
 	case markStack:

@@ -61,9 +61,10 @@ func soak(t *testing.T, pid, rounds int, check func(round int)) soakTally {
 		select {
 		case <-done:
 		case <-time.After(60 * time.Second): // a hang guard, not a measurement
+			where := threadStates(cmd.Process.Pid) + threadStates(pid)
 			cmd.Process.Kill()
 			<-done
-			t.Fatalf("round %d: %s hung\n%s", i, verb, stderr.String())
+			t.Fatalf("round %d: %s hung\n%s\nthreads then:\n%s", i, verb, stderr.String(), where)
 		}
 		code := cmd.ProcessState.ExitCode()
 		if os.Getenv("ARENACTL_SOAK_TRACE") != "" {
@@ -181,4 +182,28 @@ func TestSoakMariaDB(t *testing.T) {
 	}
 	t.Log(tally)
 	m.stop()
+}
+
+// threadStates says where each thread of process pid is (its state, the
+// kernel function it waits in, its syscall), for a hang's report: what a
+// hung arenactl and its target were doing when the guard gave up.
+func threadStates(pid int) string {
+	var b strings.Builder
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Sprintf("process %d: %v\n", pid, err)
+	}
+	for _, e := range tids {
+		read := func(name string) string {
+			v, _ := os.ReadFile(dir + "/" + e.Name() + "/" + name)
+			return strings.TrimSpace(string(v))
+		}
+		stat := read("stat")
+		if i := strings.LastIndexByte(stat, ')'); i >= 0 && i+3 <= len(stat) {
+			stat = stat[:i+3] // pid (comm) state
+		}
+		fmt.Fprintf(&b, "%d/%s: %s wchan=%s syscall=%s\n", pid, e.Name(), stat, read("wchan"), read("syscall"))
+	}
+	return b.String()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/arenactl/arenactl/internal/maps"
 	"github.com/arenactl/arenactl/internal/procfs"
 	"github.com/arenactl/arenactl/internal/report"
+	"github.com/arenactl/arenactl/internal/workers"
 )
 
 // SnapshotOptions say where and how to write a snapshot.
@@ -129,7 +130,7 @@ func Snapshot(ctx context.Context, pid int, o SnapshotOptions) (_ *report.Snapsh
 	rep.Size = rep.CoreSize
 	if o.Zstd {
 		rep.Compressed = true
-		if rep.Size, err = compressInto(ctx, tmp.File, o.Out); err != nil && ctx.Err() != nil {
+		if rep.Size, err = compressInto(ctx, tmp.File, o.Out, o.Jobs); err != nil && ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}
 	} else {
@@ -561,14 +562,16 @@ func readIdentity(p *procfs.Proc, dir string) (identity, error) {
 
 // compressInto writes the zstd compression of the core in src to path
 // (through a temporary file, renamed into place when complete) and returns
-// its size.
-func compressInto(ctx context.Context, src *os.File, path string) (int64, error) {
+// its size. The encoder's goroutines are --jobs' count (the encoder's
+// default is every CPU, each with its own buffers: the server's CPUs and
+// memory, internal/workers).
+func compressInto(ctx context.Context, src *os.File, path string, jobs int) (int64, error) {
 	out, err := hostfs.CreateOutput(path)
 	if err != nil {
 		return 0, err
 	}
 	defer out.Discard()
-	enc, err := zstd.NewWriter(out)
+	enc, err := zstd.NewWriter(out, zstd.WithEncoderConcurrency(workers.Resolve(jobs)))
 	if err != nil {
 		return 0, err
 	}

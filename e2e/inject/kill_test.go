@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,6 +106,30 @@ func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 	if left := markedMappings(t, tg.Pid); len(left) != 0 {
 		t.Errorf("marked mappings after the next run: %v", left)
 	}
+	if a := tg.Send("check"); a != "ok" {
+		t.Fatalf("target: %s", a)
+	}
+	mustQuit(t, tg)
+}
+
+// A call a killed run left running in the main thread does not keep the
+// next run that needs a thread for its own calls from starting: record's
+// sampler is placed through another thread, and the left call, once the
+// lock is free, still completes and gives the main thread back.
+func TestRecordBesideAKilledRunsCall(t *testing.T) {
+	tg, drain := stallTarget(t)
+	mainThreadReads(t, tg.Pid)
+	cmd, _, exited := startBlockedCall(t, tg)
+	cmd.Process.Kill()
+	<-exited
+	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	out := filepath.Join(t.TempDir(), "rec")
+	r := run(t, "record", fmt.Sprint(tg.Pid), "-o", out, "--duration", "1s", "--interval", "250ms")
+	if r.Code != 0 {
+		t.Errorf("record beside a killed run's call: exit %d: %s", r.Code, r.Stderr)
+	}
+	drain()
+	testutil.WaitUntil(t, "the killed run's call to finish", func() bool { return syscallOf(tg.Pid) != 202 })
 	if a := tg.Send("check"); a != "ok" {
 		t.Fatalf("target: %s", a)
 	}

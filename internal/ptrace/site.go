@@ -2,6 +2,7 @@ package ptrace
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/arenactl/arenactl/internal/arch/site"
 	"github.com/arenactl/arenactl/internal/procfs"
@@ -63,6 +64,11 @@ const (
 	gateSec  = site.GateSec  // timespec.tv_sec
 	gateNsec = site.GateNsec // timespec.tv_nsec
 )
+
+// GateWait is how long, at most, a thread left at an earlier run's gate
+// (its arenactl killed) takes to restore itself and leave the site, once it
+// runs.
+const GateWait = gateSec*time.Second + gateNsec*time.Nanosecond
 
 // The code page is internal/arch/site's image for the machine: the entry
 // (where calls return to: it stores the result and the done word, then

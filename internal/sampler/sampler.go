@@ -292,19 +292,11 @@ func Attach(ctx context.Context, t *live.Target, o Options) (*Sampler, error) {
 }
 
 // frozen stops every thread, runs fn with a caller in one of them, and
-// lets them all go.
+// lets them all go (live.Target.CallFrozen).
 func (s *Sampler) frozen(ctx context.Context, fn func(c *live.FrozenCaller) error) error {
-	f, err := s.t.Freeze(ctx, s.o.Timeout)
-	if err != nil {
-		return err
-	}
-	c, err := f.Caller(s.tramp, s.o.Timeout)
-	if err == nil {
-		err = fn(c)
-	}
-	held, terr := f.Thaw()
+	held, err := s.t.CallFrozen(ctx, s.o.Timeout, s.tramp, fn)
 	s.Stopped += held
-	return errors.Join(err, terr)
+	return err
 }
 
 // newSlots lists the GOT entries of objects not looked at yet.

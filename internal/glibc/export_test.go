@@ -26,3 +26,12 @@ func SetSegMin(n uint64) (restore func()) {
 	segMin = n
 	return func() { segMin = old }
 }
+
+// SetTableFirst has the prewalk of an arena copied in parts take its lists
+// through the table of free-looking places at once, before any other copy;
+// it returns what puts it back.
+func SetTableFirst() (restore func()) {
+	old := tableAfter
+	tableAfter = 0
+	return func() { tableAfter = old }
+}

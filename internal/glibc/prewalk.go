@@ -1,6 +1,7 @@
 package glibc
 
 import (
+	"cmp"
 	"encoding/binary"
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"slices"
@@ -32,6 +33,11 @@ type prewalk struct {
 	lists  [][]link // by list: the fastbins, then bins 1 to 127
 	links  int      // recorded in all
 	budget int      // links that may still be recorded
+	// table: the places of an arena copied in parts that look like a
+	// free chunk of a bin, by address (prewalkParts), and how many more
+	// it may take.
+	table     []link
+	tableRoom int
 }
 
 // link is one chunk of a free list as the copy holds it: its address and
@@ -59,6 +65,7 @@ func (pw *prewalk) reset() {
 		pw.lists[k] = pw.lists[k][:0]
 	}
 	pw.links, pw.budget = 0, 0
+	pw.table, pw.tableRoom = pw.table[:0], 0
 }
 
 // listIndex is the number prewalk gives bin i (1 to 127).
@@ -214,15 +221,25 @@ const (
 
 // prewalkBudgetParts bounds the links recorded for such an arena (48 MiB):
 // the free chunks of about 1 GiB of the benchmark's heap. SetMemory sets it
-// from arenactl's memory budget.
+// from arenactl's memory budget. The table of places that look free takes
+// at most half as many entries again.
 var prewalkBudgetParts = 2 << 20
 
 // prewalkParts is the prewalk of an arena copied in parts (wk.parts): it
 // copies the part most lists wait in, lets every list there go as far as
-// it can, and again, until every list has ended or maxPasses times as many
-// copies as there are parts were made; the walk reads the rest itself.
-// Lists tend to go through an arena's heaps together (in the order their
-// chunks were freed), so most arenas take one copy of each part.
+// it can, and again. Lists tend to go through an arena's heaps together
+// (in the order their chunks were freed), so most arenas take one copy of
+// each part. Not after a malloc_trim, or on a server that has run a while:
+// consolidation leaves the bins in no order of address, and a list then
+// hops to another part at nearly every link (the 1 GiB benchmark heap,
+// trimmed: 1.2 M links the walk read one by one, 2.3 s of its
+// pre-flight). So once as many copies as there are parts leave lists
+// unfinished, one more pass over the parts records every place that looks
+// like a free chunk (record), and the lists go on through that table,
+// with no copy at all. What is left (a chunk the table missed or had no
+// room for) waits for copies as before, until every list has ended or
+// maxPasses times as many copies as there are parts were made; the walk
+// reads the rest itself.
 func (wk *walker) prewalkParts(ar uint64, st []byte) {
 	pw := &wk.pre
 	pw.reset()
@@ -232,7 +249,16 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 	pw.budget = prewalkBudgetParts
 	cs := pw.advance(wk.lay, pw.cursors(wk.lay, ar, st), nil, wk.parts)
 	waiting := make([]int, len(wk.parts))
+	tabled := false
 	for copies := 0; len(cs) > 0 && copies < maxPasses*len(wk.parts); copies++ {
+		if copies == tableAfter*len(wk.parts) && !tabled {
+			tabled = true
+			cs = wk.tablePass(ar, cs)
+			copies += len(wk.parts)
+			if len(cs) == 0 {
+				break
+			}
+		}
 		clear(waiting)
 		best := 0
 		for _, c := range cs {
@@ -252,18 +278,219 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 			}
 		}
 		part := wk.parts[best]
-		var here, rest []cursor
-		for _, c := range cs {
-			if in([]maps.Range{part}, c.p, 24) {
-				here = append(here, c)
-			} else {
-				rest = append(rest, c)
-			}
-		}
+		here, rest := splitAt(cs, part)
 		if len(here) == 0 {
 			break
 		}
 		spans := wk.mem.CopyAside(part)
 		cs = append(rest, pw.advance(wk.lay, here, spans, wk.parts)...)
 	}
+}
+
+// tableAfter is how many copies of every part prewalkParts makes before
+// it turns to the table: one pass (a test sets 0, to take every list
+// through it).
+var tableAfter = 1
+
+// splitAt parts the cursors cs into those at a chunk in part and the rest.
+func splitAt(cs []cursor, part maps.Range) (here, rest []cursor) {
+	for _, c := range cs {
+		if in([]maps.Range{part}, c.p, 24) {
+			here = append(here, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	return here, rest
+}
+
+// tablePass copies every part once, in address order, letting the lists
+// of cs that wait in it go on and recording the places that look free;
+// then the lists go on through that table. It returns the cursors still
+// waiting, and leaves the table empty.
+func (wk *walker) tablePass(ar uint64, cs []cursor) []cursor {
+	pw := &wk.pre
+	pw.table, pw.tableRoom = pw.table[:0], prewalkBudgetParts/2
+	heapBytes := uint64(0)
+	for _, part := range wk.parts {
+		heapBytes += part.End - part.Start
+	}
+	looks := freeLooks{parts: wk.parts, ar: ar, state: uint64(wk.lay.StateSize), maxSize: heapBytes, safe: wk.lay.SafeLinking}
+	for _, part := range wk.parts {
+		here, rest := splitAt(cs, part)
+		spans := wk.mem.CopyAside(part)
+		pw.record(spans, &looks)
+		cs = append(rest, pw.advance(wk.lay, here, spans, wk.parts)...)
+	}
+	cs = pw.follow(wk.lay, cs, wk.parts)
+	pw.table = pw.table[:0]
+	return cs
+}
+
+// freeLooks is what record asks of a place for it to look like a free
+// chunk of one of the arena's bins: a size that is a multiple of 16, at
+// least 32, not mmapped and no larger than the arena's heaps; links (fd
+// and bk) that are 16-aligned and lead into the heaps or to the arena's
+// bins; and, where the copy holds it, the next chunk's header saying this
+// one is free with its size (set_foot and PREV_INUSE: malloc.c,
+// _int_free_merge_chunk and _int_malloc, 2.39). A fastbin chunk passes
+// none of that (it looks in use); a real bin chunk of a damaged heap may
+// fail it too. Neither matters: a list goes through the table only over
+// places it finds there, whose words are the copy's, what the walk would
+// read at that very chunk.
+type freeLooks struct {
+	parts          []maps.Range // the arena's heaps, by address
+	ar, state      uint64       // the arena's state and its size
+	maxSize        uint64
+	safe           bool   // fastbin links are mangled (safe-linking, 2.32+)
+	lastLo, lastHi uint64 // the part a link last led into
+}
+
+// link reports whether a link may be one of a bin chunk's.
+func (fl *freeLooks) link(x uint64) bool {
+	if x%16 != 0 {
+		return false
+	}
+	if x >= fl.lastLo && x < fl.lastHi {
+		return true
+	}
+	if x+16 >= fl.ar && x < fl.ar+fl.state { // a bin's header: the state less 16
+		return true
+	}
+	i, ok := slices.BinarySearchFunc(fl.parts, x, func(r maps.Range, p uint64) int {
+		if r.End <= p {
+			return -1
+		}
+		if r.Start > p {
+			return 1
+		}
+		return 0
+	})
+	if ok {
+		fl.lastLo, fl.lastHi = fl.parts[i].Start, fl.parts[i].End
+	}
+	return ok
+}
+
+// fast reports whether the chunk at p, of size sz, whose fd is fd, looks
+// like a fastbin's: a fastbin size and, unmangled, a link to a chunk of the
+// heaps or none. Only where links are mangled: a plain one is any in-use
+// chunk whose first word points into the heap or is zero, and there are
+// many.
+func (fl *freeLooks) fast(p, sz, fd uint64) bool {
+	if !fl.safe || sz > maxFastChunk {
+		return false
+	}
+	d := fd ^ (p+16)>>12
+	return d == 0 || fl.link(d)
+}
+
+// maxFastChunk is the largest chunk a fastbin may hold: MAX_FAST_SIZE (80
+// * SIZE_SZ / 4) as request2size makes it a chunk (malloc.c, 2.39).
+const maxFastChunk = 0xb0
+
+// footed reports whether the next chunk's header, where the copy holds
+// it, says the chunk at off of w, of size sz, is free: its prev_size is
+// sz and its PREV_INUSE bit clear.
+func (fl *freeLooks) footed(w *memio.Window, b []byte, off, sz uint64) bool {
+	foot := off + sz
+	if foot+16 > uint64(len(b)) || foot+16 < foot {
+		return true // not in this copy: the links decide
+	}
+	return !w.Hole(foot) && !w.Hole(foot+8) && binary.LittleEndian.Uint64(b[foot:]) == sz && binary.LittleEndian.Uint64(b[foot+8:])&1 == 0
+}
+
+// record adds to the table every place in spans (one part's copy) that
+// looks like a free chunk of a bin (freeLooks), in address order, while
+// it has room.
+func (pw *prewalk) record(spans []memio.Window, fl *freeLooks) {
+	le64 := binary.LittleEndian
+	for wi := range spans {
+		w := &spans[wi]
+		b := w.B
+		n := uint64(len(b))
+		for off := (16 - w.Start%16) % 16; off+32 <= n; off += 16 {
+			raw := le64.Uint64(b[off+8:])
+			sz := raw &^ sizeBits
+			if sz < 32 || sz%16 != 0 || raw&2 != 0 || sz > fl.maxSize {
+				continue
+			}
+			if w.Hole(off+8) || w.Hole(off+16) || w.Hole(off+24) {
+				continue
+			}
+			fd, bk := le64.Uint64(b[off+16:]), le64.Uint64(b[off+24:])
+			if !fl.fast(w.Start+off, sz, fd) && (!fl.footed(w, b, off, sz) || !fl.link(fd) || !fl.link(bk)) {
+				continue
+			}
+			if pw.tableRoom == 0 {
+				return
+			}
+			pw.tableRoom--
+			pw.table = append(pw.table, link{p: w.Start + off, size: raw, fd: fd})
+		}
+	}
+}
+
+// find returns the index of the table's entry at p, or -1.
+func (pw *prewalk) find(p uint64) int {
+	t := pw.table
+	lo, hi := 0, len(t)
+	for lo < hi { // a search by hand: through slices' generic one, with its comparison a call, it was a sixth of a trimmed heap's pre-flight
+		m := int(uint(lo+hi) >> 1)
+		if t[m].p < p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(t) && t[lo].p == p {
+		return lo
+	}
+	return -1
+}
+
+// follow lets each cursor of cs go on through the table while it finds
+// its chunk there, as advance does through a copy. It returns those that
+// stopped at a chunk not in the table but in later, to be copied.
+func (pw *prewalk) follow(lay layouts.Layout, cs []cursor, later []maps.Range) (waiting []cursor) {
+	if len(pw.table) == 0 {
+		return cs
+	}
+	if !slices.IsSortedFunc(pw.table, func(a, b link) int { return cmp.Compare(a.p, b.p) }) {
+		slices.SortFunc(pw.table, func(a, b link) int { return cmp.Compare(a.p, b.p) })
+	}
+	safe := lay.SafeLinking
+	for i := range cs {
+		c := &cs[i]
+		for {
+			p := c.p
+			if p%16 != 0 || p == c.end {
+				break
+			}
+			j := pw.find(p)
+			if j < 0 || pw.budget == 0 {
+				if in(later, p, 24) {
+					c.w = nil
+					waiting = append(waiting, *c)
+				}
+				break
+			}
+			l := pw.table[j]
+			pw.lists[c.k] = append(pw.lists[c.k], l)
+			pw.links++
+			pw.budget--
+			c.p = l.fd
+			if c.fast && safe {
+				c.p ^= (l.p + 16) >> 12
+			}
+			looped := c.p == c.mark
+			if c.steps++; c.steps == c.power {
+				c.mark, c.power, c.steps = c.p, 2*c.power, 0
+			}
+			if looped {
+				break
+			}
+		}
+	}
+	return waiting
 }

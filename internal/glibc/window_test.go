@@ -108,17 +108,22 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				// (the bounds a small memory budget sets).
 				tiny bool
 				segs bool // every heap of more than two pages walked in segments by spare workers
+				// table: the lists of an arena copied in parts go through
+				// the table of free-looking places from the start.
+				table bool
 			}{
-				{"the core target (read by workers, not copied ahead)", c, false, false, false},
-				{"copied whole, no page map", copied{mem: c}, false, false, false},
-				{"copied whole", copiedRuns{copied{mem: c}}, false, false, false},
-				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, false},
-				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false, false},
-				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false, false},
-				{"copied a page at a time, cache and links bounded", copiedRuns{copied{mem: c}}, true, true, false},
-				{"in place, cache and links bounded", c, false, true, false},
-				{"the core target, in segments", c, false, false, true},
-				{"copied with holes, in segments", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, true},
+				{"the core target (read by workers, not copied ahead)", c, false, false, false, false},
+				{"copied whole, no page map", copied{mem: c}, false, false, false, false},
+				{"copied whole", copiedRuns{copied{mem: c}}, false, false, false, false},
+				{"copied with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, false, false},
+				{"copied a page at a time", copiedRuns{copied{mem: c}}, true, false, false, false},
+				{"copied a page at a time, with holes", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false, false, false},
+				{"copied a page at a time, cache and links bounded", copiedRuns{copied{mem: c}}, true, true, false, false},
+				{"in place, cache and links bounded", c, false, true, false, false},
+				{"the core target, in segments", c, false, false, true, false},
+				{"copied with holes, in segments", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, false, false, true, false},
+				{"copied a page at a time, with holes, lists through the table", copiedRuns{copied{mem: c, holes: true, ms: c.Mappings()}}, true, false, false, true},
+				{"copied a page at a time, lists through the table, cache and links bounded", copiedRuns{copied{mem: c}}, true, true, false, true},
 			} {
 				restore := func() {}
 				if m.small {
@@ -127,6 +132,11 @@ func TestWalkOfCopiesIsTheSame(t *testing.T) {
 				if m.tiny {
 					r := restore
 					undo := glibc.SetCacheLimits(1, 4)
+					restore = func() { undo(); r() }
+				}
+				if m.table {
+					r := restore
+					undo := glibc.SetTableFirst()
 					restore = func() { undo(); r() }
 				}
 				if m.segs {

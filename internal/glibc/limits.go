@@ -15,8 +15,10 @@ import (
 // sixth of it, and never fewer than before any budget (2 M): the lists
 // past them are read by the walk itself, which with a bounded cache costs
 // a read per word where the lists hop over more than the cache holds.
-// Links are only held for free chunks there are, so the floor costs an
-// ordinary heap nothing. The rest is left to the chunk index and the scan.
+// The table of places that look free, which such a prewalk builds when
+// the lists hop between parts (prewalkParts), takes at most half as many
+// entries of the same size: a twelfth. Links and entries are only held for
+// free chunks there are, so the floor costs an ordinary heap nothing. The rest is left to the chunk index and the scan.
 // A walk spread over jobs workers (parallel.go) gives each its own copies,
 // cache and links: each gets a jobs-th of those shares (at least 4 MiB of
 // copies and cache), so that what the walk holds does not grow with the

@@ -196,19 +196,38 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...m
 	// while every thread is.
 	sites, _ := t.proc.FindSites()
 	lookForSites := len(sites) > 0
-	f, err := t.Freeze(ctx, timeout)
-	if err != nil {
-		return nil, err
-	}
-	// The threads as the freeze stopped them: the same list as the
-	// target's own Threads, without their extended state unless asked.
-	frozen := f.threadList(t.ImageXState)
-	im := &Image{t: t, Room: room, pidfd: -1, frozen: frozen, threads: frozen, mappings: t.mappings}
-	nsPid, site, size, cloneErr := im.clone(ctx, f, tramp, timeout, lookForSites, im.leavable(leaveOut))
-	held, thawErr := f.Thaw()
-	im.Stopped = held
-	if cloneErr != nil || thawErr != nil {
-		return nil, t.explain(ctx, errors.Join(cloneErr, thawErr))
+	var im *Image
+	var nsPid int
+	var site, size uint64
+	// When every thread is still in a call site an arenactl killed a
+	// moment ago left, they are let go to leave it, which each does
+	// within ptrace.GateWait, and stopped again: a few times (as
+	// CallFrozen does).
+	for try := 0; ; try++ {
+		f, err := t.Freeze(ctx, timeout)
+		if err != nil {
+			return nil, err
+		}
+		// The threads as the freeze stopped them: the same list as the
+		// target's own Threads, without their extended state unless asked.
+		frozen := f.threadList(t.ImageXState)
+		im = &Image{t: t, Room: room, pidfd: -1, frozen: frozen, threads: frozen, mappings: t.mappings}
+		var cloneErr error
+		var atSites bool
+		nsPid, site, size, atSites, cloneErr = im.clone(ctx, f, tramp, timeout, lookForSites, im.leavable(leaveOut))
+		held, thawErr := f.Thaw()
+		im.Stopped = held
+		if cloneErr == nil && thawErr == nil {
+			break
+		}
+		if !atSites || thawErr != nil || try == siteRetries {
+			return nil, t.explain(ctx, errors.Join(cloneErr, thawErr))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, t.explain(ctx, errors.Join(cloneErr, ctx.Err()))
+		case <-time.After(ptrace.GateWait + siteMargin):
+		}
 	}
 	im.site, im.siteSize = site, size
 	if err := im.attach(nsPid); err != nil {
@@ -252,7 +271,10 @@ next:
 // clone runs the image routine in the first thread that can take a call
 // site. It returns the image's pid in the target's namespace and the site's
 // address.
-func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool, leave []maps.Range) (int, uint64, uint64, error) {
+//
+// atSites is true when no thread could take it because each is still in an
+// earlier run's call site (every error an *ptrace.AtCallSiteError).
+func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout time.Duration, sites bool, leave []maps.Range) (pid int, site, size uint64, atSites bool, err error) {
 	var errs []error
 	// Never abandoned, not even on SIGINT: a thread taken back in the
 	// middle of the routine would keep its mask of every signal blocked
@@ -270,23 +292,23 @@ func (im *Image) clone(ctx context.Context, f *Frozen, tramp uint64, timeout tim
 			if sites {
 				im.Notes = removeIdleSites(f, &FrozenCaller{f: f, th: th, tramp: tramp, lim: lim}, base)
 			}
-			return pid, base, size, nil
+			return pid, base, size, false, nil
 		}
 		var clone *ptrace.CloneError
 		if errors.As(err, &clone) {
 			// The kernel refused: nothing was made, nothing is left.
-			return 0, 0, 0, &ImageUnavailableError{Pid: im.t.Pid, Reason: clone.Error()}
+			return 0, 0, 0, false, &ImageUnavailableError{Pid: im.t.Pid, Reason: clone.Error()}
 		}
 		if errors.Is(err, ptrace.ErrSubreaper) {
-			return 0, 0, 0, &ImageUnavailableError{Pid: im.t.Pid, Reason: ptrace.ErrSubreaper.Error()}
+			return 0, 0, 0, false, &ImageUnavailableError{Pid: im.t.Pid, Reason: ptrace.ErrSubreaper.Error()}
 		}
 		errs = append(errs, err)
 		var atSite *ptrace.AtCallSiteError
 		if !errors.As(err, &atSite) {
-			break // the call was tried: do not try another thread
+			return 0, 0, 0, false, errors.Join(errs...) // the call was tried: do not try another thread
 		}
 	}
-	return 0, 0, 0, errors.Join(errs...)
+	return 0, 0, 0, len(errs) > 0, errors.Join(errs...)
 }
 
 // attach finds the image from arenactl's side, checks it is the one made

@@ -1,0 +1,93 @@
+package live_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/ptrace"
+	"github.com/arenactl/arenactl/internal/testutil"
+)
+
+// An image asked for right after an arenactl was killed mid-call in the
+// only thread: the thread still runs that call, then waits at the killed
+// run's gate and puts itself back. Image lets it go meanwhile and stops it
+// again, and gets its image once the thread is its own; before, it failed
+// at once (no thread could take a call site). The killed tracer is this
+// test binary again (TestImageAfterKilledCallHelper), its call a poll of
+// 1.5 s.
+func TestImageAfterKilledCall(t *testing.T) {
+	if _, ok := arch.Host().Sys("poll"); !ok {
+		t.Skip("no poll syscall on this machine (a timed call with no pointer)")
+	}
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestImageAfterKilledCallHelper$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ARENACTL_SITE_HELPER=%d", tg.Pid))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	calling := false
+	for sc.Scan() {
+		if calling = sc.Text() == "calling"; calling {
+			break
+		}
+	}
+	if !calling {
+		t.Fatal("the helper never started its call")
+	}
+	time.Sleep(200 * time.Millisecond) // the call under way
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	tgt := openLive(t, tg.Pid)
+	im, err := tgt.Image(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatalf("image after a killed run's call: %v", err)
+	}
+	im.Close()
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// TestImageAfterKilledCallHelper is TestImageAfterKilledCall's tracer: it
+// starts a poll of 1.5 s in the target's thread and waits, in it, to be
+// killed.
+func TestImageAfterKilledCallHelper(t *testing.T) {
+	env := os.Getenv("ARENACTL_SITE_HELPER")
+	if env == "" {
+		t.Skip("run by TestImageAfterKilledCall")
+	}
+	var pid int
+	if _, err := fmt.Sscanf(env, "%d", &pid); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ptrace.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := p.Seize(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("calling")
+	_, err = th.RawSyscall(ptrace.CallLimits{Soft: 10 * time.Second, Hard: 20 * time.Second}, uint64(arch.Host().MustSys("poll")), 0, 0, 1500)
+	t.Fatalf("the call returned before the kill: %v", err)
+}

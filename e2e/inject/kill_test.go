@@ -83,12 +83,7 @@ func TestSIGKILLAtRandomMoments(t *testing.T) {
 // itself and the routine gives the thread back. The next run finds all
 // three, checks that nothing runs in them, removes them and says so.
 func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
-	tg, drain := stallTarget(t)
-	mainThreadReads(t, tg.Pid)
-	cmd, _, exited := startBlockedCall(t, tg)
-	cmd.Process.Kill()
-	<-exited
-	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	tg, drain := killedInBlockedCall(t)
 	if left := markedMappings(t, tg.Pid); len(left) != 1 {
 		t.Fatalf("marked mappings after the kill: %v", left)
 	}
@@ -117,12 +112,7 @@ func TestLeftoversOfAKilledRunAreRemoved(t *testing.T) {
 // sampler is placed through another thread, and the left call, once the
 // lock is free, still completes and gives the main thread back.
 func TestRecordBesideAKilledRunsCall(t *testing.T) {
-	tg, drain := stallTarget(t)
-	mainThreadReads(t, tg.Pid)
-	cmd, _, exited := startBlockedCall(t, tg)
-	cmd.Process.Kill()
-	<-exited
-	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	tg, drain := killedInBlockedCall(t)
 	out := filepath.Join(t.TempDir(), "rec")
 	r := run(t, "record", fmt.Sprint(tg.Pid), "-o", out, "--duration", "1s", "--interval", "250ms")
 	if r.Code != 0 {
@@ -134,6 +124,20 @@ func TestRecordBesideAKilledRunsCall(t *testing.T) {
 		t.Fatalf("target: %s", a)
 	}
 	mustQuit(t, tg)
+}
+
+// killedInBlockedCall starts the stall target and an info whose call in
+// its main thread waits for the lock the stall thread holds, kills info
+// there, and returns once the target is untraced, the call still waiting.
+func killedInBlockedCall(t *testing.T) (tg *testutil.Target, drain func()) {
+	t.Helper()
+	tg, drain = stallTarget(t)
+	mainThreadReads(t, tg.Pid)
+	cmd, _, exited := startBlockedCall(t, tg)
+	cmd.Process.Kill()
+	<-exited
+	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
+	return tg, drain
 }
 
 // startBlockedCall starts info borrowing the stall target's main thread and

@@ -110,6 +110,21 @@ type cursor struct {
 	power, steps int
 }
 
+// step moves c past l, the link it stood at, to where l leads (safe:
+// fastbin links are mangled), and reports whether the list has come round
+// to a chunk met before (Brent's cycle detection).
+func (c *cursor) step(l link, safe bool) (looped bool) {
+	c.p = l.fd
+	if c.fast && safe {
+		c.p ^= (l.p + 16) >> 12
+	}
+	looped = c.p == c.mark
+	if c.steps++; c.steps == c.power {
+		c.mark, c.power, c.steps = c.p, 2*c.power, 0
+	}
+	return looped
+}
+
 // cursors starts every list of the arena at ar, whose state is st.
 func (pw *prewalk) cursors(lay layouts.Layout, ar uint64, st []byte) []cursor {
 	nl := lay.NFastbins + nbins - 1
@@ -180,14 +195,7 @@ func (pw *prewalk) advance(lay layouts.Layout, cs []cursor, spans []memio.Window
 			l := link{p: c.p, size: vals[j][0], fd: vals[j][1]}
 			pw.lists[c.k] = append(pw.lists[c.k], l)
 			pw.links++
-			c.p = l.fd
-			if c.fast && safe {
-				c.p ^= (l.p + 16) >> 12
-			}
-			looped := c.p == c.mark
-			if c.steps++; c.steps == c.power {
-				c.mark, c.power, c.steps = c.p, 2*c.power, 0
-			}
+			looped := c.step(l, safe)
 			if looped || !next(c) {
 				last := len(cs) - 1
 				cs[j], vals[j] = cs[last], vals[last]
@@ -262,15 +270,7 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 		clear(waiting)
 		best := 0
 		for _, c := range cs {
-			i, _ := slices.BinarySearchFunc(wk.parts, c.p, func(r maps.Range, p uint64) int {
-				if r.End <= p {
-					return -1
-				}
-				if r.Start > p {
-					return 1
-				}
-				return 0
-			})
+			i, _ := partOf(wk.parts, c.p)
 			if i < len(waiting) {
 				if waiting[i]++; waiting[i] > waiting[best] {
 					best = i
@@ -291,6 +291,20 @@ func (wk *walker) prewalkParts(ar uint64, st []byte) {
 // it turns to the table: one pass (a test sets 0, to take every list
 // through it).
 var tableAfter = 1
+
+// partOf returns the index of the part of parts (sorted, apart) that holds
+// p, and whether one does; if none, where p would go.
+func partOf(parts []maps.Range, p uint64) (int, bool) {
+	return slices.BinarySearchFunc(parts, p, func(r maps.Range, p uint64) int {
+		if r.End <= p {
+			return -1
+		}
+		if r.Start > p {
+			return 1
+		}
+		return 0
+	})
+}
 
 // splitAt parts the cursors cs into those at a chunk in part and the rest.
 func splitAt(cs []cursor, part maps.Range) (here, rest []cursor) {
@@ -357,15 +371,7 @@ func (fl *freeLooks) link(x uint64) bool {
 	if x+16 >= fl.ar && x < fl.ar+fl.state { // a bin's header: the state less 16
 		return true
 	}
-	i, ok := slices.BinarySearchFunc(fl.parts, x, func(r maps.Range, p uint64) int {
-		if r.End <= p {
-			return -1
-		}
-		if r.Start > p {
-			return 1
-		}
-		return 0
-	})
+	i, ok := partOf(fl.parts, x)
 	if ok {
 		fl.lastLo, fl.lastHi = fl.parts[i].Start, fl.parts[i].End
 	}
@@ -479,14 +485,7 @@ func (pw *prewalk) follow(lay layouts.Layout, cs []cursor, later []maps.Range) (
 			pw.lists[c.k] = append(pw.lists[c.k], l)
 			pw.links++
 			pw.budget--
-			c.p = l.fd
-			if c.fast && safe {
-				c.p ^= (l.p + 16) >> 12
-			}
-			looped := c.p == c.mark
-			if c.steps++; c.steps == c.power {
-				c.mark, c.power, c.steps = c.p, 2*c.power, 0
-			}
+			looped := c.step(l, safe)
 			if looped {
 				break
 			}

@@ -158,6 +158,25 @@ func testGrowthSites(t *testing.T, tracepoints bool) {
 	} else {
 		t.Logf("explains %.1f of %.1f MiB", net/(1<<20), grew/(1<<20))
 	}
+	if t.Failed() {
+		// Once (tracepoints, a loaded CI-like run) read_file's and
+		// malloc_trim's bytes and a part of arena 1's went missing with
+		// nothing lost or throttled: what the window saw, for the next
+		// failure to say where they went.
+		t.Logf("window: %v, %d threads, lost %d, throttled %d, incomplete %d, truncated %d, no rss_stat %q, calls by %s",
+			g.Duration, g.Threads, g.Lost, g.Throttled, g.Incomplete, g.Truncated, g.NoRSSStat, g.CallsBy)
+		for _, c := range g.Classes() {
+			t.Logf("class %s: touched %.1f MiB, mapped %.1f MiB, given back %.1f MiB, calls %.0f, samples %.0f", c.Class,
+				c.Values[report.GrowthTouched]/(1<<20), c.Values[report.GrowthMapped]/(1<<20), c.Values[report.GrowthGivenBack]/(1<<20),
+				c.Values[report.GrowthCalls], c.Values[report.GrowthSamples])
+		}
+		for _, s := range g.Profile.Sites {
+			if v := s.Values; v[report.GrowthTouched]+v[report.GrowthMapped]+v[report.GrowthGivenBack] >= 1<<20 {
+				t.Logf("site %s %s: touched %.1f MiB, mapped %.1f MiB, given back %.1f MiB, at %s", s.Labels[report.LabelClass], s.Labels[report.LabelArena],
+					v[report.GrowthTouched]/(1<<20), v[report.GrowthMapped]/(1<<20), v[report.GrowthGivenBack]/(1<<20), stackNames(s.Frames))
+			}
+		}
+	}
 	if line, code := tg.Quit(); line != "bye" || code != 0 {
 		t.Errorf("target at exit: %q, status %d", line, code)
 	}

@@ -155,6 +155,55 @@ func TestGoneProcess(t *testing.T) {
 	}
 }
 
+// While calls' programs are attached, another perf user of the same
+// tracepoints (perf trace, perf record, another arenactl's growth
+// --tracepoints) still gets every exit of every process: a tracepoint
+// program that returns 0 gates the tracepoint's perf output for all of
+// them. Before the programs returned 1, this session saw none.
+func TestCallsLeaveOtherPerfUsersTheirExits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF and perf events on another process")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	other := testutil.Start(t, bin)
+	c, err := perf.OpenCalls(other.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	tps, err := perf.Tracepoints("syscalls/sys_exit_mmap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := perf.Open(tg.Pid, []perf.Event{{Name: "mmap-exit", Type: unix.PERF_TYPE_TRACEPOINT, Config: tps[0].ID, Period: 1, Raw: true}}, perf.Options{RingPages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, where := range []string{"main", "thread"} {
+		other.Send("main 1")
+		ans := strings.Fields(tg.Send(where + " 1"))
+		start, err := strconv.ParseUint(strings.TrimPrefix(ans[0], "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(ans)
+		}
+		exits := 0
+		for _, smp := range s.Read() {
+			if uint64(tps[0].Int(smp.Raw, "ret")) == start {
+				exits++
+			}
+		}
+		if exits != 1 {
+			t.Errorf("%s: %d exits of the mmap seen by a perf session beside calls' programs, want 1", where, exits)
+		}
+		c.Read(func(perf.Sample) {})
+	}
+}
+
 // TestCallsRecordEveryCall: the eBPF program records each mmap of the
 // process, in the main thread and in a thread created after it was
 // attached, with its arguments, result and user registers, and no call of

@@ -203,14 +203,24 @@ struct sys_exit {
 	__s64 ret;
 };
 
-static __always_inline int record(struct sys_exit *ctx, int kind)
+/* What every program returns: 1, so that the tracepoint's perf events
+ * still get their records. A tracepoint program's result gates the
+ * tracepoint's perf output for every perf user on the machine
+ * (kernel/trace/trace_syscalls.c perf_syscall_exit, after
+ * perf_call_bpf_exit; kernel/trace/bpf_trace.c trace_call_bpf): with 0,
+ * while a growth window was open, perf trace, perf record -e
+ * syscalls:sys_exit_mmap and another arenactl's growth --tracepoints
+ * silently lost every exit of these six syscalls, on every process. */
+#define KEEP_FOR_PERF 1
+
+static __always_inline void record(struct sys_exit *ctx, int kind)
 {
 	__u32 tgid, tid;
 	if (!armed)
-		return 0;
+		return;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (!mine(task, &tgid, &tid))
-		return 0;
+		return;
 	long ret = ctx->ret;
 	/* A BTF pointer too: its registers are read where they are. */
 	const struct call_regs *regs = (const void *)bpf_task_pt_regs(task);
@@ -239,7 +249,7 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 			fill(c, regs, ret, tgid, tid, flags);
 			c->stack_len = copy_stack(c + 1, sp, 2);
 			bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
-			return 0;
+			return;
 		}
 	}
 	if (flags) {
@@ -249,7 +259,7 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 			c->stack_len = copy_stack(c + 1, sp, 1);
 			/* No wakeup: the reader polls. */
 			bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
-			return 0;
+			return;
 		}
 		/* No room for a whole copy: a short one still records the
 		 * call (its chance of a whole copy was a little less than
@@ -258,46 +268,51 @@ static __always_inline int record(struct sys_exit *ctx, int kind)
 	c = bpf_ringbuf_reserve(&calls, sizeof(*c) + SHORT_STACK, 0);
 	if (!c) {
 		__sync_fetch_and_add(&lost, 1);
-		return 0;
+		return;
 	}
 	fill(c, regs, ret, tgid, tid, 0);
 	c->stack_len = copy_stack(c + 1, sp, 0);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
-	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mmap")
 int exit_mmap(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_MMAP);
+	record(ctx, KIND_MMAP);
+	return KEEP_FOR_PERF;
 }
 
 SEC("tracepoint/syscalls/sys_exit_munmap")
 int exit_munmap(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_MUNMAP);
+	record(ctx, KIND_MUNMAP);
+	return KEEP_FOR_PERF;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mremap")
 int exit_mremap(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_MREMAP);
+	record(ctx, KIND_MREMAP);
+	return KEEP_FOR_PERF;
 }
 
 SEC("tracepoint/syscalls/sys_exit_brk")
 int exit_brk(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_BRK);
+	record(ctx, KIND_BRK);
+	return KEEP_FOR_PERF;
 }
 
 SEC("tracepoint/syscalls/sys_exit_madvise")
 int exit_madvise(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_MADVISE);
+	record(ctx, KIND_MADVISE);
+	return KEEP_FOR_PERF;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mprotect")
 int exit_mprotect(struct sys_exit *ctx)
 {
-	return record(ctx, KIND_MPROTECT);
+	record(ctx, KIND_MPROTECT);
+	return KEEP_FOR_PERF;
 }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -20,39 +21,23 @@ type FrozenCaller struct {
 	lim   ptrace.CallLimits
 }
 
-// Caller prepares calls in the first stopped thread that no earlier run's
-// call site holds (see ptrace.SiteInfo.Holds): one that does is not in its
-// own state, and a site made for it would restore it into the old one.
-// When every thread is held, the error is the first one's
+// caller prepares calls in the first stopped thread that none of sites
+// (an earlier run's call sites, ptrace.FindSites) holds: one that is held
+// is not in its own state, and a site made for it would restore it into
+// the old one. When every thread is held, the error is the first one's
 // *ptrace.AtCallSiteError: thawed, such a thread leaves the old site within
-// ptrace.GateWait, so the caller may thaw, wait and freeze again. tramp is
-// the process's signal trampoline (ptrace.FindTrampoline, found before the
-// freeze, since finding it reads libc's code).
-func (f *Frozen) Caller(tramp uint64, timeout time.Duration) (*FrozenCaller, error) {
+// ptrace.GateWait. tramp is the process's signal trampoline
+// (ptrace.FindTrampoline, found before the freeze, since finding it reads
+// libc's code).
+func (f *Frozen) caller(tramp uint64, timeout time.Duration, sites []ptrace.SiteInfo) (*FrozenCaller, error) {
 	if len(f.threads) == 0 {
 		return nil, errors.New("live: no stopped thread to call in")
-	}
-	// One listing of the sites for every thread: with thousands of
-	// threads, a listing each would read the maps thousands of times.
-	sites, err := f.t.proc.FindSites()
-	if err != nil {
-		return nil, err
 	}
 	var held error
 	for _, th := range f.threads {
 		r := th.Regs()
-		why := ""
-		var at *ptrace.SiteInfo
-		for i := range sites {
-			if why = sites[i].Holds(th.Tid, &r); why != "" {
-				at = &sites[i]
-				break
-			}
-		}
-		if at != nil {
-			if held == nil {
-				held = &ptrace.AtCallSiteError{Tid: th.Tid, Site: at.Addr, Creator: at.Creator, Why: why}
-			}
+		if err := ptrace.Holding(sites, th.Tid, &r); err != nil {
+			held = cmp.Or(held, err)
 			continue
 		}
 		th.SetTrampoline(tramp)
@@ -61,39 +46,59 @@ func (f *Frozen) Caller(tramp uint64, timeout time.Duration) (*FrozenCaller, err
 	return nil, held
 }
 
-// CallFrozen freezes the process, runs fn with a Caller in one of its
-// threads, and thaws it; held is how long the threads stood stopped. When
-// every thread is still in a call site an arenactl killed a moment ago left
-// (a record killed while it walked, then started again), they are let go
-// to leave it, which each does within ptrace.GateWait, and stopped again:
-// a few times, then the error stands.
+// CallFrozen freezes the process, runs fn with a caller in one of its
+// threads, and thaws it; held is how long the threads stood stopped.
+// Leftover call sites are looked for before anything is stopped, and only
+// when some exist again while every thread is (as Image does). When every
+// thread is still in one (a record killed while it walked, then started
+// again), they are let go to leave it and stopped again (waitOutSites).
 func (t *Target) CallFrozen(ctx context.Context, timeout time.Duration, tramp uint64, fn func(c *FrozenCaller) error) (held time.Duration, err error) {
-	for try := 0; ; try++ {
+	sites, _ := t.proc.FindSites()
+	lookForSites := len(sites) > 0
+	err = waitOutSites(ctx, func() (bool, error) {
 		f, err := t.Freeze(ctx, timeout)
 		if err != nil {
-			return held, err
+			return false, err
 		}
-		c, err := f.Caller(tramp, timeout)
+		if lookForSites {
+			if sites, err = t.proc.FindSites(); err != nil {
+				h, terr := f.Thaw()
+				held += h
+				return false, errors.Join(err, terr)
+			}
+		}
+		c, err := f.caller(tramp, timeout, sites)
 		if err == nil {
 			err = fn(c)
 		}
 		h, terr := f.Thaw()
 		held += h
-		var at *ptrace.AtCallSiteError
-		if c != nil || !errors.As(err, &at) || terr != nil || try == siteRetries {
-			return held, errors.Join(err, terr)
+		return c == nil && terr == nil, errors.Join(err, terr)
+	})
+	return held, err
+}
+
+// waitOutSites runs try (a freeze, what is done frozen, the thaw) until it
+// succeeds, fails otherwise than with every thread still in a call site an
+// arenactl killed a moment ago left (atSites), or siteRetries times more:
+// between tries, the threads run and leave the old site, which each does
+// within ptrace.GateWait.
+func waitOutSites(ctx context.Context, try func() (atSites bool, err error)) error {
+	for n := 0; ; n++ {
+		atSites, err := try()
+		if err == nil || !atSites || n == siteRetries {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return held, errors.Join(err, ctx.Err())
+			return errors.Join(err, ctx.Err())
 		case <-time.After(ptrace.GateWait + siteMargin):
 		}
 	}
 }
 
-// siteRetries and siteMargin bound CallFrozen's waits for threads to leave
-// an earlier run's call site: the gate's wait and a margin for a loaded
-// machine, three times.
+// siteRetries and siteMargin bound waitOutSites' waits: the gate's wait
+// and a margin for a loaded machine, three times.
 const (
 	siteRetries = 3
 	siteMargin  = 250 * time.Millisecond

@@ -199,35 +199,29 @@ func (t *Target) Image(ctx context.Context, timeout time.Duration, leaveOut ...m
 	var im *Image
 	var nsPid int
 	var site, size uint64
-	// When every thread is still in a call site an arenactl killed a
-	// moment ago left, they are let go to leave it, which each does
-	// within ptrace.GateWait, and stopped again: a few times (as
-	// CallFrozen does).
-	for try := 0; ; try++ {
+	var freezeErr error // explained by Freeze itself
+	err = waitOutSites(ctx, func() (bool, error) {
 		f, err := t.Freeze(ctx, timeout)
 		if err != nil {
-			return nil, err
+			freezeErr = err
+			return false, err
 		}
 		// The threads as the freeze stopped them: the same list as the
 		// target's own Threads, without their extended state unless asked.
 		frozen := f.threadList(t.ImageXState)
 		im = &Image{t: t, Room: room, pidfd: -1, frozen: frozen, threads: frozen, mappings: t.mappings}
-		var cloneErr error
 		var atSites bool
+		var cloneErr error
 		nsPid, site, size, atSites, cloneErr = im.clone(ctx, f, tramp, timeout, lookForSites, im.leavable(leaveOut))
 		held, thawErr := f.Thaw()
 		im.Stopped = held
-		if cloneErr == nil && thawErr == nil {
-			break
-		}
-		if !atSites || thawErr != nil || try == siteRetries {
-			return nil, t.explain(ctx, errors.Join(cloneErr, thawErr))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, t.explain(ctx, errors.Join(cloneErr, ctx.Err()))
-		case <-time.After(ptrace.GateWait + siteMargin):
-		}
+		return atSites && thawErr == nil, errors.Join(cloneErr, thawErr)
+	})
+	if freezeErr != nil {
+		return nil, freezeErr
+	}
+	if err != nil {
+		return nil, t.explain(ctx, err)
 	}
 	im.site, im.siteSize = site, size
 	if err := im.attach(nsPid); err != nil {

@@ -137,6 +137,13 @@ func (p *Process) SiteHolding(tid int, r *Regs) error {
 	if err != nil {
 		return err
 	}
+	return Holding(sites, tid, r)
+}
+
+// Holding returns the first of sites (FindSites') that thread tid, stopped
+// with registers r, is tied to (see Holds), as an *AtCallSiteError, or nil:
+// one listing of the sites serves every thread of a freeze.
+func Holding(sites []SiteInfo, tid int, r *Regs) error {
 	for _, s := range sites {
 		if why := s.Holds(tid, r); why != "" {
 			return &AtCallSiteError{Tid: tid, Site: s.Addr, Creator: s.Creator, Why: why}

@@ -3,14 +3,17 @@ package live_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/ptrace"
 	"github.com/arenactl/arenactl/internal/testutil"
 )
@@ -23,12 +26,50 @@ import (
 // test binary again (TestImageAfterKilledCallHelper), its call a poll of
 // 1.5 s.
 func TestImageAfterKilledCall(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	killMidPoll(t, tg.Pid, 1500)
+	tgt := openLive(t, tg.Pid)
+	im, err := tgt.Image(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatalf("image after a killed run's call: %v", err)
+	}
+	im.Close()
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// A thread held longer than Image waits (a killed run's poll of 8 s, past
+// its three waits of a gate's second): Image gives up with the call site
+// named, a thread that cannot be borrowed (errkind.ErrNoSafeThread, exit
+// 8 in cmd), and leaves the process running: once the call is over it
+// answers and exits as it would.
+func TestImageGivesUpOnAThreadHeldTooLong(t *testing.T) {
+	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
+	killMidPoll(t, tg.Pid, 8000)
+	tgt := openLive(t, tg.Pid)
+	_, err := tgt.Image(context.Background(), 3*time.Second)
+	var at *ptrace.AtCallSiteError
+	if !errors.As(err, &at) || !errors.Is(err, errkind.ErrNoSafeThread) || !strings.Contains(err.Error(), "left by arenactl") {
+		t.Fatalf("image with the only thread in a killed run's call: %v, want the call site named as holding it", err)
+	}
+	if testutil.Traced(tg.Pid) {
+		t.Error("the target is still traced after Image gave up")
+	}
+	if line, code := tg.Quit(); line != "clean" || code != 0 {
+		t.Fatalf("target: %q, exit %d", line, code)
+	}
+}
+
+// killMidPoll has a tracer (this test binary again) start a poll of ms
+// milliseconds in process pid's main thread, and kills it mid-call.
+func killMidPoll(t *testing.T, pid, ms int) {
+	t.Helper()
 	if _, ok := arch.Host().Sys("poll"); !ok {
 		t.Skip("no poll syscall on this machine (a timed call with no pointer)")
 	}
-	tg := testutil.Start(t, testutil.BuildC(t, "idle.c"))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestImageAfterKilledCallHelper$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("ARENACTL_SITE_HELPER=%d", tg.Pid))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ARENACTL_SITE_HELPER=%d:%d", pid, ms))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -52,28 +93,18 @@ func TestImageAfterKilledCall(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the call under way
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(tg.Pid) })
-	tgt := openLive(t, tg.Pid)
-	im, err := tgt.Image(context.Background(), 3*time.Second)
-	if err != nil {
-		t.Fatalf("image after a killed run's call: %v", err)
-	}
-	im.Close()
-	if line, code := tg.Quit(); line != "clean" || code != 0 {
-		t.Fatalf("target: %q, exit %d", line, code)
-	}
+	testutil.WaitUntil(t, "the target to be untraced", func() bool { return !testutil.Traced(pid) })
 }
 
-// TestImageAfterKilledCallHelper is TestImageAfterKilledCall's tracer: it
-// starts a poll of 1.5 s in the target's thread and waits, in it, to be
-// killed.
+// TestImageAfterKilledCallHelper is killMidPoll's tracer: it starts a poll
+// in the target's thread and waits, in it, to be killed.
 func TestImageAfterKilledCallHelper(t *testing.T) {
 	env := os.Getenv("ARENACTL_SITE_HELPER")
 	if env == "" {
 		t.Skip("run by TestImageAfterKilledCall")
 	}
-	var pid int
-	if _, err := fmt.Sscanf(env, "%d", &pid); err != nil {
+	var pid, ms int
+	if _, err := fmt.Sscanf(env, "%d:%d", &pid, &ms); err != nil {
 		t.Fatal(err)
 	}
 	p, err := ptrace.Open(pid)
@@ -88,6 +119,6 @@ func TestImageAfterKilledCallHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Println("calling")
-	_, err = th.RawSyscall(ptrace.CallLimits{Soft: 10 * time.Second, Hard: 20 * time.Second}, uint64(arch.Host().MustSys("poll")), 0, 0, 1500)
+	_, err = th.RawSyscall(ptrace.CallLimits{Soft: 10 * time.Second, Hard: 20 * time.Second}, uint64(arch.Host().MustSys("poll")), 0, 0, uint64(ms))
 	t.Fatalf("the call returned before the kill: %v", err)
 }

@@ -1,7 +1,6 @@
 package glibc
 
 import (
-	"cmp"
 	"encoding/binary"
 	"github.com/arenactl/arenactl/internal/glibc/memio"
 	"slices"
@@ -442,7 +441,9 @@ func (pw *prewalk) record(spans []memio.Window, fl *freeLooks) {
 	}
 }
 
-// find returns the index of the table's entry at p, or -1.
+// find returns the index of the table's entry at p, or -1. The table is in
+// address order: record goes through the parts (memio.Parts sorts them)
+// and each part's windows in order.
 func (pw *prewalk) find(p uint64) int {
 	t := pw.table
 	lo, hi := 0, len(t)
@@ -466,9 +467,6 @@ func (pw *prewalk) find(p uint64) int {
 func (pw *prewalk) follow(lay layouts.Layout, cs []cursor, later []maps.Range) (waiting []cursor) {
 	if len(pw.table) == 0 {
 		return cs
-	}
-	if !slices.IsSortedFunc(pw.table, func(a, b link) int { return cmp.Compare(a.p, b.p) }) {
-		slices.SortFunc(pw.table, func(a, b link) int { return cmp.Compare(a.p, b.p) })
 	}
 	safe := lay.SafeLinking
 	for i := range cs {

@@ -155,6 +155,21 @@ func TestGoneProcess(t *testing.T) {
 	}
 }
 
+// attachMmapCalls records process pid's mmap and munmap calls by eBPF
+// until the test ends.
+func attachMmapCalls(t *testing.T, pid int) *perf.Calls {
+	t.Helper()
+	c, err := perf.OpenCalls(pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // While calls' programs are attached, another perf user of the same
 // tracepoints (perf trace, perf record, another arenactl's growth
 // --tracepoints) still gets every exit of every process: a tracepoint
@@ -167,14 +182,7 @@ func TestCallsLeaveOtherPerfUsersTheirExits(t *testing.T) {
 	bin := testutil.BuildCSource(t, "toucher", toucher)
 	tg := testutil.Start(t, bin)
 	other := testutil.Start(t, bin)
-	c, err := perf.OpenCalls(other.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Attach(); err != nil {
-		t.Fatal(err)
-	}
+	c := attachMmapCalls(t, other.Pid)
 	tps, err := perf.Tracepoints("syscalls/sys_exit_mmap")
 	if err != nil {
 		t.Fatal(err)
@@ -215,14 +223,7 @@ func TestCallsRecordEveryCall(t *testing.T) {
 	bin := testutil.BuildCSource(t, "toucher", toucher)
 	tg := testutil.Start(t, bin)
 	other := testutil.Start(t, bin)
-	c, err := perf.OpenCalls(tg.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Attach(); err != nil {
-		t.Fatal(err)
-	}
+	c := attachMmapCalls(t, tg.Pid)
 	for _, where := range []string{"main", "thread"} {
 		other.Send("main 1")
 		ans := strings.Fields(tg.Send(where + " 3"))

@@ -1,12 +1,10 @@
 package live_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,28 +66,7 @@ func killMidPoll(t *testing.T, pid, ms int) {
 	if _, ok := arch.Host().Sys("poll"); !ok {
 		t.Skip("no poll syscall on this machine (a timed call with no pointer)")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestImageAfterKilledCallHelper$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("ARENACTL_SITE_HELPER=%d:%d", pid, ms))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	calling := false
-	for sc.Scan() {
-		if calling = sc.Text() == "calling"; calling {
-			break
-		}
-	}
-	if !calling {
-		t.Fatal("the helper never started its call")
-	}
+	cmd := testutil.StartHelper(t, "TestImageAfterKilledCallHelper", fmt.Sprintf("ARENACTL_SITE_HELPER=%d:%d", pid, ms), "calling")
 	time.Sleep(200 * time.Millisecond) // the call under way
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()

@@ -5,11 +5,9 @@
 package ptrace
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -194,29 +192,7 @@ func TestHoldLockWaitIsAbandoned(t *testing.T) {
 func TestHoldLockKilledTracer(t *testing.T) {
 	fx := start(t)
 	lock, count := fx.locker(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldLockHelper$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("ARENACTL_HOLD_LOCK=%d:%x:%x", fx.tg.Pid, lock, count))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	holding := false
-	for sc.Scan() {
-		if sc.Text() == "holding" {
-			holding = true
-			break
-		}
-	}
-	if !holding {
-		t.Fatal("the helper never held the lock")
-	}
+	cmd := testutil.StartHelper(t, "TestHoldLockHelper", fmt.Sprintf("ARENACTL_HOLD_LOCK=%d:%x:%x", fx.tg.Pid, lock, count), "holding")
 	if v, err := fx.proc.ReadUint64(lock); err != nil || uint32(v) == 0 {
 		t.Fatalf("lock word %d, %v while the helper holds it", uint32(v), err)
 	}

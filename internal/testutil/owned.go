@@ -1,10 +1,13 @@
 package testutil
 
 import (
+	"bufio"
+	"os"
 	"os/exec"
 	"runtime"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 // starts are run by one goroutine locked to its OS thread for the life of
@@ -45,4 +48,30 @@ func StartOwned(cmd *exec.Cmd) error {
 	done := make(chan error)
 	starts <- func() { done <- cmd.Start() }
 	return <-done
+}
+
+// StartHelper runs this test binary again, for the test named test alone
+// (a tracer a test kills, say), with env added to its environment, and
+// returns once the helper prints the line ready. It is started owned
+// (StartOwned) and killed at the test's end, if still running.
+func StartHelper(t testing.TB, test, env, ready string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := StartOwned(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		if sc.Text() == ready {
+			return cmd
+		}
+	}
+	t.Fatalf("the helper %s never printed %q", test, ready)
+	return nil
 }

@@ -10,6 +10,9 @@
 # enabled every task takes the kernel's slow syscall path: that is what
 # remains. --tracepoints (perf's sys_enter and sys_exit events) is
 # measured beside it.
+# UNRELATED=touch has the unrelated process touch new pages instead (its
+# pace in its own CPU time too): the rss_stat program runs at every change
+# of every process's page counters, and returns at once for anonymous ones.
 # Usage: bench/growth/unrelated.sh [ROUNDS] [ARENACTL] (as root; needs gcc
 # and setpriv). ARENACTL: a binary to measure instead of building this
 # tree (an older arenactl, to compare on the same machine).
@@ -40,7 +43,7 @@ for t in none arenactl arenactl-tracepoints; do
 	rs=""
 	for r in $(seq "$ROUNDS"); do
 		: >"$D/out"
-		setpriv --reuid nobody --regid nogroup --clear-groups "$D/pace" getppid >>"$D/out" &
+		PACE_CLOCK=cpu setpriv --reuid nobody --regid nogroup --clear-groups "$D/pace" "${UNRELATED:-getppid}" >>"$D/out" &
 		P=$!
 		while [ "$(wc -l <"$D/out")" -lt 9 ]; do sleep 0.1; done
 		a=$(wc -l <"$D/out")
@@ -53,6 +56,6 @@ for t in none arenactl arenactl-tracepoints; do
 	done
 	bm=$(for x in $rs; do echo "${x%%:*}"; done | median)
 	wm=$(for x in $rs; do echo "${x##*:}"; done | median)
-	printf '| getppid as nobody | %s | %s ns | %s ns | %s ns (%s×) |\n' $t "$bm" "$wm" \
+	printf '| %s as nobody | %s | %s ns | %s ns | %s ns (%s×) |\n' "${UNRELATED:-getppid}" $t "$bm" "$wm" \
 		"$(awk -v w="$wm" -v b="$bm" 'BEGIN {printf "%+.0f", w - b}')" "$(awk -v w="$wm" -v b="$bm" 'BEGIN {printf "%.2f", w / b}')"
 done

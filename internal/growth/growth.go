@@ -192,7 +192,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		for _, sc := range growthSyscalls {
 			nrs = append(nrs, syscallNrs[sc])
 		}
-		calls, err = perf.OpenCallsProc(proc, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}})
+		calls, err = perf.OpenCallsProc(proc, perf.CallOptions{Nrs: nrs, WholeNrs: []int{unix.SYS_BRK}, RSS: rssTP != nil})
 		if err != nil {
 			g.NoBPF = err.Error()
 			if o.Note != nil {
@@ -201,6 +201,11 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		} else {
 			defer calls.Close()
 			g.CallsBy = "eBPF"
+			if ok, _ := calls.RSS(); ok {
+				// The program counts the file pages: no perf
+				// tracepoint on every fault.
+				w.rssBPF, rssTP = true, nil
+			}
 		}
 	}
 	if calls == nil {
@@ -259,7 +264,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	}
 	defer s.Close()
 	g.NoRSSStat = rssWhy
-	if w.rssEvent > 0 {
+	if w.rssEvent > 0 || w.rssBPF {
 		// The counters as the events found them: each record's size
 		// less the last one is what its fault mapped.
 		w.rssLast = rssCounters(proc)
@@ -380,6 +385,7 @@ type growthWatch struct {
 	// same stack are charged to.
 	rssTP     *perf.Tracepoint
 	rssEvent  int
+	rssBPF    bool // the calls' program records the counters instead
 	rssLast   map[int64]int64
 	fileFault map[int]fileFault
 
@@ -607,6 +613,10 @@ func (w *growthWatch) drainBatch(ctx context.Context, smps []perf.Sample) bool {
 		smp := &smps[i]
 		w.at(smp.Time)
 		w.now = smp.Time
+		if smp.RSS.Set {
+			w.rssChange(smp, int64(smp.RSS.Member), smp.RSS.Pages*int64(w.g.PageSize), true)
+			continue
+		}
 		if smp.Event < 0 {
 			w.call(smp)
 			continue
@@ -678,7 +688,7 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	bytes := n * float64(w.g.PageSize)
 	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
 		if m, ok := maps.Find(ms, smp.Addr); ok {
-			if w.rssEvent > 0 && fileBacked(m) {
+			if (w.rssEvent > 0 || w.rssBPF) && fileBacked(m) {
 				// A fault here maps as many pages as the page cache
 				// holds around it (fault-around, a large folio): 16
 				// to 512 where this sample stood for one. The pages
@@ -784,11 +794,13 @@ func fileBacked(m maps.Mapping) bool {
 // syscalls' to charge.
 func (w *growthWatch) rss(smp *perf.Sample) {
 	tp := w.rssTP
-	if tp.Uint(smp.Raw, "curr") == 0 {
-		return
-	}
-	member, size := tp.Int(smp.Raw, "member"), tp.Int(smp.Raw, "size")
-	if member != mmFilePages && member != mmShmemPages {
+	w.rssChange(smp, tp.Int(smp.Raw, "member"), tp.Int(smp.Raw, "size"), tp.Uint(smp.Raw, "curr") != 0)
+}
+
+// rssChange charges a counter's new size (bytes) seen by a change the
+// process made itself (curr), or notes it.
+func (w *growthWatch) rssChange(smp *perf.Sample, member, size int64, curr bool) {
+	if !curr || member != mmFilePages && member != mmShmemPages {
 		return
 	}
 	prev, ok := w.rssLast[member]

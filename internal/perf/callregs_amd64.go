@@ -23,8 +23,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(callsCall{}.Regs)-8*nPtRegs]
 // arguments from a record; false for a call that is not the process's
 // 64-bit one.
 func decodeCall(h *callsCall, s *Sample) bool {
-	copy(s.Regs[:nPtRegs], (*[nPtRegs]uint64)(unsafe.Pointer(&h.Regs))[:])
-	s.HaveRegs = true
+	decodeRegs(h, s)
 	r := &s.Regs
 	// The registers are those saved at entry: the result is the
 	// wrapper's.
@@ -37,4 +36,10 @@ func decodeCall(h *callsCall, s *Sample) bool {
 	s.Call = Syscall{Nr: int(r[debuggee.RegOrigRAX]),
 		Args: [6]uint64{r[debuggee.RegRDI], r[debuggee.RegRSI], r[debuggee.RegRDX], r[debuggee.RegR10], r[debuggee.RegR8], r[debuggee.RegR9]}}
 	return true
+}
+
+// decodeRegs fills the sample's registers from a record.
+func decodeRegs(h *callsCall, s *Sample) {
+	copy(s.Regs[:nPtRegs], (*[nPtRegs]uint64)(unsafe.Pointer(&h.Regs))[:])
+	s.HaveRegs = true
 }

@@ -21,11 +21,17 @@ var _ = [1]struct{}{}[unsafe.Sizeof(callsCall{}.Regs.User)-8*nUserRegs]
 // false for a call that is not the process's 64-bit one, or one the
 // kernel skipped (syscallno -1).
 func decodeCall(h *callsCall, s *Sample) bool {
+	decodeRegs(h, s)
+	u := &h.Regs.User
+	s.Call = Syscall{Nr: int(h.Regs.Syscallno),
+		Args: [6]uint64{h.Regs.OrigX0, u.Regs[1], u.Regs[2], u.Regs[3], u.Regs[4], u.Regs[5]}}
+	return h.Regs.Syscallno >= 0 && u.Pstate&psrMode32 == 0
+}
+
+// decodeRegs fills the sample's registers from a record.
+func decodeRegs(h *callsCall, s *Sample) {
 	u := &h.Regs.User
 	copy(s.Regs[:len(u.Regs)], u.Regs[:])
 	s.Regs[len(u.Regs)], s.Regs[len(u.Regs)+1], s.Regs[len(u.Regs)+2] = u.Sp, u.Pc, u.Pstate
 	s.HaveRegs = true
-	s.Call = Syscall{Nr: int(h.Regs.Syscallno),
-		Args: [6]uint64{h.Regs.OrigX0, u.Regs[1], u.Regs[2], u.Regs[3], u.Regs[4], u.Regs[5]}}
-	return h.Regs.Syscallno >= 0 && u.Pstate&psrMode32 == 0
 }

@@ -40,7 +40,10 @@ import (
 // (CallOptions.ThinStep); a short copy for the rest, completed from the
 // whole ones that begin as it does (stackprof's completion).
 // Nothing waits: a full ring counts the call as lost. Nothing is written
-// into the process.
+// into the process. With CallOptions.RSS a raw tracepoint program on
+// rss_stat writes the changes of the process's file and shmem page
+// counters to the same ring (RSSChange), where perf's rss_stat tracepoint
+// would sum the counter under its lock at every anonymous fault too.
 
 //go:generate go tool bpf2go -target amd64 -type call -type sys_exit calls bpf/calls.c -- -I/usr/include/x86_64-linux-gnu -Wall -Werror
 //go:generate go tool bpf2go -target arm64 -type call -type sys_exit calls bpf/calls.c -- -I/usr/aarch64-linux-gnu/include -Wall -Werror
@@ -77,6 +80,22 @@ type CallOptions struct {
 	// RingBytes is the ring buffer's size, a power of two (0:
 	// DefaultCallRing).
 	RingBytes uint32
+	// RSS: the program records each change of the process's file and
+	// shmem page counters too (rss_stat, Linux 6.2), as samples with RSS
+	// set, where the kernel lets it (Calls.RSS says whether it does).
+	RSS bool
+}
+
+// RSSChange is a change of a process's page counter the program saw
+// (bpf/calls.c rss_stat): the counter (include/linux/mm_types_task.h's
+// MM_FILEPAGES, MM_SHMEMPAGES) and its shared part's new value in pages,
+// as /proc/PID/status shows it: every CPU's part of the counter is folded
+// into it once it reaches percpu_counter_batch pages
+// (lib/percpu_counter.c, percpu_counter_add_batch).
+type RSSChange struct {
+	Set    bool
+	Member int
+	Pages  int64
 }
 
 const (
@@ -97,6 +116,12 @@ const (
 // MAX_THIN) are these.
 const _ = uint(CallShortStack-256) + uint(256-CallShortStack) + uint(CallWholeStack-8192) + uint(8192-CallWholeStack) +
 	uint(CallDeepStack-32768) + uint(32768-CallDeepStack) + uint(maxThin-8) + uint(8-maxThin)
+
+// maxRSSCPUs is bpf/calls.c's MAX_CPUS.
+const maxRSSCPUs = 1024
+
+// flagRSS marks a record of rss_stat's (bpf/calls.c FLAG_RSS).
+const flagRSS = 4
 
 // A record is a callsCall (bpf/calls.c's struct call), then the stack; its
 // registers are each machine's (decodeCall).
@@ -157,6 +182,10 @@ type Calls struct {
 	rec   ringbuf.Record
 	armed *ebpf.Variable
 	lost  *ebpf.Variable
+	// rss is the rss_stat program where it was asked for and loaded;
+	// noRSS says why it is not, where it was asked for.
+	rss   *ebpf.Program
+	noRSS string
 }
 
 // OpenCalls loads and attaches the program for pid's calls (pid as
@@ -193,6 +222,7 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 		return nil, fmt.Errorf("perf: a ring of %d bytes: not a power of two pages", o.RingBytes)
 	}
 	refused := func(op string, err error) error { return &BPFError{Op: op, Err: err} }
+	c := &Calls{}
 	// What the program needs: tracepoint programs, a ring buffer (Linux
 	// 5.8) and the user registers of the task (bpf_task_pt_regs, 5.15);
 	// the probes load a program or create a map of each, once.
@@ -215,6 +245,7 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 			whole |= 1 << p.kind
 		}
 	}
+	ncpus, _ := ebpf.PossibleCPU()
 	spec, err := loadCalls()
 	if err != nil {
 		return nil, err
@@ -224,6 +255,7 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 		callsVarTargetTgid: uint32(pid), callsVarTargetStart: start, callsVarTickNs: uint64(1e9 / clockTick),
 		callsVarBootOffset: bootOffset(), callsVarPidnsDev: dev, callsVarPidnsIno: ino,
 		callsVarWholeFrom: o.WholeFrom, callsVarWholeKinds: whole, callsVarThinStep: uint64(o.ThinStep),
+		callsVarNcpus: uint32(ncpus),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("perf: the calls' program's %s: %w", name, err)
@@ -244,6 +276,11 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 			names = append(names, spec.Programs[p.prog].AttachTo)
 		}
 	}
+	if o.RSS && ncpus > 0 && ncpus <= maxRSSCPUs {
+		keep[callsProgRssStat] = true
+	} else if o.RSS {
+		c.noRSS = fmt.Sprintf("the rss_stat eBPF program sums the page counters of %d CPUs at most", maxRSSCPUs)
+	}
 	for name := range spec.Programs {
 		if !keep[name] {
 			delete(spec.Programs, name)
@@ -263,14 +300,23 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 	// default: root may lift it (later kernels charge the cgroup, and
 	// this does nothing). Where it cannot, loading says so.
 	_ = rlimit.RemoveMemlock()
-	c := &Calls{}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	if c.coll, err = ebpf.NewCollection(spec); err != nil {
+	if c.coll, err = ebpf.NewCollection(spec); err != nil && keep[callsProgRssStat] {
+		// A kernel whose page counters are laid out otherwise (before
+		// 6.2) or that refuses raw tracepoints: the calls without it.
+		c.noRSS = refused("loading the rss_stat eBPF program", err).Error()
+		delete(spec.Programs, callsProgRssStat)
+		c.coll, err = ebpf.NewCollection(spec)
+	}
+	if err != nil {
 		return nil, refused("loading the calls' eBPF program", err)
+	}
+	if keep[callsProgRssStat] && c.noRSS == "" {
+		c.rss = c.coll.Programs[callsProgRssStat]
 	}
 	for _, name := range progs {
 		c.progs = append(c.progs, c.coll.Programs[name])
@@ -363,8 +409,19 @@ func (c *Calls) attach() error {
 		}
 		c.links = append(c.links, l)
 	}
+	if c.rss != nil {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "rss_stat", Program: c.rss})
+		if err != nil {
+			return &BPFError{Op: "attaching the rss_stat eBPF program", Err: err}
+		}
+		c.links = append(c.links, l)
+	}
 	return nil
 }
+
+// RSS says whether the process's file and shmem page counters are
+// recorded (CallOptions.RSS), and if not, why not.
+func (c *Calls) RSS() (bool, string) { return c.rss != nil, c.noRSS }
 
 // Attach starts recording: every call of the process from now on, until
 // Detach or Close.
@@ -397,7 +454,8 @@ func (c *Calls) Detach() {
 }
 
 // Read hands every recorded call to f as a sample (Call set, Event -1),
-// its stack valid during the call only.
+// and every change of a page counter (RSS set, Event -1), its stack valid
+// during the call only.
 func (c *Calls) Read(f func(Sample)) {
 	if c.rd == nil {
 		return
@@ -415,6 +473,12 @@ func (c *Calls) Read(f func(Sample)) {
 		s.Pid, s.Tid = int(h.Tgid), int(h.Tid)
 		if n := int(h.StackLen); callBytes+n <= len(rec) {
 			s.Stack = rec[callBytes : callBytes+n]
+		}
+		if h.Flags&flagRSS != 0 {
+			decodeRegs(&h, &s)
+			s.RSS = RSSChange{Set: true, Member: int(h.Flags >> 16 & 0xff), Pages: h.Ret}
+			f(s)
+			continue
 		}
 		if !decodeCall(&h, &s) {
 			continue

@@ -60,15 +60,20 @@ type callsSysExit struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	callsMapCalls         = "calls"
+	callsMapCpuOff        = "cpu_off"
+	callsMapCpuProbe      = "cpu_probe"
 	callsProgExitBrk      = "exit_brk"
 	callsProgExitMadvise  = "exit_madvise"
 	callsProgExitMmap     = "exit_mmap"
 	callsProgExitMprotect = "exit_mprotect"
 	callsProgExitMremap   = "exit_mremap"
 	callsProgExitMunmap   = "exit_munmap"
+	callsProgRssStat      = "rss_stat"
 	callsVarArmed         = "armed"
 	callsVarBootOffset    = "boot_offset"
+	callsVarCpuOffKnown   = "cpu_off_known"
 	callsVarLost          = "lost"
+	callsVarNcpus         = "ncpus"
 	callsVarPidnsDev      = "pidns_dev"
 	callsVarPidnsIno      = "pidns_ino"
 	callsVarTargetStart   = "target_start"
@@ -128,13 +133,16 @@ type callsProgramSpecs struct {
 	ExitMprotect *ebpf.ProgramSpec `ebpf:"exit_mprotect"`
 	ExitMremap   *ebpf.ProgramSpec `ebpf:"exit_mremap"`
 	ExitMunmap   *ebpf.ProgramSpec `ebpf:"exit_munmap"`
+	RssStat      *ebpf.ProgramSpec `ebpf:"rss_stat"`
 }
 
 // callsMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type callsMapSpecs struct {
-	Calls *ebpf.MapSpec `ebpf:"calls"`
+	Calls    *ebpf.MapSpec `ebpf:"calls"`
+	CpuOff   *ebpf.MapSpec `ebpf:"cpu_off"`
+	CpuProbe *ebpf.MapSpec `ebpf:"cpu_probe"`
 }
 
 // callsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -143,7 +151,9 @@ type callsMapSpecs struct {
 type callsVariableSpecs struct {
 	Armed       *ebpf.VariableSpec `ebpf:"armed"`
 	BootOffset  *ebpf.VariableSpec `ebpf:"boot_offset"`
+	CpuOffKnown *ebpf.VariableSpec `ebpf:"cpu_off_known"`
 	Lost        *ebpf.VariableSpec `ebpf:"lost"`
+	Ncpus       *ebpf.VariableSpec `ebpf:"ncpus"`
 	PidnsDev    *ebpf.VariableSpec `ebpf:"pidns_dev"`
 	PidnsIno    *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	TargetStart *ebpf.VariableSpec `ebpf:"target_start"`
@@ -175,12 +185,16 @@ func (o *callsObjects) Close() error {
 //
 // It can be passed to loadCallsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type callsMaps struct {
-	Calls *ebpf.Map `ebpf:"calls"`
+	Calls    *ebpf.Map `ebpf:"calls"`
+	CpuOff   *ebpf.Map `ebpf:"cpu_off"`
+	CpuProbe *ebpf.Map `ebpf:"cpu_probe"`
 }
 
 func (m *callsMaps) Close() error {
 	return _CallsClose(
 		m.Calls,
+		m.CpuOff,
+		m.CpuProbe,
 	)
 }
 
@@ -190,7 +204,9 @@ func (m *callsMaps) Close() error {
 type callsVariables struct {
 	Armed       *ebpf.Variable `ebpf:"armed"`
 	BootOffset  *ebpf.Variable `ebpf:"boot_offset"`
+	CpuOffKnown *ebpf.Variable `ebpf:"cpu_off_known"`
 	Lost        *ebpf.Variable `ebpf:"lost"`
+	Ncpus       *ebpf.Variable `ebpf:"ncpus"`
 	PidnsDev    *ebpf.Variable `ebpf:"pidns_dev"`
 	PidnsIno    *ebpf.Variable `ebpf:"pidns_ino"`
 	TargetStart *ebpf.Variable `ebpf:"target_start"`
@@ -212,6 +228,7 @@ type callsPrograms struct {
 	ExitMprotect *ebpf.Program `ebpf:"exit_mprotect"`
 	ExitMremap   *ebpf.Program `ebpf:"exit_mremap"`
 	ExitMunmap   *ebpf.Program `ebpf:"exit_munmap"`
+	RssStat      *ebpf.Program `ebpf:"rss_stat"`
 }
 
 func (p *callsPrograms) Close() error {
@@ -222,6 +239,7 @@ func (p *callsPrograms) Close() error {
 		p.ExitMprotect,
 		p.ExitMremap,
 		p.ExitMunmap,
+		p.RssStat,
 	)
 }
 

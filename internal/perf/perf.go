@@ -94,6 +94,9 @@ type Sample struct {
 	// Call is the syscall a Calls program recorded (Event -1); Nr 0
 	// for a perf event's sample.
 	Call Syscall
+	// RSS is the change of a page counter a Calls program recorded
+	// (Event -1, Call.Nr 0).
+	RSS RSSChange
 	// Later is what a Stream's early function read of the process for
 	// the sample, from LaterAddr, as soon as the sample was read.
 	Later     []byte

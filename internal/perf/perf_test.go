@@ -3,6 +3,7 @@ package perf_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,7 @@ const toucher = `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -47,14 +49,31 @@ static void *touch(long mib) {
 	return p;
 }
 static void *run(void *arg) { return touch((long)arg); }
+static __attribute__((noinline)) long read_pages(volatile char *p, size_t n) {
+	long sum = 0;
+	for (size_t i = 0; i < n; i += 4096) sum += p[i];
+	return sum;
+}
+/* Maps a file and reads it a byte a page: its pages come in by faults. */
+static void *read_file(const char *path, long mib) {
+	size_t n = (size_t)mib << 20;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0) return 0;
+	char *p = mmap(0, n, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) return 0;
+	read_pages(p, n);
+	return p;
+}
 int main(void) {
-	char cmd[64];
+	char cmd[512], path[400];
 	long n;
 	setvbuf(stdout, 0, _IOLBF, 0);
 	printf("ready\n");
 	while (fgets(cmd, sizeof cmd, stdin)) {
 		void *p = 0;
 		if (sscanf(cmd, "main %ld", &n) == 1) p = touch(n);
+		else if (sscanf(cmd, "file %ld %399s", &n, path) == 2) p = read_file(path, n);
 		else if (sscanf(cmd, "thread %ld", &n) == 1) {
 			pthread_t t;
 			pthread_create(&t, 0, run, (void *)n);
@@ -264,6 +283,71 @@ func TestCallsRecordEveryCall(t *testing.T) {
 	}
 	if n := c.Lost(); n != 0 {
 		t.Errorf("%d calls lost", n)
+	}
+}
+
+// TestCallsRecordFilePages: with RSS, the program records each change of
+// the process's file page counter its own faults make (rss_stat), with
+// the fault's registers and stack, and none of another process's; the
+// last one's value is what /proc/PID/status says.
+func TestCallsRecordFilePages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, bytes.Repeat([]byte{1}, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.Start(t, bin)
+	other := testutil.Start(t, bin)
+	c, err := perf.OpenCalls(tg.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP}, RSS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, why := c.RSS(); !ok {
+		t.Fatalf("rss_stat not recorded: %s", why)
+	}
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	other.Send("file 8 " + file)
+	tg.Send("file 8 " + file)
+	var n int
+	var last int64
+	c.Read(func(smp perf.Sample) {
+		if !smp.RSS.Set {
+			return
+		}
+		if smp.Pid != tg.Pid || smp.RSS.Member != 0 {
+			t.Errorf("a change of counter %d of process %d", smp.RSS.Member, smp.Pid)
+		}
+		sp := smp.Regs.SPOf(arch.Host())
+		if len(smp.Stack) < int(4096-sp%4096) || smp.Regs.PCOf(arch.Host()) == 0 {
+			t.Errorf("%d bytes of stack from sp %#x, pc %#x", len(smp.Stack), sp, smp.Regs.PCOf(arch.Host()))
+		}
+		n++
+		last = smp.RSS.Pages
+	})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tg.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RssFile:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &status)
+		}
+	}
+	// Fault-around maps 16 pages a fault at least: 128 faults or fewer
+	// for 8 MiB, the counter folded every percpu_counter_batch pages.
+	if n == 0 || n > 2048 || last*int64(os.Getpagesize()) != status<<10 {
+		t.Errorf("%d changes recorded, the last at %d pages; status says %d kB", n, last, status)
+	}
+	t.Logf("%d changes recorded, the last at %d pages", n, last)
+	if l := c.Lost(); l != 0 {
+		t.Errorf("%d records lost", l)
 	}
 }
 

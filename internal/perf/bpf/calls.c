@@ -2,7 +2,8 @@
 /* The eBPF program behind perf.Calls: it records one process's memory
  * syscalls (mmap, munmap, mremap, brk, madvise, mprotect) with their
  * arguments, result, user registers and a copy of the top of the stack,
- * one record per call in a ring buffer arenactl reads.
+ * one record per call in a ring buffer arenactl reads; and, where asked, the
+ * changes of its file and shmem page counters (rss_stat, below).
  *
  * It runs at the exit of those six syscalls only: a program per syscall,
  * attached to its own tracepoint (syscalls:sys_exit_mmap and so on); the
@@ -69,7 +70,8 @@ struct call {
 	__u64 time; /* CLOCK_MONOTONIC, as perf's samples are stamped */
 	__u32 tgid, tid; /* as arenactl's pid namespace numbers them */
 	__u32 stack_len;
-	__u32 flags; /* bit 0: whole copy; bit 1: forced whole; bits 8-15: k */
+	__u32 flags; /* bit 0: whole copy; bit 1: forced whole; bit 2: an
+		      * rss_stat record; bits 8-15: k; bits 16-23: its counter */
 	__s64 ret;
 	struct call_regs regs; /* the user registers saved at entry */
 };
@@ -106,6 +108,24 @@ __u64 lost;
 struct task_struct {
 	struct task_struct *group_leader;
 	__u64 start_boottime;
+	struct mm_struct *mm;
+} __attribute__((preserve_access_index));
+
+/* The page counters of a process (include/linux/mm_types.h, struct
+ * mm_struct's rss_stat: a percpu_counter per counter since Linux 6.2):
+ * a shared part, and a part per CPU (include/linux/percpu_counter.h),
+ * folded into the shared one once it reaches percpu_counter_batch pages. */
+struct percpu_counter {
+	__s64 count;
+	__s32 *counters; /* __percpu */
+} __attribute__((preserve_access_index));
+struct mm_struct {
+	struct percpu_counter rss_stat[4];
+} __attribute__((preserve_access_index));
+/* An array map (include/linux/bpf.h): a per-CPU one's values are per-CPU
+ * memory, pptrs[key]. */
+struct bpf_array {
+	void *pptrs[1]; /* __percpu */
 } __attribute__((preserve_access_index));
 
 /* Whether the current task is one of the target's threads, and its ids. */
@@ -273,6 +293,126 @@ static __always_inline void record(struct sys_exit *ctx, int kind)
 	fill(c, regs, ret, tgid, tid, 0);
 	c->stack_len = copy_stack(c + 1, sp, 0);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+}
+
+/* Where each CPU's per-CPU memory is: its offset from the per-CPU address
+ * (the kernel's __per_cpu_offset, which it does not name to eBPF). A
+ * per-CPU map's value is found at per_cpu_ptr(pptr, cpu)
+ * (kernel/bpf/arraymap.c, percpu_array_map_lookup_percpu_elem): that less
+ * pptr is the offset. Learnt at the first count, for every possible CPU. */
+#define MAX_CPUS 1024
+const volatile __u32 ncpus; /* possible CPUs, 0 to ncpus - 1 */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cpu_probe SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_off SEC(".maps");
+__u32 cpu_off_known;
+
+/* A pointer's value as a number: read back from where it was spilled (the
+ * verifier allows no arithmetic on a map's pointer). */
+static __always_inline __u64 address(void *p)
+{
+	__u64 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+static __always_inline int learn_cpu_offsets(void)
+{
+	__u64 pptr;
+	__u32 key = 0;
+	struct bpf_array *a = (void *)address(&cpu_probe);
+	if (bpf_probe_read_kernel(&pptr, sizeof(pptr), &a->pptrs[0]))
+		return -1;
+	for (__u32 c = 0; c < MAX_CPUS && c < ncpus; c++) {
+		void *v = bpf_map_lookup_percpu_elem(&cpu_probe, &key, c);
+		if (!v)
+			return -1;
+		__u64 off = address(v) - pptr;
+		__u32 k = c;
+		bpf_map_update_elem(&cpu_off, &k, &off, 0);
+	}
+	cpu_off_known = 1;
+	return 0;
+}
+
+/* The counter's value as percpu_counter_sum has it (lib/percpu_counter.c):
+ * its shared part and every CPU's, read without its lock. */
+static __always_inline int counter_sum(struct percpu_counter *fbc, __s64 *sum)
+{
+	__s64 n;
+	__u64 counters;
+	if (bpf_probe_read_kernel(&n, sizeof(n), &fbc->count) ||
+	    bpf_probe_read_kernel(&counters, sizeof(counters), &fbc->counters))
+		return -1;
+	if (!cpu_off_known && learn_cpu_offsets())
+		return -1;
+	for (__u32 c = 0; c < MAX_CPUS && c < ncpus; c++) {
+		__u32 k = c;
+		__u64 *off = bpf_map_lookup_elem(&cpu_off, &k);
+		__s32 v;
+		if (!off || bpf_probe_read_kernel(&v, sizeof(v), (void *)(counters + *off)))
+			return -1;
+		n += v;
+	}
+	*sum = n;
+	return 0;
+}
+
+/* The counters rss_stat reports (include/linux/mm_types_task.h:
+ * MM_FILEPAGES, MM_SHMEMPAGES), and the flags of its records. */
+#define MM_FILEPAGES 0
+#define MM_SHMEMPAGES 3
+#define FLAG_RSS 4
+
+/* Each change of a process's page counters (include/trace/events/kmem.h,
+ * rss_stat: mm, member; Linux 6.2), of every process: a raw tracepoint, so
+ * that the kernel builds no record. Its perf tracepoint sums every CPU's
+ * part of the counter under the counter's lock for every change, anonymous
+ * faults too, before a filter drops them: on a process touching new pages
+ * that was about 100 ns a fault here, and the lock is one per process and
+ * counter on a machine of many CPUs. This keeps only the target's own
+ * changes of its file and shmem counters (a fault's fault-around or large
+ * folio: 16 pages or more at once) and writes a record like a call's: the
+ * counter's new value as ret (in pages, summed as the tracepoint does),
+ * the fault's registers and a whole stack copy. */
+SEC("raw_tracepoint/rss_stat")
+int rss_stat(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 member = ctx->args[1];
+	if (!armed || (member != MM_FILEPAGES && member != MM_SHMEMPAGES))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct mm_struct *mm = (void *)ctx->args[0];
+	__u64 cur;
+	if (bpf_probe_read_kernel(&cur, sizeof(cur), &task->mm) || cur != ctx->args[0])
+		return 0; /* another process's counters (reclaim, say) */
+	__u32 tgid, tid;
+	if (!mine(task, &tgid, &tid))
+		return 0;
+	__s64 count;
+	if (counter_sum(member == MM_FILEPAGES ? &mm->rss_stat[MM_FILEPAGES] : &mm->rss_stat[MM_SHMEMPAGES], &count))
+		return 0;
+	if (count < 0)
+		count = 0; /* percpu_counter_sum_positive */
+	struct call *c = bpf_ringbuf_reserve(&calls, sizeof(*c) + WHOLE_STACK, 0);
+	if (!c) {
+		__sync_fetch_and_add(&lost, 1);
+		return 0;
+	}
+	const struct call_regs *regs = (const void *)bpf_task_pt_regs(task);
+	fill(c, regs, count, tgid, tid, 1 | FLAG_RSS | member << 16);
+	c->stack_len = copy_stack(c + 1, PT_REGS_SP(regs), 1);
+	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_mmap")

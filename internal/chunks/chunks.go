@@ -702,7 +702,11 @@ func (m *Marks) CAS(c Chunk, old, v uint8) bool {
 type Ref struct {
 	span, e int
 	k       uint64
+	addr    uint64 // the word, until it is located
 }
+
+// refNone is a Ref's span for a word that refers to no chunk.
+const refNone = -2
 
 // Refs takes every word of ws for a reference to the allocated chunk whose
 // user bytes hold it (as Find finds it): each such chunk whose mark is old,
@@ -726,6 +730,12 @@ func (m *Marks) Refs(buf []Ref, ws []uint64, from uint64, old, v uint8, shared b
 	ix := m.ix
 	buf = buf[:0]
 	last := -1
+	// The words' places, a step for all of them at a time: their spans;
+	// the slots before them that hold a start (the slots' memory); the
+	// starts' numbers (the ranks'), and for a word in its start's own
+	// slot that start's bits (the infos'). Each step's reads of one word
+	// do not wait for another's, and a step's loop is short enough for
+	// the processor to have many of them under way at once.
 	for _, addr := range ws {
 		if len(ix.mmapped) > 0 {
 			if i := sort.Search(len(ix.mmapped), func(i int) bool { return ix.mmapped[i].Addr+ix.mmapped[i].Size > addr }); i < len(ix.mmapped) {
@@ -740,11 +750,63 @@ func (m *Marks) Refs(buf []Ref, ws []uint64, from uint64, old, v uint8, shared b
 				continue
 			}
 		}
-		if k, e, ok := ix.spans[last].start(addr); ok {
-			buf = append(buf, Ref{span: last, e: e, k: k})
+		buf = append(buf, Ref{span: last, addr: addr})
+	}
+	for i := range buf {
+		r := &buf[i]
+		if r.span < 0 {
+			continue
+		}
+		sp := ix.spans[r.span]
+		k, ok := sp.last((r.addr - sp.lo) / 32)
+		if !ok {
+			r.span = refNone
+		}
+		r.k = k
+	}
+	for i := range buf {
+		r := &buf[i]
+		if r.span < 0 {
+			continue
+		}
+		sp := ix.spans[r.span]
+		r.e = sp.number(r.k)
+	}
+	for i := range buf {
+		r := &buf[i]
+		if r.span < 0 {
+			continue
+		}
+		sp := ix.spans[r.span]
+		if r.k != (r.addr-sp.lo)/32 {
+			continue
+		}
+		// The start before the word's slot, or in it, is the chunk's. A
+		// word past its start's slot lies past the header (a start is at
+		// +0 or +16 of its slot) and before the next start (in a later
+		// slot): in the chunk's user bytes. In the start's own slot it
+		// may lie before a start at +16 (the start before holds it) or
+		// in the header (none does).
+		a := sp.lo + 32*r.k + 16*(sp.infoOf(r.e)&infoOdd)
+		switch {
+		case a > r.addr:
+			k, ok := uint64(0), false
+			if r.k > 0 {
+				k, ok = sp.last(r.k - 1)
+			}
+			if !ok {
+				r.span = refNone
+				continue
+			}
+			r.k, r.e = k, r.e-1
+		case r.addr < a+16:
+			r.span = refNone
 		}
 	}
 	for _, r := range buf {
+		if r.span == refNone {
+			continue
+		}
 		if r.span < 0 {
 			c := ix.mmapped[r.e]
 			w := &m.mm[r.e]
@@ -793,39 +855,6 @@ func (m *Marks) Refs(buf []Ref, ws []uint64, from uint64, old, v uint8, shared b
 		fn(c)
 	}
 	return buf
-}
-
-// start is the start whose chunk's user bytes hold addr (in s), if any:
-// its slot and number. It does not say whether the chunk is allocated.
-// The start before addr's slot, or in it, is the chunk's, unless addr lies
-// before a start at +16 in that slot (then the one before is) or in the
-// start's header (then none is). A word past its slot lies past its header
-// (a start is at +0 or +16 of its slot) and before the next start (which
-// is in a later slot): within the chunk's user bytes.
-func (s *span) start(addr uint64) (k uint64, e int, ok bool) {
-	ka := (addr - s.lo) / 32
-	k, ok = s.last(ka)
-	if !ok {
-		return 0, 0, false
-	}
-	e = s.number(k)
-	if k != ka {
-		return k, e, true
-	}
-	a := s.lo + 32*k + 16*(s.infoOf(e)&infoOdd)
-	switch {
-	case a > addr:
-		if k == 0 {
-			return 0, 0, false
-		}
-		if k, ok = s.last(k - 1); !ok {
-			return 0, 0, false
-		}
-		return k, e - 1, true
-	case addr < a+16:
-		return 0, 0, false
-	}
-	return k, e, true
 }
 
 // ForEachIn is ForEach for the allocated chunks that start in [lo, hi):

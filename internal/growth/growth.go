@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/arenactl/arenactl/internal/arch"
+	"github.com/arenactl/arenactl/internal/budget"
 	"github.com/arenactl/arenactl/internal/errkind"
 	"github.com/arenactl/arenactl/internal/glibc"
 	"github.com/arenactl/arenactl/internal/heap"
@@ -79,7 +80,7 @@ const DefaultSyscallStack = 8192
 const drainEvery = 100 * time.Millisecond
 
 // streamQueue bounds the samples read from the rings and not yet unwound.
-const streamQueue = 256 << 20
+const streamQueue = 64 << 20
 
 // stopPatience bounds the unwinding of what is queued once the window is
 // interrupted.
@@ -171,6 +172,9 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
+	// The tables are kept for the whole window: the collector's limit
+	// follows them, with room for the samples queued (budget.Hold).
+	budget.Hold()
 	w.mods, w.u, w.sym = mods, u, sym
 	w.stacks = stackprof.NewStacks(u, sym)
 	w.stacks.SetMemory(w.readStack) // cut stacks completed where the thread is still in them (early.go)

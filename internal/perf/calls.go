@@ -462,11 +462,21 @@ func (c *Calls) Detach() {
 // Read hands every recorded call to f as a sample (Call set, Event -1),
 // and every change of a page counter (RSS set, Event -1), its stack valid
 // during the call only.
-func (c *Calls) Read(f func(Sample)) {
+func (c *Calls) Read(f func(Sample)) { c.ReadN(-1, f) }
+
+// ReadN is Read for max records at most (max < 0: all); more says that it
+// stopped with records left in the ring, for a later call.
+func (c *Calls) ReadN(max int, f func(Sample)) (more bool) {
 	if c.rd == nil {
-		return
+		return false
 	}
-	for c.rd.ReadInto(&c.rec) == nil {
+	for n := 0; ; n++ {
+		if n == max {
+			return c.rd.AvailableBytes() > 0
+		}
+		if c.rd.ReadInto(&c.rec) != nil {
+			return false
+		}
 		rec := c.rec.RawSample
 		if len(rec) < callBytes {
 			continue

@@ -134,8 +134,10 @@ type Session struct {
 	// Unknown counts sample records none of the session's events could
 	// have written (identify).
 	Unknown uint64
-	// calls, when set, are read with the rings (AddCalls).
-	calls *Calls
+	// calls, when set, are read with the rings (AddCalls); callsMore
+	// says the last read left some in its ring.
+	calls     *Calls
+	callsMore bool
 	// read and keys are ReadInto's room, reused; held the samples it
 	// held back for the next read.
 	read, held []Sample
@@ -397,6 +399,13 @@ func (s *Session) Wait(ms int) error {
 // can be in two rings).
 func (s *Session) Read() []Sample { return s.ReadInto(nil, true) }
 
+// maxCallsRead is the most records ReadInto takes of the calls' ring
+// (Pending says when it left some).
+const maxCallsRead = 16384
+
+// Pending says that the last ReadInto left records in the calls' ring.
+func (s *Session) Pending() bool { return s.callsMore }
+
 // ReadInto is Read appending to out[:0] (its room reused).
 //
 // Unless all, the samples taken after the read began are held back for
@@ -440,7 +449,19 @@ func (s *Session) ReadInto(out []Sample, all bool) []Sample {
 		})
 	}
 	if s.calls != nil {
-		s.calls.Read(func(smp Sample) {
+		// A bite of the calls' ring at a time, the rest left in the
+		// ring (kernel memory already spent) for the next read: taken
+		// whole, a ring of 32 MiB the reader was late for became 70,000
+		// samples of 0.5 KiB each, twice (read and sorted), beside the
+		// queue's bound. What the other rings gave after the last call
+		// taken is held back, as for a read's own time.
+		max := -1
+		if !all {
+			max = maxCallsRead
+		}
+		var last uint64
+		s.callsMore = s.calls.ReadN(max, func(smp Sample) {
+			last = smp.Time
 			var ok bool
 			if smp.Stack, ok = s.keep(smp.Stack); !ok {
 				s.Dropped++
@@ -448,6 +469,9 @@ func (s *Session) ReadInto(out []Sample, all bool) []Sample {
 			}
 			in = append(in, smp)
 		})
+		if s.callsMore {
+			cut = min(cut, last)
+		}
 	}
 	s.read = in
 	out = s.byTime(out[:0])

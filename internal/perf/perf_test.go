@@ -74,6 +74,15 @@ int main(void) {
 		void *p = 0;
 		if (sscanf(cmd, "main %ld", &n) == 1) p = touch(n);
 		else if (sscanf(cmd, "file %ld %399s", &n, path) == 2) p = read_file(path, n);
+		else if (sscanf(cmd, "maps %ld", &n) == 1) {
+			/* n maps of a page, each written and unmapped */
+			for (long i = 0; i < n; i++) {
+				char *q = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				if (q == MAP_FAILED) break;
+				q[0] = 1;
+				munmap(q, 4096);
+			}
+		}
 		else if (sscanf(cmd, "thread %ld", &n) == 1) {
 			pthread_t t;
 			pthread_create(&t, 0, run, (void *)n);
@@ -348,6 +357,68 @@ func TestCallsRecordFilePages(t *testing.T) {
 	t.Logf("%d changes recorded, the last at %d pages", n, last)
 	if l := c.Lost(); l != 0 {
 		t.Errorf("%d records lost", l)
+	}
+}
+
+// TestReadTakesTheCallsRingABiteAtATime: a read that is not the last
+// takes at most MaxCallsRead calls and says more are pending; the reads
+// that follow get the rest, every call once, and the samples of all the
+// reads come in time order (the faults after the last call a read took
+// are held back for the next).
+func TestReadTakesTheCallsRingABiteAtATime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF and perf events on another process")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	c, err := perf.OpenCalls(tg.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := perf.Open(tg.Pid, []perf.Event{{Name: "page-faults", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_PAGE_FAULTS,
+		Period: 1, Stack: true, Addr: true}}, perf.Options{RingPages: 1024, StackSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.AddCalls(c)
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	const maps = 20000
+	tg.Send(fmt.Sprintf("maps %d", maps))
+	var calls, faults, reads int
+	var last uint64
+	take := func(smps []perf.Sample) {
+		n := 0
+		for _, smp := range smps {
+			if smp.Time < last {
+				t.Fatalf("read %d: a sample at %d after one at %d", reads, smp.Time, last)
+			}
+			last = smp.Time
+			switch {
+			case smp.Event < 0:
+				n++
+			case smp.Addr != 0:
+				faults++
+			}
+		}
+		if n > perf.MaxCallsRead {
+			t.Fatalf("read %d took %d calls", reads, n)
+		}
+		calls += n
+		reads++
+	}
+	for {
+		take(s.ReadInto(nil, false))
+		if !s.Pending() {
+			break
+		}
+	}
+	take(s.ReadInto(nil, true))
+	if calls != 2*maps || c.Lost() != 0 || faults == 0 || reads < 3 {
+		t.Errorf("%d calls (want %d), %d lost, %d faults in %d reads", calls, 2*maps, c.Lost(), faults, reads)
 	}
 }
 

@@ -116,11 +116,17 @@ func (st *Stream) run() {
 		select {
 		case <-st.stop:
 			st.s.Disable()
+			// The calls' ring a bite at a time, as in the window.
+			for st.s.Pending() {
+				st.push(st.read(false))
+			}
 			st.push(st.read(true))
 			return
 		default:
 		}
-		st.s.Wait(10)
+		if !st.s.Pending() {
+			st.s.Wait(10)
+		}
 		st.push(st.read(false))
 	}
 }

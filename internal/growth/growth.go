@@ -205,10 +205,12 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		} else {
 			defer calls.Close()
 			g.CallsBy = "eBPF"
-			if ok, _ := calls.RSS(); ok {
+			if ok, why := calls.RSS(); ok {
 				// The program counts the file pages: no perf
 				// tracepoint on every fault.
 				w.rssBPF, rssTP = true, nil
+			} else if rssTP != nil && o.Note != nil {
+				o.Note("file pages are counted by perf's kmem:rss_stat tracepoint, which costs every fault of the process more (" + why + ")")
 			}
 		}
 	}
@@ -268,6 +270,12 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	}
 	defer s.Close()
 	g.NoRSSStat = rssWhy
+	switch {
+	case w.rssBPF:
+		g.RSSStatBy = "eBPF"
+	case w.rssEvent > 0:
+		g.RSSStatBy = "tracepoint"
+	}
 	if w.rssEvent > 0 || w.rssBPF {
 		// The counters as the events found them: each record's size
 		// less the last one is what its fault mapped.

@@ -620,6 +620,11 @@ func testGrowthFilePages(t *testing.T, tracepoints bool) {
 		read = answer("fileslow " + file + " 250")
 		mapped = answer("map 16")
 	})
+	// The eBPF program where calls are recorded by eBPF (this kernel
+	// runs it: TestCallsRecordFilePages), perf's tracepoint otherwise.
+	if want := map[bool]string{false: "eBPF", true: "tracepoint"}[tracepoints]; g.RSSStatBy != want {
+		t.Errorf("file pages counted by %q (%s), want %s", g.RSSStatBy, g.NoRSSStat, want)
+	}
 	sum := func(typ int, class, fn string) float64 {
 		var n float64
 		for _, s := range g.Profile.Sites {

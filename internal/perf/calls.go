@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
@@ -116,6 +117,38 @@ const (
 // MAX_THIN) are these.
 const _ = uint(CallShortStack-256) + uint(256-CallShortStack) + uint(CallWholeStack-8192) + uint(8192-CallWholeStack) +
 	uint(CallDeepStack-32768) + uint(32768-CallDeepStack) + uint(maxThin-8) + uint(8-maxThin)
+
+// rssProgram is the rss_stat program that fits the running kernel, by the
+// arguments its BTF gives the tracepoint (btf_trace_rss_stat: the probe's
+// data, then the tracepoint's): mm and member since Linux 6.2, whose
+// program sums the counter's parts (ncpus possible CPUs, maxRSSCPUs at
+// most); mm, member and the counter's value before. "" and why where
+// neither does.
+func rssProgram(ncpus int) (prog, why string) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return "", "the kernel's BTF: " + err.Error()
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_rss_stat", &td); err != nil {
+		return "", "the kernel's BTF has no rss_stat tracepoint"
+	}
+	var params int
+	if p, ok := td.Type.(*btf.Pointer); ok {
+		if fp, ok := p.Target.(*btf.FuncProto); ok {
+			params = len(fp.Params)
+		}
+	}
+	switch {
+	case params == 4:
+		return callsProgRssStatCount, ""
+	case params != 3:
+		return "", fmt.Sprintf("the kernel's rss_stat tracepoint takes %d arguments", max(params-1, 0))
+	case ncpus <= 0 || ncpus > maxRSSCPUs:
+		return "", fmt.Sprintf("the rss_stat eBPF program sums the page counters of %d CPUs at most", maxRSSCPUs)
+	}
+	return callsProgRssStat, ""
+}
 
 // maxRSSCPUs is bpf/calls.c's MAX_CPUS.
 const maxRSSCPUs = 1024
@@ -276,10 +309,14 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 			names = append(names, spec.Programs[p.prog].AttachTo)
 		}
 	}
-	if o.RSS && ncpus > 0 && ncpus <= maxRSSCPUs {
-		keep[callsProgRssStat] = true
-	} else if o.RSS {
-		c.noRSS = fmt.Sprintf("the rss_stat eBPF program sums the page counters of %d CPUs at most", maxRSSCPUs)
+	rssProg := ""
+	if o.RSS {
+		var why string
+		if rssProg, why = rssProgram(ncpus); rssProg != "" {
+			keep[rssProg] = true
+		} else {
+			c.noRSS = why
+		}
 	}
 	for name := range spec.Programs {
 		if !keep[name] {
@@ -305,18 +342,18 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 			c.Close()
 		}
 	}()
-	if c.coll, err = ebpf.NewCollection(spec); err != nil && keep[callsProgRssStat] {
+	if c.coll, err = ebpf.NewCollection(spec); err != nil && rssProg != "" {
 		// A kernel whose page counters are laid out otherwise (before
 		// 6.2) or that refuses raw tracepoints: the calls without it.
 		c.noRSS = refused("loading the rss_stat eBPF program", err).Error()
-		delete(spec.Programs, callsProgRssStat)
+		delete(spec.Programs, rssProg)
 		c.coll, err = ebpf.NewCollection(spec)
 	}
 	if err != nil {
 		return nil, refused("loading the calls' eBPF program", err)
 	}
-	if keep[callsProgRssStat] && c.noRSS == "" {
-		c.rss = c.coll.Programs[callsProgRssStat]
+	if rssProg != "" && c.noRSS == "" {
+		c.rss = c.coll.Programs[rssProg]
 	}
 	for _, name := range progs {
 		c.progs = append(c.progs, c.coll.Programs[name])

@@ -69,6 +69,7 @@ const (
 	callsProgExitMremap   = "exit_mremap"
 	callsProgExitMunmap   = "exit_munmap"
 	callsProgRssStat      = "rss_stat"
+	callsProgRssStatCount = "rss_stat_count"
 	callsVarArmed         = "armed"
 	callsVarBootOffset    = "boot_offset"
 	callsVarCpuOffKnown   = "cpu_off_known"
@@ -134,6 +135,7 @@ type callsProgramSpecs struct {
 	ExitMremap   *ebpf.ProgramSpec `ebpf:"exit_mremap"`
 	ExitMunmap   *ebpf.ProgramSpec `ebpf:"exit_munmap"`
 	RssStat      *ebpf.ProgramSpec `ebpf:"rss_stat"`
+	RssStatCount *ebpf.ProgramSpec `ebpf:"rss_stat_count"`
 }
 
 // callsMapSpecs contains maps before they are loaded into the kernel.
@@ -229,6 +231,7 @@ type callsPrograms struct {
 	ExitMremap   *ebpf.Program `ebpf:"exit_mremap"`
 	ExitMunmap   *ebpf.Program `ebpf:"exit_munmap"`
 	RssStat      *ebpf.Program `ebpf:"rss_stat"`
+	RssStatCount *ebpf.Program `ebpf:"rss_stat_count"`
 }
 
 func (p *callsPrograms) Close() error {
@@ -240,6 +243,7 @@ func (p *callsPrograms) Close() error {
 		p.ExitMremap,
 		p.ExitMunmap,
 		p.RssStat,
+		p.RssStatCount,
 	)
 }
 

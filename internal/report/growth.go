@@ -80,6 +80,9 @@ type Growth struct {
 	// were).
 	ExactSamples int
 	NoRSSStat    string
+	// RSSStatBy is what read those records: "eBPF" (a raw tracepoint
+	// program) or "tracepoint" (perf's kmem:rss_stat); "" when neither.
+	RSSStatBy string
 	// ShortCalls are the calls whose short stack copy ended their
 	// unwinding; Completed of them were shared out among whole stacks
 	// that begin as theirs do, ShortLeft stay cut short.

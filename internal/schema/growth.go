@@ -33,7 +33,11 @@ type Growth struct {
 	// SyscallsBy: "eBPF" or "tracepoints". ShortStacks are the calls
 	// whose short stack copy ended their unwinding, CompletedStacks of
 	// them shared out among whole stacks that begin as theirs do.
-	SyscallsBy      string `json:"syscalls_by"`
+	SyscallsBy string `json:"syscalls_by"`
+	// FilePagesBy: what counted the pages a fault in a file's (or shared
+	// memory's) pages mapped: "eBPF" or "tracepoint" (rss_stat); "" when
+	// such a fault counts as one page.
+	FilePagesBy     string `json:"file_pages_by"`
 	ShortStacks     int    `json:"short_stacks"`
 	CompletedStacks int    `json:"completed_stacks"`
 	// RSS from smaps_rollup before and after (after absent when it could
@@ -90,7 +94,7 @@ func NewGrowth(g *report.Growth) Growth {
 		DurationUs: g.Duration.Microseconds(), Period: g.Period, PageSize: g.PageSize, Threads: g.Threads,
 		FaultSamples: g.FaultSamples, Calls: g.Calls, Lost: g.Lost, Throttled: g.Throttled,
 		IncompleteStacks: g.Incomplete, TruncatedStacks: g.Truncated, Interrupted: g.Interrupted,
-		SyscallsBy: g.CallsBy, ShortStacks: g.ShortCalls, CompletedStacks: g.Completed,
+		SyscallsBy: g.CallsBy, FilePagesBy: g.RSSStatBy, ShortStacks: g.ShortCalls, CompletedStacks: g.Completed,
 		RSSBefore: g.RSSBefore, Explained: int64(math.Round(g.Total(report.GrowthNet))),
 		ExplainedSigma: uint64(math.Round(g.TouchedSigma(g.Total(report.GrowthSamples)))),
 		Classes:        []GrowthClass{}, Sites: []GrowthSite{}}

@@ -384,34 +384,52 @@ static __always_inline int counter_sum(struct percpu_counter *fbc, __s64 *sum)
  * folio: 16 pages or more at once) and writes a record like a call's: the
  * counter's new value as ret (in pages, summed as the tracepoint does),
  * the fault's registers and a whole stack copy. */
-SEC("raw_tracepoint/rss_stat")
-int rss_stat(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline void rss_record(struct bpf_raw_tracepoint_args *ctx, int given)
 {
 	__u64 member = ctx->args[1];
 	if (!armed || (member != MM_FILEPAGES && member != MM_SHMEMPAGES))
-		return 0;
+		return;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct mm_struct *mm = (void *)ctx->args[0];
 	__u64 cur;
 	if (bpf_probe_read_kernel(&cur, sizeof(cur), &task->mm) || cur != ctx->args[0])
-		return 0; /* another process's counters (reclaim, say) */
+		return; /* another process's counters (reclaim, say) */
 	__u32 tgid, tid;
 	if (!mine(task, &tgid, &tid))
-		return 0;
+		return;
 	__s64 count;
-	if (counter_sum(member == MM_FILEPAGES ? &mm->rss_stat[MM_FILEPAGES] : &mm->rss_stat[MM_SHMEMPAGES], &count))
-		return 0;
+	if (given)
+		count = ctx->args[2];
+	else if (counter_sum(member == MM_FILEPAGES ? &mm->rss_stat[MM_FILEPAGES] : &mm->rss_stat[MM_SHMEMPAGES], &count))
+		return;
 	if (count < 0)
 		count = 0; /* percpu_counter_sum_positive */
 	struct call *c = bpf_ringbuf_reserve(&calls, sizeof(*c) + WHOLE_STACK, 0);
 	if (!c) {
 		__sync_fetch_and_add(&lost, 1);
-		return 0;
+		return;
 	}
 	const struct call_regs *regs = (const void *)bpf_task_pt_regs(task);
 	fill(c, regs, count, tgid, tid, 1 | FLAG_RSS | member << 16);
 	c->stack_len = copy_stack(c + 1, PT_REGS_SP(regs), 1);
 	bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
+}
+
+SEC("raw_tracepoint/rss_stat")
+int rss_stat(struct bpf_raw_tracepoint_args *ctx)
+{
+	rss_record(ctx, 0);
+	return 0;
+}
+
+/* Before Linux 6.2 the tracepoint passed the counter's value itself (mm,
+ * member, count: an atomic_long then, no per-CPU parts), and the program
+ * takes it as given. arenactl loads the one the kernel's BTF says fits
+ * (btf_trace_rss_stat's arguments). */
+SEC("raw_tracepoint/rss_stat")
+int rss_stat_count(struct bpf_raw_tracepoint_args *ctx)
+{
+	rss_record(ctx, 1);
 	return 0;
 }
 

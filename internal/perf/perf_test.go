@@ -350,8 +350,12 @@ func TestCallsRecordFilePages(t *testing.T) {
 		}
 	}
 	// Fault-around maps 16 pages a fault at least: 128 faults or fewer
-	// for 8 MiB, the counter folded every percpu_counter_batch pages.
-	if n == 0 || n > 2048 || last*int64(os.Getpagesize()) != status<<10 {
+	// for 8 MiB. The last value is the whole counter, every CPU's part
+	// summed: the shared part alone was 16 pages short here. It may be
+	// above what status says by pages the kernel reclaimed since (a
+	// change the process did not make, not recorded).
+	got := last * int64(os.Getpagesize())
+	if n == 0 || n > 2048 || got < status<<10 || got > status<<10+1<<20 {
 		t.Errorf("%d changes recorded, the last at %d pages; status says %d kB", n, last, status)
 	}
 	t.Logf("%d changes recorded, the last at %d pages", n, last)

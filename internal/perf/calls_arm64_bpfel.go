@@ -61,7 +61,6 @@ const (
 	callsProgRssStatCount = "rss_stat_count"
 	callsVarArmed         = "armed"
 	callsVarBootOffset    = "boot_offset"
-	callsVarCpuOffKnown   = "cpu_off_known"
 	callsVarLost          = "lost"
 	callsVarNcpus         = "ncpus"
 	callsVarPidnsDev      = "pidns_dev"
@@ -142,7 +141,6 @@ type callsMapSpecs struct {
 type callsVariableSpecs struct {
 	Armed       *ebpf.VariableSpec `ebpf:"armed"`
 	BootOffset  *ebpf.VariableSpec `ebpf:"boot_offset"`
-	CpuOffKnown *ebpf.VariableSpec `ebpf:"cpu_off_known"`
 	Lost        *ebpf.VariableSpec `ebpf:"lost"`
 	Ncpus       *ebpf.VariableSpec `ebpf:"ncpus"`
 	PidnsDev    *ebpf.VariableSpec `ebpf:"pidns_dev"`
@@ -195,7 +193,6 @@ func (m *callsMaps) Close() error {
 type callsVariables struct {
 	Armed       *ebpf.Variable `ebpf:"armed"`
 	BootOffset  *ebpf.Variable `ebpf:"boot_offset"`
-	CpuOffKnown *ebpf.Variable `ebpf:"cpu_off_known"`
 	Lost        *ebpf.Variable `ebpf:"lost"`
 	Ncpus       *ebpf.Variable `ebpf:"ncpus"`
 	PidnsDev    *ebpf.Variable `ebpf:"pidns_dev"`

@@ -5,7 +5,7 @@
  * one record per call in a ring buffer arenactl reads; and, where asked, the
  * changes of its file and shmem page counters (rss_stat, below).
  *
- * It runs at the exit of those six syscalls only: a program per syscall,
+ * The calls' programs run at the exit of those six syscalls only: one per syscall,
  * attached to its own tracepoint (syscalls:sys_exit_mmap and so on); the
  * user registers saved at entry, where the arguments are, come from the
  * task (bpf_task_pt_regs, Linux 5.15). No other syscall runs them, but
@@ -299,8 +299,13 @@ static __always_inline void record(struct sys_exit *ctx, int kind)
  * (the kernel's __per_cpu_offset, which it does not name to eBPF). A
  * per-CPU map's value is found at per_cpu_ptr(pptr, cpu)
  * (kernel/bpf/arraymap.c, percpu_array_map_lookup_percpu_elem): that less
- * pptr is the offset. Learnt at the first count, for every possible CPU. */
+ * pptr is the offset. Learnt at the first count, for every possible CPU,
+ * each kept with its low bit set (offsets are aligned): an entry says
+ * itself whether it is known, so that another CPU's count never reads one
+ * half written, whatever order a weakly ordered machine shows the stores
+ * in. */
 #define MAX_CPUS 1024
+#define OFF_KNOWN 1
 const volatile __u32 ncpus; /* possible CPUs, 0 to ncpus - 1 */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -314,7 +319,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } cpu_off SEC(".maps");
-__u32 cpu_off_known;
 
 /* A pointer's value as a number: read back from where it was spilled (the
  * verifier allows no arithmetic on a map's pointer). */
@@ -336,11 +340,10 @@ static __always_inline int learn_cpu_offsets(void)
 		void *v = bpf_map_lookup_percpu_elem(&cpu_probe, &key, c);
 		if (!v)
 			return -1;
-		__u64 off = address(v) - pptr;
+		__u64 off = (address(v) - pptr) | OFF_KNOWN;
 		__u32 k = c;
 		bpf_map_update_elem(&cpu_off, &k, &off, 0);
 	}
-	cpu_off_known = 1;
 	return 0;
 }
 
@@ -353,13 +356,18 @@ static __always_inline int counter_sum(struct percpu_counter *fbc, __s64 *sum)
 	if (bpf_probe_read_kernel(&n, sizeof(n), &fbc->count) ||
 	    bpf_probe_read_kernel(&counters, sizeof(counters), &fbc->counters))
 		return -1;
-	if (!cpu_off_known && learn_cpu_offsets())
+	__u32 k0 = 0;
+	__u64 *off0 = bpf_map_lookup_elem(&cpu_off, &k0);
+	if (!off0 || (!(*off0 & OFF_KNOWN) && learn_cpu_offsets()))
 		return -1;
 	for (__u32 c = 0; c < MAX_CPUS && c < ncpus; c++) {
 		__u32 k = c;
 		__u64 *off = bpf_map_lookup_elem(&cpu_off, &k);
 		__s32 v;
-		if (!off || bpf_probe_read_kernel(&v, sizeof(v), (void *)(counters + *off)))
+		/* Another CPU is still learning: this change is left out,
+		 * its pages in the next one's value. */
+		if (!off || !(*off & OFF_KNOWN) ||
+		    bpf_probe_read_kernel(&v, sizeof(v), (void *)(counters + (*off & ~(__u64)OFF_KNOWN))))
 			return -1;
 		n += v;
 	}

@@ -276,7 +276,7 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	case w.rssEvent > 0:
 		g.RSSStatBy = "tracepoint"
 	}
-	if w.rssEvent > 0 || w.rssBPF {
+	if g.RSSStatBy != "" {
 		// The counters as the events found them: each record's size
 		// less the last one is what its fault mapped.
 		w.rssLast = rssCounters(proc)
@@ -700,7 +700,7 @@ func (w *growthWatch) fault(smp *perf.Sample) {
 	bytes := n * float64(w.g.PageSize)
 	for _, ms := range [][]maps.Mapping{w.cur, w.prev, w.recentMaps()} {
 		if m, ok := maps.Find(ms, smp.Addr); ok {
-			if (w.rssEvent > 0 || w.rssBPF) && fileBacked(m) {
+			if w.g.RSSStatBy != "" && fileBacked(m) {
 				// A fault here maps as many pages as the page cache
 				// holds around it (fault-around, a large folio): 16
 				// to 512 where this sample stood for one. The pages
@@ -809,8 +809,8 @@ func (w *growthWatch) rss(smp *perf.Sample) {
 	w.rssChange(smp, tp.Int(smp.Raw, "member"), tp.Int(smp.Raw, "size"), tp.Uint(smp.Raw, "curr") != 0)
 }
 
-// rssChange charges a counter's new size (bytes) seen by a change the
-// process made itself (curr), or notes it.
+// rssChange charges a counter's new size (bytes), as rss says; changes
+// the process did not make itself (curr false) are left out.
 func (w *growthWatch) rssChange(smp *perf.Sample, member, size int64, curr bool) {
 	if !curr || member != mmFilePages && member != mmShmemPages {
 		return

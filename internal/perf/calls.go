@@ -82,17 +82,17 @@ type CallOptions struct {
 	// DefaultCallRing).
 	RingBytes uint32
 	// RSS: the program records each change of the process's file and
-	// shmem page counters too (rss_stat, Linux 6.2), as samples with RSS
-	// set, where the kernel lets it (Calls.RSS says whether it does).
+	// shmem page counters too (rss_stat), as samples with RSS set, where
+	// the kernel lets it (Calls.RSS says whether it does).
 	RSS bool
 }
 
 // RSSChange is a change of a process's page counter the program saw
 // (bpf/calls.c rss_stat): the counter (include/linux/mm_types_task.h's
-// MM_FILEPAGES, MM_SHMEMPAGES) and its shared part's new value in pages,
-// as /proc/PID/status shows it: every CPU's part of the counter is folded
-// into it once it reaches percpu_counter_batch pages
-// (lib/percpu_counter.c, percpu_counter_add_batch).
+// MM_FILEPAGES, MM_SHMEMPAGES) and its new value in pages, as the kernel's
+// tracepoint gives it: since Linux 6.2 its shared part and every CPU's
+// summed (lib/percpu_counter.c, percpu_counter_sum), before that the value
+// the tracepoint passed.
 type RSSChange struct {
 	Set    bool
 	Member int
@@ -343,8 +343,9 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 		}
 	}()
 	if c.coll, err = ebpf.NewCollection(spec); err != nil && rssProg != "" {
-		// A kernel whose page counters are laid out otherwise (before
-		// 6.2) or that refuses raw tracepoints: the calls without it.
+		// A kernel that refuses the rss_stat program (raw tracepoints,
+		// a helper, a relocation its BTF does not fit): the calls
+		// without it, file pages left to perf's tracepoint.
 		c.noRSS = refused("loading the rss_stat eBPF program", err).Error()
 		delete(spec.Programs, rssProg)
 		c.coll, err = ebpf.NewCollection(spec)

@@ -222,6 +222,7 @@ func (th *Thread) Interrupt() error {
 // It returns the first error other than a thread gone.
 func (p *Process) InterruptAll(ths []*Thread) error {
 	return p.t.do(func() error {
+		defer hurry(len(ths))()
 		for _, th := range ths {
 			if err := th.interruptLocked(); err != nil && !errors.Is(err, ErrGone) {
 				return err
@@ -499,6 +500,7 @@ func (th *Thread) Detach() error {
 func (p *Process) DetachAll(ths []*Thread) error {
 	errs := make([]error, len(ths))
 	first := p.t.do(func() error {
+		defer hurry(len(ths))()
 		for i, th := range ths {
 			if !th.detached || th.unreaped {
 				errs[i] = th.detachLocked()

@@ -9,9 +9,10 @@ import "golang.org/x/sys/unix"
 // loop of 2,000 PTRACE_DETACHs took 28-50 ms on a 2-CPU machine, with
 // every thread not yet let go waiting. Run as a real-time thread for those
 // loops only, the tracer is not preempted: the woken threads run on the
-// other CPUs, or after it. The same loop took 5-8 ms, and the stop a
-// thread of a 2,000-thread process saw (bench/scale/threads.sh) went from
-// a median of 78 to 59 ms (docs/scale.md). Nothing else runs at that
+// other CPUs, or after it. The same loop took 5-8 ms, and the longest
+// stop a thread of a 2,000-thread process saw (bench/scale/threads.sh, six
+// rounds) went from a median of 73 to 51 ms (docs/scale.md). Nothing else
+// runs at that
 // priority: the wait for the stops, the clone and the reads run as
 // arenactl always does.
 

@@ -36,6 +36,7 @@ func ParseMaps(r io.Reader) ([]Mapping, error) {
 	for n := 1; text != ""; n++ {
 		line, rest, _ := strings.Cut(text, "\n")
 		text = rest
+		line = strings.TrimSuffix(line, "\r") // as bufio.ScanLines, which this replaced
 		if len(line) > maxLine {
 			return nil, fmt.Errorf("parse maps: line %d: longer than %d bytes", n, maxLine)
 		}

@@ -140,9 +140,14 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	// 199-350 (one run of eleven under 91%); in the four runs looked
 	// at, growth's stragglers were page faults of DROP DATABASE, deeper
 	// than a fault's 8 KiB copy and over before the stack was read.
-	// Floors under what is seen.
-	if reach*100 < all*90 {
-		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 90%%", reach, all)
+	// Drained every 5 ms, not 20, while stacks are cut (internal/inspect's
+	// cutDrain), leaks' reach 99.4-99.8% in 14 runs; growth's reader
+	// every 2 ms while samples come (internal/perf's waitMs): 92.7-97.3%
+	// in 6, its stragglers faults on deep paths (DROP DATABASE, a stack
+	// growing). Floors under what is seen: leaks' is the 95% the issue
+	// asks (29, item 14), growth's is not.
+	if reach*100 < all*95 {
+		t.Errorf("leaks: %d of %d samples reach their thread's first frame; want 95%%", reach, all)
 	}
 	if greach*100 < gall*70 {
 		t.Errorf("growth: %d of %d samples reach their thread's first frame; want 70%%", greach, gall)

@@ -112,6 +112,7 @@ func (st *Stream) run() {
 		// as it was.
 		defer unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old)
 	}
+	took := false // the last read took samples
 	for {
 		select {
 		case <-st.stop:
@@ -125,10 +126,29 @@ func (st *Stream) run() {
 		default:
 		}
 		if !st.s.Pending() {
-			st.s.Wait(10)
+			st.s.Wait(waitMs(took))
 		}
-		st.push(st.read(false))
+		smps := st.read(false)
+		took = len(smps) > 0
+		st.push(smps)
 	}
+}
+
+// waitMs is how long the reader waits for a ring to fill before it reads
+// them all anyway: 2 ms while samples come, 10 ms while none did. The
+// stream's early function reads a sample's thread stack when the sample
+// is read, and a short statement on a deep path (MariaDB's DROP
+// DATABASE, a thread's stack growing) is often over within 10 ms. Under
+// mariadb-slap, runs whose growth stacks reached their thread's first
+// frame 95% of the time or more: at 10 ms, 6 in 11 (76.7-98.7%); at 2 ms,
+// 21 in 27 (77.1-99.2%); so, 5 in 6 (92.7-97.3%). Only while samples
+// come: on a process that faults nothing, 2 ms throughout cost arenactl
+// 2.7% of a CPU more than 10 ms.
+func waitMs(took bool) int {
+	if took {
+		return 2
+	}
+	return 10
 }
 
 // read reads the rings into slabs and a batch of their own (all: the

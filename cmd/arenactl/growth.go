@@ -31,7 +31,7 @@ type growthFlags struct {
 
 func newGrowthCmd() *cobra.Command {
 	var f injectFlags
-	gf := growthFlags{period: growth.DefaultFaultPeriod, stack: 8192, sysStack: growth.DefaultSyscallStack}
+	gf := growthFlags{period: growth.DefaultFaultPeriod, stack: growth.DefaultFaultStack, sysStack: growth.DefaultSyscallStack}
 	c := &cobra.Command{
 		Use:   "growth PID",
 		Short: "Which code makes RSS grow: page faults and mmap/munmap/brk/madvise by call stack and memory class, from perf events",

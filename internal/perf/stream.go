@@ -112,7 +112,7 @@ func (st *Stream) run() {
 		// as it was.
 		defer unix.Setpriority(unix.PRIO_PROCESS, tid, 20-old)
 	}
-	took := false // the last read took samples
+	took := 0 // samples the last read took
 	for {
 		select {
 		case <-st.stop:
@@ -129,27 +129,36 @@ func (st *Stream) run() {
 			st.s.Wait(waitMs(took))
 		}
 		smps := st.read(false)
-		took = len(smps) > 0
+		took = len(smps)
 		st.push(smps)
 	}
 }
 
 // waitMs is how long the reader waits for a ring to fill before it reads
-// them all anyway: 2 ms while samples come, 10 ms while none did. The
-// stream's early function reads a sample's thread stack when the sample
-// is read, and a short statement on a deep path (MariaDB's DROP
-// DATABASE, a thread's stack growing) is often over within 10 ms. Under
-// mariadb-slap, runs whose growth stacks reached their thread's first
-// frame 95% of the time or more: at 10 ms, 6 in 11 (76.7-98.7%); at 2 ms,
-// 21 in 27 (77.1-99.2%); so, 5 in 6 (92.7-97.3%). Only while samples
-// come: on a process that faults nothing, 2 ms throughout cost arenactl
-// 2.7% of a CPU more than 10 ms.
-func waitMs(took bool) int {
-	if took {
+// them all anyway, given the samples the last read took: 2 ms while a few
+// come, 10 ms while none or many do. The stream's early function reads a
+// sample's thread stack when the sample is read, and a short statement on
+// a deep path (MariaDB's DROP DATABASE, a thread's stack growing) is
+// often over within 10 ms. Under mariadb-slap, runs whose growth stacks
+// reached their thread's first frame 95% of the time or more: at 10 ms, 6
+// in 11 (76.7-98.7%); at 2 ms, 21 in 27 (77.1-99.2%); at 2 ms while
+// samples come, 5 in 6 (92.7-97.3%), and 13 in 14 with 16 KiB fault
+// copies (growth's DefaultFaultStack); as now, 9 in 11 (78.0-99.5%). The
+// one straggler looked at was a CREATE TABLE LIKE deeper than any copy.
+// Only while samples come: on a process that faults nothing, 2 ms
+// throughout cost arenactl 2.7% of a CPU more than 10 ms. Only while few
+// come (MariaDB's reads take a few each): on a process touching new pages
+// flat out, whose reads take hundreds, 2 ms cost arenactl 4% of a CPU more,
+// for stacks its many samples complete anyway (stackprof's complete.go).
+func waitMs(took int) int {
+	if took > 0 && took < fewSamples {
 		return 2
 	}
 	return 10
 }
+
+// fewSamples is the most a read may take for the next to come sooner.
+const fewSamples = 256
 
 // read reads the rings into slabs and a batch of their own (all: the
 // last read, which holds nothing back).

@@ -143,7 +143,7 @@ func TestMariaDBStacksReachFirstFrame(t *testing.T) {
 	// than a fault's 8 KiB copy and over before the stack was read.
 	// Drained every 5 ms, not 20, while stacks are cut (internal/inspect's
 	// cutDrain), leaks' reach 99.4-99.8% in 14 runs; growth's reader
-	// every 2 ms while samples come (internal/perf's waitMs): 92.7-97.3%
+	// every 2 ms while a few samples come (internal/perf's waitMs): 92.7-97.3%
 	// in 6, its stragglers faults on deep paths (DROP DATABASE, a stack
 	// growing); with faults' copies of 16 KiB (growth's
 	// DefaultFaultStack), 97.4-99.3% in 13 of 14 runs, leaks 99.5-99.9%.

@@ -30,8 +30,7 @@
  * When the short ring is more than half full (arenactl cannot keep up:
  * 16 threads allocating flat out on 2 CPUs outran a drain that had only
  * its fair share of them, issue 28), the mean interval doubles
- * (cfg.shift), at most once per sixteenth of the ring taken, or of the
- * samples dropped once it is full: the intervals
+ * (cfg.shift), at most once per eighth of the ring taken: the intervals
  * drawn from then on are twice as long, and each record says the shift
  * of the interval that ended in it, so that arenactl weights it by the
  * rate it was taken at and the estimates stay unbiased. arenactl halves
@@ -296,21 +295,12 @@ static u32 rearm(void) {
 }
 
 /* busier doubles the mean interval when the short ring, whose slot i was
- * just taken, is more than half full, unless it did so less than a
- * sixteenth of the ring ago. A full ring passes its head plus the samples
- * dropped: the interval goes on doubling while arenactl is away.
- *
- * A sixteenth, not an eighth: from half full to full the rate can now
- * halve eight times, so the ring fills only if arenactl reads nothing for
- * 255 * short_slots / 16 samples at the rate of the moment it was half
- * full (6.9 s at 19,000 samples a second, 8,192 slots) where it was
- * 15 * short_slots / 8 (0.8 s): a machine running the whole test suite
- * beside 16 allocating threads once kept it away long enough, and one
- * sample of 37,824 was dropped. */
+ * just taken (or which was full, at i), is more than half full, unless it
+ * did so less than an eighth of the ring ago. */
 static void busier(u64 i) {
 	if (i - cfg.stail <= cfg.short_slots / 2) return;
 	u64 last = __atomic_load_n(&cfg.shift_head, __ATOMIC_RELAXED);
-	if (i < last + cfg.short_slots / 16 || __atomic_load_n(&cfg.shift, __ATOMIC_RELAXED) >= MAX_SHIFT) return;
+	if (i < last + cfg.short_slots / 8 || __atomic_load_n(&cfg.shift, __ATOMIC_RELAXED) >= MAX_SHIFT) return;
 	if (__atomic_compare_exchange_n(&cfg.shift_head, &last, i, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		__atomic_fetch_add(&cfg.shift, 1, __ATOMIC_RELAXED);
 }
@@ -406,8 +396,8 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift,
 		__atomic_fetch_add(&cfg.shortened, 1, __ATOMIC_RELAXED);
 		busier(i);
 	} else {
-		u64 lost = __atomic_add_fetch(&cfg.dropped, 1, __ATOMIC_RELAXED);
-		busier(__atomic_load_n(&cfg.shead, __ATOMIC_RELAXED) + lost);
+		__atomic_fetch_add(&cfg.dropped, 1, __ATOMIC_RELAXED);
+		busier(__atomic_load_n(&cfg.shead, __ATOMIC_RELAXED));
 		return;
 	}
 	rec->kind = kind;

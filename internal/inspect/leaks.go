@@ -223,6 +223,7 @@ func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *modu
 			}
 		}
 		last = time.Since(start)
+		b.SampledBefore(time.Now())
 		recs, st, err := s.Drain()
 		if err != nil {
 			return b, last, t.Explain(err)
@@ -301,6 +302,7 @@ func sample(ctx context.Context, t live.Observed, s *sampler.Sampler, mods *modu
 			// went uncounted. Read again, a little later, for those.
 			for wait := 0; st.Pending && wait < finalWaits; wait++ {
 				time.Sleep(drainEvery / 20)
+				b.SampledBefore(time.Now())
 				if recs, st, err = s.Drain(); err != nil {
 					return b, last, t.Explain(err)
 				}

@@ -60,6 +60,11 @@ func (b *Builder) SetMemory(read func(p []byte, addr uint64) (int, error)) { b.m
 // SetMemory is the Builder's SetMemory for the stacks of a Stacks.
 func (t *Stacks) SetMemory(read func(p []byte, addr uint64) (int, error)) { t.b.SetMemory(read) }
 
+// SampledBefore says that the samples added from now on were all taken
+// before t (a drain that began at t): a read of a thread's stack kept from
+// before t completes none of them (RecentReads.Since).
+func (b *Builder) SampledBefore(t time.Time) { b.extendRecent.Since(t) }
+
 // Extended counts the stacks completed from the memory, of how many
 // tried.
 func (b *Builder) Extended() (done, tried int) { return b.extended, b.extendTried }

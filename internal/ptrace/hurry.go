@@ -12,9 +12,8 @@ import "golang.org/x/sys/unix"
 // other CPUs, or after it. The same loop took 5-8 ms, and the longest
 // stop a thread of a 2,000-thread process saw (bench/scale/threads.sh, six
 // rounds) went from a median of 73 to 51 ms (docs/scale.md). Nothing else
-// runs at that
-// priority: the wait for the stops, the clone and the reads run as
-// arenactl always does.
+// runs at that priority: the wait for the stops, the clone and the reads
+// run as arenactl always does.
 
 // hurryFrom is the fewest threads a loop hurries for: below it the two
 // system calls cost more than they save.

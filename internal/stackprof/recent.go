@@ -8,14 +8,15 @@ import "time"
 // and a read of one serves the others taken soon after it. Read once each,
 // such a burst spent the reads' rate on one thread and was left cut.
 //
-// A read serves only samples taken before it (Since): a thread read on one
-// path, then sampled on another at the same depth, matches the read where
-// the two paths' frames differ only above the copy, and was completed with
-// the first path's outer frames. With leaks' drains every 5 ms a read kept
-// from the drain before served the next one's samples: on deep_two_paths.c
-// 319 of 27,149 samples were given the other path's frames
-// (TestDeepStacksNeverJoinedWrong), none with reads that follow the
-// samples they serve.
+// A read kept from before the time Since names serves no sample: a thread
+// read on one path, then sampled on another at the same depth, matches the
+// read where the two paths' frames differ only above the copy, and was
+// completed with the first path's outer frames. With leaks' drains every
+// 5 ms a read kept from the drain before served the next one's samples: on
+// deep_two_paths.c 319 of 27,149 samples were given the other path's
+// frames (TestDeepStacksNeverJoinedWrong). leaks says Since at each drain;
+// growth (its early reader, its Builder) does not yet, and has given no
+// sample another path's frames in any run seen.
 type RecentReads struct {
 	m     map[uint64]stackRead
 	since time.Time

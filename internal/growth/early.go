@@ -57,6 +57,13 @@ func (e *earlyReader) read(smp *perf.Sample) {
 		return
 	}
 	now := time.Now()
+	// Only a read made after the sample was taken serves it: one made
+	// before may be of another path at the same depth (RecentReads).
+	if lag := perf.Now() - smp.Time; smp.Time != 0 && int64(lag) > 0 {
+		e.recent.Since(now.Add(-time.Duration(lag)))
+	} else {
+		e.recent.Since(now)
+	}
 	if b, ok := e.recent.Covering(uint64(smp.Tid), sp, sp+uint64(len(smp.Stack))+1, now); ok {
 		smp.Later, smp.LaterAddr = b, sp
 		return

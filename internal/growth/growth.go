@@ -351,10 +351,15 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 		}
 		if stop {
 			stream.Stop()
+			w.stacks.SampledBefore(time.Now())
 			w.drain(ctx, stream.Take())
 			stream.Recycle()
 			break
 		}
+		// What Take gives was all sampled before now: a stack read kept
+		// from an earlier drain completes none of it (stackprof's
+		// RecentReads).
+		w.stacks.SampledBefore(time.Now())
 		w.drain(ctx, stream.Take())
 		stream.Recycle()
 		if n := w.stacks.Cut(); n > cut {

@@ -65,6 +65,9 @@ func (t *Stacks) SetMemory(read func(p []byte, addr uint64) (int, error)) { t.b.
 // before t completes none of them (RecentReads.Since).
 func (b *Builder) SampledBefore(t time.Time) { b.extendRecent.Since(t) }
 
+// SampledBefore is the Builder's SampledBefore for the stacks of a Stacks.
+func (t *Stacks) SampledBefore(tm time.Time) { t.b.SampledBefore(tm) }
+
 // Extended counts the stacks completed from the memory, of how many
 // tried.
 func (b *Builder) Extended() (done, tried int) { return b.extended, b.extendTried }

@@ -14,9 +14,9 @@ import "time"
 // completed with the first path's outer frames. With leaks' drains every
 // 5 ms a read kept from the drain before served the next one's samples: on
 // deep_two_paths.c 319 of 27,149 samples were given the other path's
-// frames (TestDeepStacksNeverJoinedWrong). leaks says Since at each drain;
-// growth (its early reader, its Builder) does not yet, and has given no
-// sample another path's frames in any run seen.
+// frames (TestDeepStacksNeverJoinedWrong). leaks and growth say Since at
+// each drain; growth's early reader, which reads a fault sample's stack as
+// the sample leaves the ring, says it for each sample, from its time.
 type RecentReads struct {
 	m     map[uint64]stackRead
 	since time.Time

@@ -134,6 +134,7 @@ type Session struct {
 	// Unknown counts sample records none of the session's events could
 	// have written (identify).
 	Unknown uint64
+	pollFds []unix.PollFd // Wait's, reused (one reader waits)
 	// calls, when set, are read with the rings (AddCalls); callsMore
 	// says the last read left some in its ring.
 	calls     *Calls
@@ -381,12 +382,14 @@ func (s *Session) Threads() int { return len(s.tids) }
 
 // Wait blocks until a ring is half full or ms milliseconds pass.
 func (s *Session) Wait(ms int) error {
-	fds := make([]unix.PollFd, 0, len(s.rings))
+	// The list is kept: a Stream's reader waits up to 500 times a second.
+	fds := s.pollFds[:0]
 	for _, r := range s.rings {
 		if r != nil {
 			fds = append(fds, unix.PollFd{Fd: int32(r.fd), Events: unix.POLLIN})
 		}
 	}
+	s.pollFds = fds
 	_, err := unix.Poll(fds, ms)
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return wrap("perf: poll", err)

@@ -10,6 +10,7 @@
 package growth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -576,20 +577,76 @@ func (w *growthWatch) forget(addr, n uint64) {
 	w.recent = kept
 }
 
-func (w *growthWatch) sortRecent() []maps.Mapping {
-	ms := make([]maps.Mapping, 0, len(w.recent))
-	for _, r := range w.recent {
-		ms = append(ms, r.m)
+func (w *growthWatch) sortRecent() []maps.Mapping { return latestMappings(w.recent) }
+
+// latestMappings is the mappings made at the times rs gives as one list,
+// sorted, without overlaps: at each address the one made there last, and
+// the parts of earlier ones that later ones leave uncovered (as
+// madeBefore gives them over a range). Sorted by start alone, a mapping
+// overlapping another took its place whole whichever was made later: an
+// arena heap reserved where an earlier reservation's trimmed ends had
+// been could be classed by the earlier one.
+func latestMappings(rs []recentMapping) []maps.Mapping {
+	order := make([]int32, len(rs))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
-	// Overlaps: the later mapping wins.
-	out := ms[:0]
-	for _, m := range ms {
-		if len(out) > 0 && out[len(out)-1].End > m.Start {
-			out[len(out)-1] = m
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(rs[a].m.Start, rs[b].m.Start) })
+	// later: rs[a] was made after rs[b] (in rs's order, at one time).
+	later := func(a, b int32) bool { return rs[a].at > rs[b].at || rs[a].at == rs[b].at && a > b }
+	out := make([]maps.Mapping, 0, len(rs))
+	src := make([]int32, 0, len(rs)) // the mapping of rs each piece of out is of
+	var over []int32
+	var cuts []uint64
+	for _, r := range order {
+		m := &rs[r].m
+		// The pieces so far are sorted and apart, so sorted by end too:
+		// the ones r overlaps are among the last few, whose ends pass
+		// its start (each is of a mapping starting at or below r's).
+		i := len(out)
+		for i > 0 && out[i-1].End > m.Start {
+			i--
+		}
+		if i == len(out) {
+			out, src = append(out, *m), append(src, r)
 			continue
 		}
-		out = append(out, m)
+		// Painted again from r and what those pieces are of, each
+		// piece of address taking the last made of those covering it.
+		over = append(over[:0], src[i:]...)
+		cuts = append(cuts[:0], m.Start, m.End)
+		for j := i; j < len(out); j++ {
+			cuts = append(cuts, out[j].Start, out[j].End)
+		}
+		overAt := slices.Clone(out[i:])
+		out, src = out[:i], src[:i]
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		for k := 0; k+1 < len(cuts); k++ {
+			lo, hi := cuts[k], cuts[k+1]
+			from := int32(-1)
+			if m.Start <= lo && hi <= m.End {
+				from = r
+			}
+			for j, q := range overAt {
+				if q.Start <= lo && hi <= q.End && (from < 0 || later(over[j], from)) {
+					from = over[j]
+				}
+			}
+			if from < 0 {
+				continue
+			}
+			if n := len(out); n > 0 && src[n-1] == from && out[n-1].End == lo {
+				out[n-1].End = hi
+				continue
+			}
+			p := rs[from].m
+			if p.Inode != 0 {
+				p.Offset += lo - p.Start // a file's pages: the offset moves with the start
+			}
+			p.Start, p.End = lo, hi
+			out, src = append(out, p), append(src, from)
+		}
 	}
 	return out
 }

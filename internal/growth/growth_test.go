@@ -2,6 +2,7 @@ package growth
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -463,6 +464,61 @@ func TestMadeBefore(t *testing.T) {
 	if len(got) != 3 || got[0].End != 0x4000 || got[1].Start != 0x4000 || got[2].Start != 0x8000 || got[2].End != 0x10000 {
 		t.Errorf("straddled: %+v", got)
 	}
+}
+
+// latestMappings gives, over all the mappings made since the last read,
+// the one made last at each address and what earlier ones have left,
+// whatever order of address they were made in.
+func TestLatestMappings(t *testing.T) {
+	var rs []recentMapping
+	made := func(at, start, end uint64) {
+		rs = append(rs, recentMapping{at: at, m: maps.Mapping{Start: start, End: end, Perms: fmt.Sprint(at)}})
+	}
+	check := func(name string, want [][3]uint64) {
+		t.Helper()
+		got := latestMappings(rs)
+		ok := len(got) == len(want)
+		for i := 0; ok && i < len(got); i++ {
+			ok = got[i].Start == want[i][0] && got[i].End == want[i][1] && got[i].Perms == fmt.Sprint(want[i][2])
+		}
+		if !ok {
+			var s []string
+			for _, m := range got {
+				s = append(s, fmt.Sprintf("%#x-%#x@%s", m.Start, m.End, m.Perms))
+			}
+			t.Errorf("%s: got %v, want %x", name, s, want)
+		}
+		rs = nil
+	}
+	// A loop mapping one address again: the last one.
+	for at := uint64(1); at <= 3; at++ {
+		made(at, 0x100000, 0x110000)
+	}
+	check("loop", [][3]uint64{{0x100000, 0x110000, 3}})
+	// A later mapping starting lower over an earlier one's start: it
+	// wins where they meet, the earlier keeps its end.
+	made(1, 0x8000, 0x10000)
+	made(2, 0x4000, 0xc000)
+	check("lower, later", [][3]uint64{{0x4000, 0xc000, 2}, {0xc000, 0x10000, 1}})
+	// The same, made in the other order: the one starting higher wins
+	// where it is later, not because it starts higher.
+	made(1, 0x4000, 0xc000)
+	made(2, 0x8000, 0x10000)
+	check("higher, later", [][3]uint64{{0x4000, 0x8000, 1}, {0x8000, 0x10000, 2}})
+	made(2, 0x4000, 0xc000)
+	made(1, 0x8000, 0x10000)
+	check("higher, earlier", [][3]uint64{{0x4000, 0xc000, 2}, {0xc000, 0x10000, 1}})
+	// A later mapping inside an earlier one leaves both sides of it; a
+	// third over the second's end and the first's rest.
+	made(1, 0x0, 0x10000)
+	made(2, 0x4000, 0x8000)
+	made(3, 0x6000, 0xa000)
+	check("inside", [][3]uint64{{0x0, 0x4000, 1}, {0x4000, 0x6000, 2}, {0x6000, 0xa000, 3}, {0xa000, 0x10000, 1}})
+	// An earlier mapping inside a later one is gone; apart ones stay.
+	made(1, 0x5000, 0x6000)
+	made(2, 0x4000, 0x8000)
+	made(3, 0x9000, 0xa000)
+	check("covered", [][3]uint64{{0x4000, 0x8000, 2}, {0x9000, 0xa000, 3}})
 }
 
 // A forked child inherits perf events opened with inherit, and an exec'd

@@ -359,7 +359,7 @@ func raw(r *sampler.Record, at time.Duration, fn uint64, ms []maps.Mapping, scra
 		c.StackEnd = m.End
 	}
 	start, st, scratch := c.UnwindWith(scratch)
-	return stackprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Shift: r.Shift, Start: start, Stack: st}, scratch
+	return stackprof.Raw{Addr: r.Addr, Size: r.Size, Old: r.Old, OldSize: r.OldSize, Tid: r.Tid, Stamp: r.Stamp, Moved: r.Moved, At: at, Kind: r.Kind, Short: r.Short, Thin: r.Thin, Shift: r.Shift, Start: start, Stack: st}, scratch
 }
 
 // inUse is the bytes the allocator holds in use, from a read-only walk

@@ -148,6 +148,10 @@ type Record struct {
 	// Stamp orders records: a free's was taken before the block went back
 	// to glibc, an allocation's after glibc handed it out.
 	Stamp uint64
+	// Moved: a realloc's that moved a sampled block, the low 32 bits of
+	// its move's stamp (the free record with To), 0 if it made none: a
+	// later realloc between the same two addresses is another call.
+	Moved uint32
 	// Regs are the caller's at the call, as many as the hook saves: pc
 	// (the return address), sp, rbx, rbp and r12-r15. Stack is a copy of
 	// its stack from sp.
@@ -808,7 +812,8 @@ func (s *Sampler) Real(kind string) uint64 { return s.real[kind] }
 func parseRecord(rec []byte) Record {
 	le := binary.LittleEndian
 	r := Record{Kind: kindNames[le.Uint32(rec[recKind:])], Addr: le.Uint64(rec[recAddr:]), Size: le.Uint64(rec[recSize:]),
-		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(le.Uint64(rec[recTid:])), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
+		Old: le.Uint64(rec[recOld:]), OldSize: le.Uint64(rec[recOldSize:]), Stamp: le.Uint64(rec[recStamp:]), Tid: int(uint32(le.Uint64(rec[recTid:]))),
+		Moved: uint32(le.Uint64(rec[recTid:]) >> 32), Untracked: le.Uint32(rec[recFlags:])&1 != 0,
 		Short: len(rec) < recordSize, Thin: int(le.Uint32(rec[recFlags:]) >> 8 & 0xff), Shift: int(le.Uint32(rec[recFlags:]) >> 16 & 0xff)}
 	r.Regs.SetPCOf(ringMachine, le.Uint64(rec[recPC:]))
 	r.Regs.SetSPOf(ringMachine, le.Uint64(rec[recSP:]))

@@ -279,8 +279,12 @@ func TestBuilderRealloc(t *testing.T) {
 	// the realloc that moved it (its ring held it back): the same block,
 	// both held, not one taken for the other freed unseen.
 	b = stackprof.NewBuilder(st.u, st.s)
+	moved := func(r stackprof.Raw, move uint32) stackprof.Raw {
+		r.Moved = move
+		return r
+	}
 	b.Move(0x3000, 0x4000, 12, time.Second)
-	b.Add(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000))
+	b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12))
 	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
 	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
@@ -292,6 +296,43 @@ func TestBuilderRealloc(t *testing.T) {
 	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, AllocBytes: 1000},
 		"reserve":     {Alloc: 1, AllocBytes: 3096},
+	})
+
+	// The sample of the realloc that moved a held block, read before its
+	// move (a drain reads the free ring first: the realloc came between
+	// the two reads, its move in the next drain): the same block, both
+	// held.
+	b = stackprof.NewBuilder(st.u, st.s)
+	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
+	b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12))
+	if !b.Move(0x3000, 0x4000, 12, time.Second) {
+		t.Error("the move of the held block found nothing held")
+	}
+	held(map[string]stackprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
+	})
+	if !b.Free(0x4000, 14, time.Second) {
+		t.Error("the free of the moved block found nothing held")
+	}
+	held(map[string]stackprof.Counts{
+		"make_widget": {Alloc: 1, AllocBytes: 1000},
+		"reserve":     {Alloc: 1, AllocBytes: 3096},
+	})
+
+	// A later realloc between the same two addresses, of another block,
+	// read before the move and the free that came between: the first
+	// block is not taken for the one there now. Moved, then freed at
+	// 0x4000 (13); another block at 0x3000 (14) moved to 0x4000 by a
+	// sampled realloc (15, its move 15 not read yet).
+	b = stackprof.NewBuilder(st.u, st.s)
+	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
+	b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 16, 0x3000, 1000), 15))
+	b.Move(0x3000, 0x4000, 12, time.Second)
+	b.Free(0x4000, 13, time.Second)
+	held(map[string]stackprof.Counts{
+		"make_widget": {Alloc: 1, AllocBytes: 1000},
+		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
 	})
 }
 

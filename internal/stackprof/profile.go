@@ -35,6 +35,9 @@ type Raw struct {
 	// Stamp orders the sample against frees of blocks at its address
 	// (the sampler's clock); 0 when unknown.
 	Stamp uint64
+	// Moved: a realloc's sample that moved a sampled block, the low 32
+	// bits of the stamp of that move (its Move), 0 if it made none.
+	Moved uint32
 	// Kind is the entry point called: "malloc", "calloc", "realloc",
 	// "new", "new[]", "posix_memalign", ...
 	Kind string

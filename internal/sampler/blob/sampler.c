@@ -104,7 +104,10 @@ struct record {
 		    * bits 16-23: the shift of the interval that ended in
 		    * this sample (its mean was rate << shift) */
 	u64 addr, size;
-	u64 tid;
+	u64 tid; /* the thread's id; above it, a realloc's that moved a
+		  * sampled block: the low half of the move's stamp (its
+		  * free record's), so that arenactl can tell its move from
+		  * a later one between the same two addresses */
 	u64 pc, sp;
 	u64 saved[6]; /* x86_64: rbx, rbp, r12..r15; aarch64: x29, x30, x19..x22 */
 	u64 stack_len;
@@ -382,7 +385,7 @@ static inline int reserve(volatile u64 *head, volatile u64 *tail, u64 slots, u64
  * for: a site whose calls come in bursts (short-lived threads) was then
  * under-counted (issue 18). A sample is dropped only when both rings are
  * full. A failed call (no block) is not recorded. */
-static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift, const struct regs *r) {
+static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift, const struct regs *r, u64 moved) {
 	if (!addr) return;
 	u64 stamp = tick();
 	u32 k = thinning(__atomic_load_n(&cfg.head, __ATOMIC_RELAXED) - cfg.tail);
@@ -407,7 +410,7 @@ static void emit(u32 kind, u64 addr, u64 size, u64 old, u64 old_size, u32 shift,
 	rec->old_addr = old;
 	rec->old_size = old_size;
 	rec->stamp = stamp;
-	rec->tid = sys6(NR_GETTID, 0, 0, 0, 0, 0, 0);
+	rec->tid = (u64)(u32)sys6(NR_GETTID, 0, 0, 0, 0, 0, 0) | (moved & 0xffffffffull) << 32;
 #if defined(__aarch64__)
 	rec->sp = r->sp;
 	rec->pc = r->x30;
@@ -507,7 +510,7 @@ __attribute__((used, visibility("hidden"))) void *s_malloc(size_t n, struct regs
 	void *p = ((void *(*)(size_t))r_malloc)(n);
 	if (cfg.enabled) {
 		u32 sh = rearm();
-		emit(K_MALLOC, (u64)p, n, 0, 0, sh, r);
+		emit(K_MALLOC, (u64)p, n, 0, 0, sh, r, 0);
 	}
 	LEAVE();
 	return p;
@@ -518,7 +521,7 @@ __attribute__((used, visibility("hidden"))) void *s_calloc(size_t n, size_t m, s
 	void *p = ((void *(*)(size_t, size_t))r_calloc)(n, m);
 	if (cfg.enabled) {
 		u32 sh = rearm();
-		emit(K_CALLOC, (u64)p, n * m, 0, 0, sh, r);
+		emit(K_CALLOC, (u64)p, n * m, 0, 0, sh, r, 0);
 	}
 	LEAVE();
 	return p;
@@ -535,7 +538,7 @@ __attribute__((used, visibility("hidden"))) void *s_realloc(void *old, size_t n,
 		if (was) reallocated((u64)old, (u64)p, n, stamp);
 		if (due) {
 			u32 sh = rearm();
-			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, sh, r);
+			if (n) emit(K_REALLOC, (u64)p, n, (u64)old, had, sh, r, was && p && p != old ? stamp : 0);
 		}
 	}
 	LEAVE();
@@ -553,7 +556,7 @@ __attribute__((used, visibility("hidden"))) void *s_reallocarray(void *old, size
 		if (was && p) reallocated((u64)old, (u64)p, n * m, stamp);
 		if (due) {
 			u32 sh = rearm();
-			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, sh, r);
+			emit(K_REALLOCARRAY, (u64)p, n * m, (u64)old, had, sh, r, was && p && p != old ? stamp : 0);
 		}
 	}
 	LEAVE();
@@ -565,7 +568,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 	int e = ((int (*)(void **, size_t, size_t))r_posix_memalign)(out, align, n);
 	if (cfg.enabled) {
 		u32 sh = rearm();
-		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, sh, r);
+		if (e == 0) emit(K_POSIX_MEMALIGN, (u64)*out, n, 0, 0, sh, r, 0);
 	}
 	LEAVE();
 	return e;
@@ -577,7 +580,7 @@ __attribute__((used, visibility("hidden"))) int s_posix_memalign(void **out, siz
 		void *p = ((void *(*)(size_t, size_t))r_##name)(align, n);                                                              \
 		if (cfg.enabled) {                                                                         \
 			u32 sh = rearm();                                                                       \
-			emit(kind, (u64)p, n, 0, 0, sh, r);                                             \
+			emit(kind, (u64)p, n, 0, 0, sh, r, 0);                                             \
 		}                                                                                          \
 		LEAVE();                                                                                   \
 		return p;                                                                                  \
@@ -591,7 +594,7 @@ ALIGNED(memalign, K_MEMALIGN)
 		void *p = ((void *(*)(size_t))r_##name)(n);                                                            \
 		if (cfg.enabled) {                                                                \
 			u32 sh = rearm();                                                              \
-			emit(kind, (u64)p, n, 0, 0, sh, r);                                    \
+			emit(kind, (u64)p, n, 0, 0, sh, r, 0);                                    \
 		}                                                                                 \
 		LEAVE();                                                                          \
 		return p;                                                                         \

@@ -275,50 +275,38 @@ func TestBuilderRealloc(t *testing.T) {
 		t.Error("the block moved by an early move is not held at its new address")
 	}
 
-	// A block's allocation read after its move and after the sample of
-	// the realloc that moved it (its ring held it back): the same block,
-	// both held, not one taken for the other freed unseen.
-	b = stackprof.NewBuilder(st.u, st.s)
+	// One block (widget at 0x3000, 11), moved to 0x4000 by a sampled
+	// realloc (its move 12, its sample 13), then freed (14), with its
+	// records read in two orders: the allocation after the move and after
+	// the realloc's sample (its ring held it back); the realloc's sample
+	// before its move (a drain reads the free ring first: the realloc
+	// came between the two reads, its move in the next drain). The same
+	// block either way, both samples held, not one taken for the other
+	// freed unseen.
 	moved := func(r stackprof.Raw, move uint32) stackprof.Raw {
 		r.Moved = move
 		return r
 	}
-	b.Move(0x3000, 0x4000, 12, time.Second)
-	b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12))
-	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
-	held(map[string]stackprof.Counts{
-		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
-		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-	})
-	if !b.Free(0x4000, 14, time.Second) {
-		t.Error("the free of the block found nothing held")
+	widget := func() { b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0)) }
+	move := func() { b.Move(0x3000, 0x4000, 12, time.Second) }
+	grow := func() { b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12)) }
+	for _, order := range [][]func(){{move, grow, widget}, {widget, grow, move}} {
+		b = stackprof.NewBuilder(st.u, st.s)
+		for _, f := range order {
+			f()
+		}
+		held(map[string]stackprof.Counts{
+			"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+			"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
+		})
+		if !b.Free(0x4000, 14, time.Second) {
+			t.Error("the free of the block found nothing held")
+		}
+		held(map[string]stackprof.Counts{
+			"make_widget": {Alloc: 1, AllocBytes: 1000},
+			"reserve":     {Alloc: 1, AllocBytes: 3096},
+		})
 	}
-	held(map[string]stackprof.Counts{
-		"make_widget": {Alloc: 1, AllocBytes: 1000},
-		"reserve":     {Alloc: 1, AllocBytes: 3096},
-	})
-
-	// The sample of the realloc that moved a held block, read before its
-	// move (a drain reads the free ring first: the realloc came between
-	// the two reads, its move in the next drain): the same block, both
-	// held.
-	b = stackprof.NewBuilder(st.u, st.s)
-	b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0))
-	b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12))
-	if !b.Move(0x3000, 0x4000, 12, time.Second) {
-		t.Error("the move of the held block found nothing held")
-	}
-	held(map[string]stackprof.Counts{
-		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
-		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-	})
-	if !b.Free(0x4000, 14, time.Second) {
-		t.Error("the free of the moved block found nothing held")
-	}
-	held(map[string]stackprof.Counts{
-		"make_widget": {Alloc: 1, AllocBytes: 1000},
-		"reserve":     {Alloc: 1, AllocBytes: 3096},
-	})
 
 	// A later realloc between the same two addresses, of another block,
 	// read before the move and the free that came between: the first

@@ -581,8 +581,8 @@ func (w *growthWatch) sortRecent() []maps.Mapping { return latestMappings(w.rece
 
 // latestMappings is the mappings made at the times rs gives as one list,
 // sorted, without overlaps: at each address the one made there last, and
-// the parts of earlier ones that later ones leave uncovered (as
-// madeBefore gives them over a range). Sorted by start alone, a mapping
+// the parts of earlier ones that later ones leave uncovered (madeBefore
+// takes it over a range). Sorted by start alone, a mapping
 // overlapping another took its place whole whichever was made later: an
 // arena heap reserved where an earlier reservation's trimmed ends had
 // been could be classed by the earlier one.
@@ -1381,43 +1381,22 @@ type wholeCall struct {
 // Where a later one covers part of an earlier one, the parts of the
 // earlier one around it stay.
 func (w *growthWatch) madeBefore(t, lo, hi uint64) []maps.Mapping {
-	var made []maps.Mapping
-	covered := uint64(0)
-	for i := len(w.mmapLog) - 1; i >= 0 && covered < hi-lo; i-- {
+	var rs []recentMapping
+	for i := len(w.mmapLog) - 1; i >= 0; i-- {
 		r := w.mmapLog[i]
 		if r.at > t || r.m.Start >= hi || r.m.End <= lo {
 			continue
 		}
-		pieces := []maps.Mapping{r.m}
-		for _, o := range made {
-			var left []maps.Mapping
-			for _, p := range pieces {
-				if p.End <= o.Start || p.Start >= o.End {
-					left = append(left, p)
-					continue
-				}
-				if p.Start < o.Start {
-					q := p
-					q.End = o.Start
-					left = append(left, q)
-				}
-				if p.End > o.End {
-					q := p
-					q.Start = o.End
-					left = append(left, q)
-				}
-			}
-			pieces = left
-		}
-		for _, p := range pieces {
-			if p.Start < hi && p.End > lo {
-				made = append(made, p)
-				covered += min(p.End, hi) - max(p.Start, lo)
-			}
+		rs = append(rs, r)
+		if r.m.Start <= lo && r.m.End >= hi {
+			break // it covers the range: nothing made before it shows there
 		}
 	}
-	sort.Slice(made, func(i, j int) bool { return made[i].Start < made[j].Start })
-	return made
+	if len(rs) == 1 {
+		return []maps.Mapping{rs[0].m} // a loop's mapping, made again where it was: most calls
+	}
+	slices.Reverse(rs) // back in the order made, as latestMappings takes them
+	return slices.DeleteFunc(latestMappings(rs), func(m maps.Mapping) bool { return m.Start >= hi || m.End <= lo })
 }
 
 func (w *growthWatch) classOf(addr uint64, tables ...[]maps.Mapping) string {

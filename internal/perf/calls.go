@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -16,7 +15,6 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -211,8 +209,7 @@ type Calls struct {
 	progs []*ebpf.Program
 	tps   []Tracepoint // progs[i]'s
 	links []link.Link
-	rd    *ringbuf.Reader
-	rec   ringbuf.Record
+	rd    *bpfRing
 	armed *ebpf.Variable
 	lost  *ebpf.Variable
 	// rss is the rss_stat program where it was asked for and loaded;
@@ -361,11 +358,11 @@ func openCalls(p *procfs.Proc, start uint64, o CallOptions) (_ *Calls, err error
 	}
 	c.tps = tps
 	c.armed, c.lost = c.coll.Variables[callsVarArmed], c.coll.Variables[callsVarLost]
-	if c.rd, err = ringbuf.NewReader(c.coll.Maps[callsMapCalls]); err != nil {
+	// Read without waiting: the program wakes no one, the reader polls.
+	ringMap := c.coll.Maps[callsMapCalls]
+	if c.rd, err = mapBPFRing(ringMap.FD(), uint64(ringMap.MaxEntries())); err != nil {
 		return nil, refused("mapping the calls' eBPF ring", err)
 	}
-	// Read without waiting: the program wakes no one, the reader polls.
-	c.rd.SetDeadline(time.Unix(0, 0))
 	if err := c.attach(); err != nil {
 		return nil, err
 	}
@@ -510,12 +507,12 @@ func (c *Calls) ReadN(max int, f func(Sample)) (more bool) {
 	}
 	for n := 0; ; n++ {
 		if n == max {
-			return c.rd.AvailableBytes() > 0
+			return c.rd.available() > 0
 		}
-		if c.rd.ReadInto(&c.rec) != nil {
+		rec, ok := c.rd.next()
+		if !ok {
 			return false
 		}
-		rec := c.rec.RawSample
 		if len(rec) < callBytes {
 			continue
 		}
@@ -556,7 +553,7 @@ func (c *Calls) Lost() uint64 {
 func (c *Calls) Close() {
 	c.Detach()
 	if c.rd != nil {
-		c.rd.Close()
+		c.rd.close()
 		c.rd = nil
 	}
 	if c.coll != nil {

@@ -608,3 +608,75 @@ func TestBPFErrorKeepsTheVerifierLog(t *testing.T) {
 		t.Errorf("%v is not errkind.ErrNoPerf", e)
 	}
 }
+
+// TestCallsRingWraps: the calls' ring is read with its data mapped once
+// (bpfring.go), so a record that runs past the ring's end is put together
+// from its two ends. In a ring of four pages, records of 0.4 KiB and a few
+// wrap at many offsets over 60 rounds of 4 maps and unmaps, each round
+// read before the next: every call comes out once, in order, its
+// registers and stack's length whole.
+func TestCallsRingWraps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for eBPF")
+	}
+	bin := testutil.BuildCSource(t, "toucher", toucher)
+	tg := testutil.Start(t, bin)
+	c, err := perf.OpenCalls(tg.Pid, perf.CallOptions{Nrs: []int{unix.SYS_MMAP, unix.SYS_MUNMAP}, RingBytes: 4 * 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	var sps [2]uint64 // mmap's and munmap's: one call site each
+	var last uint64   // the address the last mmap returned
+	calls, whole := 0, 0
+	for round := 0; round < 60; round++ {
+		tg.Send("maps 4")
+		n := 0
+		c.Read(func(smp perf.Sample) {
+			k := 0
+			switch {
+			case smp.Call.Nr == unix.SYS_MMAP && smp.Call.Args[1] == 4096 && smp.Call.Ret > 0:
+				if n%2 != 0 {
+					t.Errorf("round %d: an mmap where an munmap was due", round)
+				}
+				last = uint64(smp.Call.Ret)
+			case smp.Call.Nr == unix.SYS_MUNMAP && smp.Call.Args[1] == 4096:
+				if n%2 != 1 || smp.Call.Args[0] != last {
+					t.Errorf("round %d: munmap of %#x after an mmap returned %#x (record %d)", round, smp.Call.Args[0], last, n)
+				}
+				k = 1
+			default:
+				return // glibc's own, or the reply's
+			}
+			n++
+			sp := smp.Regs.SPOf(arch.Host())
+			if sps[k] == 0 {
+				sps[k] = sp
+			} else if sp != sps[k] {
+				t.Errorf("round %d: a call's sp %#x, the same call's before %#x", round, sp, sps[k])
+			}
+			if !smp.Call.Short {
+				whole++
+			}
+			// A whole copy ends where the stack's pages do, if
+			// before its size (the main thread's stack is shallow).
+			if l := uint64(len(smp.Stack)); smp.Call.Short && l != perf.CallShortStack || !smp.Call.Short && l != perf.CallWholeStack && (sp+l)%4096 != 0 {
+				t.Errorf("round %d: %d bytes of stack from sp %#x (short %v)", round, l, sp, smp.Call.Short)
+			}
+		})
+		if n != 8 {
+			t.Fatalf("round %d: %d of the 8 calls read", round, n)
+		}
+		calls += n
+	}
+	if lost := c.Lost(); lost != 0 {
+		t.Errorf("%d calls lost", lost)
+	}
+	t.Logf("%d calls, %d with a whole copy", calls, whole)
+	if whole == 0 || whole == calls {
+		t.Errorf("%d of %d calls copied whole: the records' sizes did not vary", whole, calls)
+	}
+}

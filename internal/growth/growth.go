@@ -191,6 +191,11 @@ func Watch(ctx context.Context, in Input, o Options) (_ *report.Growth, err erro
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
+	if o.Note != nil {
+		for _, k := range sym.SkippedDWARF() {
+			o.Note(k.String())
+		}
+	}
 	// The tables are kept for the whole window: the collector's limit
 	// follows them, with room for the samples queued (budget.Hold).
 	budget.Hold()

@@ -138,6 +138,11 @@ func startSampler(ctx context.Context, t *live.Target, o LeaksOptions) (*started
 	u, sym := unwind.New(mods), symbolize.New(mods)
 	u.Prepare()
 	sym.Prepare()
+	if o.Note != nil {
+		for _, k := range sym.SkippedDWARF() {
+			o.Note(k.String())
+		}
+	}
 	// These tables are kept for the whole session: the memory limit
 	// follows them from now on, or the collector marks them back to back.
 	budget.Hold()

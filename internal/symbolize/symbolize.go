@@ -4,12 +4,14 @@
 // when debug info is found (the module's own, or a separate debug file by
 // build-id or .gnu_debuglink, as addr2line and gdb look), the file and
 // line. Everything is parsed once per module and kept: a profile asks for
-// the same addresses again and again.
+// the same addresses again and again. The DWARF kept is bounded
+// (MaxDWARF): past it, modules are named by their symbols alone.
 package symbolize
 
 import (
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -48,12 +50,27 @@ type Symbolizer struct {
 	mods  *module.Table
 	syms  map[*module.Module]*modInfo
 	cache map[uint64]Location
+	// dwarfLeft is what more DWARF may be read (MaxDWARF at first).
+	dwarfLeft uint64
 }
+
+// MaxDWARF bounds the DWARF a Symbolizer reads, all modules together, in
+// bytes as the sections unpack. debug/dwarf holds each section whole in
+// memory, and a session keeps them to its end: a server built with -g, or
+// with its debug package installed, has hundreds of MB of it, which
+// arenactl would take from the machine beside the server (rule 1 of the
+// brief). A module whose DWARF does not fit in what is left is named by
+// its symbols only, without files, lines or inlined calls (SkippedDWARF
+// says which); libc's debug file is about 10 MB.
+const MaxDWARF = 64 << 20
+
+// maxDWARF is MaxDWARF, lowered by this package's tests.
+var maxDWARF uint64 = MaxDWARF
 
 // New makes a symbolizer over a target's module table (shared with the
 // unwinder).
 func New(mods *module.Table) *Symbolizer {
-	return &Symbolizer{mods: mods, syms: map[*module.Module]*modInfo{}, cache: map[uint64]Location{}}
+	return &Symbolizer{mods: mods, syms: map[*module.Module]*modInfo{}, cache: map[uint64]Location{}, dwarfLeft: maxDWARF}
 }
 
 const maxCachedLocations = 1 << 16
@@ -80,8 +97,9 @@ func (s *Symbolizer) Forget() {
 	for _, m := range s.mods.Modules() {
 		live[m] = true
 	}
-	for m := range s.syms {
+	for m, mi := range s.syms {
 		if !live[m] {
+			s.dwarfLeft += mi.dwarfHeld
 			delete(s.syms, m)
 		}
 	}
@@ -93,7 +111,7 @@ func (s *Symbolizer) Forget() {
 func (s *Symbolizer) Prepare() {
 	for _, m := range s.mods.Modules() {
 		if s.syms[m] == nil {
-			s.syms[m] = load(m)
+			s.syms[m] = s.load(m)
 		}
 	}
 }
@@ -107,7 +125,7 @@ func (s *Symbolizer) symbolize(addr uint64) Location {
 	loc.Module, loc.BuildID, loc.Offset = mod.Path, mod.BuildID(), addr-mod.Bias
 	mi := s.syms[mod]
 	if mi == nil {
-		mi = load(mod)
+		mi = s.load(mod)
 		s.syms[mod] = mi
 	}
 	if sym, ok := mi.symbolAt(loc.Offset); ok {
@@ -143,6 +161,9 @@ type modInfo struct {
 	syms     []symbol // sorted by address, one per address
 	sections [][2]uint64
 	dw       *dwarfInfo
+	// dwarfSkipped: the DWARF's size, where it was left out (MaxDWARF);
+	// dwarfHeld, where it was read.
+	dwarfSkipped, dwarfHeld uint64
 }
 
 // execSections are the module's code sections, [start, end): an unsized
@@ -193,7 +214,57 @@ func pltSymbols(ef *elf.File) []elf.Symbol {
 	return out
 }
 
-func load(mod *module.Module) *modInfo {
+// SkippedDWARF is a module whose DWARF was not read: Bytes of it, more
+// than was left of MaxDWARF.
+type SkippedDWARF struct {
+	Path  string
+	Bytes uint64
+}
+
+func (k SkippedDWARF) String() string {
+	return fmt.Sprintf("%s: its %.0f MiB of DWARF are left out (at most %d MiB are read, all files together): its frames are named without files, lines or inlined calls",
+		k.Path, float64(k.Bytes)/(1<<20), MaxDWARF>>20)
+}
+
+// SkippedDWARF lists the modules loaded so far whose DWARF was left out.
+func (s *Symbolizer) SkippedDWARF() []SkippedDWARF {
+	var out []SkippedDWARF
+	for m, mi := range s.syms {
+		if mi.dwarfSkipped > 0 {
+			out = append(out, SkippedDWARF{Path: m.Path, Bytes: mi.dwarfSkipped})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// dwarfBytes is how much memory f's DWARF takes once read: debug/elf's
+// DWARF reads every .debug_ (or .zdebug_) section whole, unpacked (Go
+// 1.26, debug/elf File.DWARF). It gives a SHF_COMPRESSED section's
+// unpacked size as its Size; an old .zdebug_ section says it after its
+// "ZLIB" magic.
+func dwarfBytes(f *elf.File) uint64 {
+	var n uint64
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_NOBITS {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(sec.Name, ".debug_"):
+			n += sec.Size
+		case strings.HasPrefix(sec.Name, ".zdebug_"):
+			var hdr [12]byte
+			if _, err := sec.ReadAt(hdr[:], 0); err == nil && string(hdr[:4]) == "ZLIB" {
+				n += binary.BigEndian.Uint64(hdr[4:])
+			} else {
+				n += sec.Size
+			}
+		}
+	}
+	return n
+}
+
+func (s *Symbolizer) load(mod *module.Module) *modInfo {
 	mi := &modInfo{}
 	ef, err := mod.ELF()
 	if err != nil {
@@ -217,8 +288,11 @@ func load(mod *module.Module) *modInfo {
 	mi.syms = funcSymbols(append(all, pltSymbols(ef)...))
 	mi.sections = execSections(ef)
 	if dbg != nil {
-		if d, err := dbg.DWARF(); err == nil {
-			mi.dw = newDwarfInfo(d)
+		if n := dwarfBytes(dbg); n > s.dwarfLeft {
+			mi.dwarfSkipped = n
+		} else if d, err := dbg.DWARF(); err == nil {
+			s.dwarfLeft -= n
+			mi.dw, mi.dwarfHeld = newDwarfInfo(d), n
 		}
 	}
 	return mi

@@ -48,6 +48,17 @@ type Builder struct {
 	// (Raw.Old) that it is the same block.
 	live map[uint64]int
 	from map[uint64]uint64
+	// fromStamp is the stamp of the move that brought a block to its
+	// address (from's keys); applied are the frees and moves applied to
+	// a held block, by its address then, for a sample of that same block
+	// read after them (after.go).
+	fromStamp map[uint64]uint64
+	applied   map[uint64][]appliedMove
+	// succ maps a sample to the block's next one (the one whose next is
+	// it), to put a sample read late in its place in the chain.
+	succ        map[int32]int32
+	appliedKeys []uint64 // applied's entries in the order noted (a ring), to bound them
+	appliedN    int
 	// orphans are frees of addresses no held sample had, by address: the
 	// allocation's record may come in a later drain (a ring is read up
 	// to its first record still being written, and the frees it holds
@@ -113,6 +124,7 @@ type sample struct {
 	oldAddr uint64 // the block it grew, where it was
 	moved   uint32 // the low half of the stamp of the move it made (Raw.Moved)
 	next    int32  // 1 + the block's sample before this one; 0: none
+	addr    uint64 // the block's address when this sample was taken
 }
 
 // Classify marks each block still held whose address leaked says is
@@ -143,7 +155,8 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, from: map[uint64]uint64{}, orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
+		live: map[uint64]int{}, from: map[uint64]uint64{}, fromStamp: map[uint64]uint64{}, applied: map[uint64][]appliedMove{}, succ: map[int32]int32{},
+		orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
 		lastPending: -1}
 }
 
@@ -208,7 +221,7 @@ func (b *Builder) trace(start unwind.Start, stack unwind.Stack) (int, unwind.Tra
 func (b *Builder) Add(r Raw) {
 	si, tr := b.trace(r.Start, r.Stack)
 	pcs := b.pcKey[:len(b.pcKey)-1]
-	s := sample{site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size, shift: uint8(r.Shift),
+	s := sample{addr: r.Addr, site: si, stamp: r.Stamp, at: r.At, size: r.Size, kind: r.Kind, freed: r.Freed, freedAt: r.FreedAt, scale: r.Scale, added: r.Size, shift: uint8(r.Shift),
 		pend: int32(b.lastPending + 1)}
 	if r.Old != 0 {
 		s.grown, s.oldSize, s.oldAddr, s.added, s.moved = true, r.OldSize, r.Old, r.Size-min(r.OldSize, r.Size), r.Moved
@@ -226,12 +239,17 @@ func (b *Builder) Add(r Raw) {
 	if head, held := b.live[r.Addr]; held && !s.freed && r.Old != 0 && (r.Old == r.Addr || b.from[r.Addr] == r.Old) &&
 		before(b.samples[head].stamp, r.Stamp) {
 		s.next = int32(head + 1)
+		b.succ[int32(head)] = int32(i)
 		delete(b.live, r.Addr)
 	}
 	b.samples = append(b.samples, s)
-	if !s.freed {
-		b.place(i, r.Addr, r.Stamp, r.At, 0)
+	if s.freed {
+		return
 	}
+	if s.next == 0 && b.late(i, r) {
+		return
+	}
+	b.place(i, r.Addr, r.Stamp, r.At, 0)
 }
 
 // place puts the held block whose latest sample is i at addr, where it
@@ -255,11 +273,17 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration, came uint64
 		if !ok {
 			break
 		}
+		// Kept for a later sample of this block read later still (after.go).
+		var fromStamp uint64
+		if came != 0 {
+			fromStamp = stamp
+		}
+		b.noteApplied(addr, appliedMove{stamp: o.stamp, to: o.to, at: o.at, head: int32(i), from: came, fromStamp: fromStamp})
 		if o.to == 0 {
 			b.freeBlock(i, o.at)
 			return
 		}
-		b.from[o.to] = addr
+		b.from[o.to], b.fromStamp[o.to] = addr, o.stamp
 		came, addr, stamp = addr, o.to, o.stamp
 	}
 	if old, held := b.live[addr]; held && came != 0 && b.grewFrom(old, came, stamp) {
@@ -269,10 +293,19 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration, came uint64
 			j = int(b.samples[j].next) - 1
 		}
 		b.samples[j].next = int32(i + 1)
+		b.succ[int32(i)] = int32(j)
 		return
 	}
 	if old, held := b.live[addr]; held {
 		if !before(b.samples[old].stamp, stamp) {
+			var arrived uint64
+			if b.from[addr] != 0 {
+				arrived = b.fromStamp[addr]
+			}
+			if b.sameBlock(old, addr, stamp, arrived) {
+				b.insert(i, old, 0, at)
+				return
+			}
 			b.freeBlock(i, at)
 			return
 		}
@@ -326,13 +359,15 @@ func (b *Builder) Move(addr, to, stamp uint64, at time.Duration) bool {
 		}
 		return false
 	}
+	b.noteApplied(addr, appliedMove{stamp: stamp, to: to, at: at, head: int32(i), from: b.from[addr], fromStamp: b.fromStamp[addr]})
 	delete(b.live, addr)
 	delete(b.from, addr)
+	delete(b.fromStamp, addr)
 	if to == 0 {
 		b.freeBlock(i, at)
 		return true
 	}
-	b.from[to] = addr
+	b.from[to], b.fromStamp[to] = addr, stamp
 	b.place(i, to, stamp, at, addr)
 	return true
 }

@@ -15,6 +15,7 @@
 package sampler
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	_ "embed"
@@ -195,7 +196,10 @@ type Sampler struct {
 	// The records of the last drain, per ring and merged, kept for the
 	// next one's (a drain's allocations were a third of its cost).
 	freed, whole, short, merged []Record
-	refs                        []recRef
+	// heldBack are the samples the last drain read stamped after its
+	// clock, given out by the next (Drain).
+	heldBack []Record
+	refs     []recRef
 	// The sampler's shift as last seen, since when, and its most.
 	shift, maxShift int
 	shiftAt         time.Time
@@ -562,7 +566,32 @@ func (s *Sampler) Drain() ([]Record, Stats, error) {
 	s.whole, s.short = whole, short
 	st.Shift, st.MaxShift = s.ease(int(min(le.Uint64(fh[cfgShift-cfgClock:]), maxShift)), len(short))
 	st.Clock, st.Pending = le.Uint64(fh[:]), s.pending
-	return s.mergeByStamp(frees, whole, short), st, nil
+	// Samples stamped after the clock as the free ring was read wait for
+	// the next drain: the frees before them may have come after that read
+	// (a free stamped between the two reads of this drain, read in the
+	// next), and a sample read before a free of an earlier block at its
+	// address took that block for its own (internal/stackprof's after.go).
+	// So every free stamped before a sample is read with it or earlier,
+	// but for one whose thread was stopped in the middle of writing it.
+	held := s.heldBack
+	s.heldBack = nil
+	whole, short = s.holdBack(whole, st.Clock), s.holdBack(short, st.Clock)
+	return s.mergeByStamp(frees, held, whole, short), st, nil
+}
+
+// holdBack keeps the records of rs stamped at clock or before, and puts
+// the others, their stacks copied out of the ring's buffer, in heldBack.
+func (s *Sampler) holdBack(rs []Record, clock uint64) []Record {
+	out := rs[:0]
+	for _, r := range rs {
+		if r.Stamp > clock {
+			r.Stack = bytes.Clone(r.Stack)
+			s.heldBack = append(s.heldBack, r)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Clock is the sampler's clock now (what Record.Stamp counts).

@@ -178,6 +178,22 @@ func (b *Builder) insert(i, head int, to uint64, at time.Duration) {
 		s.freed, s.freedAt = true, ns.freedAt
 		return
 	}
+	// Where the block is now: where the move took it, or further on by
+	// the moves applied to it since; else (rare) wherever it is held.
+	addr := to
+	for step := 0; step < 64 && addr != 0; step++ {
+		if j, ok := b.live[addr]; ok && j == newest {
+			b.live[addr] = i
+			return
+		}
+		next := uint64(0)
+		for _, a := range b.applied[addr] {
+			if int(a.head) == newest {
+				next = a.to
+			}
+		}
+		addr = next
+	}
 	for a, j := range b.live {
 		if j == newest {
 			b.live[a] = i

@@ -100,6 +100,49 @@ func (b *Builder) late(i int, r Raw) bool {
 	return true
 }
 
+// arrivedLate joins the block whose latest sample is i, moved to addr by
+// a move stamped so and read late, to the samples taken there since, if a
+// free or move of that block at addr was applied to them already (the
+// block's samples at addr read before its earlier ones and the move that
+// brought it): it reports whether it did.
+func (b *Builder) arrivedLate(i int, addr, stamp uint64) bool {
+	var best *appliedMove
+	for k := range b.applied[addr] {
+		a := &b.applied[addr][k]
+		if a.stamp <= stamp || best != nil && a.stamp >= best.stamp {
+			continue
+		}
+		if b.sameBlock(int(a.head), addr, stamp, 0) {
+			best = a
+		}
+	}
+	if best == nil {
+		return false
+	}
+	// Below the oldest of those samples: the block's earlier ones.
+	e := int(best.head)
+	for n := 0; b.samples[e].next != 0 && n < len(b.samples); n++ {
+		e = int(b.samples[e].next) - 1
+	}
+	if !before(b.samples[i].stamp, b.samples[e].stamp) {
+		return false
+	}
+	b.samples[e].next = int32(i + 1)
+	b.succ[int32(i)] = int32(e)
+	newest := e
+	for range len(b.samples) {
+		n, ok := b.succ[int32(newest)]
+		if !ok {
+			break
+		}
+		newest = int(n)
+	}
+	if ns := &b.samples[newest]; ns.freed {
+		b.freeBlock(i, ns.freedAt)
+	}
+	return true
+}
+
 // sameBlock says whether a sample at addr, stamped so, is of the block
 // whose latest sample is head: the block was at addr then, as the move
 // that brought it there (stamped arrived; 0: none known) or one of its

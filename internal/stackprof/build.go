@@ -310,6 +310,8 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration, came uint64
 			return
 		}
 		b.freeBlock(old, at)
+	} else if came != 0 && b.arrivedLate(i, addr, stamp) {
+		return
 	}
 	b.live[addr] = i
 }

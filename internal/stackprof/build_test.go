@@ -392,6 +392,22 @@ func TestBuilderRealloc(t *testing.T) {
 		t.Error("the block's free found nothing held")
 	}
 	held(map[string]stackprof.Counts{"make_widget": {Alloc: 1, AllocBytes: 1000}, "reserve": {Alloc: 1, AllocBytes: 3096}})
+	// A block moved in by its own sampled realloc (11, to 0x3000), then
+	// on to 0x4000 by one not sampled (12), grown in place there (13) and
+	// moved on to 0x5000 (14); read: the move to 0x4000 (an orphan), the
+	// sample there, the move away, then the first sample, which takes the
+	// orphan and arrives at 0x4000 after the block left. One block.
+	b = stackprof.NewBuilder(st.u, st.s)
+	b.Move(0x3000, 0x4000, 12, time.Second)
+	b.Add(stamped(with(st.buffer, 0x4000, 8192), 13, 0x4000, 4104))
+	b.Move(0x4000, 0x5000, 14, time.Second)
+	b.Add(stamped(with(st.buffer, 0x3000, 4096), 11, 0x2000, 1000))
+	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088}})
+	if !b.Free(0x5000, 16, time.Second) {
+		t.Error("the moved block's free found nothing held")
+	}
+	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
+
 	// Not when a free at that address is known between the two (12,
 	// taken by a block there before, 9): two blocks, the earlier freed.
 	b = stackprof.NewBuilder(st.u, st.s)

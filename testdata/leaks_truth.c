@@ -42,6 +42,11 @@
  * machine when the threads run flat out.
  * Commands on stdin:
  *   truth START_NS END_NS  "truth B0 ... B8" (CLOCK_REALTIME ns)
+ *   pause                  "paused" once every worker waits between two
+ *                          rounds (no allocator call under way)
+ *   grown                  "grown A ..." the addresses of every worker's
+ *                          grow_realloc buffers held now (while paused)
+ *   resume                 "resumed", the workers go on
  *   quit                   "bye", exit 0
  * Prints "ready" once every thread runs. */
 #define _GNU_SOURCE
@@ -338,9 +343,14 @@ static void *spawner(void *arg) {
 	return NULL;
 }
 
+static struct state *states[MAXTHREADS];
+static volatile int pause_req;
+static int parked;
+
 static void *worker(void *arg) {
 	long id = (long)arg;
 	struct state *s = calloc(1, sizeof *s);
+	states[id] = s;
 	s->l = &logs[id];
 	me = s;
 	/* Each thread's buffer starts at its own size, so that threads do
@@ -367,6 +377,11 @@ static void *worker(void *arg) {
 			for (int c = 0; c < churn_rounds; c++) done += churn(&seed);
 			done += grow_log(s);
 			break;
+		}
+		if ((i & 15) == 15 && pause_req) {
+			__atomic_add_fetch(&parked, 1, __ATOMIC_RELEASE);
+			while (pause_req) usleep(200);
+			__atomic_sub_fetch(&parked, 1, __ATOMIC_RELEASE);
 		}
 		if ((i & 15) == 15) {
 			/* SIGUSR1 is taken here only, outside every allocator call. */
@@ -420,6 +435,27 @@ int main(int argc, char **argv) {
 			printf("bye\n");
 			fflush(stdout);
 			_exit(0);
+		}
+		if (!strncmp(line, "pause", 5)) {
+			pause_req = 1;
+			while (__atomic_load_n(&parked, __ATOMIC_ACQUIRE) < n) usleep(100);
+			printf("paused\n");
+			continue;
+		}
+		if (!strncmp(line, "resume", 6)) {
+			pause_req = 0;
+			printf("resumed\n");
+			continue;
+		}
+		if (!strncmp(line, "grown", 5)) {
+			printf("grown");
+			for (int t = 0; t < n; t++) {
+				struct state *st = states[t];
+				if (st->grown) printf(" %lx", (unsigned long)st->grown);
+				for (int k = 0; k < st->kept[0].n; k++) printf(" %lx", (unsigned long)st->kept[0].p[k]);
+			}
+			printf("\n");
+			continue;
 		}
 		long long start, end;
 		if (sscanf(line, "truth %lld %lld", &start, &end) != 2) {

@@ -1,6 +1,9 @@
 package stackprof
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // This file puts in its place a sample of a block read after a free or a
 // move of that block, or after a later sample of it.
@@ -245,4 +248,25 @@ func (b *Builder) insert(i, head int, to uint64, at time.Duration) {
 	}
 	// Held nowhere: freed unseen.
 	s.freed, s.freedAt = true, at
+}
+
+// HeldBlocks lists the addresses of the blocks held now whose latest
+// sample's stack has a frame of function fn: for a test that asks the
+// program which blocks it holds.
+func (b *Builder) HeldBlocks(fn string) []uint64 {
+	var out []uint64
+	for addr, i := range b.live {
+		s := &b.samples[i]
+		if s.freed {
+			continue
+		}
+		for _, f := range b.sites[s.site].frames {
+			if f.Function == fn {
+				out = append(out, addr)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -41,15 +41,18 @@ import (
 const maxApplied = 1 << 15
 
 // appliedMove is a free (to 0) or a move of a held block, applied to its
-// latest sample then (head), as read at at; from and fromStamp are how
-// the block had come to the address (the move's source and stamp; 0: it
-// was allocated there).
+// latest sample then (head), as read at at; came is how the block had
+// come to the address (zero: it was allocated there).
 type appliedMove struct {
-	stamp, to       uint64
-	at              time.Duration
-	head            int32
-	from, fromStamp uint64
+	stamp, to uint64
+	at        time.Duration
+	head      int32
+	came      arrival
 }
+
+// arrival is a move that brought a block to an address: where from, and
+// its stamp.
+type arrival struct{ addr, stamp uint64 }
 
 // noteApplied keeps a free or move applied at addr, dropping the oldest
 // kept past maxApplied.
@@ -78,29 +81,13 @@ func (b *Builder) late(i int, r Raw) bool {
 	if r.Stamp == 0 {
 		return false
 	}
-	var best *appliedMove
-	for k := range b.applied[r.Addr] {
-		a := &b.applied[r.Addr][k]
-		if a.stamp <= r.Stamp || best != nil && a.stamp >= best.stamp {
-			continue
-		}
-		// The block the free or move was for: one with a sample taken
-		// here, nothing known to have freed or moved a block here
-		// between the two; or the one this realloc moved here.
-		movedIn := r.Old != 0 && r.Old != r.Addr && r.Moved != 0 && a.from == r.Old && uint32(a.fromStamp) == r.Moved
-		var arrived uint64
-		if a.from != 0 {
-			arrived = a.fromStamp
-		}
-		if movedIn || b.sameBlock(int(a.head), r.Addr, r.Stamp, arrived) {
-			best = a
-		}
-	}
-	if best == nil {
-		return false
-	}
-	b.insert(i, int(best.head), best.to, best.at)
-	return true
+	// The block the free or move was for: the one this realloc moved
+	// here, or one that was here then (sameBlock).
+	a := b.firstApplied(r.Addr, r.Stamp, func(a *appliedMove) bool {
+		movedIn := r.Old != 0 && r.Old != r.Addr && r.Moved != 0 && a.came.addr == r.Old && uint32(a.came.stamp) == r.Moved
+		return movedIn || b.sameBlock(int(a.head), r.Addr, r.Stamp, a.came.stamp)
+	})
+	return a != nil && b.insert(i, int(a.head), a.to, a.at)
 }
 
 // arrivedLate joins the block whose latest sample is i, moved to addr by
@@ -109,41 +96,54 @@ func (b *Builder) late(i int, r Raw) bool {
 // block's samples at addr read before its earlier ones and the move that
 // brought it): it reports whether it did.
 func (b *Builder) arrivedLate(i int, addr, stamp uint64) bool {
-	var best *appliedMove
-	for k := range b.applied[addr] {
-		a := &b.applied[addr][k]
-		if a.stamp <= stamp || best != nil && a.stamp >= best.stamp {
-			continue
-		}
-		if b.sameBlock(int(a.head), addr, stamp, 0) {
-			best = a
-		}
-	}
-	if best == nil {
+	a := b.firstApplied(addr, stamp, func(a *appliedMove) bool { return b.sameBlock(int(a.head), addr, stamp, 0) })
+	if a == nil {
 		return false
 	}
 	// Below the oldest of those samples: the block's earlier ones.
-	e := int(best.head)
-	for n := 0; b.samples[e].next != 0 && n < len(b.samples); n++ {
-		e = int(b.samples[e].next) - 1
-	}
+	e := b.oldest(int(a.head))
 	if !before(b.samples[i].stamp, b.samples[e].stamp) {
 		return false
 	}
-	b.samples[e].next = int32(i + 1)
-	b.succ[int32(i)] = int32(e)
-	newest := e
-	for range len(b.samples) {
-		n, ok := b.succ[int32(newest)]
-		if !ok {
-			break
-		}
-		newest = int(n)
-	}
-	if ns := &b.samples[newest]; ns.freed {
+	b.below(e, i)
+	if ns := &b.samples[b.newest(e)]; ns.freed {
 		b.freeBlock(i, ns.freedAt)
 	}
 	return true
+}
+
+// firstApplied is the first free or move at addr stamped after stamp
+// that is (same) of the block in question; nil if none.
+func (b *Builder) firstApplied(addr, stamp uint64, same func(*appliedMove) bool) *appliedMove {
+	var first *appliedMove
+	for k := range b.applied[addr] {
+		a := &b.applied[addr][k]
+		if a.stamp > stamp && (first == nil || a.stamp < first.stamp) && same(a) {
+			first = a
+		}
+	}
+	return first
+}
+
+// oldest and newest are the first and last samples of the chain sample i
+// is in (bounded, whatever the links); below puts the chain whose latest
+// sample is j right below sample e.
+func (b *Builder) oldest(i int) int {
+	for n := 0; b.samples[i].next != 0 && n < len(b.samples); n++ {
+		i = int(b.samples[i].next) - 1
+	}
+	return i
+}
+
+func (b *Builder) newest(i int) int {
+	for n := 0; b.samples[i].newer != 0 && n < len(b.samples); n++ {
+		i = int(b.samples[i].newer) - 1
+	}
+	return i
+}
+
+func (b *Builder) below(e, j int) {
+	b.samples[e].next, b.samples[j].newer = int32(j+1), int32(e+1)
 }
 
 // sameBlock says whether a sample at addr, stamped so, is of the block
@@ -189,40 +189,35 @@ func (b *Builder) freedBetween(addr, lo, hi uint64) bool {
 // head, where its stamp goes (the chain runs from the latest by next), and
 // gives it the block's fate: freed with it, or held where it is now. to
 // and at: the move (0: the free) that was applied to head, if any, read
-// at at; where the block went from there.
-func (b *Builder) insert(i, head int, to uint64, at time.Duration) {
+// at at; where the block went from there. A sample that brings earlier
+// ones of its own goes below the whole chain or not at all: it reports
+// whether it went.
+func (b *Builder) insert(i, head int, to uint64, at time.Duration) bool {
 	s := &b.samples[i]
-	// The newest: head's latest successor.
-	newest := head
-	for range len(b.samples) { // bounded, whatever the links
-		n, ok := b.succ[int32(newest)]
-		if !ok {
-			break
-		}
-		newest = int(n)
-	}
+	newest := b.newest(head)
 	// Walk from the newest down to the first sample older than i.
 	newer, older := -1, newest
 	for n := 0; older >= 0 && n < len(b.samples) && !before(b.samples[older].stamp, s.stamp); n++ {
 		newer, older = older, int(b.samples[older].next)-1
 	}
-	s.next = int32(older + 1)
 	if older >= 0 {
-		b.succ[int32(older)] = int32(i)
+		if s.next != 0 {
+			return false
+		}
+		b.below(i, older)
 	}
 	if newer >= 0 {
-		b.samples[newer].next = int32(i + 1)
-		b.succ[int32(i)] = int32(newer)
+		b.below(newer, i)
 		// The block's fate is its newest sample's.
 		if ns := &b.samples[newest]; ns.freed {
-			s.freed, s.freedAt = true, ns.freedAt
+			b.freeBlock(i, ns.freedAt)
 		}
-		return
+		return true
 	}
 	// The block's newest sample now.
 	if ns := &b.samples[newest]; ns.freed {
 		s.freed, s.freedAt = true, ns.freedAt
-		return
+		return true
 	}
 	// Where the block is now: where the move took it, or further on by
 	// the moves applied to it since; else (rare) wherever it is held.
@@ -230,7 +225,7 @@ func (b *Builder) insert(i, head int, to uint64, at time.Duration) {
 	for step := 0; step < 64 && addr != 0; step++ {
 		if j, ok := b.live[addr]; ok && j == newest {
 			b.live[addr] = i
-			return
+			return true
 		}
 		next := uint64(0)
 		for _, a := range b.applied[addr] {
@@ -243,11 +238,12 @@ func (b *Builder) insert(i, head int, to uint64, at time.Duration) {
 	for a, j := range b.live {
 		if j == newest {
 			b.live[a] = i
-			return
+			return true
 		}
 	}
 	// Held nowhere: freed unseen.
 	s.freed, s.freedAt = true, at
+	return true
 }
 
 // HeldBlocks lists the addresses of the blocks held now whose latest

@@ -45,18 +45,13 @@ type Builder struct {
 	// block's earlier ones (a realloc's sample joins those of the block
 	// it grew) follow by sample.next. from maps a block moved by realloc
 	// to the address it came from, to tell the realloc's own sample
-	// (Raw.Old) that it is the same block.
+	// (Raw.Old) that it is the same block, and by the move stamped when.
 	live map[uint64]int
-	from map[uint64]uint64
-	// fromStamp is the stamp of the move that brought a block to its
-	// address (from's keys); applied are the frees and moves applied to
-	// a held block, by its address then, for a sample of that same block
-	// read after them (after.go).
-	fromStamp map[uint64]uint64
-	applied   map[uint64][]appliedMove
-	// succ maps a sample to the block's next one (the one whose next is
-	// it), to put a sample read late in its place in the chain.
-	succ        map[int32]int32
+	from map[uint64]arrival
+	// applied are the frees and moves applied to a held block, by its
+	// address then, for a sample of that same block read after them
+	// (after.go).
+	applied     map[uint64][]appliedMove
 	appliedKeys []uint64 // applied's entries in the order noted (a ring), to bound them
 	appliedN    int
 	// orphans are frees of addresses no held sample had, by address: the
@@ -124,6 +119,7 @@ type sample struct {
 	oldAddr uint64 // the block it grew, where it was
 	moved   uint32 // the low half of the stamp of the move it made (Raw.Moved)
 	next    int32  // 1 + the block's sample before this one; 0: none
+	newer   int32  // 1 + the block's sample after this one (next's other way); 0: none
 	addr    uint64 // the block's address when this sample was taken
 }
 
@@ -155,7 +151,7 @@ func (b *Builder) Classify(leaked func(addr uint64) (lost, known bool)) int {
 // NewBuilder starts an empty profile over an unwinder and a symbolizer.
 func NewBuilder(u *unwind.Unwinder, s *symbolize.Symbolizer) *Builder {
 	return &Builder{u: u, s: s, byPCs: map[string]int{}, byKey: map[string]int{},
-		live: map[uint64]int{}, from: map[uint64]uint64{}, fromStamp: map[uint64]uint64{}, applied: map[uint64][]appliedMove{}, succ: map[int32]int32{},
+		live: map[uint64]int{}, from: map[uint64]arrival{}, applied: map[uint64][]appliedMove{},
 		orphans: map[uint64][]orphan{}, modIdx: map[*module.Module]int{}, outer: unwind.NewOuter(),
 		lastPending: -1}
 }
@@ -236,10 +232,10 @@ func (b *Builder) Add(r Raw) {
 		b.short.full(pcs, si, math.Ldexp(1, r.Thin)-1)
 	}
 	i := len(b.samples)
-	if head, held := b.live[r.Addr]; held && !s.freed && r.Old != 0 && (r.Old == r.Addr || b.from[r.Addr] == r.Old) &&
+	if head, held := b.live[r.Addr]; held && !s.freed && r.Old != 0 && (r.Old == r.Addr || b.from[r.Addr].addr == r.Old) &&
 		before(b.samples[head].stamp, r.Stamp) {
 		s.next = int32(head + 1)
-		b.succ[int32(head)] = int32(i)
+		b.samples[head].newer = int32(i + 1)
 		delete(b.live, r.Addr)
 	}
 	b.samples = append(b.samples, s)
@@ -274,36 +270,26 @@ func (b *Builder) place(i int, addr, stamp uint64, at time.Duration, came uint64
 			break
 		}
 		// Kept for a later sample of this block read later still (after.go).
-		var fromStamp uint64
+		var by arrival
 		if came != 0 {
-			fromStamp = stamp
+			by = arrival{came, stamp}
 		}
-		b.noteApplied(addr, appliedMove{stamp: o.stamp, to: o.to, at: o.at, head: int32(i), from: came, fromStamp: fromStamp})
+		b.noteApplied(addr, appliedMove{stamp: o.stamp, to: o.to, at: o.at, head: int32(i), came: by})
 		if o.to == 0 {
 			b.freeBlock(i, o.at)
 			return
 		}
-		b.from[o.to], b.fromStamp[o.to] = addr, o.stamp
+		b.from[o.to] = arrival{addr, o.stamp}
 		came, addr, stamp = addr, o.to, o.stamp
 	}
 	if old, held := b.live[addr]; held && came != 0 && b.grewFrom(old, came, stamp) {
 		// The same block: its samples join those already there.
-		j := old
-		for b.samples[j].next != 0 {
-			j = int(b.samples[j].next) - 1
-		}
-		b.samples[j].next = int32(i + 1)
-		b.succ[int32(i)] = int32(j)
+		b.below(b.oldest(old), i)
 		return
 	}
 	if old, held := b.live[addr]; held {
 		if !before(b.samples[old].stamp, stamp) {
-			var arrived uint64
-			if b.from[addr] != 0 {
-				arrived = b.fromStamp[addr]
-			}
-			if b.sameBlock(old, addr, stamp, arrived) {
-				b.insert(i, old, 0, at)
+			if b.sameBlock(old, addr, stamp, b.from[addr].stamp) && b.insert(i, old, 0, at) {
 				return
 			}
 			b.freeBlock(i, at)
@@ -361,15 +347,14 @@ func (b *Builder) Move(addr, to, stamp uint64, at time.Duration) bool {
 		}
 		return false
 	}
-	b.noteApplied(addr, appliedMove{stamp: stamp, to: to, at: at, head: int32(i), from: b.from[addr], fromStamp: b.fromStamp[addr]})
+	b.noteApplied(addr, appliedMove{stamp: stamp, to: to, at: at, head: int32(i), came: b.from[addr]})
 	delete(b.live, addr)
 	delete(b.from, addr)
-	delete(b.fromStamp, addr)
 	if to == 0 {
 		b.freeBlock(i, at)
 		return true
 	}
-	b.from[to], b.fromStamp[to] = addr, stamp
+	b.from[to] = arrival{addr, stamp}
 	b.place(i, to, stamp, at, addr)
 	return true
 }

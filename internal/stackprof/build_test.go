@@ -408,6 +408,23 @@ func TestBuilderRealloc(t *testing.T) {
 	}
 	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
 
+	// A block with two samples at 0x3000 (11, 12) moved to 0x4000 (13, not
+	// sampled) and grown in place there (14), the growth read before the
+	// move: the moved samples go below it, all three one block.
+	b = stackprof.NewBuilder(st.u, st.s)
+	widget()
+	b.Add(stamped(with(st.buffer, 0x3000, 4096), 12, 0x3000, 1000))
+	b.Add(stamped(with(st.buffer, 0x4000, 8192), 14, 0x4000, 4104))
+	b.Move(0x3000, 0x4000, 13, time.Second)
+	held(map[string]stackprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+		"reserve":     {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088},
+	})
+	if !b.Free(0x4000, 16, time.Second) {
+		t.Error("the block's free found nothing held")
+	}
+	held(map[string]stackprof.Counts{"make_widget": {Alloc: 1, AllocBytes: 1000}, "reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
+
 	// Not when a free at that address is known between the two (12,
 	// taken by a block there before, 9): two blocks, the earlier freed.
 	b = stackprof.NewBuilder(st.u, st.s)

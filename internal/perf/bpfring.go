@@ -20,14 +20,17 @@ import (
 // arenactl's RSS before a record was written, half of an idle growth
 // window's. The kernel lets a reader map any part of them read-only
 // (ringbuf_map_mmap_kern), so this one maps the producer's page and the
-// data once and puts a wrapped record together in a buffer, as
-// arenactl's perf rings do (ring.go); it copies every record out anyway.
+// data once and puts a record that wraps together in a buffer, as
+// arenactl's perf rings do (ring.go); the others are read in place.
 type bpfRing struct {
 	cons []byte // the consumer's page: consumer_pos, which we write
 	prod []byte // the producer's page, then the data pages
 	data []byte
 	mask uint64
 	buf  []byte
+	// done is where the record last handed out ends: its room goes back
+	// to the program at the next call (or release), once it is read.
+	done uint64
 }
 
 // The record header's flags (include/uapi/linux/bpf.h: BPF_RINGBUF_BUSY_BIT,
@@ -64,9 +67,10 @@ func (r *bpfRing) available() uint64 {
 }
 
 // next returns the next committed record's bytes (valid until the next
-// call), skipping discarded ones, and gives its room back; ok is false
-// when none is committed yet.
+// call or release), skipping discarded ones, and gives the room of the
+// one before back; ok is false when none is committed yet.
 func (r *bpfRing) next() (rec []byte, ok bool) {
+	r.release()
 	cons := atomic.LoadUint64(r.consPos())
 	for {
 		prod := atomic.LoadUint64(r.prodPos())
@@ -92,17 +96,27 @@ func (r *bpfRing) next() (rec []byte, ok bool) {
 			atomic.StoreUint64(r.consPos(), cons)
 			continue
 		}
-		if uint64(cap(r.buf)) < n {
-			r.buf = make([]byte, n)
-		}
-		rec = r.buf[:n]
 		off := (cons + bpfRingHdr) & r.mask
-		if c := copy(rec, r.data[off:]); c < len(rec) {
-			copy(rec[c:], r.data)
+		if off+n <= uint64(len(r.data)) {
+			rec = r.data[off : off+n : off+n]
+		} else {
+			if uint64(cap(r.buf)) < n {
+				r.buf = make([]byte, n)
+			}
+			rec = r.buf[:n]
+			copyAround(rec, r.data, off)
 		}
-		// The record is copied out: its room goes back to the program.
-		atomic.StoreUint64(r.consPos(), next)
+		r.done = next
 		return rec, true
+	}
+}
+
+// release gives the room of the record last handed out back to the
+// program.
+func (r *bpfRing) release() {
+	if r.done != 0 {
+		atomic.StoreUint64(r.consPos(), r.done)
+		r.done = 0
 	}
 }
 

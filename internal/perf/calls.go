@@ -505,8 +505,10 @@ func (c *Calls) ReadN(max int, f func(Sample)) (more bool) {
 	if c.rd == nil {
 		return false
 	}
+	defer c.rd.release()
 	for n := 0; ; n++ {
 		if n == max {
+			c.rd.release()
 			return c.rd.available() > 0
 		}
 		rec, ok := c.rd.next()

@@ -69,11 +69,14 @@ func (r *ring) read(fn func(typ uint32, rec []byte)) {
 }
 
 // copyOut copies len(p) bytes of the ring from position pos, wrapping.
-func (r *ring) copyOut(p []byte, pos uint64) {
-	size := uint64(len(r.data))
-	off := pos % size
-	n := copy(p, r.data[off:])
+func (r *ring) copyOut(p []byte, pos uint64) { copyAround(p, r.data, pos) }
+
+// copyAround copies len(p) bytes of a ring's data from position pos,
+// wrapping at its end.
+func copyAround(p, data []byte, pos uint64) {
+	off := pos % uint64(len(data))
+	n := copy(p, data[off:])
 	if n < len(p) {
-		copy(p[n:], r.data)
+		copy(p[n:], data)
 	}
 }

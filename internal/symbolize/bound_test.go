@@ -82,5 +82,13 @@ func TestDWARFBounded(t *testing.T) {
 		if len(skipped) != len(want) || len(want) == 1 && (filepath.Base(skipped[0].Path) != filepath.Base(bin) || skipped[0].Bytes != size) {
 			t.Errorf("bound %d: skipped %+v, want %+v", c.max, skipped, want)
 		}
+		// The line growth and leaks print for it.
+		if len(skipped) == 1 {
+			line := skipped[0].String()
+			if !strings.HasPrefix(line, skipped[0].Path+": ") || !strings.Contains(line, "DWARF are left out (at most 64 MiB are read") ||
+				!strings.HasSuffix(line, "named without files, lines or inlined calls") {
+				t.Errorf("the note says %q", line)
+			}
+		}
 	}
 }

@@ -241,7 +241,11 @@ func TestLeaksOutputs(t *testing.T) {
 	if url == "" {
 		t.Fatal("arenactl leaks --http never said where it serves")
 	}
-	go io.Copy(io.Discard, stderr)
+	// The rest of arenactl's stderr, for the failure below: its last line
+	// says why it exited as it did.
+	var rest bytes.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&rest, stderr); close(copied) }()
 	out, err := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--user-data-dir="+t.TempDir(), "--window-size=1600,1000", "--virtual-time-budget=10000", "--dump-dom", url).Output()
 	if err != nil {
@@ -251,8 +255,12 @@ func TestLeaksOutputs(t *testing.T) {
 		t.Errorf("app::leak_malloc is not on the flame graph Chromium rendered")
 	}
 	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-copied: // stderr closes as it exits
+	case <-time.After(30 * time.Second):
+	}
 	if err := cmd.Wait(); err != nil {
-		t.Errorf("arenactl leaks --http after SIGINT: %v", err)
+		t.Errorf("arenactl leaks --http after SIGINT: %v\n%s", err, rest.String())
 	}
 	if line, code := tg.Quit(); code != 0 {
 		t.Fatalf("target: %q, exit %d", line, code)

@@ -126,8 +126,16 @@ func TestAArch64SignedFrames(t *testing.T) {
 			signed++
 		}
 	}
-	if signed < 3 || arch.ARM64.StripCode(lr) == lr {
-		t.Fatalf("%d signed return addresses on the stack, x30 %#x: pointer authentication was not on", signed, lr)
+	// A code is 7 bits here (bits 54:48, qemu's 48-bit addresses with the
+	// top byte ignored), so one signed address in 128 reads as unsigned:
+	// the CI saw that once. Four are signed (x30 and three saved on the
+	// stack); any two of them show pointer authentication was on (odds of
+	// failing that with it on, about 2 in a million).
+	if arch.ARM64.StripCode(lr) != lr {
+		signed++
+	}
+	if signed < 2 {
+		t.Fatalf("%d signed return addresses in x30 (%#x) and on the stack: pointer authentication was not on", signed, lr)
 	}
 	for i, f := range tr.Frames[:4] {
 		if f.Method != unwind.MethodCFI || f.PC>>48 != 0 {

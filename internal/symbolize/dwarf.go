@@ -11,7 +11,8 @@ import (
 // asked for (libc's debug file has some 1,700 units; a profile touches a
 // few dozen).
 type dwarfInfo struct {
-	d   *dwarf.Data
+	d   *dwarf.Data // the module's, opened whole; nil when its units are opened alone from sec (split.go)
+	sec *sections
 	cus []cuRange // sorted by lo
 	cu  map[dwarf.Offset]*cuInfo
 }
@@ -19,6 +20,7 @@ type dwarfInfo struct {
 type cuRange struct {
 	lo, hi uint64
 	off    dwarf.Offset
+	end    uint64 // the unit's end in .debug_info, where units are opened alone
 }
 
 type cuInfo struct {
@@ -56,7 +58,7 @@ func newDwarfInfo(d *dwarf.Data) *dwarfInfo {
 			if rs, err := d.Ranges(e); err == nil {
 				for _, rg := range rs {
 					if rg[1] > rg[0] {
-						di.cus = append(di.cus, cuRange{rg[0], rg[1], e.Offset})
+						di.cus = append(di.cus, cuRange{lo: rg[0], hi: rg[1], off: e.Offset})
 					}
 				}
 			}
@@ -72,27 +74,36 @@ func (di *dwarfInfo) unit(vaddr uint64) *cuInfo {
 	i := sort.Search(len(c), func(i int) bool { return c[i].lo > vaddr }) - 1
 	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
 		if vaddr < c[i].hi {
-			return di.load(c[i].off)
+			return di.load(c[i].off, c[i].end)
 		}
 	}
 	return nil
 }
 
-func (di *dwarfInfo) load(off dwarf.Offset) *cuInfo {
+func (di *dwarfInfo) load(off dwarf.Offset, end uint64) *cuInfo {
 	if ci := di.cu[off]; ci != nil {
 		return ci
 	}
 	ci := &cuInfo{}
 	di.cu[off] = ci
-	r := di.d.Reader()
-	r.Seek(off)
+	d, at := di.d, off
+	if d == nil {
+		var err error
+		if d, err = di.sec.unit(unitSpan{off: uint64(off), end: end}); err != nil {
+			ci.failed = true
+			return ci
+		}
+		at = 0
+	}
+	r := d.Reader()
+	r.Seek(at)
 	cu, err := r.Next()
 	if err != nil || cu == nil {
 		ci.failed = true
 		return ci
 	}
 	var files []*dwarf.LineFile // indexed as DW_AT_call_file counts
-	if lr, err := di.d.LineReader(cu); err == nil && lr != nil {
+	if lr, err := d.LineReader(cu); err == nil && lr != nil {
 		var le dwarf.LineEntry
 		for lr.Next(&le) == nil {
 			name := ""
@@ -128,8 +139,8 @@ func (di *dwarfInfo) load(off dwarf.Offset) *cuInfo {
 			continue
 		}
 		if e.Tag == dwarf.TagSubprogram || e.Tag == dwarf.TagInlinedSubroutine {
-			if rs, err := di.d.Ranges(e); err == nil && len(rs) > 0 {
-				sc := scope{depth: depth, inlined: e.Tag == dwarf.TagInlinedSubroutine, name: di.nameOf(e)}
+			if rs, err := d.Ranges(e); err == nil && len(rs) > 0 {
+				sc := scope{depth: depth, inlined: e.Tag == dwarf.TagInlinedSubroutine, name: nameOf(d, e)}
 				if sc.inlined {
 					if fi, ok := e.Val(dwarf.AttrCallFile).(int64); ok && fi >= 0 && int(fi) < len(files) && files[fi] != nil {
 						sc.callFile = files[fi].Name
@@ -154,7 +165,7 @@ func (di *dwarfInfo) load(off dwarf.Offset) *cuInfo {
 
 // nameOf names a subprogram or inlined subroutine: its linkage name
 // demangled when it (or what it refers to) has one, else its plain name.
-func (di *dwarfInfo) nameOf(e *dwarf.Entry) string {
+func nameOf(d *dwarf.Data, e *dwarf.Entry) string {
 	plain := ""
 	for hop := 0; e != nil && hop < 4; hop++ {
 		if ln, ok := e.Val(dwarf.AttrLinkageName).(string); ok && ln != "" {
@@ -169,7 +180,7 @@ func (di *dwarfInfo) nameOf(e *dwarf.Entry) string {
 				break
 			}
 		}
-		r := di.d.Reader()
+		r := d.Reader()
 		r.Seek(ref)
 		e, _ = r.Next()
 	}

@@ -290,9 +290,9 @@ func (s *Symbolizer) load(mod *module.Module) *modInfo {
 	if dbg != nil {
 		if n := dwarfBytes(dbg); n > s.dwarfLeft {
 			mi.dwarfSkipped = n
-		} else if d, err := dbg.DWARF(); err == nil {
+		} else if dw, err := openDwarf(dbg); err == nil {
 			s.dwarfLeft -= n
-			mi.dw, mi.dwarfHeld = newDwarfInfo(d), n
+			mi.dw, mi.dwarfHeld = dw, n
 		}
 	}
 	return mi

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -149,4 +150,23 @@ func TestSplitDwarfHeap(t *testing.T) {
 	h3 := heap()
 	runtime.KeepAlive(di)
 	t.Logf("%s: whole %.1f MB, split %.1f MB (%d bytes of DWARF counted)", path, float64(h1-h0)/1e6, float64(h3-h2)/1e6, dwarfBytes(f))
+}
+
+// FuzzSplitHeaders: the unit headers and abbreviation tables of a
+// hostile file are read without a panic, and every unit span lies within
+// .debug_info.
+func FuzzSplitHeaders(f *testing.F) {
+	f.Add([]byte{7, 0, 0, 0, 4, 0, 0, 0, 0, 0, 8}, []byte{1, 0x11, 1, 0x10, 0x10, 0, 0, 0}, uint64(0))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 11, 0, 0, 0, 0, 0, 0, 0, 5, 0, 1, 8, 0, 0, 0, 0, 0, 0, 0, 0}, []byte{1, 0x11, 0, 3, 0x21, 0x80, 0}, uint64(0))
+	f.Fuzz(func(t *testing.T, info, abbrev []byte, off uint64) {
+		units, err := unitSpans(info, binary.LittleEndian)
+		if err == nil {
+			for _, u := range units {
+				if u.off >= u.end || u.end > uint64(len(info)) {
+					t.Fatalf("a unit %+v outside %d bytes", u, len(info))
+				}
+			}
+		}
+		crossUnitForms(abbrev, off)
+	})
 }

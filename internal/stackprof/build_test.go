@@ -251,6 +251,20 @@ func TestBuilderRealloc(t *testing.T) {
 			}
 		}
 	}
+	// oneBlock checks that want is held, frees the block at addr (stamp),
+	// and checks that every sample of it went with the free.
+	oneBlock := func(what string, want map[string]stackprof.Counts, addr, stamp uint64) {
+		t.Helper()
+		held(want)
+		if !b.Free(addr, stamp, time.Second) {
+			t.Errorf("%s: the block's free found nothing held", what)
+		}
+		freed := map[string]stackprof.Counts{}
+		for fn, c := range want {
+			freed[fn] = stackprof.Counts{Alloc: c.Alloc, AllocBytes: c.AllocBytes}
+		}
+		held(freed)
+	}
 	held(map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 100, InUseBytes: 100},
 		"reserve":     {Alloc: 3, InUse: 3, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088},
@@ -295,17 +309,10 @@ func TestBuilderRealloc(t *testing.T) {
 		for _, f := range order {
 			f()
 		}
-		held(map[string]stackprof.Counts{
+		oneBlock("moved by a sampled realloc", map[string]stackprof.Counts{
 			"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
 			"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-		})
-		if !b.Free(0x4000, 14, time.Second) {
-			t.Error("the free of the block found nothing held")
-		}
-		held(map[string]stackprof.Counts{
-			"make_widget": {Alloc: 1, AllocBytes: 1000},
-			"reserve":     {Alloc: 1, AllocBytes: 3096},
-		})
+		}, 0x4000, 14)
 	}
 
 	// A later realloc between the same two addresses, of another block,
@@ -356,10 +363,7 @@ func TestBuilderRealloc(t *testing.T) {
 			continue
 		}
 		// Still the one block, wherever it is now.
-		if !b.Free(0x5000, 16, time.Second) {
-			t.Errorf("%s: the block's free found nothing held", c.name)
-		}
-		held(map[string]stackprof.Counts{"make_widget": {Alloc: 1, AllocBytes: 1000}, "reserve": {Alloc: c.held["reserve"].Alloc, AllocBytes: c.held["reserve"].AllocBytes}})
+		oneBlock(c.name, c.held, 0x5000, 16)
 	}
 
 	// The same with the move read before both of the block's samples
@@ -371,11 +375,7 @@ func TestBuilderRealloc(t *testing.T) {
 	b.Move(0x3000, 0x5000, 14, time.Second)
 	b.Add(stamped(with(st.buffer, 0x3000, 4096), 12, 0x3000, 1000))
 	b.Add(stamped(with(st.buffer, 0x3000, 8192), 13, 0x3000, 4104))
-	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088}})
-	if !b.Free(0x5000, 16, time.Second) {
-		t.Error("the moved block's free found nothing held")
-	}
-	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
+	oneBlock("the move read first", map[string]stackprof.Counts{"reserve": {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088}}, 0x5000, 16)
 
 	// A realloc in place (13) read before the block's allocation (11),
 	// held back a drain in the other ring: one block, both held, both
@@ -384,14 +384,10 @@ func TestBuilderRealloc(t *testing.T) {
 	b = stackprof.NewBuilder(st.u, st.s)
 	inPlace()
 	widget()
-	held(map[string]stackprof.Counts{
+	oneBlock("the realloc read first", map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
 		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-	})
-	if !b.Free(0x3000, 14, time.Second) {
-		t.Error("the block's free found nothing held")
-	}
-	held(map[string]stackprof.Counts{"make_widget": {Alloc: 1, AllocBytes: 1000}, "reserve": {Alloc: 1, AllocBytes: 3096}})
+	}, 0x3000, 14)
 	// A block moved in by its own sampled realloc (11, to 0x3000), then
 	// on to 0x4000 by one not sampled (12), grown in place there (13) and
 	// moved on to 0x5000 (14); read: the move to 0x4000 (an orphan), the
@@ -402,11 +398,7 @@ func TestBuilderRealloc(t *testing.T) {
 	b.Add(stamped(with(st.buffer, 0x4000, 8192), 13, 0x4000, 4104))
 	b.Move(0x4000, 0x5000, 14, time.Second)
 	b.Add(stamped(with(st.buffer, 0x3000, 4096), 11, 0x2000, 1000))
-	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088}})
-	if !b.Free(0x5000, 16, time.Second) {
-		t.Error("the moved block's free found nothing held")
-	}
-	held(map[string]stackprof.Counts{"reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
+	oneBlock("the first sample read last", map[string]stackprof.Counts{"reserve": {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088}}, 0x5000, 16)
 
 	// A block with two samples at 0x3000 (11, 12) moved to 0x4000 (13, not
 	// sampled) and grown in place there (14), the growth read before the
@@ -416,14 +408,10 @@ func TestBuilderRealloc(t *testing.T) {
 	b.Add(stamped(with(st.buffer, 0x3000, 4096), 12, 0x3000, 1000))
 	b.Add(stamped(with(st.buffer, 0x4000, 8192), 14, 0x4000, 4104))
 	b.Move(0x3000, 0x4000, 13, time.Second)
-	held(map[string]stackprof.Counts{
+	oneBlock("the growth read before the move", map[string]stackprof.Counts{
 		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
 		"reserve":     {Alloc: 2, InUse: 2, AllocBytes: 3096 + 4088, InUseBytes: 3096 + 4088},
-	})
-	if !b.Free(0x4000, 16, time.Second) {
-		t.Error("the block's free found nothing held")
-	}
-	held(map[string]stackprof.Counts{"make_widget": {Alloc: 1, AllocBytes: 1000}, "reserve": {Alloc: 2, AllocBytes: 3096 + 4088}})
+	}, 0x4000, 16)
 
 	// Not when a free at that address is known between the two (12,
 	// taken by a block there before, 9): two blocks, the earlier freed.

@@ -304,15 +304,17 @@ func TestBuilderRealloc(t *testing.T) {
 	widget := func() { b.Add(stamped(with(st.widget, 0x3000, 1000), 11, 0, 0)) }
 	move := func() { b.Move(0x3000, 0x4000, 12, time.Second) }
 	grow := func() { b.Add(moved(stamped(with(st.buffer, 0x4000, 4096), 13, 0x3000, 1000), 12)) }
+	// The widget and one realloc of it, both held.
+	grownOnce := map[string]stackprof.Counts{
+		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
+		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
+	}
 	for _, order := range [][]func(){{move, grow, widget}, {widget, grow, move}} {
 		b = stackprof.NewBuilder(st.u, st.s)
 		for _, f := range order {
 			f()
 		}
-		oneBlock("moved by a sampled realloc", map[string]stackprof.Counts{
-			"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
-			"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-		}, 0x4000, 14)
+		oneBlock("moved by a sampled realloc", grownOnce, 0x4000, 14)
 	}
 
 	// A later realloc between the same two addresses, of another block,
@@ -384,10 +386,7 @@ func TestBuilderRealloc(t *testing.T) {
 	b = stackprof.NewBuilder(st.u, st.s)
 	inPlace()
 	widget()
-	oneBlock("the realloc read first", map[string]stackprof.Counts{
-		"make_widget": {Alloc: 1, InUse: 1, AllocBytes: 1000, InUseBytes: 1000},
-		"reserve":     {Alloc: 1, InUse: 1, AllocBytes: 3096, InUseBytes: 3096},
-	}, 0x3000, 14)
+	oneBlock("the realloc read first", grownOnce, 0x3000, 14)
 	// A block moved in by its own sampled realloc (11, to 0x3000), then
 	// on to 0x4000 by one not sampled (12), grown in place there (13) and
 	// moved on to 0x5000 (14); read: the move to 0x4000 (an orphan), the

@@ -508,7 +508,7 @@ func (c *Calls) ReadN(max int, f func(Sample)) (more bool) {
 	defer c.rd.release()
 	for n := 0; ; n++ {
 		if n == max {
-			c.rd.release()
+			c.rd.release() // before available, which counts from the consumer's position
 			return c.rd.available() > 0
 		}
 		rec, ok := c.rd.next()

@@ -175,6 +175,7 @@ func crossUnitForms(abbrev []byte, off uint64) bool {
 		return true
 	}
 	b := abbrev[off:]
+	// Not delve's leb128, which panics on a number cut short.
 	uleb := func() (uint64, bool) {
 		var v uint64
 		for shift := uint(0); len(b) > 0 && shift < 64; shift += 7 {

@@ -242,9 +242,25 @@ func TestSnapshotInterrupted(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		testutil.WaitUntil(t, "arenactl to freeze the target", func() bool { return testutil.Traced(tg.Pid) })
-		cmd.Process.Signal(syscall.SIGINT)
-		err := cmd.Wait()
+		// A snapshot of this small process can begin and end between two
+		// looks at the target (5 ms apart): it then counts as done before
+		// the signal. CI once waited for a freeze that was over.
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		exited := false
+		testutil.WaitUntil(t, "arenactl to freeze the target", func() bool {
+			select {
+			case err = <-done:
+				exited = true
+			default:
+			}
+			return exited || testutil.Traced(tg.Pid)
+		})
+		if !exited {
+			cmd.Process.Signal(syscall.SIGINT)
+			err = <-done
+		}
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
